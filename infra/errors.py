@@ -1,0 +1,40 @@
+"""One error hierarchy for the whole toolkit.
+
+Every error a user can cause or meet carries a single human line; the CLIs catch
+``ToolkitError`` once, print that line and exit non-zero. Nothing below the CLI
+calls ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+
+class ToolkitError(Exception):
+    """Base class: ``str(err)`` is the one line shown to the user."""
+
+    exit_code = 2
+
+
+class SpecError(ToolkitError):
+    """The environment spec (or a value derived from it) is invalid.
+
+    ``field`` is the dotted path of the offending value, ``fix`` says what to do.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        msg = f"{field}: {problem}" if field else problem
+        if fix:
+            msg += f" — {fix}"
+        super().__init__(msg)
+
+
+class CatalogError(ToolkitError):
+    """A TPU shape that does not exist; the message lists the valid ones."""
+
+
+class ExternalToolError(ToolkitError):
+    """terraform, kustomize or another CLI failed or is missing."""
+
+    exit_code = 1

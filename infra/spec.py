@@ -1,0 +1,667 @@
+"""The environment spec: one YAML file, validated into typed models.
+
+The spec is the single source of truth: the Terraform stack, the Kueue objects
+and run planning are all derived from an ``EnvSpec``. Everything a consumer
+needs that can be computed (slice shapes, node counts, CIDRs, the GKE version
+floor) is computed here once, so the consumers cannot disagree.
+
+Importing this module must stay cheap: no CDK, no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import os
+import re
+from enum import Enum
+from functools import cached_property
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+
+from infra import catalog
+from infra.errors import CatalogError, SpecError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES_DIR = REPO_ROOT / "examples"
+DEFAULT_SPEC_PATH = EXAMPLES_DIR / "default.yaml"
+SPEC_ENV_VAR = "TGK_SPEC"
+
+# Pinned versions of the cluster add-ons the toolkit installs and renders for.
+DEFAULT_KUEUE_VERSION = "v0.17.1"
+DEFAULT_JOBSET_VERSION = "v0.10.1"
+
+# The de-facto PriorityClass names and values (shared with xpk).
+PRIORITY_CLASSES: dict[str, int] = {
+    "very-low": 100,
+    "low": 250,
+    "medium": 500,
+    "high": 750,
+    "very-high": 1000,
+}
+
+_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_GKE_VERSION = r"^\d+\.\d+(\.\d+)?(-gke\.\d+)?$"
+
+
+class _Model(BaseModel):
+    # Unknown keys are errors: a typo must not silently fall back to a default.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------- network
+
+
+class NetworkSpec(_Model):
+    """VPC-native networking. CIDRs left empty are derived from the node count."""
+
+    name: str | None = Field(None, pattern=_NAME, max_length=63, description="VPC name (default <cluster>-net)")
+    nodes_cidr: str | None = Field(None, description="primary subnet range for node IPs")
+    pods_cidr: str | None = Field(None, description="secondary range for pod IPs")
+    services_cidr: str | None = Field(None, description="secondary range for Service IPs")
+    tpu_max_pods_per_node: int = Field(15, ge=8, le=256, description="xpk's value; TPU VMs run few pods")
+    cpu_max_pods_per_node: int = Field(110, ge=8, le=256)
+    headroom: float = Field(
+        2.0, ge=1.0, le=16.0, description="factor of spare address space for surge upgrades and growth"
+    )
+
+    @field_validator("nodes_cidr", "pods_cidr", "services_cidr")
+    @classmethod
+    def _cidr(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            net = ipaddress.ip_network(v, strict=True)
+        except ValueError as e:
+            raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.0.0.0/20") from None
+        if net.version != 4 or not net.is_private:
+            raise ValueError(f"{v!r} must be a private IPv4 range (RFC 1918), e.g. 10.0.0.0/20")
+        return v
+
+
+class MaintenanceWindow(_Model):
+    start_time: str = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
+    end_time: str = Field("2025-01-01T11:00:00Z")
+    recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _rfc3339(cls, v: str) -> str:
+        if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", v):
+            raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2025-01-01T03:00:00Z")
+        return v
+
+    @field_validator("recurrence")
+    @classmethod
+    def _rrule(cls, v: str) -> str:
+        if not v.startswith("FREQ="):
+            raise ValueError(f"{v!r} is not an RRULE; write it like FREQ=WEEKLY;BYDAY=SA,SU")
+        return v
+
+
+class ReleaseChannel(str, Enum):
+    RAPID = "RAPID"
+    REGULAR = "REGULAR"
+    STABLE = "STABLE"
+    EXTENDED = "EXTENDED"
+
+
+class ClusterSpec(_Model):
+    name: str = Field(..., pattern=_NAME, max_length=40)
+    release_channel: ReleaseChannel = ReleaseChannel.RAPID
+    min_version: str | None = Field(
+        None, pattern=_GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need"
+    )
+    dataplane_v2: bool = True
+    private_nodes: bool = False
+    master_cidr: str = Field("172.16.0.0/28", description="control-plane range when private_nodes is on")
+    master_authorized_networks: list[str] = Field(default_factory=list)
+    deletion_protection: bool = False
+    maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    gcs_fuse_csi: bool = True
+
+    @field_validator("master_cidr")
+    @classmethod
+    def _master(cls, v: str) -> str:
+        try:
+            net = ipaddress.ip_network(v, strict=True)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a CIDR block; write it like 172.16.0.0/28") from None
+        if net.prefixlen != 28:
+            raise ValueError(f"{v!r}: GKE needs a /28 for the control plane, e.g. 172.16.0.0/28")
+        return v
+
+    @field_validator("master_authorized_networks")
+    @classmethod
+    def _authorized(cls, v: list[str]) -> list[str]:
+        for c in v:
+            try:
+                ipaddress.ip_network(c, strict=True)
+            except ValueError:
+                raise ValueError(f"{c!r} is not a CIDR block; write it like 203.0.113.0/24") from None
+        return v
+
+
+# ----------------------------------------------------------------------- pools
+
+
+class CpuPoolSpec(_Model):
+    name: str = Field("cpu", pattern=_NAME, max_length=40)
+    machine_type: str = Field("n2-standard-8", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    min_nodes: int = Field(1, ge=0, le=1000, description="per zone")
+    max_nodes: int = Field(3, ge=1, le=1000, description="per zone")
+    disk_size_gb: int = Field(200, ge=10, le=65536)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "CpuPoolSpec":
+        if self.min_nodes > self.max_nodes:
+            raise ValueError(f"min_nodes ({self.min_nodes}) is above max_nodes ({self.max_nodes}); lower min_nodes")
+        return self
+
+
+class OnDemand(_Model):
+    mode: Literal["on-demand"]
+
+
+class Spot(_Model):
+    mode: Literal["spot"]
+
+
+class FlexStart(_Model):
+    mode: Literal["flex-start"]
+
+
+class Reservation(_Model):
+    mode: Literal["reservation"]
+    name: str = Field(..., pattern=_NAME, max_length=63)
+    zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
+    project: str | None = Field(None, description="owner project of a shared reservation")
+
+
+Capacity = Annotated[Union[OnDemand, Spot, FlexStart, Reservation], Field(discriminator="mode")]
+
+
+def _capacity_shorthand(v: Any) -> Any:
+    # `capacity: spot` is allowed as shorthand for `capacity: {mode: spot}`.
+    return {"mode": v} if isinstance(v, str) else v
+
+
+class TpuPoolSpec(_Model):
+    """A group of identical TPU slices: one GKE node pool per slice."""
+
+    name: str = Field(..., pattern=_NAME, max_length=36, description="node pools are named <name>-<slice index>")
+    type: str | None = Field(None, description="accelerator type, e.g. v5litepod-16, v6e-16, tpu7x-256")
+    generation: str | None = Field(None, description="v4, v5e, v5p, v6e or tpu7x (with topology)")
+    topology: str | None = Field(None, description="e.g. 4x4 or 4x4x8 (with generation)")
+    chips_per_vm: int | None = Field(None, description="only to pick multi-host 2x4 (4) over single-host (8)")
+    slices: int = Field(1, ge=1, le=512, description="number of slices = node pools")
+    capacity: Capacity = Field(default_factory=lambda: OnDemand(mode="on-demand"))
+    zone: str | None = Field(None, description="defaults to the first of the spec's zones")
+    autoscaling: bool = Field(False, description="scale each slice between 0 and its node count")
+    disk_size_gb: int = Field(100, ge=10, le=65536)
+
+    _shape: catalog.SliceShape = PrivateAttr()
+
+    @field_validator("capacity", mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        return _capacity_shorthand(v)
+
+    @model_validator(mode="after")
+    def _resolve(self) -> "TpuPoolSpec":
+        if not self.type and not (self.generation and self.topology):
+            raise ValueError("give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)")
+        if (self.generation is None) != (self.topology is None):
+            raise ValueError("generation and topology go together; give both, or use type instead")
+        try:
+            self._shape = catalog.resolve(
+                self.type, generation=self.generation, topology=self.topology, chips_per_vm=self.chips_per_vm
+            )
+        except CatalogError as e:
+            raise ValueError(str(e)) from None
+        if self.slices > 1 and not self.shape.multi_host:
+            raise ValueError(
+                f"{self.shape.accelerator_type} is single-host; multislice needs multi-host slices "
+                f"(e.g. {self.shape.generation.canonical_prefix}-{self.shape.chips * 2 * (2 if self.shape.generation.name_counts_cores else 1)}) — or set slices: 1"
+            )
+        return self
+
+    @property
+    def shape(self) -> catalog.SliceShape:
+        return self._shape
+
+    def node_pool_names(self) -> list[str]:
+        return [f"{self.name}-{i}" for i in range(self.slices)]
+
+    @property
+    def total_nodes(self) -> int:
+        return self.slices * self.shape.nodes
+
+    @property
+    def total_chips(self) -> int:
+        return self.slices * self.shape.chips
+
+
+# ----------------------------------------------------------------------- teams
+
+
+class TeamSpec(_Model):
+    name: str = Field(..., pattern=_NAME, max_length=30)
+    namespace: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to the team name")
+    local_queue: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to <namespace>-queue")
+    service_account: str | None = Field(None, pattern=_NAME, max_length=63, description="KSA bound to the workload GSA")
+    quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
+    priority: str = Field("medium", description="default priority class for the team's runs")
+
+    @field_validator("priority")
+    @classmethod
+    def _priority(cls, v: str) -> str:
+        if v not in PRIORITY_CLASSES:
+            raise ValueError(f"unknown priority {v!r}; use one of {', '.join(PRIORITY_CLASSES)}")
+        return v
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or self.name
+
+    @property
+    def queue(self) -> str:
+        return self.local_queue or f"{self.ns}-queue"
+
+    @property
+    def ksa(self) -> str:
+        return self.service_account or "tpu-training"
+
+
+# ------------------------------------------------------------------ artifacts
+
+
+class BucketPurpose(str, Enum):
+    DATA = "data"
+    CHECKPOINTS = "checkpoints"
+    ARTIFACTS = "artifacts"
+
+
+class BucketSpec(_Model):
+    name: str = Field(..., pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$")
+    purpose: BucketPurpose
+    versioning: bool | None = Field(None, description="default: on for checkpoints")
+    force_destroy: bool = False
+    soft_delete_days: int = Field(7, ge=0, le=90)
+
+    @property
+    def versioned(self) -> bool:
+        return self.purpose is BucketPurpose.CHECKPOINTS if self.versioning is None else self.versioning
+
+
+class ArtifactRegistrySpec(_Model):
+    enabled: bool = True
+    repository: str = Field("tpu-training", pattern=_NAME, max_length=63)
+
+
+class TensorBoardSpec(_Model):
+    enabled: bool = True
+    display_name: str | None = None
+
+
+class CloudBuildSpec(_Model):
+    enabled: bool = False
+    github_owner: str | None = None
+    github_repo: str | None = None
+    branch: str = Field("^main$", description="branch regex that triggers CI")
+    filename: str = "cloudbuild/ci.yaml"
+
+    @model_validator(mode="after")
+    def _repo(self) -> "CloudBuildSpec":
+        if self.enabled and not (self.github_owner and self.github_repo):
+            raise ValueError("the trigger needs github_owner and github_repo; set both or set enabled: false")
+        return self
+
+
+class StateSpec(_Model):
+    bucket: str | None = Field(None, description="Terraform state bucket (default <project>-tf-state)")
+    prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
+
+
+class VersionsSpec(_Model):
+    kueue: str = Field(DEFAULT_KUEUE_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
+    jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
+
+
+# ------------------------------------------------------------------- the spec
+
+
+_REGION = r"^[a-z]+-[a-z]+\d+$"
+_ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
+
+
+class EnvSpec(_Model):
+    """The whole environment."""
+
+    project: str = Field(..., pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id")
+    region: str = Field(..., pattern=_REGION)
+    zones: list[Annotated[str, Field(pattern=_ZONE)]] = Field(..., min_length=1)
+    labels: dict[str, str] = Field(default_factory=dict, description="GCP resource labels added everywhere")
+    network: NetworkSpec = Field(default_factory=NetworkSpec)
+    cluster: ClusterSpec
+    cpu_pool: CpuPoolSpec = Field(default_factory=CpuPoolSpec)
+    tpu_pools: list[TpuPoolSpec] = Field(..., min_length=1)
+    teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default")])
+    buckets: list[BucketSpec] = Field(default_factory=list)
+    artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
+    tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
+    cloud_build: CloudBuildSpec = Field(default_factory=CloudBuildSpec)
+    state: StateSpec = Field(default_factory=StateSpec)
+    versions: VersionsSpec = Field(default_factory=VersionsSpec)
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, v: dict[str, str]) -> dict[str, str]:
+        for k, val in v.items():
+            if not re.match(r"^[a-z][-_a-z0-9]{0,62}$", k) or not re.match(r"^[-_a-z0-9]{0,63}$", str(val)):
+                raise ValueError(f"label {k}={val} is not a GCP label; use lowercase letters, digits, - and _")
+        return v
+
+    # Cross-field checks. Each raises SpecError with the exact field path.
+    @model_validator(mode="after")
+    def _cross(self) -> "EnvSpec":
+        for i, z in enumerate(self.zones):
+            if not z.startswith(self.region + "-"):
+                raise SpecError(f"zones[{i}]", f"{z!r} is not in region {self.region!r}", f"use a zone like {self.region}-a")
+        if len(set(self.zones)) != len(self.zones):
+            raise SpecError("zones", "lists a zone twice", "list each zone once")
+
+        seen: dict[str, str] = {}
+        pool_names = {self.cpu_pool.name: "cpu_pool.name"}
+        for i, pool in enumerate(self.tpu_pools):
+            where = f"tpu_pools[{i}]"
+            if pool.name in pool_names or any(n in pool_names for n in pool.node_pool_names()):
+                raise SpecError(f"{where}.name", f"{pool.name!r} clashes with {pool_names.get(pool.name, 'another pool')}", "give every pool a unique name")
+            for n in pool.node_pool_names():
+                pool_names[n] = f"{where}.name"
+            pool_names[pool.name] = f"{where}.name"
+            zone = pool.zone or self.zones[0]
+            if pool.zone and pool.zone not in self.zones:
+                raise SpecError(f"{where}.zone", f"{pool.zone!r} is not one of the cluster's zones {self.zones}", "add it to zones or pick one of them")
+            if isinstance(pool.capacity, Reservation) and pool.capacity.zone != zone:
+                raise SpecError(
+                    f"{where}.capacity.zone",
+                    f"reservation {pool.capacity.name!r} is in {pool.capacity.zone} but the pool runs in {zone}",
+                    f"set the pool's zone to {pool.capacity.zone} (and list it in zones) or use a reservation in {zone}",
+                )
+            key = pool.shape.key
+            if key in seen and seen[key] != pool.shape.machine_type:
+                raise SpecError(
+                    f"{where}.chips_per_vm",
+                    f"{key} is both single-host and multi-host here; Kueue and the node labels cannot tell them apart",
+                    "use one machine type per topology",
+                )
+            seen[key] = pool.shape.machine_type
+
+        if self.cpu_pool.max_nodes * len(self.zones) < 1:
+            raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
+
+        floor = self.gke_version_floor
+        if self.cluster.min_version and floor and catalog.gke_version_tuple(self.cluster.min_version) < catalog.gke_version_tuple(floor):
+            raise SpecError(
+                "cluster.min_version",
+                f"{self.cluster.min_version} is below {floor}, the minimum GKE version for these TPU pools",
+                f"set it to {floor} or later, or remove it to use the floor",
+            )
+
+        ns_seen: dict[str, int] = {}
+        queue_seen: set[str] = set()
+        for i, t in enumerate(self.teams):
+            if t.ns in ns_seen:
+                raise SpecError(f"teams[{i}].namespace", f"namespace {t.ns!r} is already teams[{ns_seen[t.ns]}]'s", "give each team its own namespace")
+            ns_seen[t.ns] = i
+            if t.name in queue_seen:
+                raise SpecError(f"teams[{i}].name", f"team {t.name!r} is listed twice", "give each team a unique name")
+            queue_seen.add(t.name)
+        total_share = sum(t.quota_share for t in self.teams)
+        if total_share > 1.0 + 1e-9:
+            raise SpecError("teams", f"quota shares add up to {total_share:g}, more than the chips that exist", "make the quota_share values sum to at most 1")
+
+        names = [b.name for b in self.buckets]
+        for i, b in enumerate(self.buckets):
+            if names.index(b.name) != i:
+                raise SpecError(f"buckets[{i}].name", f"bucket {b.name!r} is listed twice", "bucket names are global; list each once")
+        if self.cloud_build.enabled and not self.artifact_registry.enabled:
+            raise SpecError("cloud_build.enabled", "CI builds push images but artifact_registry is disabled", "enable artifact_registry or disable cloud_build")
+
+        self._check_network()
+        return self
+
+    # ---------------------------------------------------------------- derived
+
+    @property
+    def multislice(self) -> bool:
+        return any(p.slices > 1 for p in self.tpu_pools)
+
+    @property
+    def gke_version_floor(self) -> str | None:
+        return catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice)
+
+    @property
+    def min_master_version(self) -> str | None:
+        return self.cluster.min_version or self.gke_version_floor
+
+    @property
+    def network_name(self) -> str:
+        return self.network.name or f"{self.cluster.name}-net"
+
+    @property
+    def state_bucket(self) -> str:
+        return self.state.bucket or f"{self.project}-tf-state"
+
+    @property
+    def state_prefix(self) -> str:
+        return self.state.prefix or f"tpu-gke-toolkit/{self.cluster.name}"
+
+    def pool_zone(self, pool: TpuPoolSpec) -> str:
+        return pool.zone or self.zones[0]
+
+    @property
+    def tpu_nodes(self) -> int:
+        return sum(p.total_nodes for p in self.tpu_pools)
+
+    @property
+    def cpu_nodes(self) -> int:
+        return self.cpu_pool.max_nodes * len(self.zones)
+
+    @property
+    def total_nodes(self) -> int:
+        return self.tpu_nodes + self.cpu_nodes
+
+    def shapes(self) -> dict[str, catalog.SliceShape]:
+        """Distinct slice shapes by key, in spec order."""
+        out: dict[str, catalog.SliceShape] = {}
+        for p in self.tpu_pools:
+            out.setdefault(p.shape.key, p.shape)
+        return out
+
+    def chips_by_shape(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for p in self.tpu_pools:
+            out[p.shape.key] = out.get(p.shape.key, 0) + p.total_chips
+        return out
+
+    def bucket_for(self, purpose: BucketPurpose) -> BucketSpec | None:
+        return next((b for b in self.buckets if b.purpose is purpose), None)
+
+    def team(self, name: str | None) -> TeamSpec:
+        if name is None:
+            return self.teams[0]
+        for t in self.teams:
+            if name in (t.name, t.ns):
+                return t
+        raise SpecError("--team", f"no team {name!r} in the spec", f"use one of {', '.join(t.name for t in self.teams)}")
+
+    @cached_property
+    def cidrs(self) -> "Cidrs":
+        return derive_cidrs(self)
+
+    def _check_network(self) -> None:
+        derive_cidrs(self)  # raises SpecError when given ranges are too small or overlap
+
+
+# ---------------------------------------------------------------- CIDR sizing
+
+
+class Cidrs(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    nodes: str
+    pods: str
+    services: str
+
+
+def pods_block_per_node(max_pods: int) -> int:
+    """GKE gives each node a pod range with at least twice max_pods addresses, a power of two."""
+    return 1 << math.ceil(math.log2(2 * max_pods))
+
+
+def pod_addresses_needed(spec: EnvSpec) -> int:
+    n = spec.network
+    return spec.tpu_nodes * pods_block_per_node(n.tpu_max_pods_per_node) + spec.cpu_nodes * pods_block_per_node(
+        n.cpu_max_pods_per_node
+    )
+
+
+def _prefix_for(addresses: int) -> int:
+    return 32 - max(0, math.ceil(math.log2(max(addresses, 1))))
+
+
+def derive_cidrs(spec: EnvSpec) -> Cidrs:
+    """Given ranges are checked against the node count; missing ones are sized from it."""
+    n = spec.network
+    nodes_needed = spec.total_nodes + 4  # GCP reserves 4 addresses per subnet
+    pods_needed = pod_addresses_needed(spec)
+
+    def pick(field: str, given: str | None, needed: int, base: str, floor_prefix: int, what: str) -> str:
+        if given:
+            net = ipaddress.ip_network(given)
+            if net.num_addresses < needed:
+                want = _prefix_for(needed)
+                raise SpecError(
+                    f"network.{field}",
+                    f"{given} holds {net.num_addresses} addresses but {what} need {needed}",
+                    f"use a /{want} or larger, or remove it to derive one",
+                )
+            return given
+        prefix = min(floor_prefix, _prefix_for(int(needed * n.headroom)))
+        return str(ipaddress.ip_network(f"{base}/{prefix}", strict=False))
+
+    tpu_block = pods_block_per_node(n.tpu_max_pods_per_node)
+    cpu_block = pods_block_per_node(n.cpu_max_pods_per_node)
+    cidrs = Cidrs(
+        nodes=pick("nodes_cidr", n.nodes_cidr, nodes_needed, "10.0.0.0", 22, f"{spec.total_nodes} nodes"),
+        pods=pick(
+            "pods_cidr",
+            n.pods_cidr,
+            pods_needed,
+            "10.64.0.0",
+            18,
+            f"{spec.tpu_nodes} TPU nodes x {tpu_block} and {spec.cpu_nodes} CPU nodes x {cpu_block} (per-node pod blocks)",
+        ),
+        services=pick("services_cidr", n.services_cidr, 1024, "10.128.0.0", 20, "Services"),
+    )
+    nets = {k: ipaddress.ip_network(v) for k, v in cidrs.model_dump().items()}
+    if spec.cluster.private_nodes:
+        nets["master"] = ipaddress.ip_network(spec.cluster.master_cidr)
+    keys = list(nets)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            if nets[a].overlaps(nets[b]):
+                field = "cluster.master_cidr" if "master" in (a, b) else f"network.{b}_cidr"
+                raise SpecError(field, f"{nets[b]} overlaps the {a} range {nets[a]}", "choose ranges that do not overlap")
+    return cidrs
+
+
+# --------------------------------------------------------------------- loading
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("on-demand", "spot", "flex-start", "reservation", "function-after[_shorthand(), tagged-union[OnDemand,Spot,FlexStart,Reservation]]"):
+            continue  # discriminated-union tags are not part of the user's path
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _fix_for(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    if kind == "extra_forbidden":
+        return "remove it (unknown key; check the spelling against examples/default.yaml)"
+    if kind == "missing":
+        return "add it"
+    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
+        return "use one of on-demand, spot, flex-start, reservation"
+    if kind == "string_pattern_mismatch":
+        return "use lowercase letters, digits and '-', starting with a letter"
+    return ""
+
+
+def format_validation_error(e: ValidationError) -> SpecError:
+    """First pydantic error as a SpecError; the rest are counted."""
+    errs = e.errors(include_url=False)
+    first = errs[0]
+    msg = str(first.get("msg", "invalid"))
+    ctx = first.get("ctx") or {}
+    inner = ctx.get("error")
+    if isinstance(inner, SpecError):
+        spec_err = inner
+    else:
+        msg = msg.removeprefix("Value error, ")
+        if first.get("type") == "string_pattern_mismatch":
+            msg = f"{first.get('input')!r} is not allowed"
+        spec_err = SpecError(_loc(first["loc"]), msg, _fix_for(first))
+    if len(errs) > 1:
+        return SpecError(spec_err.field, spec_err.problem, (spec_err.fix + " " if spec_err.fix else "") + f"(+{len(errs) - 1} more)")
+    return spec_err
+
+
+def parse_spec(data: Any, *, source: str = "spec") -> EnvSpec:
+    if not isinstance(data, dict):
+        raise SpecError("", f"{source}: the spec must be a YAML mapping, got {type(data).__name__}", "start from examples/default.yaml")
+    try:
+        return EnvSpec.model_validate(data)
+    except ValidationError as e:
+        err = format_validation_error(e)
+        raise SpecError(err.field, err.problem, err.fix) from None
+    except SpecError:
+        raise
+
+
+def spec_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """--spec, else $TGK_SPEC, else the repository's default example."""
+    if path:
+        return Path(path)
+    env = os.environ.get(SPEC_ENV_VAR)
+    return Path(env) if env else DEFAULT_SPEC_PATH
+
+
+def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
+    p = spec_path(path)
+    try:
+        text = p.read_text()
+    except FileNotFoundError:
+        raise SpecError("--spec", f"{p} does not exist", "pass an existing file, e.g. examples/default.yaml") from None
+    except OSError as e:
+        raise SpecError("--spec", f"cannot read {p}: {e.strerror}", "check the path and permissions") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise SpecError("", f"{p}: not valid YAML{where}", "fix the YAML syntax") from None
+    try:
+        return parse_spec(data, source=str(p))
+    except SpecError as e:
+        raise SpecError(e.field, e.problem, e.fix) from None

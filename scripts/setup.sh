@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Create (or reuse) the toolkit's virtualenv and its tool environments.
+#
+# Everything lands in a cache outside the repository, keyed by the exact pins, so
+# a second run — or CI on the same machine — reuses it in seconds, and a changed
+# pin builds a fresh environment next to the old one.
+#
+#   scripts/setup.sh            prints the venv path on the last line of stdout
+#   TGK_CACHE=/some/dir ...     moves the cache (default ~/.cache/tpu-gke-toolkit)
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+python="${TGK_PYTHON:-python3}"
+mkdir -p "$cache"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+key=$(cat "$repo/pyproject.toml" "$repo/constraints.txt" | sha256sum | cut -c1-16)
+venv="$cache/venv-$key"
+if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
+  log "creating $venv (first run: ~2 min)"
+  rm -rf "$venv"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -c "$repo/constraints.txt" -e "$repo[dev]"
+  touch "$venv/.complete"
+else
+  # Re-point the editable install at this checkout (CI clones to a new path each run).
+  if ! "$venv/bin/python" -c 'import infra, sys, pathlib; sys.exit(0 if pathlib.Path(infra.__file__).resolve().parent.parent == pathlib.Path(sys.argv[1]).resolve() else 1)' "$repo" 2>/dev/null; then
+    log "re-linking editable install to $repo"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$repo"
+  fi
+fi
+
+# checkov pulls a large, conflicting dependency tree: it gets a venv of its own.
+checkov_version="3.3.30"
+checkov_venv="$cache/checkov-$checkov_version"
+if [ ! -f "$checkov_venv/.complete" ]; then
+  log "creating $checkov_venv"
+  rm -rf "$checkov_venv"
+  "$python" -m venv "$checkov_venv"
+  "$checkov_venv/bin/pip" install -q --disable-pip-version-check "checkov==$checkov_version"
+  touch "$checkov_venv/.complete"
+fi
+
+echo "$venv"
