@@ -351,16 +351,18 @@ def accelerator_type(name: str) -> SliceShape:
         raise CatalogError(f"unknown TPU type {name!r}; valid names look like {valid_names} (e.g. v5litepod-16, v6e-16, v4-16, v5p-16, tpu7x-128)")
     gen = prefixes[m.group(1)]
     count = int(m.group(2))
+    by_chips = _default_topology_by_chips(gen.name)
+    per = 2 if gen.name_counts_cores else 1
+    sizes = ", ".join(f"{gen.canonical_prefix}-{c * per}" for c in list(by_chips)[:14])
     if gen.name_counts_cores:
         if count % 2:
-            raise CatalogError(f"{name!r}: {gen.name} names count TensorCores (2 per chip), so the number must be even")
+            raise CatalogError(
+                f"{name!r}: {gen.name} names count TensorCores (2 per chip), so the number is even; valid {gen.name} types: {sizes}, ..."
+            )
         chips = count // 2
     else:
         chips = count
-    by_chips = _default_topology_by_chips(gen.name)
     if chips not in by_chips:
-        per = 2 if gen.name_counts_cores else 1
-        sizes = ", ".join(f"{gen.canonical_prefix}-{c * per}" for c in list(by_chips)[:14])
         raise CatalogError(f"unknown TPU type {name!r}; valid {gen.name} types: {sizes}, ...")
     return shape(gen.name, by_chips[chips])
 

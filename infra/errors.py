@@ -38,3 +38,12 @@ class ExternalToolError(ToolkitError):
     """terraform, kustomize or another CLI failed or is missing."""
 
     exit_code = 1
+
+
+class ClusterError(ToolkitError):
+    """The Kubernetes API could not be reached or refused a request.
+
+    Exit code 3 tells scripts "the cluster side failed" apart from bad input (2).
+    """
+
+    exit_code = 3

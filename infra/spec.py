@@ -47,6 +47,18 @@ _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _GKE_VERSION = r"^\d+\.\d+(\.\d+)?(-gke\.\d+)?$"
 
 
+class FieldValueError(ValueError):
+    """Raised by a model validator to name the offending field inside its model.
+
+    pydantic reports model-validator errors at the model's own location; the field
+    (relative to that model) is appended by ``format_validation_error``.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field, self.problem, self.fix = field, problem, fix
+        super().__init__(f"{problem}; {fix}" if fix else problem)
+
+
 class _Model(BaseModel):
     # Unknown keys are errors: a typo must not silently fall back to a default.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -78,7 +90,7 @@ class NetworkSpec(_Model):
         except ValueError as e:
             raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.0.0.0/20") from None
         if net.version != 4 or not net.is_private:
-            raise ValueError(f"{v!r} must be a private IPv4 range (RFC 1918), e.g. 10.0.0.0/20")
+            raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like 10.0.0.0/20")
         return v
 
 
@@ -131,7 +143,7 @@ class ClusterSpec(_Model):
         except ValueError:
             raise ValueError(f"{v!r} is not a CIDR block; write it like 172.16.0.0/28") from None
         if net.prefixlen != 28:
-            raise ValueError(f"{v!r}: GKE needs a /28 for the control plane, e.g. 172.16.0.0/28")
+            raise ValueError(f"{v!r} is a /{net.prefixlen} but GKE needs a /28 for the control plane; use one like 172.16.0.0/28")
         return v
 
     @field_validator("master_authorized_networks")
@@ -158,7 +170,9 @@ class CpuPoolSpec(_Model):
     @model_validator(mode="after")
     def _bounds(self) -> "CpuPoolSpec":
         if self.min_nodes > self.max_nodes:
-            raise ValueError(f"min_nodes ({self.min_nodes}) is above max_nodes ({self.max_nodes}); lower min_nodes")
+            raise FieldValueError(
+                "min_nodes", f"{self.min_nodes} is above max_nodes ({self.max_nodes})", "lower min_nodes or raise max_nodes"
+            )
         return self
 
 
@@ -213,21 +227,43 @@ class TpuPoolSpec(_Model):
     @model_validator(mode="after")
     def _resolve(self) -> "TpuPoolSpec":
         if not self.type and not (self.generation and self.topology):
-            raise ValueError("give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)")
+            missing = "topology" if self.generation else "generation" if self.topology else "type"
+            raise FieldValueError(
+                missing, "no TPU shape given", "give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)"
+            )
         if (self.generation is None) != (self.topology is None):
-            raise ValueError("generation and topology go together; give both, or use type instead")
+            raise FieldValueError(
+                "topology" if self.topology is None else "generation",
+                "generation and topology go together",
+                "give both, or use type instead",
+            )
         try:
             self._shape = catalog.resolve(
                 self.type, generation=self.generation, topology=self.topology, chips_per_vm=self.chips_per_vm
             )
         except CatalogError as e:
-            raise ValueError(str(e)) from None
+            raise FieldValueError(self._shape_field(), *_split_problem(str(e), "pick a valid TPU shape")) from None
         if self.slices > 1 and not self.shape.multi_host:
-            raise ValueError(
-                f"{self.shape.accelerator_type} is single-host; multislice needs multi-host slices "
-                f"(e.g. {self.shape.generation.canonical_prefix}-{self.shape.chips * 2 * (2 if self.shape.generation.name_counts_cores else 1)}) — or set slices: 1"
+            raise FieldValueError(
+                "slices",
+                f"{self.shape.accelerator_type} is single-host; multislice needs multi-host slices",
+                f"use a multi-host type (e.g. {self.shape.generation.canonical_prefix}-{self.shape.chips * 2 * (2 if self.shape.generation.name_counts_cores else 1)}) or set slices: 1",
             )
         return self
+
+    def _shape_field(self) -> str:
+        """Which of type / generation / topology / chips_per_vm made the shape invalid."""
+        if self.generation and self.generation.strip().lower() not in catalog.GENERATIONS:
+            return "generation"
+        if self.chips_per_vm is not None:
+            try:
+                catalog.resolve(self.type, generation=self.generation, topology=self.topology)
+                return "chips_per_vm"  # valid without it: the VM size is what is wrong
+            except CatalogError:
+                pass
+        if self.type and not self.topology:
+            return "type"
+        return "topology"
 
     @property
     def shape(self) -> catalog.SliceShape:
@@ -317,7 +353,11 @@ class CloudBuildSpec(_Model):
     @model_validator(mode="after")
     def _repo(self) -> "CloudBuildSpec":
         if self.enabled and not (self.github_owner and self.github_repo):
-            raise ValueError("the trigger needs github_owner and github_repo; set both or set enabled: false")
+            raise FieldValueError(
+                "github_owner" if not self.github_owner else "github_repo",
+                "the build trigger needs github_owner and github_repo",
+                "set both, or set enabled: false",
+            )
         return self
 
 
@@ -595,33 +635,84 @@ def _loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def _fix_for(err: dict[str, Any]) -> str:
+# Fixes for pattern-checked strings, by pattern: "use lowercase letters" is wrong advice for a version.
+_PATTERN_FIXES: dict[str, str] = {
+    _NAME: "use lowercase letters, digits and '-', starting with a letter",
+    _GKE_VERSION: "write it like 1.31.2-gke.1115000",
+    r"^v\d+\.\d+\.\d+$": "write it like v0.17.1",
+    r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$": "use a GCP project id: 6-30 lowercase letters, digits and '-', starting with a letter",
+    r"^[a-z]+-[a-z]+\d+$": "write it like us-central1",
+    r"^[a-z]+-[a-z]+\d+-[a-z]$": "write it like us-central1-a",
+    r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$": "use 3-63 lowercase letters, digits, '-', '_' and '.'",
+    r"^[a-z0-9]+-[a-z0-9-]+$": "write it like n2-standard-8",
+}
+
+_BOUND_TYPES = {
+    "greater_than_equal": ("ge", "at least"),
+    "greater_than": ("gt", "more than"),
+    "less_than_equal": ("le", "at most"),
+    "less_than": ("lt", "less than"),
+}
+
+
+def _split_problem(msg: str, default_fix: str) -> tuple[str, str]:
+    """'problem; fix' -> (problem, fix); a message without '; ' gets the default fix."""
+    problem, sep, fix = msg.partition("; ")
+    return (problem, fix) if sep else (msg, default_fix)
+
+
+def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
     kind = err.get("type", "")
+    ctx = err.get("ctx") or {}
+    value = err.get("input")
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return "remove it (unknown key; check the spelling against examples/default.yaml)"
+        return "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
-        return "add it"
-    if kind == "union_tag_invalid" or kind == "union_tag_not_found":
-        return "use one of on-demand, spot, flex-start, reservation"
+        return "is required", "add it (see examples/default.yaml)"
+    if kind in ("union_tag_invalid", "union_tag_not_found"):
+        return f"{ctx.get('tag', value)!r} is not a capacity mode", "use one of on-demand, spot, flex-start, reservation"
     if kind == "string_pattern_mismatch":
-        return "use lowercase letters, digits and '-', starting with a letter"
-    return ""
+        return f"{value!r} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
+    if kind == "enum":
+        return f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}".replace("'", "")
+    if kind == "literal_error":
+        return f"{value!r} is not allowed", f"use {ctx.get('expected', '')}".replace("'", "")
+    if kind in _BOUND_TYPES:
+        key, words = _BOUND_TYPES[kind]
+        return f"{value!r} is out of range", f"use a value {words} {ctx.get(key)}"
+    if kind in ("string_too_long", "too_long"):
+        return f"{value!r} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
+    if kind in ("string_too_short", "too_short"):
+        return "is too short", f"give at least {ctx.get('min_length')} {'characters' if kind == 'string_too_short' else 'items'}"
+    if kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
+        return f"{value!r} is not a number", "write a plain number"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"{value!r} is not a boolean", "write true or false"
+    if kind in ("string_type",):
+        return f"{value!r} is not a string", "quote it or write text"
+    if kind in ("model_type", "dict_type", "model_attributes_type"):
+        return f"expects a mapping, got {type(value).__name__}", "write it as key: value lines (see examples/default.yaml)"
+    if kind in ("list_type", "tuple_type"):
+        return f"expects a list, got {type(value).__name__}", "write it as a YAML list ([a, b] or - items)"
+    return _split_problem(msg, "see examples/default.yaml for a valid value")
 
 
 def format_validation_error(e: ValidationError) -> SpecError:
-    """First pydantic error as a SpecError; the rest are counted."""
+    """First pydantic error as a SpecError (field path, problem, fix); the rest are counted."""
     errs = e.errors(include_url=False)
     first = errs[0]
-    msg = str(first.get("msg", "invalid"))
     ctx = first.get("ctx") or {}
     inner = ctx.get("error")
+    where = _loc(first["loc"])
     if isinstance(inner, SpecError):
         spec_err = inner
+    elif isinstance(inner, FieldValueError):
+        field = f"{where}.{inner.field}" if where else inner.field
+        spec_err = SpecError(field, inner.problem, inner.fix or "see examples/default.yaml")
     else:
-        msg = msg.removeprefix("Value error, ")
-        if first.get("type") == "string_pattern_mismatch":
-            msg = f"{first.get('input')!r} is not allowed"
-        spec_err = SpecError(_loc(first["loc"]), msg, _fix_for(first))
+        problem, fix = _problem_and_fix(first)
+        spec_err = SpecError(where, problem, fix)
     if len(errs) > 1:
         return SpecError(spec_err.field, spec_err.problem, (spec_err.fix + " " if spec_err.fix else "") + f"(+{len(errs) - 1} more)")
     return spec_err

@@ -1,0 +1,87 @@
+"""What both CLIs (``python -m infra`` and ``python -m workloads``) share.
+
+Errors are caught once, here: a ``ToolkitError`` becomes one line on stderr and
+its exit code; the traceback only with ``--debug`` (or TGK_DEBUG=1). Kept free
+of heavy imports so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from enum import Enum
+from typing import Any
+
+import typer
+
+from infra.errors import ToolkitError
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("TGK_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
+
+
+def err_line(message: str) -> None:
+    sys.stderr.write(f"error: {message}\n")
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def run(app: typer.Typer, argv: list[str] | None = None) -> int:
+    """Run a Typer app; return its exit code with toolkit errors as one line."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in args
+    if debug:
+        args.remove("--debug")
+        os.environ["TGK_DEBUG"] = "1"
+    try:
+        # With standalone_mode off, click returns a typer.Exit's code instead of raising it.
+        rc = app(args=args, standalone_mode=False)
+        return rc if isinstance(rc, int) else 0
+    except ToolkitError as e:
+        if debug_enabled():
+            raise
+        err_line(str(e))
+        return e.exit_code
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        err_line("aborted")
+        return 1
+    except KeyboardInterrupt:
+        err_line("interrupted")
+        return 130
+    except Exception as e:
+        # Typer vendors click; its usage errors are the only other user-caused ones.
+        from typer._click import exceptions as click_exc
+
+        if isinstance(e, click_exc.NoArgsIsHelpError):
+            sys.stdout.write(e.ctx.get_help() + "\n" if e.ctx else "")
+            return 0
+        if isinstance(e, click_exc.UsageError):
+            hint = f" (see '{e.ctx.command_path} --help')" if e.ctx else ""
+            err_line(f"{e.format_message()}{hint}")
+            return 2
+        if isinstance(e, click_exc.ClickException):
+            err_line(e.format_message())
+            return e.exit_code
+        raise
+
+
+def confirm(question: str, *, yes: bool) -> None:
+    """Ask before a destructive action; refuse when there is no terminal."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ToolkitError(f"{question} needs confirmation; no terminal to ask — pass --yes to proceed")
+    if not typer.confirm(question, default=False):
+        raise typer.Abort()
+

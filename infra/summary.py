@@ -1,0 +1,146 @@
+"""What a synthesized stack would create, read back from its Terraform JSON.
+
+Pure functions over the parsed ``cdk.tf.json``: the summary is taken from the
+synthesized output rather than from the spec, so it shows what terraform will
+actually be asked to create.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from infra.spec import EnvSpec
+
+from infra.naming import TOPOLOGY_LABEL
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    name: str
+    machine_type: str
+    nodes: int
+    topology: str
+    placement: str
+    capacity: str
+    zone: str
+    chips: int
+
+
+def _capacity(cfg: dict[str, Any]) -> str:
+    if cfg.get("flex_start"):
+        return "flex-start"
+    if cfg.get("spot"):
+        return "spot"
+    aff = cfg.get("reservation_affinity") or {}
+    if aff.get("consume_reservation_type") == "SPECIFIC_RESERVATION":
+        return "reservation " + ",".join(aff.get("values") or [])
+    return "on-demand"
+
+
+def _nodes(pool: dict[str, Any]) -> int:
+    if "node_count" in pool:
+        return int(pool["node_count"])
+    auto = pool.get("autoscaling") or {}
+    return int(auto.get("total_max_node_count") or auto.get("max_node_count") or pool.get("initial_node_count") or 0)
+
+
+def _chips_per_vm(machine_type: str) -> int:
+    # TPU machine types end in -<chips>t (ct5lp-hightpu-4t, tpu7x-standard-4t).
+    tail = machine_type.rsplit("-", 1)[-1]
+    return int(tail[:-1]) if tail.endswith("t") and tail[:-1].isdigit() else 0
+
+
+def node_pools(doc: dict[str, Any]) -> list[PoolRow]:
+    rows = []
+    for res in (doc.get("resource", {}).get("google_container_node_pool") or {}).values():
+        cfg = res.get("node_config") or {}
+        placement = res.get("placement_policy") or {}
+        machine = cfg.get("machine_type", "?")
+        nodes = _nodes(res)
+        locations = res.get("node_locations") or []
+        rows.append(
+            PoolRow(
+                name=res.get("name", "?"),
+                machine_type=machine,
+                nodes=nodes,
+                # tpu7x pools carry their topology in the workload policy, not the pool: read the node label.
+                topology=placement.get("tpu_topology") or (cfg.get("labels") or {}).get(TOPOLOGY_LABEL, "") or "-",
+                placement=placement.get("type") or ("policy " + placement["policy_name"] if placement.get("policy_name") else "-"),
+                capacity=_capacity(cfg),
+                zone=",".join(locations) if isinstance(locations, list) else str(locations),
+                chips=nodes * _chips_per_vm(machine),
+            )
+        )
+    return rows
+
+
+def resource_counts(doc: dict[str, Any]) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    for rtype, items in (doc.get("resource") or {}).items():
+        counts[rtype] += len(items)
+    return dict(sorted(counts.items()))
+
+
+def summarize(spec: EnvSpec, doc: dict[str, Any], stack_path: str) -> dict[str, Any]:
+    pools = node_pools(doc)
+    return {
+        "stack": stack_path,
+        "project": spec.project,
+        "region": spec.region,
+        "cluster": spec.cluster.name,
+        "min_master_version": spec.min_master_version,
+        "network": spec.cidrs.model_dump(),
+        "resources": resource_counts(doc),
+        "node_pools": [asdict(p) for p in pools],
+        "tpu_chips": sum(p.chips for p in pools),
+        "tpu_pools": [
+            {
+                "name": p.name,
+                "type": p.shape.accelerator_type,
+                "topology": p.shape.topology,
+                "slices": p.slices,
+                "nodes_per_slice": p.shape.nodes,
+                "chips": p.total_chips,
+                "capacity": p.capacity.mode,
+            }
+            for p in spec.tpu_pools
+        ],
+        "teams": [{"name": t.name, "namespace": t.ns, "local_queue": t.queue, "quota_share": t.quota_share} for t in spec.teams],
+    }
+
+
+def render_text(summary: dict[str, Any]) -> None:
+    """Print the summary as rich tables (imported lazily: this is the slow path)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{summary['cluster']}[/] in {summary['project']} / {summary['region']} "
+        f"(GKE >= {summary['min_master_version'] or 'channel default'})  →  {summary['stack']}"
+    )
+    net = summary["network"]
+    console.print(f"network: nodes {net['nodes']}, pods {net['pods']}, services {net['services']}")
+
+    pools = Table(title="Node pools", show_lines=False)
+    for col in ("node pool", "machine type", "nodes", "TPU chips", "topology", "placement", "capacity", "zone"):
+        pools.add_column(col, justify="right" if col in ("nodes", "TPU chips") else "left")
+    for p in summary["node_pools"]:
+        pools.add_row(p["name"], p["machine_type"], str(p["nodes"]), str(p["chips"] or "-"), p["topology"], p["placement"], p["capacity"], p["zone"])
+    console.print(pools)
+
+    slices = Table(title="TPU slices")
+    for col in ("pool", "type", "topology", "slices", "nodes/slice", "chips", "capacity"):
+        slices.add_column(col)
+    for p in summary["tpu_pools"]:
+        slices.add_row(p["name"], p["type"], p["topology"], str(p["slices"]), str(p["nodes_per_slice"]), str(p["chips"]), p["capacity"])
+    console.print(slices)
+
+    res = Table(title=f"Resources ({sum(summary['resources'].values())})")
+    res.add_column("type")
+    res.add_column("count", justify="right")
+    for rtype, n in summary["resources"].items():
+        res.add_row(rtype, str(n))
+    console.print(res)

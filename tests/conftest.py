@@ -1,0 +1,32 @@
+"""Shared test helpers: the repo root and a runner for the toolkit's CLIs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m <module> <args>`` in a subprocess, as a user would run it."""
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("TGK_SPEC", None)
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=cwd or REPO,
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO

@@ -1,0 +1,626 @@
+"""Cloud Build configs (cloudbuild/*.yaml) and the state-bucket bootstrap they start with.
+
+Static checks: the Cloud Build schema basics, substitutions, pinned builder images, repo
+files and CLI commands that steps reference. Behavioural checks: the provision pipeline's
+spec-env and add-on steps are run locally (shell shims stand in for pip and kubectl) to show
+that the JobSet/Kueue versions it installs are the spec's. The bootstrap script runs against
+a real GCS-compatible emulator (fake-gcs-server) on loopback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import REPO, run_module
+
+CB = REPO / "cloudbuild"
+CONFIGS = sorted(CB.glob("*.yaml"))
+NAMES = [c.stem for c in CONFIGS]
+
+BUILTINS = {
+    "PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "TRIGGER_NAME", "COMMIT_SHA", "REVISION_ID",
+    "SHORT_SHA", "REPO_NAME", "REPO_FULL_NAME", "BRANCH_NAME", "TAG_NAME", "REF_NAME",
+    "TRIGGER_BUILD_CONFIG_PATH", "SERVICE_ACCOUNT_EMAIL", "SERVICE_ACCOUNT",
+}
+DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
+VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def load(path: Path) -> dict:
+    doc = yaml.safe_load(path.read_text())
+    assert isinstance(doc, dict), f"{path.name} is not a mapping"
+    return doc
+
+
+def step_text(step: dict) -> str:
+    parts = [step.get("name", ""), step.get("entrypoint", ""), step.get("dir", "")]
+    parts += [str(a) for a in step.get("args", [])] + [str(e) for e in step.get("env", [])]
+    return "\n".join(parts)
+
+
+def all_text(doc: dict) -> str:
+    texts = [step_text(s) for s in doc["steps"]]
+    texts += [str(i) for i in doc.get("images", [])]
+    texts += [str(e) for e in (doc.get("options") or {}).get("env", [])]
+    return "\n".join(texts)
+
+
+def used_variables(text: str) -> set[str]:
+    out = set()
+    for m in VAR.finditer(text):
+        if m.group(1) == "$":
+            continue  # $$ is an escaped $ for the step's shell
+        out.add(m.group(2) or m.group(3))
+    return out
+
+
+def render(text: str, subs: dict[str, str]) -> str:
+    """Cloud Build's substitution: $$ -> $, $_X / ${_X} / builtins -> value."""
+
+    def one(m: re.Match) -> str:
+        if m.group(1) == "$":
+            return "$"
+        name = m.group(2) or m.group(3)
+        return subs.get(name, f"dummy-{name.lower()}")
+
+    return VAR.sub(one, text)
+
+
+def step_script(step: dict) -> tuple[str, str]:
+    """(shell, script) of a step whose entrypoint is a shell run with -c."""
+    args = [str(a) for a in step.get("args", [])]
+    assert step.get("entrypoint") in ("bash", "sh") and args[:1] == ["-c"], step.get("id")
+    return step["entrypoint"], args[1]
+
+
+def ancestors(steps: list[dict]) -> dict[str, set[str]]:
+    """Cloud Build ordering: no waitFor = after every earlier step; ['-'] = at start."""
+    out: dict[str, set[str]] = {}
+    ids = [s.get("id") for s in steps]
+    for i, s in enumerate(steps):
+        wf = s.get("waitFor")
+        direct = set(ids[:i]) if wf is None else {w for w in wf if w != "-"}
+        out[s["id"]] = set(direct).union(*(out[d] for d in direct)) if direct else set()
+    return out
+
+
+# ------------------------------------------------------------------ schema basics
+
+
+def test_the_four_pipelines_exist():
+    assert {"provision", "destroy", "ci", "image-maxtext"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
+def test_schema_basics(path: Path):
+    doc = load(path)
+    allowed = {"steps", "timeout", "substitutions", "options", "images", "artifacts", "tags", "availableSecrets", "serviceAccount", "logsBucket", "queueTtl"}
+    assert set(doc) <= allowed, set(doc) - allowed
+    steps = doc["steps"]
+    assert isinstance(steps, list) and steps
+    ids = []
+    for s in steps:
+        assert isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"], s
+        assert set(s) <= {"name", "args", "env", "dir", "id", "waitFor", "entrypoint", "secretEnv", "volumes", "timeout", "script", "allowFailure", "allowExitCodes"}, s.keys()
+        assert "id" in s, f"every step has an id: {s['name']}"
+        ids.append(s["id"])
+        assert all(isinstance(a, str) for a in s.get("args", [])), f"{s['id']}: args must be strings"
+        for e in s.get("env", []):
+            assert re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", e), e
+    assert len(ids) == len(set(ids)), f"duplicate step ids: {ids}"
+    for s in steps:
+        for w in s.get("waitFor", []):
+            assert w == "-" or w in ids[: ids.index(s["id"])], f"{s['id']} waits for unknown/later step {w!r}"
+    for t in [doc.get("timeout")] + [s.get("timeout") for s in steps] + [doc.get("queueTtl")]:
+        if t is not None:
+            assert DURATION.match(str(t)), f"bad duration {t!r}"
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
+def test_substitutions_declared(path: Path):
+    doc = load(path)
+    declared = doc.get("substitutions") or {}
+    for k in declared:
+        assert re.match(r"^_[A-Z0-9_]+$", k), f"user substitutions start with _ and are upper case: {k}"
+    used = used_variables(all_text(doc))
+    for v in used:
+        if v.startswith("_"):
+            assert v in declared, f"{path.name}: ${v} is used but not declared"
+        else:
+            assert v in BUILTINS, f"{path.name}: ${v} is neither a builtin nor a _SUBSTITUTION (escape shell variables as $$)"
+    unused = set(declared) - used
+    assert not unused, f"{path.name}: declared but unused substitutions {unused}"
+
+
+def _pinned(image: str) -> bool:
+    name, _, digest = image.partition("@sha256:")
+    if digest:
+        return True
+    last = name.rsplit("/", 1)[-1]
+    if ":" not in last:
+        return False
+    tag = last.split(":", 1)[1]
+    return tag != "latest" and bool(re.search(r"\d", tag)) and not tag.startswith("$")
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
+def test_builder_images_pinned(path: Path):
+    for s in load(path)["steps"]:
+        assert _pinned(s["name"]), f"{path.name}:{s['id']}: builder image {s['name']!r} is not pinned to a version"
+
+
+def test_pin_check_rejects_unpinned():
+    assert not _pinned("python") and not _pinned("python:latest") and not _pinned("gcr.io/x/y")
+    assert not _pinned("localhost:5000/img") and _pinned("hashicorp/terraform:1.11.4")
+
+
+def test_dockerfile_pinned_and_installs_maxtext():
+    text = (CB / "maxtext" / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM\s+(\S+)", text, re.M)
+    assert froms and all(_pinned(f) for f in froms), froms
+    assert any(f.startswith("python:3.12") for f in froms)
+    default = re.search(r"^ARG MAXTEXT_VERSION=(\S+)", text, re.M).group(1)
+    assert default == "0.2.5"
+    assert '"maxtext[tpu]==${MAXTEXT_VERSION}"' in text
+    doc = load(CB / "image-maxtext.yaml")
+    assert doc["substitutions"]["_MAXTEXT_VERSION"] == default
+    assert doc["substitutions"]["_TAG"].startswith(default)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
+def test_shell_scripts_parse(path: Path, tmp_path: Path):
+    doc = load(path)
+    for s in doc["steps"]:
+        if s.get("entrypoint") not in ("bash", "sh") or s.get("args", [None])[0] != "-c":
+            continue
+        shell, script = step_script(s)
+        proc = subprocess.run([shell, "-n", "-c", render(script, doc.get("substitutions") or {})], capture_output=True, text=True)
+        assert proc.returncode == 0, f"{path.name}:{s['id']}: {proc.stderr}"
+
+
+# ------------------------------------------------------------------ repo references
+
+REF = re.compile(r"(?<![\w/.-])((?:scripts|cloudbuild|examples|tests|infra|workloads)/[\w./-]*\w|constraints\.txt|pyproject\.toml)")
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
+def test_referenced_repo_files_exist(path: Path):
+    text = all_text(load(path))
+    refs = set(REF.findall(text))
+    assert refs, "expected at least one repo file reference"
+    missing = [r for r in refs if not (REPO / r).exists()]
+    assert not missing, f"{path.name} references missing files: {missing}"
+    for r in refs:
+        if r.startswith("scripts/") and r.endswith(".sh"):
+            assert os.access(REPO / r, os.X_OK) or "bash" in text
+
+
+def test_reference_check_can_fail():
+    assert REF.findall("bash scripts/nope.sh --spec x") == ["scripts/nope.sh"]
+    assert not (REPO / "scripts/nope.sh").exists()
+
+
+def _cli_calls(module: str) -> set[tuple[str, ...]]:
+    calls = set()
+    pat = re.compile(rf"python\S*\s+-m\s+{module}\s+((?:[a-z][-a-z]*\s*)+)")
+    for path in CONFIGS:
+        for m in pat.finditer(all_text(load(path))):
+            words = m.group(1).split()
+            calls.add(tuple(words[:2]))
+    return calls
+
+
+def _help_commands(module: str, *sub: str) -> set[str] | None:
+    proc = run_module(module, *sub, "--help")
+    if proc.returncode != 0:
+        return None
+    cmds, in_box = set(), False
+    for line in proc.stdout.splitlines():
+        if "Commands" in line:
+            in_box = True
+            continue
+        if in_box:
+            # "│ name   help" (rich) or "  name   help" (plain); wrapped help text never has 2 spaces after a word
+            m = re.match(r"^[│|]?\s{1,2}([a-z][-a-z]*)\s{2,}\S", line)
+            if m:
+                cmds.add(m.group(1))
+    return cmds
+
+
+def test_infra_commands_exist():
+    calls = _cli_calls("infra")
+    assert ("synth",) in {c[:1] for c in calls}
+    cmds = _help_commands("infra")
+    assert cmds and "synth" in cmds, f"python -m infra --help must list its commands: {run_module('infra', '--help').stdout}"
+    for c in calls:
+        assert c[0] in cmds, f"python -m infra {c[0]} is not a command (have {sorted(cmds)})"
+
+
+def test_workloads_commands_exist():
+    calls = _cli_calls("workloads")
+    assert ("queues", "apply") in calls
+    top = _help_commands("workloads")
+    if top is None:
+        pytest.xfail("workloads CLI not built yet")
+    for c in calls:
+        assert c[0] in top, f"python -m workloads {c[0]} is not a command (have {sorted(top)})"
+        if len(c) > 1:
+            sub = _help_commands("workloads", c[0])
+            assert sub and c[1] in sub, f"python -m workloads {' '.join(c)} is not a command"
+
+
+# ------------------------------------------------------------------ pipeline shape
+
+
+def test_provision_order():
+    steps = load(CB / "provision.yaml")["steps"]
+    anc = ancestors(steps)
+    order = ["state-bucket", "tf-init", "tf-plan", "tf-apply", "credentials", "install-jobset-kueue", "kueue-objects"]
+    for before, after in zip(order, order[1:]):
+        assert before in anc[after], f"{after} must run after {before}"
+    assert "synth" in anc["tf-init"] and "spec-env" in anc["state-bucket"]
+    by_id = {s["id"]: step_text(s) for s in steps}
+    assert "bootstrap-state-bucket.sh" in by_id["state-bucket"]
+    assert re.search(r"plan .*-out=tfplan", by_id["tf-plan"]) and re.search(r"apply .*tfplan", by_id["tf-apply"])
+    assert "-auto-approve" not in by_id["tf-apply"], "apply the reviewed plan file, not a fresh plan"
+    assert "get-credentials" in by_id["credentials"]
+    assert "--server-side" in by_id["install-jobset-kueue"]
+
+
+def test_destroy_and_ci_shape():
+    d = {s["id"]: step_text(s) for s in load(CB / "destroy.yaml")["steps"]}
+    assert "destroy -auto-approve" in d["tf-destroy"] and "TGK_DELETION_PROTECTION" in d["tf-destroy"]
+    assert "deletion_protection" in (CB / "destroy.yaml").read_text().split("steps:")[0]
+    ci = load(CB / "ci.yaml")["steps"]
+    anc = ancestors(ci)
+    text = {s["id"]: step_text(s) for s in ci}
+    assert "./scripts/test" in text["test"] and (REPO / "scripts/test").exists()
+    assert "examples/*.yaml" in text["synth-examples"]
+    assert "test" in anc["tf-plan"] and "synth" in anc["tf-plan"]
+    assert re.search(r"terraform .* plan", text["tf-plan"])
+
+
+def test_no_hard_coded_versions_or_places():
+    for path in CONFIGS:
+        body = "\n".join(l for l in path.read_text().splitlines() if not l.lstrip().startswith("#"))
+        assert not re.search(r"download/v\d", body), f"{path.name}: add-on version hard-coded"
+        assert "my-tpu-project" not in body and "us-west4" not in body, f"{path.name}: spec values hard-coded"
+
+
+# ------------------------------------------------------------------ behaviour: versions come from the spec
+
+
+def _shim(dir_: Path, name: str, body: str) -> None:
+    p = dir_ / name
+    p.write_text("#!/bin/sh\n" + body)
+    p.chmod(p.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+def _run_step(doc: dict, step_id: str, workspace: Path, subs: dict[str, str], shims: Path) -> subprocess.CompletedProcess[str]:
+    step = next(s for s in doc["steps"] if s["id"] == step_id)
+    shell, script = step_script(step)
+    env = {**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"}
+    for e in list((doc.get("options") or {}).get("env", [])) + list(step.get("env", [])):
+        k, _, v = render(e, subs).partition("=")
+        env[k] = v.replace("/workspace", str(workspace))
+    return subprocess.run([shell, "-c", render(script, subs)], cwd=workspace, env=env, text=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def shims(tmp_path: Path) -> Path:
+    d = tmp_path / "shims"
+    d.mkdir()
+    real = sys.executable
+    # `python -m venv X` makes X/bin/python call this interpreter (the toolkit is installed in it)
+    # and X/bin/pip a no-op; anything else goes to the real interpreter.
+    _shim(
+        d,
+        "python",
+        f'''if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  mkdir -p "$3/bin"
+  printf '#!/bin/sh\\nexec {real} "$@"\\n' > "$3/bin/python"
+  printf '#!/bin/sh\\necho "pip $*" >> "$TGK_TEST_LOG"\\n' > "$3/bin/pip"
+  chmod +x "$3/bin/python" "$3/bin/pip"
+  exit 0
+fi
+exec {real} "$@"
+''',
+    )
+    _shim(d, "kubectl", 'echo "kubectl $*" >> "$TGK_TEST_LOG"\n')
+    return d
+
+
+@pytest.mark.parametrize("versions", [None, {"kueue": "v0.14.9", "jobset": "v0.8.3"}])
+def test_provision_installs_the_spec_versions(versions, tmp_path: Path, shims: Path, monkeypatch):
+    from infra.spec import load_spec
+
+    spec_file = tmp_path / "env.yaml"
+    data = yaml.safe_load((REPO / "examples/default.yaml").read_text())
+    if versions:
+        data["versions"] = versions
+    spec_file.write_text(yaml.safe_dump(data))
+    spec = load_spec(spec_file)
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(spec_file)}
+
+    r = _run_step(doc, "spec-env", ws, subs, shims)
+    assert r.returncode == 0, r.stderr
+    assert "pip install -q --disable-pip-version-check -c constraints.txt -e ." in log.read_text()
+    r = _run_step(doc, "install-jobset-kueue", ws, subs, shims)
+    assert r.returncode == 0, r.stderr
+    calls = [l for l in log.read_text().splitlines() if l.startswith("kubectl")]
+    js, kq = spec.versions.jobset, spec.versions.kueue
+    if versions:
+        assert (js, kq) == ("v0.8.3", "v0.14.9")
+    assert calls[0] == f"kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/{js}/manifests.yaml"
+    assert calls[1] == f"kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/{kq}/manifests.yaml"
+    assert calls[2].startswith("kubectl -n jobset-system wait --for=condition=Available deployment --all")
+    assert calls[3].startswith("kubectl -n kueue-system wait --for=condition=Available deployment --all")
+
+    env = (ws / ".tgk" / "env.sh").read_text()
+    assert f"export TGK_CLUSTER={spec.cluster.name}" in env and f"export TGK_REGION={spec.region}" in env
+
+
+def test_spec_env_refuses_a_bad_spec(tmp_path: Path, shims: Path, monkeypatch):
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    bad = REPO / "tests/bad_specs/zero_slices.yaml"
+    r = _run_step(doc, "spec-env", ws, {**doc["substitutions"], "_SPEC": str(bad)}, shims)
+    assert r.returncode != 0
+    assert "error: tpu_pools[0].slices:" in r.stderr
+
+
+def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monkeypatch):
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "destroy.yaml")
+    _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
+    (ws / ".tgk").mkdir()
+    (ws / ".tgk" / "stack_dir").write_text("cdktn.out/stacks/x\n")
+    for example, protected in (("tpu7x.yaml", True), ("default.yaml", False)):
+        subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples" / example)}
+        assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
+        r = _run_step(doc, "tf-destroy", ws, subs, shims)
+        log = (tmp_path / "log").read_text()
+        if protected:
+            assert r.returncode == 2 and "cluster.deletion_protection" in r.stderr and "terraform" not in log
+        else:
+            assert r.returncode == 0, r.stderr
+            assert "terraform -chdir=cdktn.out/stacks/x destroy -auto-approve" in log
+
+
+def test_image_path_comes_from_the_spec(tmp_path: Path, shims: Path, monkeypatch):
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    _shim(shims, "docker", 'echo "docker $*" >> "$TGK_TEST_LOG"\n')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "image-maxtext.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples/default.yaml")}
+    for sid in ("spec-env", "build", "push"):
+        r = _run_step(doc, sid, ws, subs, shims)
+        assert r.returncode == 0, (sid, r.stderr)
+    log = (tmp_path / "log").read_text()
+    image = "us-west4-docker.pkg.dev/my-tpu-project/tpu-training/maxtext:0.2.5-py3.12"
+    assert f"-t {image} cloudbuild/maxtext" in log and "--build-arg MAXTEXT_VERSION=0.2.5" in log
+    assert f"docker push {image}" in log
+
+
+# ------------------------------------------------------------------ bootstrap_state_bucket: unit (fake client)
+
+sys.path.insert(0, str(REPO / "scripts"))
+import bootstrap_state_bucket as bsb  # noqa: E402
+
+
+class _Iam:
+    def __init__(self, ubla=False, pap="inherited"):
+        self.uniform_bucket_level_access_enabled = ubla
+        self.public_access_prevention = pap
+
+
+class _Bucket:
+    def __init__(self, name, ubla=False, pap="inherited", versioning=False, location="US"):
+        self.name, self.location = name, location
+        self.iam_configuration = _Iam(ubla, pap)
+        self.versioning_enabled = versioning
+        self.labels = {}
+        self.patched = 0
+
+    def patch(self):
+        self.patched += 1
+
+
+class FakeClient:
+    def __init__(self, existing=None):
+        self.existing = existing
+        self.created = []
+
+    def lookup_bucket(self, name):
+        return self.existing if self.existing and self.existing.name == name else None
+
+    def bucket(self, name):
+        return _Bucket(name)
+
+    def create_bucket(self, b, project=None, location=None):
+        self.created.append((b, project, location))
+        self.existing = b
+        b.location = location.upper()
+        return b
+
+
+def test_fake_client_dry_run_changes_nothing(capsys):
+    c = FakeClient()
+    assert bsb.main(["--dry-run", "--spec", str(REPO / "examples/default.yaml")], client=c) == 0
+    assert c.created == []
+    assert capsys.readouterr().out.startswith("would create bucket gs://my-tpu-project-tf-state in project my-tpu-project: location us-west4")
+
+
+def test_fake_client_create_then_idempotent(capsys):
+    c = FakeClient()
+    spec = str(REPO / "examples/v4.yaml")
+    assert bsb.main(["--spec", spec], client=c) == 0
+    (b, project, location), = c.created
+    assert (b.name, project, location) == ("my-tpu-project-tf-state", "my-tpu-project", "us-central2")
+    assert b.iam_configuration.uniform_bucket_level_access_enabled and b.iam_configuration.public_access_prevention == "enforced"
+    assert b.versioning_enabled
+    capsys.readouterr()
+    assert bsb.main(["--spec", spec, "--output", "json"], client=c) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["action"] == "none" and len(c.created) == 1 and b.patched == 0
+
+
+def test_fake_client_tightens_a_weak_existing_bucket(capsys):
+    weak = _Bucket("my-tpu-project-tf-state", location="EU")
+    c = FakeClient(weak)
+    assert bsb.main(["--spec", str(REPO / "examples/default.yaml")], client=c) == 0
+    out = capsys.readouterr().out
+    assert "turn on versioning" in out and "enforce public access prevention" in out and "EU" in out
+    assert weak.patched == 1 and weak.versioning_enabled and c.created == []
+
+
+def test_bad_spec_is_one_line(tmp_path: Path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts/bootstrap_state_bucket.py"), "--spec", str(REPO / "tests/bad_specs/zero_slices.yaml"), "--dry-run"],
+        capture_output=True, text=True, cwd=REPO,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: tpu_pools[0].slices:")
+
+
+# ------------------------------------------------------------------ bootstrap_state_bucket: real emulator
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def gcs_emulator():
+    """A real GCS-compatible emulator process on loopback (the project's scripts/setup-gcs-emulator.sh).
+
+    It keeps buckets and PATCHed settings but drops some create-time fields (location,
+    iamConfiguration, versioning), so those are checked on the request the client sent.
+    """
+    proc = subprocess.run(["bash", str(REPO / "scripts/setup-gcs-emulator.sh")], capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip(f"could not install the GCS emulator: {proc.stderr.strip()[-300:]}")
+    command = proc.stdout.strip().splitlines()[-1]
+    port = _free_port()
+    server = subprocess.Popen(
+        [command, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("the GCS emulator did not start")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def _recording_client(url: str, project: str):
+    """A real storage client pointed at the emulator, recording each request it sends."""
+    import requests
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    sent: list[tuple[str, str, dict]] = []
+    session = requests.Session()
+
+    def hook(resp, *a, **k):
+        body = resp.request.body
+        sent.append((resp.request.method, resp.request.url, json.loads(body) if body and body[:1] in (b"{", "{") else {}))
+
+    session.hooks["response"].append(hook)
+    client = storage.Client(project=project, credentials=AnonymousCredentials(), _http=session)
+    return client, sent
+
+
+def _spec_with_bucket(tmp_path: Path, bucket: str) -> Path:
+    data = yaml.safe_load((REPO / "examples/v6e-reservation.yaml").read_text())
+    data["state"] = {"bucket": bucket}
+    p = tmp_path / "env.yaml"
+    p.write_text(yaml.safe_dump(data))
+    return p
+
+
+def test_emulator_create_and_reuse(gcs_emulator, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    spec = _spec_with_bucket(tmp_path, "tgk-state-create")
+    client, sent = _recording_client(gcs_emulator, "my-tpu-project")
+
+    assert bsb.main(["--spec", str(spec), "--dry-run"], client=client) == 0
+    assert "would create bucket gs://tgk-state-create" in capsys.readouterr().out
+    assert client.lookup_bucket("tgk-state-create") is None
+    assert not [r for r in sent if r[0] == "POST"]
+
+    assert bsb.main(["--spec", str(spec)], client=client) == 0
+    (post,) = [r for r in sent if r[0] == "POST"]
+    body = post[2]
+    assert body["name"] == "tgk-state-create"
+    assert body["location"].lower() == "us-east5"
+    assert body["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"] is True
+    assert body["iamConfiguration"]["publicAccessPrevention"] == "enforced"
+    assert body["versioning"] == {"enabled": True}
+    assert "project=my-tpu-project" in post[1]
+    assert client.get_bucket("tgk-state-create").name == "tgk-state-create"  # the server has it
+
+    capsys.readouterr()
+    sent.clear()
+    assert bsb.main(["--spec", str(spec), "--output", "json"], client=client) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["action"] in ("none", "update")
+    assert not [r for r in sent if r[0] == "POST"], "a second run must not create again"
+    assert [b.name for b in client.list_buckets()].count("tgk-state-create") == 1
+
+
+def test_emulator_turns_on_versioning_of_an_existing_bucket(gcs_emulator, tmp_path: Path, monkeypatch, capsys):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_emulator)
+    client, sent = _recording_client(gcs_emulator, "my-tpu-project")
+    client.create_bucket("tgk-state-weak")
+    assert not client.get_bucket("tgk-state-weak").versioning_enabled
+    spec = _spec_with_bucket(tmp_path, "tgk-state-weak")
+    assert bsb.main(["--spec", str(spec)], client=client) == 0
+    assert "turn on versioning" in capsys.readouterr().out
+    assert client.get_bucket("tgk-state-weak").versioning_enabled is True
+
+
+def test_emulator_script_as_a_process(gcs_emulator, tmp_path: Path):
+    """The shell entry point, end to end, with the client built from STORAGE_EMULATOR_HOST."""
+    spec = _spec_with_bucket(tmp_path, "tgk-state-process")
+    env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_emulator, "TGK_PYTHON_BIN": sys.executable}
+    run = lambda *a: subprocess.run(["bash", str(REPO / "scripts/bootstrap-state-bucket.sh"), "--spec", str(spec), *a], env=env, capture_output=True, text=True, timeout=60)
+    dry = run("--dry-run")
+    assert dry.returncode == 0 and dry.stdout.startswith("would create"), dry.stderr
+    first = run()
+    assert first.returncode == 0 and first.stdout.startswith("create bucket gs://tgk-state-process"), first.stderr
+    second = run("--output", "json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["action"] != "create"

@@ -1,0 +1,183 @@
+"""Derivations in infra.spec: CIDR sizing, GKE version floor, team defaults, capacity shorthand."""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO
+from infra.errors import SpecError
+from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
+
+BASE = {
+    "project": "my-tpu-project",
+    "region": "us-west4",
+    "zones": ["us-west4-a"],
+    "cluster": {"name": "tpu-dev"},
+    "tpu_pools": [{"name": "v5e-16", "type": "v5litepod-16", "slices": 2, "capacity": "spot"}],
+}
+
+
+def spec_with(**changes):
+    d = copy.deepcopy(BASE)
+    d.update(changes)
+    return parse_spec(d)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+def test_examples_load(path):
+    spec = load_spec(path)
+    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes for p in spec.tpu_pools)
+
+
+# ------------------------------------------------------------------ CIDRs
+
+
+def test_pod_block_per_node():
+    assert pods_block_per_node(15) == 32
+    assert pods_block_per_node(110) == 256
+    assert pods_block_per_node(16) == 32
+    assert pods_block_per_node(17) == 64
+
+
+def _pools(slices: int, type_: str = "v5litepod-256"):
+    return [{"name": "big", "type": type_, "slices": slices}]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(min_value=1, max_value=64), st.integers(min_value=1, max_value=20))
+def test_derived_ranges_fit_the_nodes(slices, cpu_max):
+    spec = spec_with(tpu_pools=_pools(slices), cpu_pool={"max_nodes": cpu_max})
+    c = spec.cidrs
+    nodes = ipaddress.ip_network(c.nodes)
+    pods = ipaddress.ip_network(c.pods)
+    services = ipaddress.ip_network(c.services)
+    assert spec.tpu_nodes == slices * 64
+    assert nodes.num_addresses >= spec.total_nodes + 4
+    assert pods.num_addresses >= spec.tpu_nodes * 32 + spec.cpu_nodes * 256
+    # headroom 2x is honoured, and small clusters keep the floor sizes
+    assert pods.num_addresses >= 2 * (spec.tpu_nodes * 32 + spec.cpu_nodes * 256)
+    assert pods.prefixlen <= 18 and nodes.prefixlen <= 22 and services.prefixlen <= 20
+    assert not (nodes.overlaps(pods) or nodes.overlaps(services) or pods.overlaps(services))
+
+
+def test_reference_sandbox_range_is_refused_when_too_small():
+    # the reference /20 pod range at 110 pods/node: 16 nodes is the cap
+    net = {"pods_cidr": "192.168.64.0/20", "tpu_max_pods_per_node": 110}
+    ok = spec_with(network=net, tpu_pools=_pools(1, "v5litepod-32"), cpu_pool={"min_nodes": 1, "max_nodes": 8})
+    assert ok.total_nodes == 16
+    with pytest.raises(SpecError) as ei:
+        spec_with(network=net, tpu_pools=_pools(1, "v5litepod-32"), cpu_pool={"min_nodes": 1, "max_nodes": 9})
+    assert ei.value.field == "network.pods_cidr"
+    assert "/19" in ei.value.fix
+
+
+def test_larger_cluster_gets_larger_pod_range():
+    small = spec_with(tpu_pools=_pools(1, "v5litepod-16"))
+    big = spec_with(tpu_pools=_pools(32))
+    assert ipaddress.ip_network(big.cidrs.pods).num_addresses > ipaddress.ip_network(small.cidrs.pods).num_addresses
+
+
+def test_given_ranges_are_kept():
+    spec = spec_with(network={"nodes_cidr": "10.10.0.0/24", "pods_cidr": "10.20.0.0/16", "services_cidr": "10.30.0.0/20"})
+    assert spec.cidrs.model_dump() == {"nodes": "10.10.0.0/24", "pods": "10.20.0.0/16", "services": "10.30.0.0/20"}
+
+
+def test_master_range_overlap():
+    with pytest.raises(SpecError) as ei:
+        spec_with(cluster={"name": "c", "private_nodes": True, "master_cidr": "10.0.0.0/28"})
+    assert ei.value.field == "cluster.master_cidr"
+
+
+# ------------------------------------------------------------------ GKE version floor
+
+
+@pytest.mark.parametrize(
+    "pools,floor",
+    [
+        ([{"name": "a", "type": "v5litepod-16"}], None),
+        ([{"name": "a", "type": "v5litepod-16", "slices": 2}], "1.27.4-gke.900"),
+        ([{"name": "a", "type": "v4-16"}], None),
+        ([{"name": "a", "type": "v4-16", "slices": 4}], "1.27.4-gke.900"),
+        ([{"name": "a", "type": "v6e-8"}], "1.31.2-gke.1115000"),
+        ([{"name": "a", "type": "v6e-16", "slices": 2}], "1.31.2-gke.1115000"),
+        ([{"name": "a", "type": "tpu7x-8"}], "1.34.0-gke.2201000"),
+        ([{"name": "a", "type": "v5litepod-16", "slices": 2}, {"name": "b", "type": "tpu7x-16"}], "1.34.0-gke.2201000"),
+    ],
+)
+def test_version_floor(pools, floor):
+    spec = spec_with(tpu_pools=pools)
+    assert spec.gke_version_floor == floor
+    assert spec.min_master_version == floor
+
+
+def test_min_version_at_or_above_floor_is_kept():
+    spec = spec_with(tpu_pools=[{"name": "a", "type": "tpu7x-8"}], cluster={"name": "c", "min_version": "1.35.1-gke.100"})
+    assert spec.min_master_version == "1.35.1-gke.100"
+    with pytest.raises(SpecError) as ei:
+        spec_with(tpu_pools=[{"name": "a", "type": "v6e-16", "slices": 2}], cluster={"name": "c", "min_version": "1.31.2-gke.1114999"})
+    assert ei.value.field == "cluster.min_version" and "1.31.2-gke.1115000" in ei.value.fix
+
+
+# ------------------------------------------------------------------ teams
+
+
+def test_team_defaults():
+    spec = spec_with()
+    (t,) = spec.teams
+    assert (t.name, t.ns, t.queue, t.priority, t.quota_share) == ("default", "default", "default-queue", "medium", 1.0)
+    spec = spec_with(teams=[{"name": "research", "quota_share": 0.5}, {"name": "prod", "namespace": "ml-prod", "local_queue": "q", "quota_share": 0.5}])
+    r, p = spec.teams
+    assert (r.ns, r.queue, r.ksa) == ("research", "research-queue", "tpu-training")
+    assert (p.ns, p.queue) == ("ml-prod", "q")
+    assert spec.team("ml-prod") is p and spec.team(None) is r
+    with pytest.raises(SpecError):
+        spec.team("nobody")
+
+
+def test_quota_shares_may_sum_to_exactly_one():
+    spec_with(teams=[{"name": "a", "quota_share": 0.3}, {"name": "b", "quota_share": 0.7}])
+
+
+# ------------------------------------------------------------------ capacity
+
+
+@pytest.mark.parametrize("short,cls", [("spot", Spot), ("on-demand", OnDemand), ("flex-start", FlexStart)])
+def test_capacity_shorthand(short, cls):
+    a = spec_with(tpu_pools=[{"name": "a", "type": "v6e-16", "capacity": short}])
+    b = spec_with(tpu_pools=[{"name": "a", "type": "v6e-16", "capacity": {"mode": short}}])
+    assert isinstance(a.tpu_pools[0].capacity, cls)
+    assert a.tpu_pools[0].capacity == b.tpu_pools[0].capacity
+
+
+def test_capacity_default_and_reservation():
+    assert isinstance(spec_with(tpu_pools=[{"name": "a", "type": "v6e-16"}]).tpu_pools[0].capacity, OnDemand)
+    r = spec_with(tpu_pools=[{"name": "a", "type": "v6e-16", "capacity": {"mode": "reservation", "name": "r1", "zone": "us-west4-a"}}])
+    assert isinstance(r.tpu_pools[0].capacity, Reservation)
+    with pytest.raises(SpecError) as ei:
+        spec_with(tpu_pools=[{"name": "a", "type": "v6e-16", "capacity": "reservation"}])
+    assert ei.value.field == "tpu_pools[0].capacity.name"
+
+
+# ------------------------------------------------------------------ misc derivations
+
+
+def test_state_defaults_and_versions():
+    spec = spec_with()
+    assert spec.state_bucket == "my-tpu-project-tf-state"
+    assert spec.state_prefix == "tpu-gke-toolkit/tpu-dev"
+    assert spec.versions.kueue.startswith("v") and spec.versions.jobset.startswith("v")
+    custom = spec_with(state={"bucket": "b-state", "prefix": "x/y"}, versions={"kueue": "v0.14.2", "jobset": "v0.9.0"})
+    assert (custom.state_bucket, custom.state_prefix, custom.versions.kueue) == ("b-state", "x/y", "v0.14.2")
+
+
+def test_node_pool_names_and_chips():
+    spec = spec_with()
+    p = spec.tpu_pools[0]
+    assert p.node_pool_names() == ["v5e-16-0", "v5e-16-1"]
+    assert spec.chips_by_shape() == {"v5e-4x4": 32}
+    assert spec.multislice

@@ -1,0 +1,260 @@
+"""Every example environment synthesizes, and the stack says what the spec says.
+
+Expected values come from the spec and the catalog (never typed in here), so a
+wrong mapping in infra/stack.py or a module fails. Snapshots of key resources
+per example catch unintended drift; regenerate with TGK_UPDATE_SNAPSHOTS=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.catalog import Placement
+from infra.spec import EXAMPLES_DIR, BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, load_spec
+
+REPO = Path(__file__).resolve().parent.parent
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
+SNAPSHOT_TYPES = (
+    "google_container_cluster",
+    "google_container_node_pool",
+    "google_compute_resource_policy",
+    "google_storage_bucket",
+    "google_service_account_iam_member",
+    "google_storage_bucket_iam_member",
+)
+
+
+@pytest.fixture(scope="module")
+def stacks(tmp_path_factory) -> dict[str, tuple[EnvSpec, dict[str, Any], Path]]:
+    """Each example synthesized once for this module (jsii loads once per process)."""
+    from infra.stack import synth
+
+    out = {}
+    root = tmp_path_factory.mktemp("synth")
+    for name in EXAMPLES:
+        spec = load_spec(EXAMPLES_DIR / f"{name}.yaml")
+        path = synth(spec, root / name)
+        out[name] = (spec, json.loads(path.read_text()), path)
+    return out
+
+
+def resources(doc: dict[str, Any], rtype: str) -> list[dict[str, Any]]:
+    return list((doc.get("resource") or {}).get(rtype, {}).values())
+
+
+def pools_by_name(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["name"]: p for p in resources(doc, "google_container_node_pool")}
+
+
+def ref(rtype: str, doc: dict[str, Any], pred) -> str:
+    (logical,) = [k for k, v in doc["resource"][rtype].items() if pred(v)]
+    return f"{rtype}.{logical}"
+
+
+pytestmark = pytest.mark.synth
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_layout_and_backend(stacks, example):
+    spec, doc, path = stacks[example]
+    assert path.parts[-3:] == ("stacks", spec.cluster.name, "cdk.tf.json")
+    assert doc["terraform"]["backend"] == {"gcs": {"bucket": spec.state_bucket, "prefix": spec.state_prefix}}
+    assert doc["terraform"]["required_providers"]["google"]["version"] == "7.43.0"
+    (provider,) = doc["provider"]["google"]
+    assert provider["project"] == spec.project and provider["region"] == spec.region
+    assert spec.labels.items() <= provider["default_labels"].items()
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_no_keys_and_no_data_sources(stacks, example):
+    _, doc, path = stacks[example]
+    assert "data" not in doc, "data sources need the API; offline plan must work"
+    assert "google_service_account_key" not in doc["resource"]
+    assert "google_service_account_key" not in path.read_text()
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_node_pools(stacks, example):
+    spec, doc, _ = stacks[example]
+    pools = pools_by_name(doc)
+    assert len(pools) == sum(p.slices for p in spec.tpu_pools) + 1
+    cpu = pools[spec.cpu_pool.name]
+    assert cpu["autoscaling"] == {"min_node_count": spec.cpu_pool.min_nodes, "max_node_count": spec.cpu_pool.max_nodes}
+    assert cpu["node_config"]["machine_type"] == spec.cpu_pool.machine_type
+
+    for pool in spec.tpu_pools:
+        shape = pool.shape
+        for index, name in enumerate(pool.node_pool_names()):
+            np_ = pools[name]
+            cfg = np_["node_config"]
+            assert np_["node_locations"] == [spec.pool_zone(pool)]
+            assert cfg["machine_type"] == shape.machine_type
+            assert np_["max_pods_per_node"] == spec.network.tpu_max_pods_per_node
+            assert {"key": "google.com/tpu", "value": "present", "effect": "NO_SCHEDULE"} in cfg["taint"]
+            assert cfg["workload_metadata_config"] == {"mode": "GKE_METADATA"}
+            labels = cfg["labels"]
+            assert labels["tpu-gke-toolkit.io/pool"] == pool.name
+            assert labels["tpu-gke-toolkit.io/slice-group-size"] == str(pool.slices)
+            assert labels["tpu-gke-toolkit.io/slice-index"] == str(index)
+            assert labels["tpu-gke-toolkit.io/topology"] == shape.topology
+
+            scales = pool.autoscaling or isinstance(pool.capacity, FlexStart)
+            if scales:
+                auto = np_["autoscaling"]
+                assert auto.get("max_node_count", auto.get("total_max_node_count")) == shape.nodes
+                assert auto.get("min_node_count", auto.get("total_min_node_count")) == 0
+                assert np_["initial_node_count"] == 0 and "node_count" not in np_
+            else:
+                assert np_["node_count"] == shape.nodes and "autoscaling" not in np_
+
+            placement = np_.get("placement_policy")
+            if shape.placement is Placement.COMPACT:
+                assert placement == {"type": "COMPACT", "tpu_topology": shape.topology}
+            elif shape.placement is Placement.WORKLOAD_POLICY:
+                policy = ref("google_compute_resource_policy", doc, lambda v: v["workload_policy"]["accelerator_topology"] == shape.topology)
+                assert placement == {"type": "COMPACT", "policy_name": f"${{{policy}.name}}"}
+            else:
+                assert placement is None
+
+            cap = pool.capacity
+            assert cfg.get("spot") is (True if isinstance(cap, Spot) else None)
+            assert cfg.get("flex_start") is (True if isinstance(cap, FlexStart) else None)
+            affinity = cfg.get("reservation_affinity")
+            if isinstance(cap, Reservation):
+                assert affinity["consume_reservation_type"] == "SPECIFIC_RESERVATION"
+                assert affinity["key"] == "compute.googleapis.com/reservation-name"
+                assert affinity["values"][0].endswith(cap.name)
+            elif isinstance(cap, FlexStart):
+                assert affinity == {"consume_reservation_type": "NO_RESERVATION"}
+                assert np_["autoscaling"]["location_policy"] == "ANY"
+                assert np_["management"]["auto_repair"] is False
+            else:
+                assert affinity is None
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_workload_policies_only_where_needed(stacks, example):
+    spec, doc, _ = stacks[example]
+    wanted = {p.shape.topology for p in spec.tpu_pools if p.shape.placement is Placement.WORKLOAD_POLICY}
+    policies = resources(doc, "google_compute_resource_policy")
+    assert {p["workload_policy"]["accelerator_topology"] for p in policies} == wanted
+    assert len(policies) == len(wanted), "one policy per distinct topology"
+    assert all(p["workload_policy"]["type"] == "HIGH_THROUGHPUT" for p in policies)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_cluster(stacks, example):
+    spec, doc, _ = stacks[example]
+    (c,) = resources(doc, "google_container_cluster")
+    assert c["name"] == spec.cluster.name and c["location"] == spec.region
+    assert c["node_locations"] == spec.zones
+    assert c["deletion_protection"] is spec.cluster.deletion_protection
+    assert c.get("min_master_version") == spec.min_master_version
+    assert c["release_channel"] == {"channel": spec.cluster.release_channel.value}
+    assert c["workload_identity_config"] == {"workload_pool": f"{spec.project}.svc.id.goog"}
+    assert ("private_cluster_config" in c) is spec.cluster.private_nodes
+    assert ("google_compute_router_nat" in doc["resource"]) is spec.cluster.private_nodes
+    (subnet,) = resources(doc, "google_compute_subnetwork")
+    assert subnet["ip_cidr_range"] == spec.cidrs.nodes
+    assert {r["ip_cidr_range"] for r in subnet["secondary_ip_range"]} == {spec.cidrs.pods, spec.cidrs.services}
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_workload_identity_per_team(stacks, example):
+    spec, doc, _ = stacks[example]
+    members = {m["member"] for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.workloadIdentityUser"}
+    assert members == {f"serviceAccount:{spec.project}.svc.id.goog[{t.ns}/{t.ksa}]" for t in spec.teams}
+    cluster = ref("google_container_cluster", doc, lambda v: True)
+    for m in resources(doc, "google_service_account_iam_member"):
+        assert cluster in m["depends_on"], "the identity pool exists only after the cluster"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_buckets_and_their_grants(stacks, example):
+    spec, doc, _ = stacks[example]
+    buckets = {b["name"]: b for b in resources(doc, "google_storage_bucket")}
+    assert set(buckets) == {b.name for b in spec.buckets}
+    node_sa = ref("google_service_account", doc, lambda v: v["account_id"].endswith("-nodes"))
+    for b in spec.buckets:
+        got = buckets[b.name]
+        assert got["uniform_bucket_level_access"] is True
+        assert got["public_access_prevention"] == "enforced"
+        assert got["versioning"] == {"enabled": b.versioned}
+        assert got["soft_delete_policy"] == {"retention_duration_seconds": b.soft_delete_days * 86400}
+        assert got["location"] == spec.region.upper()
+        bucket_ref = ref("google_storage_bucket", doc, lambda v, n=b.name: v["name"] == n)
+        node_roles = {
+            m["role"]
+            for m in resources(doc, "google_storage_bucket_iam_member")
+            if m["bucket"] == f"${{{bucket_ref}.name}}" and m["member"] == f"${{{node_sa}.member}}"
+        }
+        # hostNetwork TPU pods act as the node SA: it must reach every bucket
+        expected = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
+        assert node_roles == {expected}
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_outputs(stacks, example):
+    spec, doc, _ = stacks[example]
+    outputs = doc["output"]
+    for key in ("cluster_name", "cluster_endpoint", "cluster_location", "node_service_account", "workload_service_account", "buckets", "tpu_node_pools"):
+        assert key in outputs
+    assert set(outputs["tpu_node_pools"]["value"]) == {p.name for p in spec.tpu_pools}
+    assert ("registry_url" in outputs) is spec.artifact_registry.enabled
+    assert ("tensorboard_id" in outputs) is spec.tensorboard.enabled
+
+
+def test_resynth_is_identical(stacks, tmp_path):
+    """Stable logical ids: synthesizing the same spec again gives the same JSON."""
+    from infra.stack import synth
+
+    spec, doc, _ = stacks["default"]
+    again = json.loads(synth(spec, tmp_path).read_text())
+    assert again == doc
+
+
+def test_stack_id_override(stacks, tmp_path):
+    from infra.stack import synth
+
+    spec, doc, _ = stacks["v4"]
+    path = synth(spec, tmp_path, stack_id="other")
+    assert path == tmp_path / "stacks" / "other" / "cdk.tf.json"
+    assert json.loads(path.read_text())["resource"].keys() == doc["resource"].keys()
+
+
+def _snapshot_of(doc: dict[str, Any]) -> dict[str, Any]:
+    res = doc.get("resource") or {}
+    return {"resource": {t: res[t] for t in SNAPSHOT_TYPES if t in res}, "output": doc.get("output", {})}
+
+
+@pytest.mark.golden
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_snapshot(stacks, example):
+    _, doc, _ = stacks[example]
+    got = _snapshot_of(doc)
+    path = SNAPSHOTS / f"{example}.json"
+    if os.environ.get("TGK_UPDATE_SNAPSHOTS") == "1":
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    assert path.exists(), f"no snapshot {path.name}; run once with TGK_UPDATE_SNAPSHOTS=1 and review it"
+    assert got == json.loads(path.read_text()), f"{example}: key resources differ from {path.name} (TGK_UPDATE_SNAPSHOTS=1 to accept)"
+
+
+def test_app_entry_writes_the_cli_layout(tmp_path):
+    """`python -m infra.app` (what cdktn.json runs) writes <outdir>/stacks/<stack>/cdk.tf.json."""
+    env = {**os.environ, "TGK_SPEC": str(EXAMPLES_DIR / "v4.yaml"), "CDKTF_OUTDIR": str(tmp_path / "out")}
+    proc = subprocess.run([sys.executable, "-m", "infra.app"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    path = tmp_path / "out" / "stacks" / "v4-train" / "cdk.tf.json"
+    assert path.is_file()
+    assert (tmp_path / "out" / "manifest.json").is_file()
+    cfg = json.loads((REPO / "cdktn.json").read_text())
+    assert cfg["app"] == "python -m infra.app" and cfg["language"] == "python"
