@@ -1,0 +1,185 @@
+"""`python -m workloads` run commands, as a user runs them (subprocesses).
+
+The bad-input corpus (tests/bad_runs/cases.yaml): exit 2, exactly one stderr
+line naming the flag, no traceback, nothing written or applied.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import run_module
+
+from workloads import yamlio
+
+REPO = Path(__file__).resolve().parent.parent
+CASES = yaml.safe_load((Path(__file__).resolve().parent / "bad_runs" / "cases.yaml").read_text())
+
+
+def _spec_args(case: dict) -> list[str]:
+    return ["--spec", str(REPO / "examples" / f"{case['spec']}.yaml")] if "spec" in case else []
+
+
+def _assert_one_line_error(r, field: str) -> None:
+    assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert field in lines[0], lines[0]
+    assert r.stdout == ""
+
+
+def test_corpus_is_large_enough() -> None:
+    assert len(CASES) >= 20
+    assert len({c["id"] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_bad_submit_applies_nothing(case: dict, tmp_path: Path) -> None:
+    # A kubeconfig that does not exist: reaching the cluster step would exit 3
+    # with "no kubeconfig", so exit 2 with the field proves planning failed first.
+    r = run_module("workloads", "submit", *case["args"], *_spec_args(case), "--kubeconfig", str(tmp_path / "none"))
+    _assert_one_line_error(r, case["field"])
+    assert "kubeconfig" not in r.stderr or case["field"] == "--kubeconfig"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_bad_render_writes_nothing(case: dict, tmp_path: Path) -> None:
+    out = tmp_path / "tree"
+    r = run_module("workloads", "render", *case["args"], *_spec_args(case), "--out", str(out))
+    _assert_one_line_error(r, case["field"])
+    assert not out.exists()
+
+
+# ------------------------------------------------------------- good paths
+
+
+def test_recipes_json() -> None:
+    r = run_module("workloads", "recipes", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    names = {d["name"] for d in json.loads(r.stdout)}
+    assert {"maxtext-6b", "llama3-8b", "hello-tpu", "gpt3-6b"} <= names
+
+
+def test_submit_dry_run_yaml_and_json_agree() -> None:
+    args = ["submit", "maxtext-6b", "--slices", "2", "--name", "dry", "--dry-run"]
+    y = run_module("workloads", *args)
+    j = run_module("workloads", *args, "-o", "json")
+    assert y.returncode == 0 and j.returncode == 0, y.stderr + j.stderr
+    docs = yamlio.load_all(y.stdout)
+    assert docs == json.loads(j.stdout)
+    assert [d["kind"] for d in docs] == ["JobSet"]  # Kueue objects come from `queues apply`
+    assert docs[0]["spec"]["replicatedJobs"][0]["replicas"] == 2
+
+
+def test_generated_names_differ_between_submits() -> None:
+    a = json.loads(run_module("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
+    b = json.loads(run_module("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
+    assert a[0]["metadata"]["name"].startswith("hello-tpu-")
+    assert a[0]["metadata"]["name"] != b[0]["metadata"]["name"]
+
+
+def test_queues_apply_dry_run() -> None:
+    r = run_module("workloads", "queues", "apply", "--dry-run", "-o", "json", "--spec", str(REPO / "examples" / "v6e-reservation.yaml"))
+    assert r.returncode == 0, r.stderr
+    kinds = [o["kind"] for o in json.loads(r.stdout)]
+    assert kinds.count("ClusterQueue") == 2 and kinds.count("LocalQueue") == 2 and kinds.count("PriorityClass") == 5
+
+
+def test_render_json(tmp_path: Path) -> None:
+    r = run_module("workloads", "render", "llama3-8b", "--name", "rj", "--out", str(tmp_path), "-o", "json",
+                   "--spec", str(REPO / "examples" / "v6e-reservation.yaml"))
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["run"] == "rj" and Path(data["overlay"]).is_dir()
+    assert (tmp_path / "base" / "jobset.yaml").exists()
+
+
+# ------------------------------------------- real submit with a fake Cluster
+
+
+class FakeCluster:
+    instances: list["FakeCluster"] = []
+
+    def __init__(self, admitted: bool = True) -> None:
+        self.applied: list[dict] = []
+        self.managers: list[str] = []
+        self.waited: list[tuple[str, str]] = []
+        self.admitted = admitted
+        FakeCluster.instances.append(self)
+
+    @classmethod
+    def connect(cls, kubeconfig=None, context=None, **_):
+        return cls()
+
+    def apply(self, objects, *, field_manager="tpu-gke-toolkit", **_):
+        self.applied.extend(objects)
+        self.managers.append(field_manager)
+        return objects
+
+    def wait_admitted(self, namespace, name, *, timeout, on_progress=None, **_):
+        from workloads.cluster import AdmissionResult
+
+        self.waited.append((namespace, name))
+        if on_progress:
+            on_progress("QuotaReserved")
+        return AdmissionResult(admitted=self.admitted, workload=f"jobset-{name}-abc", state="Admitted" if self.admitted else "Pending",
+                               flavors={"slice": "v5e-4x4"}, reason="" if self.admitted else "no quota", waited_seconds=1.0)
+
+
+def _invoke(monkeypatch, capsys, argv: list[str]) -> tuple[int, str, str]:
+    import workloads.cluster
+    from infra.clikit import run
+    from workloads.cli import _register, app
+
+    FakeCluster.instances.clear()
+    monkeypatch.setattr(workloads.cluster, "Cluster", FakeCluster)
+    monkeypatch.delenv("TGK_SPEC", raising=False)
+    _register()
+    code = run(app, argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_submit_applies_exactly_the_dry_run_objects(monkeypatch, capsys) -> None:
+    code, dry, _ = _invoke(monkeypatch, capsys, ["submit", "maxtext-6b", "--slices", "2", "--name", "real", "--dry-run", "-o", "json"])
+    assert code == 0
+    code, out, err = _invoke(monkeypatch, capsys, ["submit", "maxtext-6b", "--slices", "2", "--name", "real", "-o", "json"])
+    assert code == 0, err
+    (fake,) = FakeCluster.instances
+    assert fake.applied == json.loads(dry)
+    assert fake.managers == ["tpu-gke-toolkit"]
+    assert fake.waited == [("research", "real")]
+    assert json.loads(out)["admission"]["admitted"] is True
+
+
+def test_submit_no_wait_and_not_admitted(monkeypatch, capsys) -> None:
+    code, _, _ = _invoke(monkeypatch, capsys, ["submit", "hello-tpu", "--name", "nw", "--no-wait"])
+    assert code == 0 and FakeCluster.instances[0].waited == []
+
+    monkeypatch.setattr(FakeCluster, "connect", classmethod(lambda cls, *a, **k: cls(admitted=False)))
+    import workloads.cluster
+    from infra.clikit import run
+    from workloads.cli import app
+
+    monkeypatch.setattr(workloads.cluster, "Cluster", FakeCluster)
+    code = run(app, ["submit", "hello-tpu", "--name", "na", "--timeout", "1"])
+    _, err = capsys.readouterr()
+    assert code == 4 and "not admitted" in err and "no quota" in err
+
+
+def test_bad_input_never_connects(monkeypatch, capsys) -> None:
+    code, _, err = _invoke(monkeypatch, capsys, ["submit", "maxtext-6b", "--slices", "9"])
+    assert code == 2 and "--slices" in err
+    assert FakeCluster.instances == []
+
+
+def test_queues_apply_real(monkeypatch, capsys) -> None:
+    code, out, _ = _invoke(monkeypatch, capsys, ["queues", "apply", "-o", "json"])
+    assert code == 0
+    (fake,) = FakeCluster.instances
+    assert [o["kind"] for o in fake.applied][:5] == ["PriorityClass"] * 5
+    assert len(json.loads(out)["applied"]) == len(fake.applied)

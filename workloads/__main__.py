@@ -1,0 +1,3 @@
+from workloads.cli import main
+
+main()

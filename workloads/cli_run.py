@@ -1,0 +1,284 @@
+"""Commands that plan and start runs: ``recipes``, ``render``, ``submit``, ``queues apply``.
+
+Each command loads the spec, plans and renders first (pure, and where every
+user error is raised), and only then touches the file system or the cluster:
+bad input leaves nothing written or applied. The clock and the random name
+suffix are read here, at the edge, and passed into the planner.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from infra.clikit import OutputFormat, print_json
+from infra.errors import ToolkitError
+from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+
+if TYPE_CHECKING:
+    from infra.spec import EnvSpec
+    from workloads.plan import RunPlan
+
+queues_app = typer.Typer(
+    name="queues",
+    help="Kueue objects derived from the spec (flavors, queues, priorities).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(queues_app, name="queues")
+
+RecipeArg = Annotated[str, typer.Argument(help="recipe name (see `recipes`)", show_default=False)]
+SlicesOpt = Annotated[Optional[int], typer.Option("--slices", help="number of TPU slices (default 1)")]
+PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="tpu_pools entry to run on (default: the recipe's preferred shape)")]
+SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value; repeatable")]
+StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="training steps (default: the recipe's)")]
+ImageOpt = Annotated[Optional[str], typer.Option("--image", help="container image with a tag or digest")]
+TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team (namespace, queue, service account); default the spec's first")]
+PriorityOpt = Annotated[Optional[str], typer.Option("--priority", help="very-low, low, medium, high, very-high (default: the team's)")]
+NameOpt = Annotated[Optional[str], typer.Option("--name", help="exact run name (default: <recipe>-<MMDD-HHMM>-<random>)")]
+SuffixOpt = Annotated[Optional[str], typer.Option("--suffix", help="suffix for the run name instead of the time and random part")]
+HostNetOpt = Annotated[
+    bool,
+    typer.Option(
+        "--host-network/--no-host-network",
+        help="hostNetwork pods (DCN throughput; act as the node SA) or pod network (Workload Identity)",
+    ),
+]
+RestartsOpt = Annotated[int, typer.Option("--max-restarts", help="JobSet restarts after a non-program failure")]
+TIMEOUT_S = 600.0
+
+
+class NotAdmitted(ToolkitError):
+    """Applied, but Kueue did not admit the run in time (or refused it)."""
+
+    exit_code = 4
+
+
+def _spec(path: Path | None) -> "EnvSpec":
+    from infra.spec import load_spec
+
+    return load_spec(path)
+
+
+def _random_suffix() -> str:
+    import secrets  # imported here: it pulls in hmac/openssl, ~30 ms of every --help
+    import string
+
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(3))
+
+
+def _plan(
+    recipe: str,
+    spec: "EnvSpec",
+    *,
+    slices: int | None,
+    pool: str | None,
+    sets: list[str] | None,
+    steps: int | None,
+    image: str | None,
+    team: str | None,
+    priority: str | None,
+    name: str | None,
+    suffix: str | None,
+    host_network: bool,
+    max_restarts: int,
+) -> "RunPlan":
+    from workloads.plan import Overrides, plan_run
+
+    overrides = Overrides(
+        slices=slices,
+        pool=pool,
+        sets=tuple(sets or ()),
+        steps=steps,
+        image=image,
+        team=team,
+        priority=priority,
+        name=name,
+        suffix=suffix,
+        host_network=host_network,
+        max_restarts=max_restarts,
+    )
+    return plan_run(recipe, spec, overrides, now=datetime.now(timezone.utc), rand=_random_suffix())
+
+
+@app.command()
+def recipes(output: Output = OutputFormat.text) -> None:
+    """List the recipes that ship with the toolkit."""
+    from workloads.recipes import all_recipes, summary
+
+    data = [summary(r) for r in all_recipes()]
+    if output is OutputFormat.json:
+        print_json(data)
+        return
+    width = max(len(d["name"]) for d in data)
+    for d in data:
+        shapes = ", ".join(d["shapes"]) or "any"
+        typer.echo(f"{d['name']:<{width}}  {d['description']}  [shapes: {shapes}]")
+
+
+@app.command()
+def render(
+    recipe: RecipeArg,
+    out: Annotated[Path, typer.Option("--out", help="directory for base/ and overlays/<run>/")] = Path("runs"),
+    slices: SlicesOpt = None,
+    pool: PoolOpt = None,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    priority: PriorityOpt = None,
+    name: NameOpt = None,
+    suffix: SuffixOpt = None,
+    host_network: HostNetOpt = True,
+    max_restarts: RestartsOpt = 0,
+    spec: SpecOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Write a Kustomize tree for a run: base/ (the recipe's JobSet) and overlays/<run>/."""
+    from workloads.kustomize import render as render_tree
+    from workloads.kustomize import write_tree
+
+    plan = _plan(
+        recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
+        priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
+    )
+    files = render_tree(plan)
+    written = write_tree(out, files)
+    overlay = out / "overlays" / plan.name
+    if output is OutputFormat.json:
+        print_json({"run": plan.name, "overlay": str(overlay), "files": [str(p) for p in written], "plan": plan.summary()})
+        return
+    for p in written:
+        typer.echo(str(p))
+    typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
+
+
+def _print_objects(objects: list[dict], output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        print_json(objects)
+    else:
+        from workloads import yamlio
+
+        typer.echo(yamlio.dump_all(objects), nl=False)
+
+
+@app.command()
+def submit(
+    recipe: RecipeArg,
+    slices: SlicesOpt = None,
+    pool: PoolOpt = None,
+    set_: SetOpt = None,
+    steps: StepsOpt = None,
+    image: ImageOpt = None,
+    team: TeamOpt = None,
+    priority: PriorityOpt = None,
+    name: NameOpt = None,
+    suffix: SuffixOpt = None,
+    host_network: HostNetOpt = True,
+    max_restarts: RestartsOpt = 0,
+    dry_run: DryRun = False,
+    no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for admission")] = TIMEOUT_S,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    spec: SpecOpt = None,
+) -> None:
+    """Plan a run and apply its JobSet (server-side); wait until Kueue admits it."""
+    from workloads.manifests import FIELD_MANAGER, run_objects
+
+    plan = _plan(
+        recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
+        priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
+    )
+    objects = run_objects(plan)
+    if dry_run:
+        _print_objects(objects, output)
+        return
+
+    from workloads.cluster import Cluster
+
+    cluster = Cluster.connect(kubeconfig, context)
+    cluster.apply(objects, field_manager=FIELD_MANAGER)
+    if output is OutputFormat.text:
+        typer.echo(
+            f"submitted {plan.namespace}/{plan.name}: {plan.recipe} on {plan.slices} x {plan.generation} {plan.topology} "
+            f"({plan.nodes} pods, {plan.chips} chips), queue {plan.local_queue}, priority {plan.priority}",
+            err=True,
+        )
+    result = None
+    if not no_wait:
+        result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
+    if output is OutputFormat.json:
+        data: dict = {"run": plan.name, "namespace": plan.namespace, "applied": [_ref(o) for o in objects], "plan": plan.summary()}
+        if result is not None:
+            data["admission"] = {
+                "admitted": result.admitted, "workload": result.workload, "state": result.state,
+                "flavors": result.flavors, "reason": result.reason, "waited_seconds": round(result.waited_seconds, 1),
+            }
+        print_json(data)
+    elif result is not None and result.admitted:
+        typer.echo(f"admitted after {result.waited_seconds:.0f}s (workload {result.workload}, flavors {result.flavors})")
+    if result is not None and not result.admitted:
+        raise NotAdmitted(
+            f"{plan.namespace}/{plan.name} not admitted after {result.waited_seconds:.0f}s: {result.state} {result.reason}".rstrip()
+            + " — it stays queued; follow it with `python -m workloads status`"
+        )
+
+
+def _ref(obj: dict) -> dict:
+    meta = obj["metadata"]
+    return {"kind": obj["kind"], "name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
+
+
+def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
+    """Wait for admission with a live status line on stderr (plain lines when not a terminal)."""
+    import sys
+
+    if quiet or not sys.stderr.isatty():
+        def say(msg: str) -> None:
+            if not quiet:
+                typer.echo(f"  {msg}", err=True)
+
+        return cluster.wait_admitted(plan.namespace, plan.name, timeout=timeout, on_progress=say)
+
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    with console.status(f"waiting for Kueue to admit {plan.name} (queue {plan.local_queue})") as status:
+        def progress(msg: str) -> None:
+            status.update(f"{plan.name}: {msg}")
+
+        return cluster.wait_admitted(plan.namespace, plan.name, timeout=timeout, on_progress=progress)
+
+
+@queues_app.command("apply")
+def queues_apply(
+    dry_run: DryRun = False,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    spec: SpecOpt = None,
+) -> None:
+    """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues."""
+    from workloads.kueue import queue_objects
+    from workloads.manifests import FIELD_MANAGER
+
+    objects = queue_objects(_spec(spec))
+    if dry_run:
+        _print_objects(objects, output)
+        return
+    from workloads.cluster import Cluster
+
+    cluster = Cluster.connect(kubeconfig, context)
+    cluster.apply(objects, field_manager=FIELD_MANAGER)
+    if output is OutputFormat.json:
+        print_json({"applied": [_ref(o) for o in objects]})
+    else:
+        for o in objects:
+            ref = _ref(o)
+            typer.echo(f"applied {ref['kind']} {ref.get('namespace', '') + '/' if ref.get('namespace') else ''}{ref['name']}")

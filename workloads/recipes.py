@@ -1,0 +1,295 @@
+"""Recipes: what to run, as data files validated into typed models.
+
+A recipe is ``workloads/recipes/<name>.yaml``. It names the image, the program
+(MaxText with a model and its arguments, or a plain command), XLA/libtpu flags,
+default steps, the TPU shapes it was sized for, and *rules* instead of numbers
+where the right number depends on the target: the per-device batch by HBM per
+device, and the mesh by devices per slice and slices. ``workloads.plan`` turns a
+recipe plus a target into concrete numbers and checks them.
+
+Unknown keys are errors, as in the environment spec.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from enum import Enum
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from infra.catalog import GENERATIONS
+from infra.errors import ToolkitError
+
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
+
+# MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
+# ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices).
+MESH_AXES: tuple[str, ...] = (
+    "diloco",
+    "data",
+    "fsdp",
+    "fsdp_transpose",
+    "sequence",
+    "context",
+    "context_usp_ulysses",
+    "context_autoregressive",
+    "tensor",
+    "tensor_sequence",
+    "autoregressive",
+    "pipeline",
+    "expert",
+)
+FILL = -1  # "all the devices the other axes leave", as in MaxText's base.yml
+
+MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
+
+
+class RecipeError(ToolkitError):
+    """A recipe that does not exist or does not validate."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Kind(str, Enum):
+    MAXTEXT = "maxtext"
+    COMMAND = "command"
+
+
+class ImageRef(_Model):
+    """Either a full reference, or a name:tag inside the spec's Artifact Registry."""
+
+    ref: str | None = Field(None, description="full image reference with a tag or digest")
+    registry: str | None = Field(None, description="name:tag in <region>-docker.pkg.dev/<project>/<repository>/")
+
+    @model_validator(mode="after")
+    def _one(self) -> "ImageRef":
+        if (self.ref is None) == (self.registry is None):
+            raise ValueError("give exactly one of image.ref or image.registry")
+        return self
+
+
+class ModelDims(_Model):
+    """The dimensions the planner checks sharding and memory against.
+
+    Field names are MaxText's config keys; for ``model_name: default`` they are
+    also emitted as arguments (there is no preset to load them from).
+    """
+
+    base_emb_dim: int = Field(..., gt=0)
+    base_num_query_heads: int = Field(..., gt=0)
+    base_num_kv_heads: int = Field(..., gt=0)
+    head_dim: int = Field(..., gt=0)
+    base_num_decoder_layers: int = Field(..., gt=0)
+    base_mlp_dim: int = Field(..., gt=0)
+    vocab_size: int = Field(..., gt=0)
+    # silu+linear is a gated MLP (3 matrices); a single activation is 2 matrices.
+    mlp_matrices: int = Field(3, ge=2, le=3)
+    tied_embedding: bool = Field(False, description="logits_via_embedding: output layer reuses the embedding")
+    position_embeddings: int = Field(0, ge=0, description="learned position table rows (gpt3: trainable_position_size)")
+    num_experts: int = Field(1, ge=1)
+    max_target_length: int = Field(2048, gt=0, description="sequence length the preset (or base.yml) uses")
+
+    def params(self) -> int:
+        """Parameter count of a dense decoder (norms and biases ignored: < 0.1%)."""
+        q = self.base_num_query_heads * self.head_dim
+        kv = self.base_num_kv_heads * self.head_dim
+        attention = self.base_emb_dim * (q + 2 * kv) + q * self.base_emb_dim
+        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * self.num_experts
+        embed = self.vocab_size * self.base_emb_dim * (1 if self.tied_embedding else 2)
+        return self.base_num_decoder_layers * (attention + mlp) + embed + self.position_embeddings * self.base_emb_dim
+
+
+# The MaxText keys ModelDims mirrors; a --set on one of them changes the model.
+MODEL_KEYS = frozenset(
+    ["base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size"]
+)
+
+
+class BatchRule(_Model):
+    min_hbm_gib_per_device: float = Field(..., ge=0)
+    per_device_batch_size: float = Field(..., gt=0)
+
+
+class Parallelism(_Model):
+    """Mesh rule: degrees per axis; -1 on one axis means "the rest".
+
+    ICI axes multiply to the devices of one slice, DCN axes to the number of slices.
+    """
+
+    ici: dict[str, int] = Field(default_factory=lambda: {"fsdp": FILL})
+    dcn: dict[str, int] = Field(default_factory=lambda: {"data": FILL})
+
+    @field_validator("ici", "dcn")
+    @classmethod
+    def _axes(cls, v: dict[str, int]) -> dict[str, int]:
+        for axis, degree in v.items():
+            if axis not in MESH_AXES:
+                raise ValueError(f"unknown mesh axis {axis!r}; MaxText axes are {', '.join(MESH_AXES)}")
+            if degree != FILL and degree < 1:
+                raise ValueError(f"{axis}: degree must be >= 1 or -1 (fill), got {degree}")
+        if sum(1 for d in v.values() if d == FILL) > 1:
+            raise ValueError("at most one axis may be -1 (fill)")
+        return v
+
+
+class MaxTextSpec(_Model):
+    config: str = "src/maxtext/configs/base.yml"
+    model_name: str = "default"
+    model: ModelDims
+    args: dict[str, Any] = Field(default_factory=dict, description="MaxText key=value, in this order")
+    per_device_batch: list[BatchRule] = Field(..., min_length=1, description="chosen by HBM per device")
+    parallelism: Parallelism = Field(default_factory=Parallelism)
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, v: dict[str, Any]) -> dict[str, Any]:
+        known = maxtext_keys()
+        for k in v:
+            if k not in known:
+                raise ValueError(f"args.{k} is not a MaxText key")
+            if k in PLANNER_KEYS or k in MODEL_KEYS or k == "per_device_batch_size" or _mesh_key(k):
+                raise ValueError(f"args.{k} is set by the planner or the model/per_device_batch/parallelism blocks; move it there")
+        return v
+
+    def batch_for(self, hbm_gib_per_device: float) -> float | None:
+        fitting = [r for r in self.per_device_batch if r.min_hbm_gib_per_device <= hbm_gib_per_device]
+        return max(fitting, key=lambda r: r.min_hbm_gib_per_device).per_device_batch_size if fitting else None
+
+
+class Recipe(_Model):
+    name: str = Field(..., pattern=r"^[a-z][-a-z0-9.]*[a-z0-9]$", max_length=30)
+    description: str
+    kind: Kind
+    image: ImageRef
+    steps: int = Field(..., ge=1)
+    shapes: list[str] = Field(default_factory=list, description="preferred slice shapes (catalog keys, e.g. v5e-4x4), best first")
+    generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), description="generations the recipe runs on")
+    min_chips_per_slice: int = Field(1, ge=1)
+    libtpu_init_args: dict[str, list[str]] = Field(
+        default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest"
+    )
+    env: dict[str, str] = Field(default_factory=dict)
+    maxtext: MaxTextSpec | None = None
+    command: list[str] | None = Field(None, min_length=1)
+
+    @field_validator("generations")
+    @classmethod
+    def _gens(cls, v: list[str]) -> list[str]:
+        for g in v:
+            if g not in GENERATIONS:
+                raise ValueError(f"unknown generation {g!r}; use {', '.join(GENERATIONS)}")
+        return v
+
+    @field_validator("libtpu_init_args")
+    @classmethod
+    def _libtpu(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for g in v:
+            if g != "default" and g not in GENERATIONS:
+                raise ValueError(f"libtpu_init_args.{g}: use a generation ({', '.join(GENERATIONS)}) or 'default'")
+        return v
+
+    @model_validator(mode="after")
+    def _kind(self) -> "Recipe":
+        if self.kind is Kind.MAXTEXT and (self.maxtext is None or self.command is not None):
+            raise ValueError("kind maxtext needs a maxtext block and no command")
+        if self.kind is Kind.COMMAND and (self.command is None or self.maxtext is not None):
+            raise ValueError("kind command needs a command and no maxtext block")
+        return self
+
+    def libtpu_flags(self, generation: str) -> list[str]:
+        return list(self.libtpu_init_args.get(generation, self.libtpu_init_args.get("default", [])))
+
+
+# Keys the planner owns: setting them through a recipe or --set would make the
+# run disagree with its JobSet name, its bucket path or its step count.
+PLANNER_KEYS = frozenset(["run_name", "steps", "hardware", "num_slices", "compile_topology", "compile_topology_num_slices"])
+
+
+def _mesh_key(key: str) -> tuple[str, str] | None:
+    """('ici'|'dcn', axis) for a mesh key such as ici_fsdp_parallelism."""
+    for level in ("ici", "dcn"):
+        prefix = f"{level}_"
+        if key.startswith(prefix) and key.endswith("_parallelism"):
+            return level, key[len(prefix) : -len("_parallelism")]
+    return None
+
+
+mesh_key = _mesh_key
+
+
+@lru_cache(maxsize=1)
+def maxtext_keys() -> frozenset[str]:
+    from workloads import yamlio
+
+    return frozenset(yamlio.load(MAXTEXT_KEYS_FILE.read_text())["keys"])
+
+
+def suggest(word: str, choices: list[str] | frozenset[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def recipe_names() -> list[str]:
+    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml") if not p.name.startswith("_"))
+
+
+def _format(e: ValidationError, name: str) -> str:
+    first = e.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"recipe {name}: {where}: {msg}" if where else f"recipe {name}: {msg}"
+
+
+@lru_cache(maxsize=None)
+def load_recipe(name: str) -> Recipe:
+    """Load a shipped recipe by name; unknown names list the known ones."""
+    from workloads import yamlio
+
+    names = recipe_names()
+    if name not in names:
+        raise RecipeError(f"recipe: no recipe {name!r}{suggest(name, names)} — use one of {', '.join(names)}")
+    path = RECIPES_DIR / f"{name}.yaml"
+    data = yamlio.load(path.read_text())
+    try:
+        recipe = Recipe.model_validate(data)
+    except ValidationError as e:
+        raise RecipeError(_format(e, name)) from None
+    if recipe.name != name:
+        raise RecipeError(f"recipe {name}: name is {recipe.name!r} but the file is {path.name}; make them agree")
+    return recipe
+
+
+def all_recipes() -> list[Recipe]:
+    return [load_recipe(n) for n in recipe_names()]
+
+
+def summary(recipe: Recipe) -> dict[str, Any]:
+    """What `recipes` lists."""
+    out: dict[str, Any] = {
+        "name": recipe.name,
+        "kind": recipe.kind.value,
+        "description": recipe.description,
+        "image": recipe.image.ref or f"<registry>/{recipe.image.registry}",
+        "steps": recipe.steps,
+        "shapes": recipe.shapes,
+        "generations": recipe.generations,
+    }
+    if recipe.maxtext:
+        m = recipe.maxtext
+        out["model_name"] = m.model_name
+        out["params_billion"] = round(m.model.params() / 1e9, 2)
+        out["per_device_batch"] = {f">={r.min_hbm_gib_per_device:g}GiB": r.per_device_batch_size for r in m.per_device_batch}
+        out["parallelism"] = {"ici": m.parallelism.ici, "dcn": m.parallelism.dcn}
+    return out
+
+
+def is_whole(x: float) -> bool:
+    return math.isfinite(x) and float(x).is_integer()
+
