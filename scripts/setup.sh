@@ -43,4 +43,19 @@ if [ ! -f "$checkov_venv/.complete" ]; then
   touch "$checkov_venv/.complete"
 fi
 
+# Node 22 from the npm registry: the jsii runtime has dropped Node 20 (the machine's),
+# and the cdktn CLI needs Node >= 22.19. Both come from npm, pinned.
+node_version="22.22.0"
+cdktn_cli_version="0.24.0"
+node_dir="$cache/node-$node_version-cdktn-$cdktn_cli_version"
+if [ ! -f "$node_dir/.complete" ]; then
+  log "installing node $node_version and cdktn-cli $cdktn_cli_version into $node_dir"
+  rm -rf "$node_dir"
+  mkdir -p "$node_dir"
+  npm install --prefix "$node_dir" --no-audit --no-fund --loglevel=error \
+    "node@$node_version" "cdktn-cli@$cdktn_cli_version" >&2
+  "$node_dir/node_modules/.bin/node" --version >/dev/null
+  touch "$node_dir/.complete"
+fi
+
 echo "$venv"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -249,12 +250,42 @@ def test_snapshot(stacks, example):
 
 
 def test_app_entry_writes_the_cli_layout(tmp_path):
-    """`python -m infra.app` (what cdktn.json runs) writes <outdir>/stacks/<stack>/cdk.tf.json."""
+    """`python -m infra.app` (what cdktf.json runs) writes <outdir>/stacks/<stack>/cdk.tf.json."""
     env = {**os.environ, "TGK_SPEC": str(EXAMPLES_DIR / "v4.yaml"), "CDKTF_OUTDIR": str(tmp_path / "out")}
     proc = subprocess.run([sys.executable, "-m", "infra.app"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     path = tmp_path / "out" / "stacks" / "v4-train" / "cdk.tf.json"
     assert path.is_file()
     assert (tmp_path / "out" / "manifest.json").is_file()
-    cfg = json.loads((REPO / "cdktn.json").read_text())
+    cfg = json.loads((REPO / "cdktf.json").read_text())
     assert cfg["app"] == "python -m infra.app" and cfg["language"] == "python"
+
+
+@pytest.mark.tools
+def test_cdktn_cli_synth_and_list(tmp_path):
+    """The real `cdktn` CLI (npm cdktn-cli, Node 22, both from scripts/setup.sh) drives the app.
+
+    cdktn-cli 0.24 still reads its project config from cdktf.json.
+    """
+    node_bin = os.environ.get("TGK_NODE_BIN", "")
+    cdktn = Path(node_bin) / "cdktn"
+    assert cdktn.exists(), "cdktn CLI missing: run scripts/setup.sh (it installs node 22 + cdktn-cli from npm)"
+    work = tmp_path / "app"
+    work.mkdir()
+    for name in ("cdktf.json", "infra", "modules", "examples"):
+        src = REPO / name
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, work / name)
+    env = {
+        **os.environ,
+        # `python -m infra.app` must resolve to this interpreter; node first for the CLI itself.
+        "PATH": os.pathsep.join([node_bin, str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+        "TGK_SPEC": str(EXAMPLES_DIR / "flex-start.yaml"),
+        "CI": "1",
+    }
+    proc = subprocess.run([str(cdktn), "synth"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    doc = json.loads((work / "cdktn.out" / "stacks" / "flex" / "cdk.tf.json").read_text())
+    pools = doc["resource"]["google_container_node_pool"]
+    assert sum(1 for p in pools.values() if p["node_config"].get("flex_start")) == 4
+    listed = subprocess.run([str(cdktn), "list"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    assert listed.returncode == 0 and "flex" in listed.stdout, listed.stdout + listed.stderr
