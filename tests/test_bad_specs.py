@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_module
+from tests.conftest import REPO, run_module
 from infra.errors import SpecError
 from infra.spec import load_spec
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, run_module
+from tests.conftest import REPO, run_module
 
 CB = REPO / "cloudbuild"
 CONFIGS = sorted(CB.glob("*.yaml"))

@@ -19,7 +19,7 @@ from workloads.kustomize import apply_json_patch, base_jobset, build, overlay_pa
 from workloads.manifests import jobset
 from workloads.plan import Overrides, plan_run
 
-from conftest import run_module
+from tests.conftest import run_module
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

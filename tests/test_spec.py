@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO
+from tests.conftest import REPO
 from infra.errors import SpecError
 from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_module
+from tests.conftest import run_module
 
 from workloads import yamlio
 
