@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Regenerate tests/data/maxtext/* from a REAL MaxText run on CPU.
+#
+# The metrics parser is tested against what MaxText actually prints, not against
+# lines we imagine it prints; this script is how that data was made and how to
+# remake it when the pinned MaxText moves.
+#
+#   scripts/gen_maxtext_log.sh            writes tests/data/maxtext/tiny_cpu.{log,metrics.jsonl}
+#                                         and tiny_cpu_noprof.{log,metrics.jsonl}
+#   TGK_PY312=/path/to/python3.12 ...     interpreter for the MaxText venv (MaxText needs >= 3.12)
+#
+# The venv lives in the cache ($TGK_CACHE/maxtext-tiny-venv), never in the repo. It is
+# built from maxtext[tpu]==0.2.5 under scripts/maxtext-tiny.constraints.txt (a freeze of
+# the first successful install), so every transitive version is pinned.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+py312="${TGK_PY312:-/root/.pyenv/versions/3.12.1/bin/python}"
+maxtext_version="0.2.5"
+venv="$cache/maxtext-tiny-venv"
+constraints="$repo/scripts/maxtext-tiny.constraints.txt"
+out="$repo/tests/data/maxtext"
+
+log() { printf '[gen_maxtext_log] %s\n' "$*" >&2; }
+
+if [ ! -f "$venv/.complete-$maxtext_version" ]; then
+  log "creating $venv (maxtext[tpu]==$maxtext_version, ~2 min, ~2.8 GB)"
+  rm -rf "$venv"
+  "$py312" -m venv "$venv"
+  pin=()
+  [ -f "$constraints" ] && pin=(-c "$constraints")
+  "$venv/bin/pip" install -q --disable-pip-version-check "${pin[@]}" "maxtext[tpu]==$maxtext_version"
+  if [ ! -f "$constraints" ]; then
+    "$venv/bin/pip" freeze --exclude-editable | grep -v '^maxtext==' > "$constraints"
+  fi
+  touch "$venv/.complete-$maxtext_version"
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+# The tiny model from docs/facts/maxtext.md: trains on 2 CPU cores in ~20 s.
+tiny=(
+  dataset_type=synthetic enable_checkpointing=false
+  base_emb_dim=64 base_num_query_heads=4 base_num_kv_heads=4 base_mlp_dim=128
+  base_num_decoder_layers=2 head_dim=16 vocab_size=256 max_target_length=64
+  per_device_batch_size=2 attention=dot_product jax_cache_dir=
+)
+
+run() {  # name, extra args...
+  local name="$1"; shift
+  log "running $name"
+  # Per-step lines go to stderr (absl); stdout is kept too so nothing is lost.
+  JAX_PLATFORMS=cpu "$venv/bin/python" -m maxtext.trainers.pre_train.train \
+    src/maxtext/configs/base.yml run_name="$name" base_output_directory="$work/out" \
+    "${tiny[@]}" dump_hlo_local_dir="$work/xla_dump/" \
+    metrics_file="$work/$name.metrics.jsonl" "$@" \
+    >"$work/$name.stdout" 2>"$work/$name.stderr"
+  # Keep the log as MaxText printed it, minus absolute paths of this machine.
+  sed -e "s#$work#/tmp/run#g" -e "s#$venv#/venv#g" "$work/$name.stderr" > "$out/$name.log"
+  cp "$work/$name.metrics.jsonl" "$out/$name.metrics.jsonl"
+}
+
+start=$(date +%s)
+# With the profiler window on (steps 5-6), as the playbook's runs do.
+run tiny_cpu steps=10 profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=2
+# A plain run, profiler off.
+run tiny_cpu_noprof steps=12
+log "done in $(( $(date +%s) - start )) s"

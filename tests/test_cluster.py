@@ -1,0 +1,349 @@
+"""The cluster seam: request shapes, normal outcomes, and one-line errors.
+
+Two levels: a recording fake Transport (what Cluster asks for), and the real kubernetes
+client talking to a tiny recording HTTP server on 127.0.0.1 (what goes over the wire:
+method, path, query, content type, body). A real kube-apiserver comes in the integration tier.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+from infra.errors import ClusterError
+from tests.fake_apiserver import serve
+from workloads.cluster import Cluster, LogsUnavailable, Response
+
+KUEUE_DISCOVERY = {
+    "kind": "APIResourceList",
+    "groupVersion": "kueue.x-k8s.io/v1beta2",
+    "resources": [
+        {"name": "resourceflavors", "kind": "ResourceFlavor", "namespaced": False},
+        {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False},
+        {"name": "clusterqueues/status", "kind": "ClusterQueue", "namespaced": False},
+        {"name": "localqueues", "kind": "LocalQueue", "namespaced": True},
+        {"name": "workloads", "kind": "Workload", "namespaced": True},
+    ],
+}
+KUEUE_GROUP = {"kind": "APIGroup", "name": "kueue.x-k8s.io", "preferredVersion": {"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"}}
+
+
+class FakeTransport:
+    """Routes (method, path) to canned responses and records every call."""
+
+    server = "https://fake:6443"
+
+    def __init__(self, routes: dict[tuple[str, str], Any] | None = None, streams: dict[str, Any] | None = None) -> None:
+        self.routes = routes or {}
+        self.streams = streams or {}
+        self.calls: list[dict[str, Any]] = []
+
+    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None) -> Response:
+        self.calls.append({"method": method, "path": path, "query": dict(query or []), "body": body, "content_type": content_type})
+        r = self.routes.get((method, path))
+        if callable(r):
+            r = r(dict(query or []), body)
+        if r is None:
+            return Response(404, json.dumps({"kind": "Status", "message": f"{path} not found", "code": 404}).encode())
+        if isinstance(r, Response):
+            return r
+        return Response(200, json.dumps(r).encode())
+
+    def stream(self, path, *, query=None, timeout=None) -> Iterator[bytes]:
+        self.calls.append({"method": "STREAM", "path": path, "query": dict(query or [])})
+        s = self.streams.get(path)
+        if isinstance(s, Exception):
+            raise s
+        if callable(s):
+            s = s(dict(query or []))
+        yield from s or []
+
+
+def jobset(name="r1", ns="research", uid="uid-1", suspend=True) -> dict:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": name, "namespace": ns, "uid": uid}, "spec": {"suspend": suspend}}
+
+
+def workload(conds: list[dict], name="jobset-r1-abc", admission: dict | None = None, rv="5") -> dict:
+    status: dict = {"conditions": conds}
+    if admission:
+        status["admission"] = admission
+    return {"metadata": {"name": name, "namespace": "research", "resourceVersion": rv, "labels": {"kueue.x-k8s.io/job-uid": "uid-1"}}, "spec": {"queueName": "research-queue"}, "status": status}
+
+
+# ----------------------------------------------------------------- apply
+
+
+def test_apply_is_server_side_with_field_manager_and_no_force() -> None:
+    obj = jobset(suspend=False)
+    t = FakeTransport({("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): lambda q, b: {**b, "status": {}}})
+    out = Cluster(t).apply([obj])
+    (call,) = t.calls
+    assert call["method"] == "PATCH"
+    assert call["content_type"] == "application/apply-patch+yaml"
+    assert call["query"] == {"fieldManager": "tpu-gke-toolkit", "force": "false"}
+    assert call["body"] == obj
+    assert out == [{**obj, "status": {}}]
+
+
+def test_apply_discovers_crd_kinds_once_and_respects_scope_and_dry_run() -> None:
+    rf = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "v5e-4x4"}, "spec": {}}
+    lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}, "spec": {"clusterQueue": "cq"}}
+    t = FakeTransport({
+        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/v5e-4x4"): lambda q, b: b,
+        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/q"): lambda q, b: b,
+    })
+    Cluster(t, default_namespace="team-a").apply([rf, lq], field_manager="me", dry_run=True)
+    assert [c["method"] for c in t.calls] == ["GET", "PATCH", "PATCH"]
+    assert all(c["query"]["dryRun"] == "All" and c["query"]["fieldManager"] == "me" for c in t.calls[1:])
+
+
+def test_apply_twice_sends_the_same_request() -> None:
+    obj = jobset()
+    t = FakeTransport({("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): lambda q, b: b})
+    c = Cluster(t)
+    assert c.apply([obj]) == c.apply([obj])
+    assert t.calls[0] == t.calls[1]
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "expect"),
+    [
+        (409, "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.suspend", "conflict"),
+        (422, "JobSet.jobset.x-k8s.io \"r1\" is invalid: spec.replicatedJobs: Required value", "is invalid"),
+        (403, "jobsets.jobset.x-k8s.io is forbidden: User \"x\" cannot patch", "forbidden"),
+        (500, 'Internal error occurred: failed calling webhook "mjobset.kb.io": connection refused', "webhook"),
+    ],
+)
+def test_apply_errors_are_one_line(status: int, message: str, expect: str) -> None:
+    body = json.dumps({"kind": "Status", "message": message + "\n  more detail", "code": status}).encode()
+    t = FakeTransport({("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): Response(status, body)})
+    with pytest.raises(ClusterError) as e:
+        Cluster(t).apply([jobset()])
+    text = str(e.value)
+    assert "\n" not in text and expect in text and "JobSet research/r1" in text
+
+
+def test_apply_of_an_unserved_kind_says_what_to_install() -> None:
+    t = FakeTransport()
+    with pytest.raises(ClusterError, match="does not serve kueue.x-k8s.io/v1beta1"):
+        Cluster(t).apply([{"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq"}}])
+
+
+def test_apply_refuses_objects_without_identity() -> None:
+    with pytest.raises(ClusterError, match="without apiVersion/kind/metadata.name"):
+        Cluster(FakeTransport()).apply([{"kind": "JobSet", "metadata": {}}])
+
+
+# ---------------------------------------------------------------- delete
+
+
+def test_delete_of_a_missing_jobset_is_normal() -> None:
+    t = FakeTransport()
+    res = Cluster(t).delete_jobset("research", "gone")
+    assert res.deleted is False
+    assert t.calls[0]["method"] == "DELETE" and t.calls[0]["query"]["propagationPolicy"] == "Foreground"
+
+
+def test_delete_existing_and_dry_run() -> None:
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"
+    t = FakeTransport({("DELETE", path): {"kind": "Status", "status": "Success"}})
+    c = Cluster(t)
+    assert c.delete_jobset("research", "r1").deleted is True
+    res = c.delete_jobset("research", "r1", dry_run=True)
+    assert res.deleted and res.dry_run and t.calls[-1]["query"]["dryRun"] == "All"
+
+
+# -------------------------------------------------------- pods and logs
+
+
+def test_find_pod_selects_by_jobset_labels_and_takes_the_newest() -> None:
+    pods = {"items": [
+        {"metadata": {"name": "old", "creationTimestamp": "2026-01-01T00:00:00Z"}},
+        {"metadata": {"name": "new", "creationTimestamp": "2026-01-02T00:00:00Z"}},
+    ]}
+    t = FakeTransport({("GET", "/api/v1/namespaces/research/pods"): pods})
+    pod = Cluster(t).find_pod("research", "r1", slice_index=1, worker=3)
+    assert pod["metadata"]["name"] == "new"
+    sel = t.calls[0]["query"]["labelSelector"].split(",")
+    assert sorted(sel) == sorted([
+        "jobset.sigs.k8s.io/jobset-name=r1", "jobset.sigs.k8s.io/job-index=1", "batch.kubernetes.io/job-completion-index=3"
+    ])
+
+
+def test_logs_stream_lines_and_unavailable_logs_are_one_line() -> None:
+    path = "/api/v1/namespaces/research/pods/p0/log"
+    t = FakeTransport(streams={path: [b"a", b"b"]})
+    assert list(Cluster(t).logs("research", "p0", follow=True)) == ["a", "b"]
+    assert t.calls[0]["query"] == {"follow": "true"}
+    t2 = FakeTransport(streams={path: ClusterError("GET /log: the server could not find the requested resource (HTTP 404)")})
+    with pytest.raises(LogsUnavailable, match="not available") as e:
+        list(Cluster(t2).logs("research", "p0"))
+    assert "\n" not in str(e.value)
+
+
+# ------------------------------------------------------------ admission
+
+
+def test_wait_admitted_follows_the_workload_to_admission() -> None:
+    pending = workload([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                         "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed"}])
+    admitted = workload(
+        [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True", "reason": "Admitted"}],
+        admission={"clusterQueue": "cq", "podSetAssignments": [{"name": "slice", "flavors": {"google.com/tpu": "v5e-4x4", "cpu": "default"}}]},
+        rv="6",
+    )
+    t = FakeTransport(
+        {
+            ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+            ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [pending]},
+        },
+        streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": [
+            json.dumps({"type": "MODIFIED", "object": pending}).encode(),
+            json.dumps({"type": "MODIFIED", "object": admitted}).encode(),
+        ]},
+    )
+    seen: list[str] = []
+    res = Cluster(t).wait_admitted("research", "r1", timeout=5, on_progress=seen.append)
+    assert res.admitted and res.state == "admitted" and res.flavors == {"slice": "v5e-4x4"} and res.workload == "jobset-r1-abc"
+    assert any("insufficient quota" in s for s in seen) and "admitted" in seen[-1]
+    watch = next(c for c in t.calls if c["method"] == "STREAM")
+    assert watch["query"]["watch"] == "true" and watch["query"]["resourceVersion"] == "5"
+    assert watch["query"]["labelSelector"] == "kueue.x-k8s.io/job-uid=uid-1"
+
+
+def test_wait_admitted_times_out_with_the_pending_reason() -> None:
+    pending = workload([{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for google.com/tpu"}])
+    t = FakeTransport(
+        {
+            ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+            ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [pending]},
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads/jobset-r1-abc"): pending,
+        },
+        streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": []},
+    )
+    res = Cluster(t).wait_admitted("research", "r1", timeout=0.3, poll=0.05)
+    assert not res.admitted and res.state == "pending" and "insufficient quota" in res.reason
+
+
+def test_wait_admitted_on_a_missing_jobset() -> None:
+    with pytest.raises(ClusterError, match="does not exist"):
+        Cluster(FakeTransport()).wait_admitted("research", "nope", timeout=1)
+
+
+def test_run_status_without_jobset_is_not_found() -> None:
+    st = Cluster(FakeTransport()).run_status("research", "nope")
+    assert st.phase.value == "NotFound"
+
+
+# -------------------------------------------- the real client, on loopback
+
+
+@pytest.fixture()
+def fake_apiserver(tmp_path: Path):
+    with serve() as api:
+        yield api.kubeconfig(tmp_path, namespace="team-a"), api
+
+
+def test_real_client_sends_an_apply_patch(fake_apiserver) -> None:
+    kubeconfig, rec = fake_apiserver
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1"
+    rec.routes[("PATCH", path)] = lambda q, b: (200, json.loads(b))
+    cluster = Cluster.connect(kubeconfig)
+    assert cluster.default_namespace == "team-a" and cluster.server_version() == "v1.34.2"
+    obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r1"}, "spec": {"suspend": True}}
+    (out,) = cluster.apply([obj])
+    call = next(s for s in rec.seen if s["method"] == "PATCH")
+    assert call["path"] == path
+    assert call["content_type"] == "application/apply-patch+yaml"
+    assert call["query"] == {"fieldManager": "tpu-gke-toolkit", "force": "false"}
+    assert json.loads(call["body"]) == obj  # JSON is YAML: the server accepts it as an apply patch
+    assert call["auth"] == "Bearer secret-token"
+    assert out == obj
+
+
+def test_real_client_delete_404_and_error_status(fake_apiserver) -> None:
+    kubeconfig, rec = fake_apiserver
+    cluster = Cluster.connect(kubeconfig)
+    assert cluster.delete_jobset("team-a", "gone").deleted is False
+    rec.routes[("GET", "/api/v1/namespaces/team-a/pods")] = lambda q, b: (401, {"kind": "Status", "message": "Unauthorized"})
+    with pytest.raises(ClusterError, match="unauthorized"):
+        cluster.pods("team-a", "r1")
+
+
+# ---------------------------------------------------- connect failures
+
+
+def _kubeconfig(tmp_path: Path, server: str, contexts=("c1",)) -> Path:
+    p = tmp_path / "kubeconfig"
+    p.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": contexts[0],
+        "clusters": [{"name": "k", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": c, "context": {"cluster": "k", "user": "u"}} for c in contexts],
+    }))
+    return p
+
+
+def test_unreachable_server_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError) as e:
+        Cluster.connect(_kubeconfig(tmp_path, "https://127.0.0.1:1"), timeout=3)
+    msg = str(e.value)
+    assert "\n" not in msg and "cannot reach the Kubernetes API server at https://127.0.0.1:1" in msg and "refused" in msg
+    assert e.value.exit_code == 3
+
+
+def test_missing_kubeconfig(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="no kubeconfig at"):
+        Cluster.connect(tmp_path / "nope")
+
+
+def test_kubeconfig_from_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "from-env"))
+    with pytest.raises(ClusterError, match="from-env"):
+        Cluster.connect()
+
+
+def test_unknown_context_lists_the_known_ones(tmp_path: Path) -> None:
+    with pytest.raises(ClusterError, match="context 'prod' is not in .*contexts there: c1, c2"):
+        Cluster.connect(_kubeconfig(tmp_path, "https://127.0.0.1:1", ("c1", "c2")), "prod")
+
+
+def test_garbage_kubeconfig(tmp_path: Path) -> None:
+    p = tmp_path / "kubeconfig"
+    p.write_text("::: not yaml [")
+    with pytest.raises(ClusterError) as e:
+        Cluster.connect(p)
+    assert "\n" not in str(e.value) and str(p) in str(e.value)
+
+
+def test_wait_admitted_stops_at_a_deactivated_workload() -> None:
+    inactive = workload([{"type": "Evicted", "status": "True", "reason": "InactiveWorkload", "message": "exceeded maximum requeue attempts"}])
+    inactive["spec"]["active"] = False
+    t = FakeTransport({
+        ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+        ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+        ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [inactive]},
+    })
+    res = Cluster(t).wait_admitted("research", "r1", timeout=30)
+    assert not res.admitted and res.state == "inactive" and "requeue" in res.reason and res.waited_seconds < 5
+
+
+def test_wait_admitted_without_any_workload_reports_missing() -> None:
+    t = FakeTransport({
+        ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+        ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+        ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": []},
+    }, streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": []})
+    res = Cluster(t).wait_admitted("research", "r1", timeout=0.2, poll=0.05)
+    assert not res.admitted and res.state == "missing" and "queue-name" in res.reason

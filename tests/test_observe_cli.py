@@ -1,0 +1,281 @@
+"""`python -m workloads` status/logs/metrics/report/delete/preflight, run as a user would (subprocess).
+
+Offline paths use the real MaxText test data; cluster paths use a kubeconfig that points at
+an unreachable port, or at a small recording HTTP server on loopback (tests/fake_apiserver.py)
+so the real kubernetes client is exercised end to end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import run_module
+from tests.fake_apiserver import serve
+from tests.gcs_emulator import running_emulator
+
+DATA = Path(__file__).parent / "data" / "maxtext"
+LOG = str(DATA / "tiny_cpu.log")
+MFILE = str(DATA / "tiny_cpu.metrics.jsonl")
+
+
+def wl(*args: str, **kw):
+    return run_module("workloads", *args, **kw)
+
+
+def assert_one_line_error(r, code: int, *fragments: str) -> None:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "Traceback" not in r.stderr and lines[0].startswith("error: ")
+    for f in fragments:
+        assert f in lines[0], lines[0]
+
+
+# -------------------------------------------------------------- offline metrics
+
+
+def test_help_lists_the_observe_commands() -> None:
+    r = wl("--help")
+    assert r.returncode == 0
+    for cmd in ("status", "logs", "metrics", "report", "delete", "preflight"):
+        assert cmd in r.stdout
+
+
+def test_metrics_text_on_the_real_log() -> None:
+    r = wl("metrics", LOG)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("tiny_cpu (")
+    assert "steady state over 4 (2, 3, 4, 9)" in r.stdout
+    assert "per-chip figures and MFU need --shape or --pool" in r.stdout
+
+
+def test_metrics_json_with_shape_and_metrics_file() -> None:
+    r = wl("metrics", LOG, "--metrics-file", MFILE, "--shape", "tpu7x-8", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    s = doc["summary"]
+    raw = [json.loads(x) for x in Path(MFILE).read_text().splitlines()]
+    steady = [x for x in raw if int(x["step"]) in (2, 3, 4, 9)]
+    want_tflops = sum(x["perf/per_device_tflops_per_sec"] for x in steady) / len(steady)
+    assert s["steady_steps"] == [2, 3, 4, 9]
+    assert s["tflops_per_device"] == pytest.approx(want_tflops)  # the file's full precision won
+    assert s["tflops_per_chip"] == pytest.approx(2 * want_tflops)
+    assert s["mfu"] == pytest.approx(want_tflops / (2307 / 2))
+    assert doc["run"] == "tiny_cpu" and len(doc["steps"]) == 10
+
+
+def test_metrics_on_a_metrics_file_alone_and_with_a_pool() -> None:
+    r = wl("metrics", str(DATA / "tiny_cpu_noprof.metrics.jsonl"), "--pool", "v5e-16", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["summary"]
+    assert s["hardware"]["name"] == "v5litepod-16" and s["hardware"]["chips"] == 32  # the default spec's 2 slices
+    assert s["tokens_per_chip"] == pytest.approx(s["tokens_per_device"])  # v5e: one device per chip
+    assert s["steady_steps"] == list(range(2, 12))
+
+
+def test_metrics_profiler_override() -> None:
+    r = wl("metrics", LOG, "--profiler-steps", "0", "-o", "json")
+    assert json.loads(r.stdout)["summary"]["steady_steps"] == list(range(2, 10))
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["metrics", "/nonexistent/run.log"], ["/nonexistent/run.log does not exist"]),
+        (["metrics", LOG, "--shape", "v9-16"], ["--shape", "unknown TPU type 'v9-16'"]),
+        (["metrics", LOG, "--pool", "nope"], ["--pool", "no TPU pool 'nope'", "v5e-16"]),
+        (["metrics", LOG, "--shape", "v5litepod-16", "--pool", "v5e-16"], ["not both"]),
+        (["metrics", "README.md"], ["no MaxText step metrics"]),
+        (["metrics", LOG, "--metrics-file", LOG], ["metrics file line 1 is not JSON"]),
+        (["report", LOG, "--out", "/tmp/x", "--upload", "--spec", "examples/tpu7x.yaml"], ["no bucket with purpose: artifacts"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(args: list[str], fragments: list[str]) -> None:
+    assert_one_line_error(wl(*args), 2, *fragments)
+
+
+def test_report_writes_files(tmp_path: Path) -> None:
+    r = wl("report", LOG, "--metrics-file", MFILE, "--shape", "tpu7x-8", "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| TFLOP/s per chip |" in md and "## Per step" in md
+    assert (tmp_path / "rep" / "metrics.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_report_upload_to_the_spec_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from workloads import storage
+
+    with running_emulator() as url:
+        monkeypatch.setenv(storage.EMULATOR_ENV, url)
+        client = storage.make_client(project="my-tpu-project")
+        bucket = "my-tpu-project-tpu-dev-artifacts"  # buckets[purpose=artifacts] of examples/default.yaml
+        client.create_bucket(bucket)
+        r = wl("report", LOG, "--out", str(tmp_path / "rep"), "--upload")
+        assert r.returncode == 0, r.stderr
+        assert f"uploaded gs://{bucket}/reports/tiny_cpu/report.md" in r.stdout
+        names = sorted(b.name for b in client.list_blobs(bucket))
+        assert names == ["reports/tiny_cpu/metrics.png", "reports/tiny_cpu/report.md", "reports/tiny_cpu/summary.json"]
+
+
+# ------------------------------------------------------------ cluster paths
+
+
+@pytest.fixture()
+def dead_kubeconfig(tmp_path: Path) -> str:
+    p = tmp_path / "kubeconfig"
+    p.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
+        "clusters": [{"name": "dead", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+    }))
+    return str(p)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "r1"],
+        ["logs", "r1"],
+        ["delete", "r1", "--yes"],
+        ["preflight"],
+        ["metrics", "some-run"],
+    ],
+)
+def test_unreachable_cluster_is_one_line_exit_3(args: list[str], dead_kubeconfig: str) -> None:
+    assert_one_line_error(wl(*args, "--kubeconfig", dead_kubeconfig), 3, "cannot reach the Kubernetes API server at https://127.0.0.1:1")
+
+
+def test_missing_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    assert_one_line_error(wl("status", "r1", "--kubeconfig", str(tmp_path / "none")), 3, "no kubeconfig at")
+
+
+def test_unknown_context(dead_kubeconfig: str) -> None:
+    assert_one_line_error(wl("status", "r1", "--kubeconfig", dead_kubeconfig, "--context", "prod"), 3, "context 'prod'")
+
+
+def test_delete_asks_for_confirmation_without_a_terminal(dead_kubeconfig: str) -> None:
+    assert_one_line_error(wl("delete", "r1", "--kubeconfig", dead_kubeconfig), 2, "--yes")
+
+
+JOBSET = {
+    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "metadata": {"name": "r1", "namespace": "research", "uid": "u1"},
+    "spec": {"suspend": False, "replicatedJobs": [{"name": "slice", "replicas": 1, "template": {"spec": {"parallelism": 2}}}]},
+    "status": {"restarts": 0},
+}
+
+
+def _pod(worker: int) -> dict:
+    return {
+        "metadata": {"name": f"r1-slice-0-{worker}-abc", "creationTimestamp": "2026-11-22T00:00:00Z", "labels": {
+            "jobset.sigs.k8s.io/jobset-name": "r1", "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(worker)}},
+        "spec": {"nodeName": f"gke-v5e-16-0-{worker}"},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _select(items: list[dict], query: dict) -> list[dict]:
+    """Equality label selectors, as the API server applies them."""
+    want = dict(kv.split("=", 1) for kv in query.get("labelSelector", "").split(",") if kv)
+    return [i for i in items if all(i["metadata"]["labels"].get(k) == v for k, v in want.items())]
+
+
+@pytest.fixture()
+def api(tmp_path: Path):
+    with serve() as server:
+        server.json("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", JOBSET)
+        server.json("GET", "/apis/kueue.x-k8s.io", {"preferredVersion": {"groupVersion": "kueue.x-k8s.io/v1beta2"}})
+        server.json("GET", "/apis/kueue.x-k8s.io/v1beta2", {"resources": [
+            {"name": "workloads", "kind": "Workload", "namespaced": True},
+            {"name": "localqueues", "kind": "LocalQueue", "namespaced": True},
+            {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False},
+            {"name": "resourceflavors", "kind": "ResourceFlavor", "namespaced": False},
+        ]})
+        server.json("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads", {"items": [{
+            "metadata": {"name": "jobset-r1-x", "labels": {"kueue.x-k8s.io/job-uid": "u1"}},
+            "spec": {"queueName": "research-queue"},
+            "status": {"conditions": [{"type": "Admitted", "status": "True"}],
+                       "admission": {"clusterQueue": "research", "podSetAssignments": [{"name": "slice", "flavors": {"google.com/tpu": "v5e-4x4"}}]}},
+        }]})
+        server.routes[("GET", "/api/v1/namespaces/research/pods")] = lambda q, b: (200, {"items": _select([_pod(0), _pod(1)], q)})
+        yield server, str(server.kubeconfig(tmp_path))
+
+
+def test_status_json_and_text_through_the_real_client(api) -> None:
+    server, kc = api
+    r = wl("status", "r1", "--kubeconfig", kc, "-o", "json")  # namespace: the default spec's team
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["phase"] == "Running" and d["workload"]["flavors"] == {"slice": "v5e-4x4"}
+    assert [p["node"] for p in d["slices"][0]["pods"]] == ["gke-v5e-16-0-0", "gke-v5e-16-0-1"]
+    t = wl("status", "r1", "--kubeconfig", kc)
+    assert t.returncode == 0 and "research/r1: Running — 2/2 pods running" in t.stdout and "slice 0: 2/2 running" in t.stdout
+    assert any(s["query"].get("labelSelector") == "kueue.x-k8s.io/job-uid=u1" for s in server.seen)
+
+
+def test_status_of_a_missing_run_exits_1(api) -> None:
+    _, kc = api
+    r = wl("status", "nope", "--kubeconfig", kc)
+    assert r.returncode == 1 and "NotFound" in r.stdout
+
+
+def test_logs_of_a_simulated_pod_say_not_available(api) -> None:
+    _, kc = api  # no /log route: like a kwok node without a kubelet
+    assert_one_line_error(wl("logs", "r1", "--kubeconfig", kc), 3, "logs of pod research/r1-slice-0-0-abc are not available")
+
+
+def test_logs_and_metrics_of_a_run_from_the_cluster(api) -> None:
+    server, kc = api
+    text = Path(LOG).read_bytes()
+    server.routes[("GET", "/api/v1/namespaces/research/pods/r1-slice-0-1-abc/log")] = lambda q, b: (200, text)
+    r = wl("logs", "r1", "--worker", "1", "--kubeconfig", kc)
+    assert r.returncode == 0 and r.stdout.count("completed step:") == 10
+    server.routes[("GET", "/api/v1/namespaces/research/pods/r1-slice-0-0-abc/log")] = lambda q, b: (200, text)
+    m = wl("metrics", "r1", "--kubeconfig", kc, "--pool", "v5e-16", "-o", "json")
+    assert m.returncode == 0, m.stderr
+    doc = json.loads(m.stdout)
+    assert doc["source"] == "research/r1-slice-0-0-abc" and doc["summary"]["steady_steps"] == [2, 3, 4, 9]
+
+
+def test_delete_normal_and_already_gone(api) -> None:
+    server, kc = api
+    server.json("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", {"kind": "Status", "status": "Success"})
+    r = wl("delete", "r1", "--yes", "--kubeconfig", kc)
+    assert r.returncode == 0 and "deleted JobSet research/r1" in r.stdout
+    d = next(s for s in server.seen if s["method"] == "DELETE")
+    assert d["query"]["propagationPolicy"] == "Foreground"
+    gone = wl("delete", "gone", "--yes", "--kubeconfig", kc, "-o", "json")
+    assert gone.returncode == 0 and json.loads(gone.stdout)["deleted"] is False
+    dry = wl("delete", "r1", "--dry-run", "--kubeconfig", kc)
+    assert dry.returncode == 0 and "would delete" in dry.stdout
+    assert server.seen[-1]["query"].get("dryRun") == "All"
+
+
+def test_preflight_on_an_empty_cluster_fails_with_fixes(api) -> None:
+    server, kc = api
+    server.json("GET", "/api/v1/nodes", {"items": []})
+    r = wl("preflight", "--kubeconfig", kc, "-o", "json")
+    assert r.returncode == 1
+    rep = json.loads(r.stdout)
+    assert rep["ok"] is False and rep["pool"] == "v5e-16"
+    rows = {c["name"]: c for c in rep["checks"]}
+    assert rows["resource-flavor"]["result"] == "fail" and "queues apply" in rows["resource-flavor"]["fix"]
+    assert rows["nodes"]["result"] == "fail"
+
+
+def test_importing_the_cli_stays_light() -> None:
+    # --help must not pay for the kubernetes client, matplotlib or google-cloud-storage.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from workloads import cli; cli._register(); "
+        "print([m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'matplotlib', 'urllib3') or m.startswith('google.cloud')])"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"

@@ -1,0 +1,135 @@
+"""status.py: API objects (as a cluster returns them) into a typed RunStatus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workloads import status as st
+
+
+def _jobset(*, suspend=False, conditions=(), restarts=0, replicas=2, parallelism=4) -> dict:
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "r1", "namespace": "research", "uid": "u1"},
+        "spec": {
+            "suspend": suspend,
+            "replicatedJobs": [{"name": "slice", "replicas": replicas, "template": {"spec": {"parallelism": parallelism, "completions": parallelism}}}],
+        },
+        "status": {"conditions": list(conditions), "restarts": restarts},
+    }
+
+
+def _pod(slice_i: int, worker: int, phase="Running", node="gke-tpu-0", **status) -> dict:
+    return {
+        "metadata": {
+            "name": f"r1-slice-{slice_i}-{worker}-x",
+            "labels": {"jobset.sigs.k8s.io/job-index": str(slice_i), "batch.kubernetes.io/job-completion-index": str(worker)},
+        },
+        "spec": {"nodeName": node},
+        "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if phase == "Running" else "False"}], **status},
+    }
+
+
+PENDING_WL = {
+    "metadata": {"name": "jobset-r1-1a2b3"},
+    "spec": {"queueName": "research-queue", "priority": 500, "active": True},
+    "status": {"conditions": [{
+        "type": "QuotaReserved", "status": "False", "reason": "Pending",
+        "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed",
+    }]},
+}
+ADMITTED_WL = {
+    "metadata": {"name": "jobset-r1-1a2b3"},
+    "spec": {"queueName": "research-queue"},
+    "status": {
+        "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True", "reason": "Admitted"}],
+        "admission": {"clusterQueue": "tpu-cq", "podSetAssignments": [{"name": "slice", "flavors": {"cpu": "default-flavor", "google.com/tpu": "v5e-4x4"}, "count": 8}]},
+    },
+}
+
+
+def test_workload_pending_carries_kueues_reason() -> None:
+    w = st.workload_status(PENDING_WL)
+    assert w.state is st.WorkloadState.PENDING and w.queue == "research-queue" and w.priority == 500
+    assert "16 more needed" in w.message and "16 more needed" in w.describe()
+
+
+def test_workload_admitted_reports_the_tpu_flavor() -> None:
+    w = st.workload_status(ADMITTED_WL)
+    assert w.state is st.WorkloadState.ADMITTED and w.cluster_queue == "tpu-cq"
+    assert w.flavors == {"slice": "v5e-4x4"}  # the TPU flavor, not the cpu one
+
+
+def test_quota_reserved_but_waiting_on_admission_checks() -> None:
+    wl = {
+        "metadata": {"name": "w"},
+        "spec": {"queueName": "q"},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "False", "reason": "NoChecks"}],
+            "admissionChecks": [{"name": "dws-prov", "state": "Pending", "message": "Waiting for resources"}],
+        },
+    }
+    w = st.workload_status(wl)
+    assert w.state is st.WorkloadState.QUOTA_RESERVED and "dws-prov: Pending (Waiting for resources)" in w.message
+
+
+@pytest.mark.parametrize(
+    ("conds", "active", "want"),
+    [
+        ([{"type": "Evicted", "status": "True", "reason": "Preempted", "message": "preempted by a higher priority"}], True, st.WorkloadState.EVICTED),
+        ([{"type": "Evicted", "status": "True", "reason": "InactiveWorkload"}], False, st.WorkloadState.INACTIVE),
+        ([{"type": "Admitted", "status": "True"}, {"type": "Finished", "status": "True", "reason": "Succeeded"}], True, st.WorkloadState.FINISHED),
+    ],
+)
+def test_other_workload_states(conds, active, want) -> None:
+    assert st.workload_status({"metadata": {"name": "w"}, "spec": {"active": active}, "status": {"conditions": conds}}).state is want
+
+
+def test_queued_run() -> None:
+    r = st.run_status("research", "r1", _jobset(suspend=True), PENDING_WL, [])
+    assert r.phase is st.RunPhase.QUEUED and "insufficient quota" in r.message and r.expected_pods == 8
+
+
+def test_suspended_without_workload_points_at_the_queue_label() -> None:
+    r = st.run_status("research", "r1", _jobset(suspend=True), None, [])
+    assert r.phase is st.RunPhase.SUSPENDED and "queue-name" in r.message
+
+
+def test_running_run_groups_pods_by_slice_and_worker() -> None:
+    pods = [_pod(s, w, node=f"gke-v5e-16-{s}-{w}") for s in (1, 0) for w in (3, 2, 1, 0)]
+    r = st.run_status("research", "r1", _jobset(), ADMITTED_WL, pods)
+    assert r.phase is st.RunPhase.RUNNING and r.message == "8/8 pods running"
+    assert [s.index for s in r.slices] == [0, 1]
+    assert [p.worker for p in r.slices[0].pods] == [0, 1, 2, 3]
+    assert r.slices[1].pods[2].node == "gke-v5e-16-1-2"
+
+
+def test_starting_run_explains_the_stuck_pod() -> None:
+    pods = [_pod(0, 0), _pod(0, 1, phase="Pending", node=None, conditions=[
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient google.com/tpu."}
+    ])]
+    pods.append(_pod(0, 2, phase="Pending", containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]))
+    r = st.run_status("research", "r1", _jobset(replicas=1), ADMITTED_WL, pods)
+    assert r.phase is st.RunPhase.STARTING
+    assert "1/4 pods running" in r.message and "Unschedulable" in r.message
+    assert r.pods[2].detail.startswith("ImagePullBackOff")
+
+
+def test_failed_and_succeeded_runs() -> None:
+    failed = _jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed due to one or more job failures"}], restarts=2)
+    pods = [_pod(0, 0, phase="Failed", containerStatuses=[{"restartCount": 1, "state": {"terminated": {"reason": "Error", "exitCode": 137}}}])]
+    r = st.run_status("research", "r1", failed, ADMITTED_WL, pods)
+    assert r.phase is st.RunPhase.FAILED and "FailedJobs" in r.message and r.restarts == 2
+    assert r.pods[0].detail == "Error (exit 137)" and r.pods[0].restarts == 1
+    done = _jobset(conditions=[{"type": "Completed", "status": "True", "message": "jobset completed successfully"}])
+    assert st.run_status("research", "r1", done, ADMITTED_WL, []).phase is st.RunPhase.SUCCEEDED
+
+
+def test_not_found_and_json_shape() -> None:
+    r = st.run_status("research", "nope", None, None, [])
+    assert r.phase is st.RunPhase.NOT_FOUND
+    d = json.loads(json.dumps(st.run_status("research", "r1", _jobset(), ADMITTED_WL, [_pod(0, 0)]).to_dict()))
+    assert d["phase"] == "Starting" and d["workload"]["state"] == "admitted" and d["slices"][0]["pods"][0]["worker"] == 0

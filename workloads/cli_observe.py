@@ -1,0 +1,376 @@
+"""Observe runs: status, logs, metrics, report, delete, preflight.
+
+Importing this module registers the commands on ``workloads.cli.app``. Heavy modules
+(kubernetes client, matplotlib, google-cloud-storage) are imported inside the commands.
+
+Exit codes: 0 success; 2 bad input (spec, flags, files); 3 the cluster could not be
+reached or refused a request (``ClusterError``); 1 anything else that failed (an upload,
+a preflight with failing rows).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from infra.clikit import OutputFormat, confirm, print_json
+from infra.errors import SpecError, ToolkitError
+from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+
+if TYPE_CHECKING:
+    from infra.spec import EnvSpec
+    from workloads.cluster import Cluster
+    from infra.catalog import SliceShape
+    from workloads.metrics import Hardware, RunLog
+
+NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
+TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
+ShapeOpt = Annotated[Optional[str], typer.Option("--shape", help="TPU type the run used, e.g. v5litepod-16, tpu7x-256 (for per-chip figures and MFU)")]
+PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count)")]
+SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, help="number of slices (default: the pool's)")]
+MetricsFileOpt = Annotated[Optional[Path], typer.Option("--metrics-file", help="MaxText metrics_file JSONL; its numbers win over the log's")]
+ProfFirstOpt = Annotated[Optional[int], typer.Option("--profiler-first-step", min=0, help="skip_first_n_steps_for_profiler (default: from the log's config)")]
+ProfStepsOpt = Annotated[Optional[int], typer.Option("--profiler-steps", min=0, help="profiler_steps (default: from the log's config; 0 = no profiler)")]
+
+
+# ------------------------------------------------------------------- helpers
+
+
+def _spec(path: Path | None) -> "EnvSpec":
+    from infra.spec import load_spec
+
+    return load_spec(path)
+
+
+def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
+    if namespace:
+        return namespace
+    return _spec(spec_path).team(team).ns
+
+
+def _connect(kubeconfig: Path | None, context: str | None) -> "Cluster":
+    from workloads.cluster import Cluster
+
+    return Cluster.connect(kubeconfig, context)
+
+
+def _out(line: str = "") -> None:
+    sys.stdout.write(line + "\n")
+
+
+def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> "tuple[SliceShape, int | None] | None":
+    """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
+    from infra import catalog
+    from infra.errors import CatalogError
+
+    if shape and pool:
+        raise SpecError("--shape", "give --shape or --pool, not both", "drop one of them")
+    if pool:
+        spec = _spec(spec_path)
+        match = next((p for p in spec.tpu_pools if p.name == pool), None)
+        if match is None:
+            raise SpecError("--pool", f"no TPU pool {pool!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
+        return match.shape, match.slices
+    if shape:
+        try:
+            head, _, tail = shape.rpartition("-")
+            if head and "x" in tail:  # a catalog key such as v5e-4x4
+                return catalog.shape(head, tail), None
+            return catalog.resolve(shape), None
+        except CatalogError as e:
+            raise SpecError("--shape", str(e)) from None
+    return None
+
+
+def _hardware(choice: "tuple[SliceShape, int | None] | None", slices: int | None, log: "RunLog") -> "Hardware | None":
+    """Per-chip context for the summary. Slices: --slices, else what the log's device count
+    implies, else the pool's, else 1 — the log is what actually ran."""
+    from workloads.metrics import Hardware
+
+    if choice is None:
+        return None
+    shape, pool_slices = choice
+    n = log.num_devices
+    from_log = n // shape.devices if n and n >= shape.devices and n % shape.devices == 0 else None
+    return Hardware.from_shape(shape, slices or from_log or pool_slices or 1)
+
+
+def _looks_like_file(arg: str) -> bool:
+    return "/" in arg or "." in Path(arg).name or Path(arg).exists()
+
+
+def _read(path: Path, what: str) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise SpecError(what, f"{path} does not exist", "pass the path of a MaxText log (stderr) or metrics_file") from None
+    except IsADirectoryError:
+        raise SpecError(what, f"{path} is a directory", "pass a file") from None
+    except OSError as e:
+        raise SpecError(what, f"cannot read {path}: {e.strerror}") from None
+
+
+def _load_run(
+    target: str,
+    *,
+    metrics_file: Path | None,
+    spec_path: Path | None,
+    namespace: str | None,
+    team: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> tuple[str, str, "RunLog"]:
+    """(run name, source, parsed log) from a local file or, for a run name, worker 0's log."""
+    from workloads import metrics as m
+
+    metrics_text = _read(metrics_file, "--metrics-file") if metrics_file else None
+    if _looks_like_file(target):
+        path = Path(target)
+        text = _read(path, "LOGFILE")
+        if path.suffix == ".jsonl" and metrics_text is None:
+            log = m.load(None, text)  # a metrics file given as the only input
+        else:
+            log = m.load(text, metrics_text)
+        run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
+        return run, str(path), log
+    ns = _namespace(spec_path, namespace, team)
+    cluster = _connect(kubeconfig, context)
+    pod = cluster.find_pod(ns, target)
+    if pod is None:
+        raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
+    text = "\n".join(cluster.logs(ns, pod["metadata"]["name"]))
+    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text)
+
+
+def _profiler(log: "RunLog", first: int | None, steps: int | None):
+    from workloads.metrics import ProfilerWindow
+
+    if steps == 0:
+        return None
+    auto = log.profiler_window()
+    if first is None and steps is None:
+        return auto
+    return ProfilerWindow(first if first is not None else (auto.first if auto else 1), steps if steps is not None else (auto.steps if auto else 5))
+
+
+def _f(v: float | None, digits: int = 3) -> str:
+    return "–" if v is None else f"{v:,.{digits}f}"
+
+
+# ------------------------------------------------------------------- commands
+
+
+@app.command()
+def status(
+    run: Annotated[str, typer.Argument(help="run (JobSet) name")],
+    namespace: NamespaceOpt = None,
+    team: TeamOpt = None,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Where a run is: queued in Kueue (and why), starting, running, finished; pods per slice."""
+    ns = _namespace(spec, namespace, team)
+    st = _connect(kubeconfig, context).run_status(ns, run)
+    if output is OutputFormat.json:
+        print_json(st.to_dict())
+        return
+    _out(f"{st.namespace}/{st.run}: {st.phase.value} — {st.message}")
+    if st.workload:
+        w = st.workload
+        fl = ", ".join(f"{k}={v}" for k, v in w.flavors.items())
+        _out(f"  workload  {w.name}: {w.state.value} (queue {w.queue or '?'}{', flavor ' + fl if fl else ''})")
+    if st.restarts:
+        _out(f"  restarts  {st.restarts}")
+    for c in st.conditions:
+        if c.status.lower() == "true":
+            _out(f"  condition {c.type}: {c.reason} {c.message}".rstrip())
+    for s in st.slices:
+        _out(f"  slice {s.index if s.index is not None else '?'}: {s.running}/{len(s.pods)} running")
+        for p in s.pods:
+            extra = f"  {p.detail}" if p.detail else ""
+            _out(f"    worker {p.worker if p.worker is not None else '?'}  {p.phase:<9} {p.node or '-':<30} restarts={p.restarts}  {p.name}{extra}")
+    if st.phase.value == "NotFound":
+        raise typer.Exit(1)
+
+
+@app.command()
+def logs(
+    run: Annotated[str, typer.Argument(help="run (JobSet) name")],
+    slice_index: Annotated[int, typer.Option("--slice", min=0, help="slice (JobSet job index)")] = 0,
+    worker: Annotated[int, typer.Option("--worker", min=0, help="worker within the slice (completion index)")] = 0,
+    follow: Annotated[bool, typer.Option("--follow/--no-follow", "-f", help="keep streaming until the container exits")] = False,
+    container: Annotated[Optional[str], typer.Option("--container", "-c", help="container (default: the pod's only/first)")] = None,
+    namespace: NamespaceOpt = None,
+    team: TeamOpt = None,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics)."""
+    from workloads.cluster import ClusterError
+
+    ns = _namespace(spec, namespace, team)
+    cluster = _connect(kubeconfig, context)
+    pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker)
+    if pod is None:
+        raise ClusterError(f"no pod for slice {slice_index} worker {worker} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
+    for line in cluster.logs(ns, pod["metadata"]["name"], container=container, follow=follow):
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+@app.command()
+def metrics(
+    target: Annotated[str, typer.Argument(metavar="LOGFILE_OR_RUN", help="a MaxText log file (or metrics JSONL), or a run name to read from the cluster")],
+    metrics_file: MetricsFileOpt = None,
+    shape: ShapeOpt = None,
+    pool: PoolOpt = None,
+    slices: SlicesOpt = None,
+    profiler_first_step: ProfFirstOpt = None,
+    profiler_steps: ProfStepsOpt = None,
+    first_steady_step: Annotated[int, typer.Option("--first-steady-step", min=0, help="steps before this include compilation")] = 2,
+    output: Output = OutputFormat.text,
+    namespace: NamespaceOpt = None,
+    team: TeamOpt = None,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Steady-state step time, TFLOP/s and tokens/s per device and per chip, MFU and loss trend."""
+    from workloads import metrics as m
+    from workloads.report import RunFacts, summary_document
+
+    choice = _shape_choice(spec, shape, pool)
+    run, source, log = _load_run(target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context)
+    hw = _hardware(choice, slices, log)
+    prof = _profiler(log, profiler_first_step, profiler_steps)
+    summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
+    if output is OutputFormat.json:
+        print_json(summary_document(RunFacts.from_log(run, source, log), log, summ))
+        return
+    _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({', '.join(map(str, summ.steady_steps)) or 'none'})")
+    _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median")
+    _out(f"  TFLOP/s        {_f(summ.tflops_per_device)} per device" + (f", {_f(summ.tflops_per_chip)} per chip" if hw else ""))
+    _out(f"  tokens/s       {_f(summ.tokens_per_device, 1)} per device" + (f", {_f(summ.tokens_per_chip, 1)} per chip" if hw else ""))
+    if hw:
+        _out(f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name})")
+    else:
+        _out("  (per-chip figures and MFU need --shape or --pool)")
+    drop = summ.loss_drop_pct
+    _out(f"  loss           {_f(summ.loss_first)} -> {_f(summ.loss_last)}" + (f" ({drop:.1f}% lower)" if drop is not None else "") + f", min {_f(summ.loss_min)}")
+
+
+@app.command()
+def report(
+    target: Annotated[str, typer.Argument(metavar="RUN_OR_LOGFILE", help="a run name (logs read from the cluster) or a MaxText log file")],
+    out: Annotated[Path, typer.Option("--out", help="directory to write report.md, metrics.png and summary.json into")],
+    upload: Annotated[bool, typer.Option("--upload", help="also upload to the spec's artifacts bucket under reports/<run>/")] = False,
+    metrics_file: MetricsFileOpt = None,
+    shape: ShapeOpt = None,
+    pool: PoolOpt = None,
+    slices: SlicesOpt = None,
+    profiler_first_step: ProfFirstOpt = None,
+    profiler_steps: ProfStepsOpt = None,
+    first_steady_step: Annotated[int, typer.Option("--first-steady-step", min=0)] = 2,
+    namespace: NamespaceOpt = None,
+    team: TeamOpt = None,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Write a Markdown run report with per-step and steady-state tables and a plot."""
+    from infra.spec import BucketPurpose
+    from workloads import metrics as m
+    from workloads import report as rp
+
+    bucket = None
+    if upload:
+        env = _spec(spec)
+        b = env.bucket_for(BucketPurpose.ARTIFACTS)
+        if b is None:
+            raise SpecError("buckets", "no bucket with purpose: artifacts to upload reports to", "add one to the spec, or drop --upload")
+        bucket, project = b.name, env.project
+    choice = _shape_choice(spec, shape, pool)
+    run, source, log = _load_run(target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context)
+    hw = _hardware(choice, slices, log)
+    prof = _profiler(log, profiler_first_step, profiler_steps)
+    summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
+    files = rp.write_report(out, rp.RunFacts.from_log(run, source, log), log, summ, profiler=prof, first_steady_step=first_steady_step)
+    _out(f"wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}")
+    if bucket:
+        from workloads.storage import upload as do_upload
+
+        for u in do_upload(files.directory, bucket, f"reports/{run}", project=project):
+            _out(f"uploaded {u.uri} ({u.content_type})")
+
+
+@app.command()
+def delete(
+    run: Annotated[str, typer.Argument(help="run (JobSet) name")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
+    dry_run: DryRun = False,
+    namespace: NamespaceOpt = None,
+    team: TeamOpt = None,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Delete a run's JobSet (its Jobs, pods and Kueue Workload go with it). Already gone is fine."""
+    ns = _namespace(spec, namespace, team)
+    # Ask before connecting: a refusal needs no cluster.
+    if not dry_run:
+        confirm(f"delete JobSet {ns}/{run} and its pods?", yes=yes)
+    res = _connect(kubeconfig, context).delete_jobset(ns, run, dry_run=dry_run)
+    if output is OutputFormat.json:
+        print_json({"kind": res.kind, "namespace": ns, "name": run, "deleted": res.deleted, "dry_run": res.dry_run})
+        return
+    if not res.deleted:
+        _out(f"JobSet {ns}/{run} does not exist (already deleted)")
+    elif dry_run:
+        _out(f"would delete JobSet {ns}/{run} (server-side dry run passed)")
+    else:
+        _out(f"deleted JobSet {ns}/{run}")
+
+
+@app.command()
+def preflight(
+    recipe: Annotated[Optional[str], typer.Argument(help="recipe to check for (picks the pool it prefers)")] = None,
+    pool: PoolOpt = None,
+    slices: SlicesOpt = None,
+    team: TeamOpt = None,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone."""
+    from workloads import preflight as pf
+
+    env = _spec(spec)
+    shapes = gens = None
+    if recipe:
+        from workloads.recipes import load_recipe
+
+        r = load_recipe(recipe)
+        shapes, gens = r.shapes, r.generations
+    target = pf.pick_pool(env, pool, shapes, gens)
+    tm = env.team(team)
+    rep = pf.evaluate(env, target, tm, pf.gather(_connect(kubeconfig, context), tm), slices=slices)
+    if output is OutputFormat.json:
+        print_json(rep.to_dict())
+    else:
+        _out(f"preflight: pool {rep.pool} {rep.shape} x {rep.slices} slice(s), namespace {rep.namespace}")
+        for c in rep.checks:
+            _out(f"  [{c.result.value.upper():4}] {c.name:<24} {c.detail}")
+            if c.fix and c.result is not pf.Result.PASS:
+                _out(f"         fix: {c.fix}")
+        _out("ready" if rep.ok else "not ready")
+    if not rep.ok:
+        raise typer.Exit(1)
+

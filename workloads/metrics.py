@@ -1,0 +1,417 @@
+"""MaxText training metrics: parse what a run printed, summarize its steady state.
+
+Pure functions over text. Two sources, both from MaxText 0.2.5
+(``maxtext/common/metric_logger.py``):
+
+* the per-step log line (absl, on stderr, one step late)::
+
+      completed step: 7, seconds: 0.064, TFLOP/s/device: 0.001, Tokens/s/device: 1996.1,
+      total_weights: 128, loss: 5.412, lm_loss: 5.412, perplexity: 224.1[, moe_lb_loss: ...]
+
+  with a ``[Rampup Batch Size Phase]`` variant that has no throughput fields, and a
+  ``completed profiler activation/deactivation step: N`` variant (``hide_profiler_step_metric``)
+  that has no timing at all;
+* the ``metrics_file=`` JSONL, one object per step with full-precision ``learning/*`` and
+  ``perf/*`` scalars — the more robust source when it exists.
+
+The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
+compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
+MFU = TFLOP/s per device / peak per device.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Iterable, Mapping
+
+from infra.catalog import SliceShape
+from infra.errors import ToolkitError
+
+
+class MetricsError(ToolkitError):
+    """A log or metrics file that holds no usable MaxText metrics."""
+
+
+# ------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    """One training step as MaxText reported it. Missing fields are None, not 0."""
+
+    step: int
+    seconds: float | None = None
+    tflops_per_device: float | None = None
+    tokens_per_device: float | None = None
+    total_weights: float | None = None
+    loss: float | None = None
+    # Everything else the line or file carried (lm_loss, perplexity, moe_lb_loss, mtp_loss, ...).
+    extra: Mapping[str, float] = field(default_factory=dict)
+    rampup: bool = False
+    # MaxText hid this step's numbers because the profiler started or stopped around it.
+    profiler_boundary: bool = False
+
+
+@dataclass(frozen=True)
+class EvalMetrics:
+    """An eval summary: ``Completed eval after train step N, loss=..., ...``."""
+
+    after_step: int
+    loss: float | None
+    extra: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RunLog:
+    """What one worker's log says: step records, eval summaries and the logged config."""
+
+    steps: tuple[StepMetrics, ...]
+    evals: tuple[EvalMetrics, ...] = ()
+    # `Config param <key>: <value>` lines (MaxText logs its resolved config at start).
+    config: Mapping[str, str] = field(default_factory=dict)
+    # `System Information: Jax Version: ...`, `Num_devices: N`: what the run ran on.
+    system: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def num_devices(self) -> int | None:
+        n = self.system.get("num_devices")
+        return int(n) if n and n.isdigit() else None
+
+    def profiler_window(self) -> "ProfilerWindow | None":
+        return ProfilerWindow.from_config(self.config)
+
+
+# ------------------------------------------------------------------- parsing
+
+_STEP_MARK = "completed step: "
+_HIDDEN_MARK = "completed profiler activation/deactivation step: "
+_RAMPUP_MARK = "[Rampup Batch Size Phase]"
+_EVAL_RE = re.compile(r"Completed eval after train step (\d+)")
+_CONFIG_RE = re.compile(r"Config param ([A-Za-z0-9_]+): (.*)$")
+_SYSTEM_RE = re.compile(r"System Information: (Jax Version|Jaxlib Version|Jax Backend): (.*)$")
+_DEVICES_RE = re.compile(r"\bNum_devices: (\d+)")
+# The log names these fields differently from the metrics file; map both onto StepMetrics.
+_LOG_FIELDS = {
+    "seconds": "seconds",
+    "TFLOP/s/device": "tflops_per_device",
+    "Tokens/s/device": "tokens_per_device",
+    "total_weights": "total_weights",
+    "loss": "loss",
+}
+_FILE_FIELDS = {
+    "perf/step_time_seconds": "seconds",
+    "perf/per_device_tflops_per_sec": "tflops_per_device",
+    "perf/per_device_tokens_per_sec": "tokens_per_device",
+    "learning/total_weights": "total_weights",
+    "learning/loss": "loss",
+}
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip().rstrip("%"))
+    except ValueError:
+        return None
+
+
+def _fields(rest: str, sep: str) -> dict[str, float]:
+    """`a: 1, b: 2` (or `a=1, b=2`) into numbers; non-numeric parts are skipped."""
+    out: dict[str, float] = {}
+    for part in rest.split(", "):
+        key, found, value = part.partition(sep)
+        if not found:
+            continue
+        num = _number(value)
+        if num is not None:
+            out[key.strip()] = num
+    return out
+
+
+def _parse_step_line(line: str) -> StepMetrics | None:
+    rampup = _RAMPUP_MARK in line
+    at = line.find(_HIDDEN_MARK)
+    if at >= 0:
+        m = re.match(r"\d+", line[at + len(_HIDDEN_MARK) :])
+        if not m:
+            return None
+        rest = line[at + len(_HIDDEN_MARK) + m.end() :]
+        vals = _fields(rest.lstrip(", "), ": ")
+        return _step_from(int(m.group()), vals, _LOG_FIELDS, rampup=rampup, hidden=True)
+    at = line.find(_STEP_MARK)
+    # "Completed eval step: N" shares the words; eval steps are not training steps.
+    if at < 0 or line[max(0, at - 5) : at].endswith("eval "):
+        return None
+    vals = _fields(line[at:], ": ")
+    step = vals.pop("completed step", None)
+    if step is None:
+        return None
+    return _step_from(int(step), vals, _LOG_FIELDS, rampup=rampup, hidden=False)
+
+
+def _step_from(step: int, vals: dict[str, float], names: Mapping[str, str], *, rampup: bool, hidden: bool) -> StepMetrics:
+    known: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    for key, value in vals.items():
+        if key in names:
+            known[names[key]] = value
+        else:
+            extra[key] = value
+    return StepMetrics(step=step, extra=extra, rampup=rampup, profiler_boundary=hidden, **known)
+
+
+def parse_log(text: str) -> RunLog:
+    """Parse a MaxText stdout/stderr log (absl prefixes and all) into step records.
+
+    A step printed twice (a JobSet restart replaying steps) keeps its last occurrence,
+    since that is the attempt the run continued from.
+    """
+    steps: dict[int, StepMetrics] = {}
+    evals: list[EvalMetrics] = []
+    config: dict[str, str] = {}
+    system: dict[str, str] = {}
+    for line in text.splitlines():
+        if "completed" in line and ("step: " in line):
+            rec = _parse_step_line(line)
+            if rec is not None:
+                steps.pop(rec.step, None)
+                steps[rec.step] = rec
+                continue
+        m = _EVAL_RE.search(line)
+        if m:
+            vals = _fields(line[m.end() :].lstrip(", "), "=")
+            evals.append(EvalMetrics(after_step=int(m.group(1)), loss=vals.pop("loss", None), extra=vals))
+            continue
+        if "Config param " in line:
+            c = _CONFIG_RE.search(line)
+            if c:
+                config[c.group(1)] = c.group(2).strip()
+            continue
+        sysm = _SYSTEM_RE.search(line)
+        if sysm:
+            system[sysm.group(1).lower().replace(" ", "_")] = sysm.group(2).strip()
+            continue
+        dev = _DEVICES_RE.search(line)
+        if dev:
+            system["num_devices"] = dev.group(1)
+    return RunLog(
+        steps=tuple(sorted(steps.values(), key=lambda s: s.step)), evals=tuple(evals), config=config, system=system
+    )
+
+
+def parse_metrics_file(text: str) -> tuple[StepMetrics, ...]:
+    """Parse MaxText's ``metrics_file`` JSONL (one object per step)."""
+    steps: dict[int, StepMetrics] = {}
+    for n, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            raise MetricsError(f"metrics file line {n} is not JSON; pass the file MaxText wrote with metrics_file=") from None
+        if not isinstance(obj, dict) or "step" not in obj:
+            raise MetricsError(f"metrics file line {n} has no 'step'; pass the file MaxText wrote with metrics_file=")
+        vals = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and k != "step"}
+        # Extras lose their "learning/" / "perf/" prefix so they line up with the log's names.
+        renamed = {k if k in _FILE_FIELDS else k.split("/", 1)[-1]: v for k, v in vals.items()}
+        rec = _step_from(int(obj["step"]), renamed, _FILE_FIELDS, rampup=False, hidden=False)
+        steps.pop(rec.step, None)
+        steps[rec.step] = rec
+    return tuple(sorted(steps.values(), key=lambda s: s.step))
+
+
+def merge(log_steps: Iterable[StepMetrics], file_steps: Iterable[StepMetrics]) -> tuple[StepMetrics, ...]:
+    """Prefer the metrics file's full-precision numbers; keep the log's flags and any step only it has."""
+    by_step = {s.step: s for s in log_steps}
+    for f in file_steps:
+        logged = by_step.get(f.step)
+        if logged is None:
+            by_step[f.step] = f
+            continue
+        by_step[f.step] = StepMetrics(
+            step=f.step,
+            seconds=f.seconds if f.seconds is not None else logged.seconds,
+            tflops_per_device=f.tflops_per_device if f.tflops_per_device is not None else logged.tflops_per_device,
+            tokens_per_device=f.tokens_per_device if f.tokens_per_device is not None else logged.tokens_per_device,
+            total_weights=f.total_weights if f.total_weights is not None else logged.total_weights,
+            loss=f.loss if f.loss is not None else logged.loss,
+            extra={**logged.extra, **f.extra},
+            rampup=logged.rampup,
+            profiler_boundary=logged.profiler_boundary,
+        )
+    return tuple(by_step[k] for k in sorted(by_step))
+
+
+# ------------------------------------------------------------------- summary
+
+
+@dataclass(frozen=True)
+class ProfilerWindow:
+    """MaxText's profiler: active from step ``first`` for ``steps`` steps."""
+
+    first: int
+    steps: int
+
+    def affected(self) -> range:
+        # The active steps, plus the step after the window: MaxText itself treats
+        # first, first+1, first+steps and first+steps+1 as boundary steps with timing
+        # artifacts (metric_logger._is_profiler_boundary_step).
+        return range(self.first, self.first + self.steps + 2)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, str]) -> "ProfilerWindow | None":
+        # Logged as e.g. "ProfilerType.XPLANE"; off is "" or "...NONE".
+        mode = config.get("profiler", "").strip("'\" ").lower().rsplit(".", 1)[-1]
+        if mode in ("", "none"):
+            return None
+        try:
+            return cls(int(config.get("skip_first_n_steps_for_profiler", "1")), int(config.get("profiler_steps", "5")))
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What per-chip figures and MFU need to know about the slice the run used."""
+
+    name: str
+    devices_per_chip: int
+    peak_tflops_per_device: float
+    chips: int | None = None  # chips in the whole run (all slices), for the tokens cross-check
+
+    @classmethod
+    def from_shape(cls, shape: SliceShape, slices: int | None = None) -> "Hardware":
+        return cls(
+            name=shape.accelerator_type,
+            devices_per_chip=shape.generation.devices_per_chip,
+            peak_tflops_per_device=shape.peak_tflops_per_device,
+            chips=shape.chips * slices if slices else None,
+        )
+
+
+@dataclass(frozen=True)
+class Summary:
+    steps_seen: int
+    first_step: int | None
+    last_step: int | None
+    steady_steps: tuple[int, ...]
+    # step -> why it is not in the steady state (compile, profiler, rampup, no timing)
+    excluded: Mapping[int, str]
+    step_seconds_mean: float | None
+    step_seconds_median: float | None
+    tflops_per_device: float | None
+    tokens_per_device: float | None
+    loss_first: float | None
+    loss_last: float | None
+    loss_min: float | None
+    # least-squares slope of loss against step over every step with a loss
+    loss_slope_per_step: float | None
+    hardware: Hardware | None = None
+    tflops_per_chip: float | None = None
+    tokens_per_chip: float | None = None
+    mfu: float | None = None
+    # tokens/s/chip recomputed as total_weights / step seconds / chips: should match tokens_per_chip
+    tokens_per_chip_from_weights: float | None = None
+
+    @property
+    def loss_drop_pct(self) -> float | None:
+        if self.loss_first in (None, 0) or self.loss_last is None:
+            return None
+        return 100.0 * (self.loss_first - self.loss_last) / self.loss_first
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["excluded"] = {str(k): v for k, v in self.excluded.items()}
+        d["loss_drop_pct"] = self.loss_drop_pct
+        return d
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def _slope(points: list[tuple[int, float]]) -> float | None:
+    if len(points) < 2:
+        return None
+    xs = [float(p[0]) for p in points]
+    ys = [p[1] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    den = sum((x - mx) ** 2 for x in xs)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+
+
+def summarize(
+    steps: Iterable[StepMetrics],
+    *,
+    hardware: Hardware | None = None,
+    first_steady_step: int = 2,
+    profiler: ProfilerWindow | None = None,
+) -> Summary:
+    """Steady-state figures over the steps that are neither compilation nor profiling."""
+    recs = sorted(steps, key=lambda s: s.step)
+    prof = set(profiler.affected()) if profiler else set()
+    excluded: dict[int, str] = {}
+    steady: list[StepMetrics] = []
+    for s in recs:
+        if s.step < first_steady_step:
+            excluded[s.step] = "compilation"
+        elif s.profiler_boundary or s.step in prof:
+            excluded[s.step] = "profiler"
+        elif s.rampup:
+            excluded[s.step] = "rampup"
+        elif s.seconds is None or not math.isfinite(s.seconds):
+            excluded[s.step] = "no timing"
+        else:
+            steady.append(s)
+
+    secs = [s.seconds for s in steady if s.seconds is not None]
+    tflops = [s.tflops_per_device for s in steady if s.tflops_per_device is not None]
+    tokens = [s.tokens_per_device for s in steady if s.tokens_per_device is not None]
+    losses = [(s.step, s.loss) for s in recs if s.loss is not None and math.isfinite(s.loss)]
+
+    tflops_dev = _mean(tflops)
+    tokens_dev = _mean(tokens)
+    summary = Summary(
+        steps_seen=len(recs),
+        first_step=recs[0].step if recs else None,
+        last_step=recs[-1].step if recs else None,
+        steady_steps=tuple(s.step for s in steady),
+        excluded=excluded,
+        step_seconds_mean=_mean(secs),
+        step_seconds_median=statistics.median(secs) if secs else None,
+        tflops_per_device=tflops_dev,
+        tokens_per_device=tokens_dev,
+        loss_first=losses[0][1] if losses else None,
+        loss_last=losses[-1][1] if losses else None,
+        loss_min=min(v for _, v in losses) if losses else None,
+        loss_slope_per_step=_slope(losses),
+    )
+    if hardware is None:
+        return summary
+    per_weights = [
+        s.total_weights / s.seconds / hardware.chips
+        for s in steady
+        if hardware.chips and s.total_weights is not None and s.seconds
+    ]
+    return replace(
+        summary,
+        hardware=hardware,
+        tflops_per_chip=tflops_dev * hardware.devices_per_chip if tflops_dev is not None else None,
+        tokens_per_chip=tokens_dev * hardware.devices_per_chip if tokens_dev is not None else None,
+        mfu=tflops_dev / hardware.peak_tflops_per_device if tflops_dev is not None and hardware.peak_tflops_per_device else None,
+        tokens_per_chip_from_weights=_mean(per_weights),
+    )
+
+
+def load(log_text: str | None = None, metrics_text: str | None = None) -> RunLog:
+    """A RunLog from a log, a metrics file, or both (the file's numbers win)."""
+    run = parse_log(log_text) if log_text is not None else RunLog(steps=())
+    if metrics_text is not None:
+        run = replace(run, steps=merge(run.steps, parse_metrics_file(metrics_text)))
+    if not run.steps:
+        raise MetricsError("no MaxText step metrics found ('completed step: ...' lines or metrics_file JSON); is this a MaxText training log?")
+    return run

@@ -1,0 +1,272 @@
+"""Preflight: is the live cluster ready to run on a TPU pool of the spec?
+
+The TPU v7 playbook's pre-submit checklist, as rows that pass or fail with a fix:
+a ResourceFlavor for the shape, a ClusterQueue that covers it with enough quota, the
+team's LocalQueue, enough TPU nodes with the accelerator + topology labels, and those
+nodes in the pool's zone. ``evaluate`` is pure (objects in, rows out); ``gather`` is the
+one function that reads the cluster.
+
+Flavors are matched by their node labels, not by name, so a flavor named by hand (or by
+xpk, e.g. ``1xtpu7x-256``) counts as long as it selects the right nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+from infra.catalog import SliceShape
+from infra.spec import EnvSpec, FlexStart, TeamSpec, TpuPoolSpec
+from workloads.status import TPU_RESOURCE
+
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+QUEUES_FIX = "apply the spec's Kueue objects: python -m workloads queues apply"
+
+
+class Result(str, Enum):
+    PASS = "pass"
+    WARN = "warn"  # not blocking now, but the run may wait (e.g. nodes that autoscale from zero)
+    FAIL = "fail"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    result: Result
+    detail: str
+    fix: str = ""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What preflight reads from the cluster."""
+
+    kueue_served: bool
+    resource_flavors: tuple[Mapping[str, Any], ...] = ()
+    cluster_queues: tuple[Mapping[str, Any], ...] = ()
+    local_queues: tuple[Mapping[str, Any], ...] = ()  # in the team's namespace
+    nodes: tuple[Mapping[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    pool: str
+    shape: str
+    slices: int
+    namespace: str
+    checks: tuple[Check, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.result is not Result.FAIL for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["ok"] = self.ok
+        for c in d["checks"]:
+            c["result"] = c["result"].value
+        return d
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def _quantity(v: Any) -> float:
+    """Kubernetes quantities as numbers; TPU counts are plain integers, cpu may be '500m'."""
+    s = str(v).strip()
+    suffixes = {"m": 1e-3, "k": 1e3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4, "M": 1e6, "G": 1e9, "T": 1e12}
+    for suf in sorted(suffixes, key=len, reverse=True):
+        if s.endswith(suf):
+            try:
+                return float(s[: -len(suf)]) * suffixes[suf]
+            except ValueError:
+                return 0.0
+    try:
+        return float(s)
+    except ValueError:
+        return 0.0
+
+
+def flavor_matches(flavor: Mapping[str, Any], shape: SliceShape) -> bool:
+    labels = (flavor.get("spec") or {}).get("nodeLabels") or {}
+    return labels.get(ACCELERATOR_LABEL) == shape.accelerator_label and labels.get(TOPOLOGY_LABEL) == shape.topology
+
+
+def _tpu_quota(cq: Mapping[str, Any], flavors: set[str]) -> tuple[float, list[str], bool]:
+    """(TPU nominal quota over the matching flavors, covered resources of that group, flavor listed)."""
+    quota = 0.0
+    covered: list[str] = []
+    listed = False
+    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
+        for fl in rg.get("flavors") or []:
+            if fl.get("name") not in flavors:
+                continue
+            listed = True
+            covered = list(rg.get("coveredResources") or [])
+            for res in fl.get("resources") or []:
+                if res.get("name") == TPU_RESOURCE:
+                    quota += _quantity(res.get("nominalQuota", 0))
+    return quota, covered, listed
+
+
+def _cohort(cq: Mapping[str, Any]) -> str | None:
+    spec = cq.get("spec") or {}
+    return spec.get("cohortName") or spec.get("cohort")  # v1beta2 / v1beta1
+
+
+def _cohort_quota(cq: Mapping[str, Any], all_cqs: tuple[Mapping[str, Any], ...], flavors: set[str]) -> float:
+    cohort = _cohort(cq)
+    if not cohort:
+        return _tpu_quota(cq, flavors)[0]
+    return sum(_tpu_quota(c, flavors)[0] for c in all_cqs if _cohort(c) == cohort)
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return str(c.get("status")).lower() == "true"
+    return False
+
+
+def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *, slices: int | None = None) -> Report:
+    shape = pool.shape
+    want_slices = slices or pool.slices
+    chips_needed = want_slices * shape.chips
+    checks: list[Check] = []
+    report = dict(pool=pool.name, shape=f"{shape.accelerator_type} ({shape.key})", slices=want_slices, namespace=team.ns)
+
+    if not snap.kueue_served:
+        checks.append(Check("kueue", Result.FAIL, "the cluster does not serve kueue.x-k8s.io", f"install Kueue {spec.versions.kueue} and its CRDs (see python -m workloads local for a local cluster)"))
+    # ResourceFlavor ------------------------------------------------------------
+    matching = {_name(f) for f in snap.resource_flavors if flavor_matches(f, shape)}
+    if matching:
+        checks.append(Check("resource-flavor", Result.PASS, f"{', '.join(sorted(matching))} selects {ACCELERATOR_LABEL}={shape.accelerator_label}, {TOPOLOGY_LABEL}={shape.topology}"))
+    else:
+        checks.append(Check("resource-flavor", Result.FAIL, f"no ResourceFlavor with nodeLabels {shape.accelerator_label}/{shape.topology}", QUEUES_FIX))
+
+    # LocalQueue -> ClusterQueue ------------------------------------------------
+    lq = next((q for q in snap.local_queues if _name(q) == team.queue), None)
+    cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
+    if lq is None:
+        checks.append(Check("local-queue", Result.FAIL, f"no LocalQueue {team.queue!r} in namespace {team.ns!r}", QUEUES_FIX))
+    else:
+        checks.append(Check("local-queue", Result.PASS, f"{team.ns}/{team.queue} -> ClusterQueue {cq_name}"))
+
+    cqs = {_name(c): c for c in snap.cluster_queues}
+    candidates = [cqs[cq_name]] if cq_name in cqs else ([] if lq is not None else list(cqs.values()))
+    if lq is not None and cq_name not in cqs:
+        checks.append(Check("cluster-queue", Result.FAIL, f"LocalQueue {team.queue} points at ClusterQueue {cq_name!r}, which does not exist", QUEUES_FIX))
+    elif not candidates:
+        checks.append(Check("cluster-queue", Result.FAIL, "no ClusterQueue exists", QUEUES_FIX))
+    else:
+        best = max(candidates, key=lambda c: _tpu_quota(c, matching)[0])
+        quota, covered, listed = _tpu_quota(best, matching)
+        name = _name(best)
+        if not listed:
+            checks.append(Check("cluster-queue", Result.FAIL, f"ClusterQueue {name} does not list a flavor for {shape.key}", QUEUES_FIX))
+        elif quota < chips_needed and _cohort_quota(best, snap.cluster_queues, matching) >= chips_needed:
+            checks.append(Check("cluster-queue", Result.WARN,
+                                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {shape.key} of {chips_needed:g} needed; "
+                                f"the rest must be borrowed from cohort {_cohort(best)} while the other teams leave it unused",
+                                "raise the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices"))
+        elif quota < chips_needed:
+            checks.append(Check("cluster-queue", Result.FAIL,
+                                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {shape.key}; {want_slices} slice(s) need {chips_needed:g}",
+                                "raise the pool's slices or the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices"))
+        else:
+            checks.append(Check("cluster-queue", Result.PASS, f"ClusterQueue {name}: {quota:g} {TPU_RESOURCE} >= {chips_needed:g} needed"))
+            missing = [r for r in ("cpu", "memory") if r not in covered]
+            if missing:
+                checks.append(Check("cluster-queue-resources", Result.WARN,
+                                    f"ClusterQueue {name} does not cover {', '.join(missing)}; pods that request them cannot be admitted",
+                                    f"add {', '.join(missing)} to coveredResources ({QUEUES_FIX})"))
+
+    # Nodes ---------------------------------------------------------------------
+    tpu_nodes = [
+        n for n in snap.nodes
+        if ((n.get("metadata") or {}).get("labels") or {}).get(ACCELERATOR_LABEL) == shape.accelerator_label
+        and ((n.get("metadata") or {}).get("labels") or {}).get(TOPOLOGY_LABEL) == shape.topology
+    ]
+    by_pool: dict[str, list[Mapping[str, Any]]] = {}
+    for n in tpu_nodes:
+        by_pool.setdefault(((n.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL, "?"), []).append(n)
+    full_pools = [p for p, ns in by_pool.items() if sum(_ready(n) for n in ns) >= shape.nodes]
+    scales_from_zero = pool.autoscaling or isinstance(pool.capacity, FlexStart)
+    need_nodes = want_slices * shape.nodes
+    ready = sum(_ready(n) for n in tpu_nodes)
+    detail = (f"{ready} ready {shape.accelerator_label}/{shape.topology} nodes in {len(full_pools)} complete node pool(s); "
+              f"{want_slices} slice(s) need {need_nodes} nodes in {want_slices} pool(s) of {shape.nodes}")
+    if len(full_pools) >= want_slices:
+        checks.append(Check("nodes", Result.PASS, detail))
+    elif scales_from_zero:
+        checks.append(Check("nodes", Result.WARN, detail + " (pool scales from zero: nodes appear once the run is admitted)"))
+    else:
+        checks.append(Check("nodes", Result.FAIL, detail, f"create the node pools: python -m infra deploy (pool {pool.name}: {', '.join(pool.node_pool_names())})"))
+    bad_alloc = [
+        _name(n) for n in tpu_nodes
+        if _quantity(((n.get("status") or {}).get("allocatable") or {}).get(TPU_RESOURCE, 0)) < shape.chips_per_vm
+    ]
+    if bad_alloc:
+        checks.append(Check("node-tpu-resource", Result.FAIL,
+                            f"{len(bad_alloc)} node(s) report fewer than {shape.chips_per_vm} allocatable {TPU_RESOURCE} (e.g. {bad_alloc[0]})",
+                            "wait for the TPU device plugin to start, or recreate the node"))
+
+    # Zone ----------------------------------------------------------------------
+    zone = spec.pool_zone(pool)
+    zones = sorted({((n.get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL, "?") for n in tpu_nodes})
+    if not tpu_nodes:
+        checks.append(Check("zone", Result.WARN if scales_from_zero else Result.FAIL, f"no {shape.key} nodes to compare with the spec's zone {zone}", "" if scales_from_zero else "create the node pools first"))
+    elif zones == [zone]:
+        checks.append(Check("zone", Result.PASS, f"all {shape.key} nodes are in {zone}"))
+    else:
+        checks.append(Check("zone", Result.FAIL, f"{shape.key} nodes are in {', '.join(zones)} but the spec puts pool {pool.name} in {zone}",
+                            f"set tpu_pools[{pool.name}].zone to the nodes' zone, or recreate the pool in {zone}"))
+    return Report(checks=tuple(checks), **report)
+
+
+def gather(cluster: Any, team: TeamSpec) -> Snapshot:
+    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.Cluster."""
+    from workloads.cluster import ClusterError
+
+    try:
+        cluster.preferred_version("kueue.x-k8s.io")
+        kueue_ok = True
+    except ClusterError:
+        kueue_ok = False
+    nodes = tuple(cluster.list(cluster.resource("v1", "Node")))
+    if not kueue_ok:
+        return Snapshot(kueue_served=False, nodes=nodes)
+    return Snapshot(
+        kueue_served=True,
+        resource_flavors=tuple(cluster.list(cluster.kueue("ResourceFlavor"))),
+        cluster_queues=tuple(cluster.list(cluster.kueue("ClusterQueue"))),
+        local_queues=tuple(cluster.list(cluster.kueue("LocalQueue"), team.ns)),
+        nodes=nodes,
+    )
+
+
+def pick_pool(spec: EnvSpec, pool_name: str | None = None, recipe_shapes: list[str] | None = None, recipe_generations: list[str] | None = None) -> TpuPoolSpec:
+    """The pool to check: by name, else the first one a recipe prefers, else the first pool."""
+    from infra.errors import SpecError
+
+    if pool_name:
+        for p in spec.tpu_pools:
+            if p.name == pool_name:
+                return p
+        raise SpecError("--pool", f"no TPU pool {pool_name!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
+    if recipe_shapes:
+        for key in recipe_shapes:
+            for p in spec.tpu_pools:
+                if p.shape.key == key:
+                    return p
+    if recipe_generations:
+        for p in spec.tpu_pools:
+            if p.shape.generation.name in recipe_generations:
+                return p
+        raise SpecError("recipe", f"no pool in the spec has a generation the recipe runs on ({', '.join(recipe_generations)})", "add such a pool or pick another recipe")
+    return spec.tpu_pools[0]

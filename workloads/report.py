@@ -1,0 +1,184 @@
+"""Run reports: a Markdown record (jinja2), a PNG plot and a JSON summary in one directory.
+
+Rendering is pure (``render_markdown``); writing files and plotting are the edges.
+matplotlib is imported inside ``plot`` with the Agg backend, so neither import time nor a
+missing display matters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from workloads.metrics import Hardware, ProfilerWindow, RunLog, Summary
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+MARKDOWN_NAME = "report.md"
+PLOT_NAME = "metrics.png"
+JSON_NAME = "summary.json"
+
+# Config keys worth a row in the facts table, in this order, when the log carries them.
+CONFIG_FACTS = (
+    "model_name", "per_device_batch_size", "max_target_length", "steps", "num_slices",
+    "ici_fsdp_parallelism", "dcn_data_parallelism", "remat_policy", "dataset_type", "profiler",
+)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    run: str
+    source: str  # a log file path or namespace/run on a cluster
+    config_facts: tuple[tuple[str, str], ...] = ()
+    generated_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+    @classmethod
+    def from_log(cls, run: str, source: str, log: RunLog) -> "RunFacts":
+        facts = tuple((k, _config_value(log.config[k])) for k in CONFIG_FACTS if _config_value(log.config.get(k, "")))
+        return cls(run=run, source=source, config_facts=facts)
+
+
+def _config_value(raw: str) -> str:
+    # MaxText logs enum settings as "DatasetType.SYNTHETIC"; the config file says "synthetic".
+    v = raw.strip().strip("'\"")
+    m = re.fullmatch(r"[A-Z][A-Za-z]+\.([A-Z0-9_]+)", v)
+    return m.group(1).lower() if m else v
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    directory: Path
+    markdown: Path
+    plot: Path
+    summary_json: Path
+
+
+def _fmt(v: float | None, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:,.{digits}f}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{100 * v:.2f}%"
+
+
+def _steady_range(steps: tuple[int, ...]) -> str:
+    if not steps:
+        return "none (too few steps after compilation and profiling)"
+    # Runs of consecutive steps read better than a long list: 2–4, 8–11.
+    runs: list[list[int]] = []
+    for s in steps:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+
+
+def render_markdown(
+    facts: RunFacts,
+    log: RunLog,
+    summary: Summary,
+    *,
+    profiler: ProfilerWindow | None = None,
+    first_steady_step: int = 2,
+    plot_name: str = PLOT_NAME,
+) -> str:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    hw: Hardware | None = summary.hardware
+    per = hw.devices_per_chip if hw else None
+    return env.get_template("report.md.j2").render(
+        facts=facts,
+        hw=hw,
+        s=summary,
+        steps=log.steps,
+        evals=log.evals,
+        profiler=profiler,
+        first_steady_step=first_steady_step,
+        steady_range=_steady_range(summary.steady_steps),
+        plot_name=plot_name,
+        fmt=_fmt,
+        pct=_pct,
+        per_chip=lambda v: v * per if (v is not None and per) else None,
+    )
+
+
+def plot(log: RunLog, summary: Summary, path: Path) -> Path:
+    """Loss and throughput per step; excluded steps drawn hollow so outliers explain themselves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = summary.hardware.devices_per_chip if summary.hardware else 1
+    unit = "chip" if summary.hardware else "device"
+    steps = [s for s in log.steps]
+    fig, (ax_loss, ax_tp) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
+    loss_pts = [(s.step, s.loss) for s in steps if s.loss is not None]
+    if loss_pts:
+        ax_loss.plot(*zip(*loss_pts), marker="o", ms=3, color="tab:blue")
+    ax_loss.set_ylabel("loss")
+    ax_loss.grid(alpha=0.3)
+
+    steady = set(summary.steady_steps)
+    tp_in = [(s.step, s.tokens_per_device * per) for s in steps if s.tokens_per_device is not None and s.step in steady]
+    tp_out = [(s.step, s.tokens_per_device * per) for s in steps if s.tokens_per_device is not None and s.step not in steady]
+    if tp_in:
+        ax_tp.plot(*zip(*tp_in), "o-", ms=3, color="tab:green", label="steady state")
+    if tp_out:
+        ax_tp.plot(*zip(*tp_out), "o", ms=4, mfc="none", color="tab:gray", label="compile / profiler / rampup")
+    if summary.tokens_per_device is not None:
+        ax_tp.axhline(summary.tokens_per_device * per, ls="--", lw=1, color="tab:green", alpha=0.6)
+    ax_tp.set_ylabel(f"tokens/s per {unit}")
+    ax_tp.set_xlabel("step")
+    ax_tp.grid(alpha=0.3)
+    if tp_in or tp_out:
+        ax_tp.legend(loc="best", fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(
+    out_dir: Path,
+    facts: RunFacts,
+    log: RunLog,
+    summary: Summary,
+    *,
+    profiler: ProfilerWindow | None = None,
+    first_steady_step: int = 2,
+) -> ReportFiles:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md = out_dir / MARKDOWN_NAME
+    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step))
+    png = plot(log, summary, out_dir / PLOT_NAME)
+    js = out_dir / JSON_NAME
+    js.write_text(json.dumps(summary_document(facts, log, summary), indent=2) + "\n")
+    return ReportFiles(out_dir, md, png, js)
+
+
+def summary_document(facts: RunFacts, log: RunLog, summary: Summary) -> dict[str, Any]:
+    """What ``metrics -o json`` prints and ``summary.json`` holds."""
+    return {
+        "run": facts.run,
+        "source": facts.source,
+        "config": dict(facts.config_facts),
+        "summary": summary.to_dict(),
+        "steps": [_step_dict(s) for s in log.steps],
+        "evals": [asdict(e) | {"extra": dict(e.extra)} for e in log.evals],
+    }
+
+
+def _step_dict(s: Any) -> Mapping[str, Any]:
+    d = asdict(s)
+    d["extra"] = dict(s.extra)
+    return d

@@ -1,0 +1,291 @@
+"""Turn API objects (JobSet, Kueue Workload, pods) into a typed run status. Pure: no I/O.
+
+The shapes read here are the same in Kueue v1beta1 and v1beta2 (conditions,
+``status.admission.podSetAssignments[].flavors``) and JobSet v1alpha2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Mapping
+
+TPU_RESOURCE = "google.com/tpu"
+
+
+def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return (obj or {}).get("metadata") or {}
+
+
+def _conditions(obj: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    return {c.get("type", ""): c for c in ((obj or {}).get("status") or {}).get("conditions") or []}
+
+
+def _true(conds: Mapping[str, Mapping[str, Any]], kind: str) -> bool:
+    return str((conds.get(kind) or {}).get("status", "")).lower() == "true"
+
+
+# --------------------------------------------------------------------- workload
+
+
+class WorkloadState(str, Enum):
+    MISSING = "missing"  # Kueue has not created a Workload (no queue label, Kueue down)
+    PENDING = "pending"  # waiting for quota
+    QUOTA_RESERVED = "quota-reserved"  # quota held, admission checks (e.g. provisioning) pending
+    ADMITTED = "admitted"
+    EVICTED = "evicted"  # preempted or timed out; Kueue requeues unless deactivated
+    INACTIVE = "inactive"  # spec.active=false: Kueue will not consider it again by itself
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class WorkloadStatus:
+    name: str
+    queue: str | None
+    state: WorkloadState
+    cluster_queue: str | None = None
+    flavors: Mapping[str, str] = field(default_factory=dict)  # podset -> TPU flavor
+    reason: str = ""  # the deciding condition's reason (Pending, Preempted, ...)
+    message: str = ""  # Kueue's own words, e.g. "insufficient quota for google.com/tpu ..."
+    priority: int | None = None
+
+    def describe(self) -> str:
+        if self.state is WorkloadState.ADMITTED:
+            fl = ", ".join(f"{k}={v}" for k, v in self.flavors.items()) or "no flavor recorded"
+            return f"Workload {self.name} admitted by ClusterQueue {self.cluster_queue or '?'} ({fl})"
+        if self.state is WorkloadState.QUOTA_RESERVED:
+            return f"Workload {self.name} has quota; waiting for admission checks: {self.message or self.reason or 'pending'}"
+        if self.state is WorkloadState.PENDING:
+            return f"Workload {self.name} pending in queue {self.queue or '?'}: {self.message or self.reason or 'waiting for quota'}"
+        return f"Workload {self.name} {self.state.value}: {self.message or self.reason or '-'}"
+
+
+def workload_status(wl: Mapping[str, Any]) -> WorkloadStatus:
+    meta = _meta(wl)
+    spec = wl.get("spec") or {}
+    status = wl.get("status") or {}
+    conds = _conditions(wl)
+    admission = status.get("admission") or {}
+    flavors: dict[str, str] = {}
+    for psa in admission.get("podSetAssignments") or []:
+        fl = psa.get("flavors") or {}
+        chosen = fl.get(TPU_RESOURCE) or next(iter(fl.values()), None)
+        if chosen:
+            flavors[psa.get("name", "main")] = chosen
+
+    def pick(kind: str) -> tuple[str, str]:
+        c = conds.get(kind) or {}
+        return str(c.get("reason") or ""), " ".join(str(c.get("message") or "").split())
+
+    if _true(conds, "Finished"):
+        state, (reason, msg) = WorkloadState.FINISHED, pick("Finished")
+    elif spec.get("active") is False:
+        state, (reason, msg) = WorkloadState.INACTIVE, pick("Evicted") if "Evicted" in conds else ("Deactivated", "spec.active is false")
+    elif _true(conds, "Admitted"):
+        state, (reason, msg) = WorkloadState.ADMITTED, pick("Admitted")
+    elif _true(conds, "Evicted"):
+        state, (reason, msg) = WorkloadState.EVICTED, pick("Evicted")
+    elif _true(conds, "QuotaReserved"):
+        state, (reason, msg) = WorkloadState.QUOTA_RESERVED, pick("Admitted") if "Admitted" in conds else pick("QuotaReserved")
+        checks = [
+            f"{c.get('name')}: {c.get('state')}{' (' + c['message'] + ')' if c.get('message') else ''}"
+            for c in status.get("admissionChecks") or []
+            if c.get("state") != "Ready"
+        ]
+        if checks:
+            msg = "; ".join(checks)
+    else:
+        state, (reason, msg) = WorkloadState.PENDING, pick("QuotaReserved")
+    return WorkloadStatus(
+        name=str(meta.get("name", "")),
+        queue=spec.get("queueName"),
+        state=state,
+        cluster_queue=admission.get("clusterQueue"),
+        flavors=flavors,
+        reason=reason,
+        message=msg,
+        priority=spec.get("priority"),
+    )
+
+
+# -------------------------------------------------------------------------- pods
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    name: str
+    slice: int | None
+    worker: int | None
+    phase: str  # Pending, Running, Succeeded, Failed, Unknown
+    node: str | None
+    ready: bool
+    restarts: int
+    detail: str = ""  # why it is not running: Unschedulable, ImagePullBackOff, exit code...
+
+
+def _int(v: Any) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
+
+
+def pod_status(pod: Mapping[str, Any]) -> PodStatus:
+    meta = _meta(pod)
+    labels = meta.get("labels") or {}
+    ann = meta.get("annotations") or {}
+    status = pod.get("status") or {}
+    phase = status.get("phase") or "Unknown"
+    cstats = status.get("containerStatuses") or []
+    detail = ""
+    for cs in cstats:
+        state = cs.get("state") or {}
+        if "waiting" in state and (state["waiting"] or {}).get("reason"):
+            w = state["waiting"]
+            detail = w["reason"] + (f": {' '.join(str(w.get('message')).split())[:160]}" if w.get("message") else "")
+            break
+        if "terminated" in state:
+            t = state["terminated"] or {}
+            detail = f"{t.get('reason') or 'Terminated'} (exit {t.get('exitCode')})"
+            if t.get("exitCode") not in (0, None):
+                break
+    if not detail and phase == "Pending":
+        sched = _conditions(pod).get("PodScheduled") or {}
+        if str(sched.get("status", "")).lower() == "false":
+            detail = f"{sched.get('reason') or 'Unschedulable'}: {' '.join(str(sched.get('message') or '').split())[:200]}"
+    if not detail and status.get("reason"):
+        detail = str(status["reason"])
+    return PodStatus(
+        name=str(meta.get("name", "")),
+        slice=_int(labels.get("jobset.sigs.k8s.io/job-index")),
+        worker=_int(labels.get("batch.kubernetes.io/job-completion-index", ann.get("batch.kubernetes.io/job-completion-index"))),
+        phase=phase,
+        node=(pod.get("spec") or {}).get("nodeName"),
+        ready=_true(_conditions(pod), "Ready"),
+        restarts=sum(int(cs.get("restartCount") or 0) for cs in cstats),
+        detail=detail,
+    )
+
+
+# ---------------------------------------------------------------------- run/jobset
+
+
+class RunPhase(str, Enum):
+    NOT_FOUND = "NotFound"
+    QUEUED = "Queued"  # suspended by Kueue, waiting for admission
+    STARTING = "Starting"  # admitted; pods being created, scheduled or pulled
+    RUNNING = "Running"  # every expected pod is running
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"  # suspended with no Workload: nobody will resume it
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class SliceStatus:
+    index: int | None
+    pods: tuple[PodStatus, ...]
+
+    @property
+    def running(self) -> int:
+        return sum(p.phase == "Running" for p in self.pods)
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    namespace: str
+    run: str
+    phase: RunPhase
+    message: str
+    expected_pods: int = 0
+    restarts: int = 0  # JobSet-level restarts (failurePolicy)
+    conditions: tuple[Condition, ...] = ()
+    workload: WorkloadStatus | None = None
+    slices: tuple[SliceStatus, ...] = ()
+
+    @property
+    def pods(self) -> tuple[PodStatus, ...]:
+        return tuple(p for s in self.slices for p in s.pods)
+
+    def to_dict(self) -> dict[str, Any]:
+        def conv(v: Any) -> Any:
+            if isinstance(v, Enum):
+                return v.value
+            if isinstance(v, dict):
+                return {k: conv(x) for k, x in v.items()}
+            if isinstance(v, (list, tuple)):
+                return [conv(x) for x in v]
+            return v
+
+        return conv(asdict(self))
+
+
+def expected_pods(jobset: Mapping[str, Any]) -> int:
+    total = 0
+    for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        job_spec = ((rj.get("template") or {}).get("spec")) or {}
+        per_job = job_spec.get("parallelism", job_spec.get("completions", 1)) or 1
+        total += int(rj.get("replicas", 1) or 1) * int(per_job)
+    return total
+
+
+def run_status(
+    namespace: str,
+    run: str,
+    jobset: Mapping[str, Any] | None,
+    workload: Mapping[str, Any] | None,
+    pods: list[Mapping[str, Any]],
+) -> RunStatus:
+    if jobset is None:
+        return RunStatus(namespace, run, RunPhase.NOT_FOUND, f"no JobSet {run!r} in namespace {namespace!r}")
+    conds = _conditions(jobset)
+    conditions = tuple(
+        Condition(c.get("type", ""), str(c.get("status", "")), str(c.get("reason") or ""), " ".join(str(c.get("message") or "").split()))
+        for c in ((jobset.get("status") or {}).get("conditions") or [])
+    )
+    wl = workload_status(workload) if workload else None
+    pstats = sorted((pod_status(p) for p in pods), key=lambda p: (p.slice if p.slice is not None else 1 << 30, p.worker or 0, p.name))
+    by_slice: dict[int | None, list[PodStatus]] = {}
+    for p in pstats:
+        by_slice.setdefault(p.slice, []).append(p)
+    slices = tuple(SliceStatus(k, tuple(v)) for k, v in by_slice.items())
+    want = expected_pods(jobset)
+    running = sum(p.phase == "Running" for p in pstats)
+    suspended = bool((jobset.get("spec") or {}).get("suspend"))
+
+    if _true(conds, "Completed"):
+        phase, msg = RunPhase.SUCCEEDED, (conds["Completed"].get("message") or "all jobs completed")
+    elif _true(conds, "Failed"):
+        c = conds["Failed"]
+        phase, msg = RunPhase.FAILED, f"{c.get('reason') or 'Failed'}: {c.get('message') or ''}".rstrip(": ")
+    elif suspended and (wl is None or wl.state is not WorkloadState.ADMITTED):
+        if wl is None:
+            phase, msg = RunPhase.SUSPENDED, "suspended and no Kueue Workload exists (missing queue-name label, or Kueue is not running)"
+        else:
+            phase, msg = RunPhase.QUEUED, wl.describe()
+    elif want and running >= want:
+        phase, msg = RunPhase.RUNNING, f"{running}/{want} pods running"
+    else:
+        stuck = next((p for p in pstats if p.phase != "Running" and p.detail), None)
+        msg = f"{running}/{want} pods running"
+        if stuck:
+            msg += f"; {stuck.name}: {stuck.detail}"
+        phase = RunPhase.STARTING
+    return RunStatus(
+        namespace=namespace,
+        run=run,
+        phase=phase,
+        message=" ".join(str(msg).split()),
+        expected_pods=want,
+        restarts=int((jobset.get("status") or {}).get("restarts") or 0),
+        conditions=conditions,
+        workload=wl,
+        slices=slices,
+    )

@@ -1,0 +1,94 @@
+"""Uploads to Cloud Storage: the only place the toolkit writes to GCS.
+
+``google-cloud-storage`` is imported lazily. With ``STORAGE_EMULATOR_HOST`` set (tests, a
+local emulator) the client talks to that endpoint with anonymous credentials, so no Google
+credentials are looked up; otherwise Application Default Credentials are used as usual.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from infra.errors import ToolkitError
+
+EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+
+# mimetypes does not know every type a report holds, and its answers vary by platform.
+_CONTENT_TYPES = {
+    ".md": "text/markdown; charset=utf-8",
+    ".json": "application/json",
+    ".jsonl": "application/x-ndjson",
+    ".log": "text/plain; charset=utf-8",
+    ".txt": "text/plain; charset=utf-8",
+    ".png": "image/png",
+    ".csv": "text/csv; charset=utf-8",
+    ".html": "text/html; charset=utf-8",
+}
+
+
+class StorageError(ToolkitError):
+    """An upload failed: bucket missing, no credentials, or no access."""
+
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    uri: str  # gs://bucket/prefix/file
+    content_type: str
+    size: int
+
+
+def content_type_for(path: Path) -> str:
+    return _CONTENT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+
+
+def make_client(project: str | None = None) -> Any:
+    """A storage.Client; anonymous against an emulator, ADC otherwise."""
+    from google.cloud import storage
+
+    if os.environ.get(EMULATOR_ENV):
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials())
+    try:
+        return storage.Client(project=project)
+    except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
+        raise StorageError(
+            f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login"
+        ) from None
+
+
+def upload(report_dir: Path, bucket: str, prefix: str, *, client: Any = None, project: str | None = None) -> list[Uploaded]:
+    """Upload every file under ``report_dir`` to gs://bucket/prefix/<relative path>."""
+    report_dir = Path(report_dir)
+    if not report_dir.is_dir():
+        raise StorageError(f"{report_dir} is not a directory — write the report first (report --out DIR)")
+    files = sorted(p for p in report_dir.rglob("*") if p.is_file())
+    if not files:
+        raise StorageError(f"{report_dir} is empty; nothing to upload")
+    client = client or make_client(project)
+    prefix = prefix.strip("/")
+    from google.api_core import exceptions as gexc
+
+    out: list[Uploaded] = []
+    b = client.bucket(bucket)
+    for f in files:
+        name = "/".join(x for x in (prefix, f.relative_to(report_dir).as_posix()) if x)
+        ctype = content_type_for(f)
+        try:
+            b.blob(name).upload_from_filename(str(f), content_type=ctype)
+        except gexc.NotFound:
+            raise StorageError(f"bucket gs://{bucket} does not exist — create it (python -m infra deploy) or fix buckets[purpose=artifacts]") from None
+        except gexc.Forbidden as e:
+            raise StorageError(f"no permission to write gs://{bucket}/{name}: {' '.join(str(e).split())[:160]}") from None
+        except gexc.GoogleAPICallError as e:
+            raise StorageError(f"upload of gs://{bucket}/{name} failed: {' '.join(str(e).split())[:160]}") from None
+        except OSError as e:  # connection refused to an emulator, DNS, ...
+            raise StorageError(f"cannot reach Cloud Storage ({os.environ.get(EMULATOR_ENV) or 'storage.googleapis.com'}): {e}") from None
+        out.append(Uploaded(uri=f"gs://{bucket}/{name}", content_type=ctype, size=f.stat().st_size))
+    return out
