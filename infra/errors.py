@@ -14,11 +14,8 @@ class ToolkitError(Exception):
     exit_code = 2
 
 
-class SpecError(ToolkitError):
-    """The environment spec (or a value derived from it) is invalid.
-
-    ``field`` is the dotted path of the offending value, ``fix`` says what to do.
-    """
+class FieldError(ToolkitError):
+    """Bad input at a known place: ``field`` is its path or flag, ``fix`` says what to do."""
 
     def __init__(self, field: str, problem: str, fix: str = "") -> None:
         self.field = field
@@ -28,6 +25,10 @@ class SpecError(ToolkitError):
         if fix:
             msg += f" — {fix}"
         super().__init__(msg)
+
+
+class SpecError(FieldError):
+    """The environment spec (or a value derived from it) is invalid."""
 
 
 class CatalogError(ToolkitError):

@@ -32,7 +32,7 @@ from datetime import datetime
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
-from infra.errors import ToolkitError
+from infra.errors import FieldError
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TpuPoolSpec
 from workloads.recipes import (
     FILL,
@@ -61,17 +61,8 @@ _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _IMAGE_TAGGED = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 
 
-class PlanError(ToolkitError):
+class PlanError(FieldError):
     """A run that cannot work as asked. ``field`` is the flag or recipe field."""
-
-    def __init__(self, field: str, problem: str, fix: str = "") -> None:
-        self.field = field
-        self.problem = problem
-        self.fix = fix
-        msg = f"{field}: {problem}" if field else problem
-        if fix:
-            msg += f" — {fix}"
-        super().__init__(msg)
 
 
 @dataclass(frozen=True)
