@@ -16,7 +16,9 @@ mkdir -p "$cache"
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
-key=$(cat "$repo/pyproject.toml" "$repo/constraints.txt" | sha256sum | cut -c1-16)
+# Keyed on what decides the installed set: the [project] table (not tool settings
+# such as pytest markers) and the transitive pins.
+key=$( { sed -n '/^\[project\]/,/^\[tool\./p' "$repo/pyproject.toml"; cat "$repo/constraints.txt"; } | sha256sum | cut -c1-16)
 venv="$cache/venv-$key"
 if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   log "creating $venv (first run: ~2 min)"
