@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from infra import catalog
+from infra import catalog, naming
 from infra.errors import CatalogError, SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -500,6 +500,16 @@ class EnvSpec(_Model):
     @property
     def state_prefix(self) -> str:
         return self.state.prefix or f"tpu-gke-toolkit/{self.cluster.name}"
+
+    def workload_policy_name(self, pool: TpuPoolSpec) -> str | None:
+        """The resource policy a tpu7x multi-host pool is placed by (None for other pools).
+
+        GKE labels the nodes with it (cloud.google.com/placement-policy-name), so the
+        stack, the JobSet's node selector and the local cluster's nodes read it here.
+        """
+        if pool.shape.placement is not catalog.Placement.WORKLOAD_POLICY:
+            return None
+        return naming.workload_policy_name(self.cluster.name, pool.shape.generation.name, pool.shape.topology)
 
     def pool_zone(self, pool: TpuPoolSpec) -> str:
         return pool.zone or self.zones[0]

@@ -180,6 +180,8 @@ def _api_error(resp: Response, what: str) -> ClusterError:
     msg = " ".join(msg.split())
     if resp.status == 401:
         return ClusterError(f"{what}: unauthorized ({msg}) — refresh credentials (gcloud container clusters get-credentials) or check the kubeconfig user")
+    if resp.status == 403 and "admission webhook" in msg:
+        return ClusterError(f"{what}: refused by an admission webhook: {msg}")
     if resp.status == 403:
         return ClusterError(f"{what}: forbidden ({msg}) — the kubeconfig identity lacks RBAC permission for this")
     if resp.status == 409:

@@ -37,6 +37,7 @@ EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 TPU_RESOURCE = "google.com/tpu"
 CONTAINER = "workload"  # the one container's name; `logs` and `status` look for it
 FIELD_MANAGER = "tpu-gke-toolkit"
@@ -96,6 +97,8 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     spec["nodeSelector"] = {ACCELERATOR_LABEL: plan.accelerator_label, TOPOLOGY_LABEL: plan.topology}
+    if plan.placement_policy:
+        spec["nodeSelector"][PLACEMENT_POLICY_LABEL] = plan.placement_policy
     spec["tolerations"] = [dict(TPU_TOLERATION)]
     spec["containers"] = [container(plan)]
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
@@ -140,7 +143,7 @@ def jobset(plan: RunPlan) -> dict[str, Any]:
             "failurePolicy": {
                 "maxRestarts": plan.max_restarts,
                 "rules": [
-                    {"name": "program-error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+                    {"name": "program_error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
                 ],
             },
             "replicatedJobs": [

@@ -153,6 +153,7 @@ class RunPlan:
     jobset_version: str = ""
     kueue_version: str = ""
     labels: tuple[tuple[str, str], ...] = field(default=())
+    placement_policy: str | None = None  # tpu7x: nodes carry cloud.google.com/placement-policy-name
 
     # Derived figures; properties so they can never disagree with the fields.
     @property
@@ -452,6 +453,7 @@ def plan_run(
         generation=shape.generation.name,
         topology=shape.topology,
         accelerator_label=shape.accelerator_label,
+        placement_policy=spec.workload_policy_name(pool),
         accelerator_type=shape.accelerator_type,
         machine_type=shape.machine_type,
         chips_per_vm=shape.chips_per_vm,
