@@ -1,0 +1,84 @@
+"""The integration tier: a real control plane with Kueue, JobSet and kwok nodes.
+
+One session fixture builds the binaries (cached by scripts/build-local-cluster.sh;
+the cold build takes ~25 min) and starts the cluster once in a state dir of its
+own, so a developer's `local up` cluster is never touched. Nothing is skipped: if
+the binaries cannot be built or the cluster cannot start, the fixture fails with
+the reason.
+
+pytest-xdist: each worker runs its own session. Workers share one cluster
+through the state dir's lock; each registers itself in ``users/`` and the last
+one out takes the cluster down.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from infra.spec import DEFAULT_SPEC_PATH, load_spec
+
+TEST_STATE_DIR_ENV = "TGK_LOCAL_TEST_STATE"
+
+
+def _state_dir() -> Path:
+    if os.environ.get(TEST_STATE_DIR_ENV):
+        return Path(os.environ[TEST_STATE_DIR_ENV])
+    cache = Path(os.environ.get("TGK_CACHE") or Path.home() / ".cache" / "tpu-gke-toolkit")
+    return cache / "local-cluster" / "test-state"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+@pytest.fixture(scope="session")
+def local_cluster() -> Iterator["object"]:
+    from workloads.local import LocalClusterError
+    from workloads.local.cluster import LocalCluster
+
+    def progress(msg: str) -> None:
+        sys.stderr.write(f"[local-cluster] {msg}\n")
+
+    cluster = LocalCluster(_state_dir(), progress=progress)
+    users = cluster.state_dir / "users"
+    users.mkdir(parents=True, exist_ok=True)
+    me = users / str(os.getpid())
+    me.touch()
+    t0 = time.monotonic()
+    try:
+        cluster.up(load_spec(DEFAULT_SPEC_PATH), spec_path=str(DEFAULT_SPEC_PATH), build=True, timeout=600)
+    except LocalClusterError as e:
+        me.unlink(missing_ok=True)
+        pytest.fail(f"the local cluster could not start: {e}", pytrace=False)
+    progress(f"cluster ready for tests after {time.monotonic() - t0:.1f}s")
+    yield cluster
+    me.unlink(missing_ok=True)
+    with cluster._lock():
+        others = [p for p in users.iterdir() if p.name.isdigit() and _pid_alive(int(p.name))]
+    if not others:
+        cluster.down()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(local_cluster) -> Path:
+    return local_cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def cluster(kubeconfig):
+    """The toolkit's own cluster client (workloads.cluster), connected to the local cluster."""
+    from workloads.cluster import Cluster
+
+    return Cluster.connect(kubeconfig, "tgk-local", timeout=30)

@@ -1,0 +1,95 @@
+"""``python -m workloads local up | down | status``: the simulated GKE TPU cluster.
+
+A real control plane (etcd, kube-apiserver, controller-manager, scheduler) plus
+kwok-simulated TPU nodes, JobSet and Kueue, all on 127.0.0.1, built from the Go
+module proxy by scripts/build-local-cluster.sh. Only typer and the shared CLI
+options are imported here; workloads.local loads when a command runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from infra.clikit import OutputFormat, print_json
+from workloads.cli import Output, SpecOpt, app
+
+local_app = typer.Typer(
+    name="local",
+    help="A simulated GKE TPU cluster on a real local control plane (kwok nodes, JobSet, Kueue).",
+    no_args_is_help=True,
+)
+app.add_typer(local_app, name="local")
+
+StateDirOpt = Annotated[
+    Optional[Path],
+    typer.Option("--state-dir", help="where pki, logs, pid files and the kubeconfig live (default $TGK_CACHE/local-cluster/state)"),
+]
+
+
+def _progress(msg: str) -> None:
+    sys.stderr.write(f"[local] {msg}\n")
+    sys.stderr.flush()
+
+
+def _cluster(state_dir: Path | None, quiet: bool = False):
+    from workloads.local.cluster import LocalCluster, default_state_dir
+
+    return LocalCluster(state_dir or default_state_dir(), progress=(lambda m: None) if quiet else _progress)
+
+
+def _print_status(st: dict, output: OutputFormat) -> None:
+    if output is OutputFormat.json:
+        print_json(st)
+        return
+    lines = [f"state:      {st['state']}", f"state dir:  {st['state_dir']}"]
+    if st.get("server"):
+        lines += [
+            f"server:     {st['server']} ({st.get('version')})",
+            f"nodes:      {st.get('nodes_ready')}/{st.get('nodes')} Ready",
+            f"spec:       {st.get('spec')}",
+        ]
+    for name, d in st["daemons"].items():
+        lines.append(f"  {name:<24} {'running pid ' + str(d['pid']) if d['running'] else 'stopped':<20} {d['rss_mib']:>8} MiB")
+    lines.append(f"control plane RSS: {st['rss_mib_total']} MiB")
+    if st.get("kubeconfig"):
+        lines.append(f"kubeconfig: {st['kubeconfig']}")
+    sys.stdout.write("\n".join(lines) + "\n")
+
+
+@local_app.command("up")
+def up(
+    spec: SpecOpt = None,
+    state_dir: StateDirOpt = None,
+    build: Annotated[bool, typer.Option("--build/--no-build", help="build missing binaries first (cold: ~25 min)")] = True,
+    timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for each component")] = 300.0,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Start the local cluster (or reuse a healthy one) with nodes from the spec; print the kubeconfig."""
+    from infra.spec import load_spec, spec_path
+
+    env = load_spec(spec)
+    st = _cluster(state_dir).up(env, spec_path=str(spec_path(spec)), build=build, timeout=timeout)
+    if output is OutputFormat.json:
+        print_json(st)
+    else:
+        sys.stdout.write(f"{st['kubeconfig']}\n")
+
+
+@local_app.command("down")
+def down(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> None:
+    """Stop every local-cluster process and discard the cluster's data (keeps pki and logs)."""
+    stopped = _cluster(state_dir).down()
+    if output is OutputFormat.json:
+        print_json({"stopped": stopped})
+    else:
+        sys.stdout.write(("stopped: " + ", ".join(stopped) if stopped else "nothing was running") + "\n")
+
+
+@local_app.command("status")
+def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> None:
+    """Show whether the local cluster runs, its processes and memory, and the kubeconfig."""
+    _print_status(_cluster(state_dir, quiet=True).status(), output)

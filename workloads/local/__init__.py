@@ -1,0 +1,23 @@
+"""A simulated GKE TPU cluster on a real Kubernetes control plane, on loopback.
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler run as local
+processes built from the Go module proxy (scripts/build-local-cluster.sh); kwok
+plays the kubelets of Nodes labelled like GKE TPU slice node pools; JobSet and
+Kueue run as local processes with their webhooks reachable from the apiserver.
+
+Modules: ``certs`` (a private CA and the certificates), ``procs`` (detached
+daemons with pid files), ``kapi`` (a small REST client), ``nodes`` (Node objects
+from the environment spec), ``addons`` (the Kueue / JobSet / kwok install
+objects), ``cluster`` (up / down / status). Nothing here is imported by the CLI
+until a ``local`` command runs.
+"""
+
+from __future__ import annotations
+
+from infra.errors import ToolkitError
+
+
+class LocalClusterError(ToolkitError):
+    """The local cluster could not be built, started, reached or stopped."""
+
+    exit_code = 1

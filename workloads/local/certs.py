@@ -1,0 +1,203 @@
+"""The local cluster's private PKI: one CA, the apiserver's serving certificate,
+client certificates for each control-plane identity, and the service-account
+signing key.
+
+Everything is created once per state directory and reused by later ``up``s, so a
+kubeconfig handed out earlier stays valid. EC P-256 keys: generating them is
+instant, and every component here accepts them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+# The Service CIDR given to the apiserver; its first address is the in-cluster
+# `kubernetes` Service, which must be in the serving certificate.
+SERVICE_CIDR = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+
+_VALIDITY = dt.timedelta(days=3650)
+
+# (file stem, common name, organisation): who each client certificate speaks as.
+# The controller-manager and scheduler use their own identities so the default
+# RBAC bootstrap policy applies to them exactly as in a real cluster.
+CLIENTS: tuple[tuple[str, str, str | None], ...] = (
+    ("admin", "tgk-admin", "system:masters"),
+    ("controller-manager", "system:kube-controller-manager", None),
+    ("scheduler", "system:kube-scheduler", None),
+)
+
+
+@dataclass(frozen=True)
+class Pki:
+    dir: Path
+
+    @property
+    def ca_cert(self) -> Path:
+        return self.dir / "ca.crt"
+
+    @property
+    def ca_key(self) -> Path:
+        return self.dir / "ca.key"
+
+    @property
+    def serving_cert(self) -> Path:
+        return self.dir / "apiserver.crt"
+
+    @property
+    def serving_key(self) -> Path:
+        return self.dir / "apiserver.key"
+
+    @property
+    def sa_key(self) -> Path:
+        return self.dir / "sa.key"
+
+    @property
+    def sa_pub(self) -> Path:
+        return self.dir / "sa.pub"
+
+    def client_cert(self, who: str) -> Path:
+        return self.dir / f"{who}.crt"
+
+    def client_key(self, who: str) -> Path:
+        return self.dir / f"{who}.key"
+
+    @property
+    def complete(self) -> bool:
+        needed = [self.ca_cert, self.ca_key, self.serving_cert, self.serving_key, self.sa_key, self.sa_pub]
+        needed += [self.client_cert(w) for w, _, _ in CLIENTS] + [self.client_key(w) for w, _, _ in CLIENTS]
+        return all(p.is_file() for p in needed)
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
+    path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    path.chmod(0o600)
+
+
+def _write_cert(path: Path, cert: x509.Certificate) -> None:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+
+def _name(cn: str, org: str | None = None) -> x509.Name:
+    attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+    if org:
+        attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(attrs)
+
+
+def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
+    # Back-dated a minute: the components compare against their own clocks.
+    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+    )
+
+
+def _leaf(
+    ca_key: ec.EllipticCurvePrivateKey,
+    ca_cert: x509.Certificate,
+    subject: x509.Name,
+    *,
+    server: bool,
+    dns: list[str] = (),  # type: ignore[assignment]
+    ips: list[str] = (),  # type: ignore[assignment]
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+    key = _new_key()
+    b = _builder(subject, ca_cert.subject, key.public_key())
+    b = b.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+    b = b.add_extension(
+        x509.KeyUsage(
+            digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
+            key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
+        ),
+        critical=True,
+    )
+    usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
+    b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+    if dns or ips:
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+        sans += [x509.IPAddress(ipaddress.ip_address(i)) for i in ips]
+        b = b.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    return key, b.sign(ca_key, hashes.SHA256())
+
+
+def ensure_pki(directory: Path) -> Pki:
+    """Create the PKI under ``directory`` unless it is already complete."""
+    pki = Pki(directory)
+    if pki.complete:
+        return pki
+    directory.mkdir(parents=True, exist_ok=True)
+    directory.chmod(0o700)
+
+    ca_key = _new_key()
+    ca_name = _name("tgk-local-ca")
+    ca_cert = (
+        _builder(ca_name, ca_name, ca_key.public_key())
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
+                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    _write_key(pki.ca_key, ca_key)
+    _write_cert(pki.ca_cert, ca_cert)
+
+    key, cert = _leaf(
+        ca_key, ca_cert, _name("kube-apiserver"), server=True,
+        dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
+        ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
+    )
+    _write_key(pki.serving_key, key)
+    _write_cert(pki.serving_cert, cert)
+
+    for who, cn, org in CLIENTS:
+        key, cert = _leaf(ca_key, ca_cert, _name(cn, org), server=False)
+        _write_key(pki.client_key(who), key)
+        _write_cert(pki.client_cert(who), cert)
+
+    sa = _new_key()
+    _write_key(pki.sa_key, sa)
+    pki.sa_pub.write_bytes(
+        sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return pki
+
+
+def write_webhook_cert(pki: Pki, cert_dir: Path, dns_name: str) -> bytes:
+    """A serving cert for ``dns_name`` signed by the cluster CA, as tls.crt/tls.key in
+    ``cert_dir``; returns the CA bundle (PEM) the webhook configurations must trust.
+
+    For controllers whose own rotator cannot be pointed at a private cert dir
+    (JobSet v0.10 checks a fixed /tmp path, shared by every cluster on the machine).
+    """
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key, cert = _leaf(ca_key, ca_cert, _name(dns_name), server=True, dns=[dns_name])  # type: ignore[arg-type]
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    _write_key(cert_dir / "tls.key", key)
+    _write_cert(cert_dir / "tls.crt", cert)
+    return pki.ca_cert.read_bytes()

@@ -1,0 +1,155 @@
+"""Node objects that look like the GKE nodes the environment spec creates.
+
+Pure: spec in, list of Node dicts out. Every TPU slice node pool (one per slice,
+named as ``TpuPoolSpec.node_pool_names()`` names them) becomes ``shape.nodes``
+Nodes carrying the labels GKE puts on TPU nodes, the ``google.com/tpu`` capacity
+and the ``google.com/tpu=present:NoSchedule`` taint; the CPU pool becomes plain
+nodes. kwok (``kwok.x-k8s.io/node: fake``) then plays their kubelets.
+
+Label facts (GKE docs and the cluster-autoscaler's GKE provider):
+``cloud.google.com/gke-nodepool``, ``cloud.google.com/gke-tpu-accelerator``,
+``cloud.google.com/gke-tpu-topology``, ``cloud.google.com/gke-spot`` (spot pools),
+and for pools placed by a named resource policy — Ironwood (tpu7x) multi-host
+workload policies — ``cloud.google.com/placement-policy-name``
+(``cloud.google.com/gke-placement-group`` is the compact-placement-group label
+of other machine families, not what TPU7x pods select on).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from infra import catalog
+from infra.spec import EnvSpec, TpuPoolSpec
+
+KWOK_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_SELECTOR = f"{KWOK_ANNOTATION}=fake"
+TPU_RESOURCE = "google.com/tpu"
+PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+# Marks the Nodes `local up` manages, so a re-apply can delete ones the spec dropped.
+MANAGED_LABEL = "local.tgk.dev/managed"
+
+# vCPU and memory of the TPU VM machine types (GCE machine-type tables).
+_TPU_MACHINES: dict[str, tuple[int, str]] = {
+    "ct4p-hightpu-4t": (240, "407Gi"),
+    "ct5lp-hightpu-1t": (24, "48Gi"),
+    "ct5lp-hightpu-4t": (112, "192Gi"),
+    "ct5lp-hightpu-8t": (224, "384Gi"),
+    "ct5p-hightpu-4t": (208, "448Gi"),
+    "ct6e-standard-1t": (44, "176Gi"),
+    "ct6e-standard-4t": (180, "720Gi"),
+    "ct6e-standard-8t": (180, "1440Gi"),
+    "tpu7x-standard-4t": (224, "960Gi"),
+}
+# GiB per vCPU of the general-purpose families' variants.
+_CPU_GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
+
+
+def placement_policy_name(spec: EnvSpec, pool: TpuPoolSpec) -> str | None:
+    """The workload-policy name GKE labels a tpu7x multi-host pool's nodes with, else None."""
+    return spec.workload_policy_name(pool)
+
+
+def _machine_resources(machine_type: str) -> tuple[int, str]:
+    if machine_type in _TPU_MACHINES:
+        return _TPU_MACHINES[machine_type]
+    m = re.match(r"^[a-z0-9]+-(standard|highmem|highcpu)-(\d+)$", machine_type)
+    if m:
+        vcpu = int(m.group(2))
+        return vcpu, f"{vcpu * _CPU_GIB_PER_VCPU[m.group(1)]}Gi"
+    return 8, "32Gi"
+
+
+def _node_name(cluster: str, pool: str, index: int) -> str:
+    # GKE names nodes gke-<cluster>-<pool>-<hash>-<suffix>; the name doubles as
+    # the kubernetes.io/hostname label, which is capped at 63 characters.
+    digest = hashlib.sha256(f"{cluster}/{pool}".encode()).hexdigest()[:8]
+    suffix = f"-{digest}-{index:04d}"
+    return (f"gke-{cluster}-{pool}"[: 63 - len(suffix)].rstrip("-")) + suffix
+
+
+def _node(
+    name: str, labels: dict[str, str], *, cpu: int, memory: str, pods: int, tpu: int = 0, taints: list[dict[str, str]]
+) -> dict[str, Any]:
+    resources = {"cpu": str(cpu), "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
+    if tpu:
+        resources[TPU_RESOURCE] = str(tpu)
+    node: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                MANAGED_LABEL: "true",
+                **labels,
+            },
+            "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {"taints": taints} if taints else {},
+        # Capacity is taken from the Node as created; kwok's node stage keeps it.
+        "status": {"capacity": dict(resources), "allocatable": dict(resources)},
+    }
+    return node
+
+
+def tpu_nodes(spec: EnvSpec, pool: TpuPoolSpec) -> list[dict[str, Any]]:
+    shape = pool.shape
+    zone = spec.pool_zone(pool)
+    cpu, memory = _machine_resources(shape.machine_type)
+    base = {
+        "cloud.google.com/gke-tpu-accelerator": shape.accelerator_label,
+        "cloud.google.com/gke-tpu-topology": shape.topology,
+        "cloud.google.com/machine-family": shape.machine_type.split("-")[0],
+        "node.kubernetes.io/instance-type": shape.machine_type,
+        "topology.kubernetes.io/region": spec.region,
+        "topology.kubernetes.io/zone": zone,
+    }
+    if pool.capacity.mode == "spot":
+        base["cloud.google.com/gke-spot"] = "true"
+    policy = placement_policy_name(spec, pool)
+    if policy:
+        base[PLACEMENT_POLICY_LABEL] = policy
+    taint = [{"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}]
+    out = []
+    for node_pool in pool.node_pool_names():
+        for i in range(shape.nodes):
+            name = _node_name(spec.cluster.name, node_pool, i)
+            labels = {**base, "cloud.google.com/gke-nodepool": node_pool}
+            out.append(
+                _node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint)
+            )
+    return out
+
+
+def cpu_nodes(spec: EnvSpec) -> list[dict[str, Any]]:
+    pool = spec.cpu_pool
+    cpu, memory = _machine_resources(pool.machine_type)
+    out = []
+    # The autoscaler would grow the pool on demand; here it is simply at its maximum.
+    for z, zone in enumerate(spec.zones):
+        for i in range(pool.max_nodes):
+            name = _node_name(spec.cluster.name, pool.name, z * pool.max_nodes + i)
+            labels = {
+                "cloud.google.com/gke-nodepool": pool.name,
+                "cloud.google.com/machine-family": pool.machine_type.split("-")[0],
+                "node.kubernetes.io/instance-type": pool.machine_type,
+                "topology.kubernetes.io/region": spec.region,
+                "topology.kubernetes.io/zone": zone,
+            }
+            out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.cpu_max_pods_per_node, taints=[]))
+    return out
+
+
+def node_objects(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Every Node of the environment: TPU slice pools first, then the CPU pool."""
+    out: list[dict[str, Any]] = []
+    for pool in spec.tpu_pools:
+        out.extend(tpu_nodes(spec, pool))
+    out.extend(cpu_nodes(spec))
+    return out
