@@ -9,33 +9,17 @@
 #                                         and tiny_cpu_noprof.{log,metrics.jsonl}
 #   TGK_PY312=/path/to/python3.12 ...     interpreter for the MaxText venv (MaxText needs >= 3.12)
 #
-# The venv lives in the cache ($TGK_CACHE/maxtext-tiny-venv), never in the repo. It is
-# built from maxtext[tpu]==0.2.5 under scripts/maxtext-tiny.constraints.txt (a freeze of
-# the first successful install), so every transitive version is pinned.
+# The venv is the project's pinned MaxText environment (scripts/setup-maxtext.sh:
+# maxtext[tpu]==0.2.5 under scripts/maxtext-tiny.constraints.txt, cached outside the repo,
+# keyed by version + interpreter + constraints hash), shared with preflight --compile,
+# run-local and the MaxText test tier.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
-py312="${TGK_PY312:-/root/.pyenv/versions/3.12.1/bin/python}"
-maxtext_version="0.2.5"
-venv="$cache/maxtext-tiny-venv"
-constraints="$repo/scripts/maxtext-tiny.constraints.txt"
+venv="$(bash "$repo/scripts/setup-maxtext.sh" | tail -n 1)"
 out="$repo/tests/data/maxtext"
 
 log() { printf '[gen_maxtext_log] %s\n' "$*" >&2; }
-
-if [ ! -f "$venv/.complete-$maxtext_version" ]; then
-  log "creating $venv (maxtext[tpu]==$maxtext_version, ~2 min, ~2.8 GB)"
-  rm -rf "$venv"
-  "$py312" -m venv "$venv"
-  pin=()
-  [ -f "$constraints" ] && pin=(-c "$constraints")
-  "$venv/bin/pip" install -q --disable-pip-version-check "${pin[@]}" "maxtext[tpu]==$maxtext_version"
-  if [ ! -f "$constraints" ]; then
-    "$venv/bin/pip" freeze --exclude-editable | grep -v '^maxtext==' > "$constraints"
-  fi
-  touch "$venv/.complete-$maxtext_version"
-fi
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT

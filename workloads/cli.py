@@ -40,8 +40,9 @@ def _register() -> None:
     import importlib
 
     # cli_run: recipes, render, submit, queues; cli_observe: status, logs, metrics,
-    # report, delete, preflight; cli_local: the local simulated cluster.
-    for name in ("cli_run", "cli_observe", "cli_local"):
+    # report, delete, preflight (+ --compile); cli_local: the local simulated cluster;
+    # cli_maxtext: run-local (real MaxText on CPU).
+    for name in ("cli_run", "cli_observe", "cli_local", "cli_maxtext"):
         try:
             importlib.import_module(f"workloads.{name}")
         except ModuleNotFoundError as e:

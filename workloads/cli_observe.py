@@ -253,6 +253,11 @@ def metrics(
     if output is OutputFormat.json:
         print_json(summary_document(RunFacts.from_log(run, source, log), log, summ))
         return
+    print_summary(run, source, summ, hw)
+
+
+def print_summary(run: str, source: str, summ, hw) -> None:
+    """The text summary `metrics` prints; `run-local` prints the same."""
     _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({', '.join(map(str, summ.steady_steps)) or 'none'})")
     _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median")
     _out(f"  TFLOP/s        {_f(summ.tflops_per_device)} per device" + (f", {_f(summ.tflops_per_chip)} per chip" if hw else ""))
@@ -348,8 +353,28 @@ def preflight(
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
+    compile_: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            help="instead of the live checks: AOT-compile the recipe's MaxText step for the pool's TPU topology "
+            "with real MaxText on this machine and report memory per device vs HBM (exit 0 fits, 1 does not fit, "
+            "2 bad input, 4 compile failed)",
+        ),
+    ] = False,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="with --compile: MaxText key=value, as for submit (repeatable)")] = None,
+    keep_logs: Annotated[Optional[Path], typer.Option("--keep-logs", help="with --compile: keep train_compile's stdout/stderr in this directory")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="with --compile: give up after this many seconds")] = 1800,
 ) -> None:
-    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone."""
+    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone.
+
+    With --compile: compile the run ahead of time for its TPU topology instead (no cluster needed).
+    """
+    if compile_:
+        _preflight_compile(recipe, pool=pool, slices=slices, team=team, sets=sets or [], output=output, spec=spec, keep_logs=keep_logs, timeout=timeout)
+        return
+    if sets or keep_logs:
+        raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
     from workloads import preflight as pf
 
     env = _spec(spec)
@@ -373,4 +398,41 @@ def preflight(
         _out("ready" if rep.ok else "not ready")
     if not rep.ok:
         raise typer.Exit(1)
+
+
+def _preflight_compile(
+    recipe: str | None,
+    *,
+    pool: str | None,
+    slices: int | None,
+    team: str | None,
+    sets: list[str],
+    output: OutputFormat,
+    spec: Path | None,
+    keep_logs: Path | None,
+    timeout: float,
+) -> None:
+    """`preflight --compile`: the RunPlan's MaxText step through MaxText's AOT compiler."""
+    from workloads import aot, maxtext_env
+    from workloads.plan import Overrides, plan_run
+
+    if not recipe:
+        raise SpecError("RECIPE", "preflight --compile needs a recipe", "e.g. python -m workloads preflight maxtext-6b --compile")
+    env = _spec(spec)
+    # The same plan `render`/`submit` would make: its args and env are what is compiled.
+    plan = plan_run(recipe, env, Overrides(slices=slices, pool=pool, sets=tuple(sets), team=team))
+    if plan.kind != "maxtext":
+        raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
+    shape = next(p.shape for p in env.tpu_pools if p.name == plan.pool)
+    venv = maxtext_env.locate(log=lambda m: sys.stderr.write(m + "\n"))
+    if output is OutputFormat.text:
+        sys.stderr.write(f"compiling {plan.recipe} for {maxtext_env.compile_topology(plan.accelerator_type, plan.generation)} x {plan.slices} with MaxText (about 1-5 min)...\n")
+    result = aot.compile_plan(plan, venv, shape.hbm_bytes_per_device, timeout=timeout, keep_log_dir=keep_logs)
+    if output is OutputFormat.json:
+        print_json(result.to_dict())
+    else:
+        for line in aot.render_text(result):
+            _out(line)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)
 

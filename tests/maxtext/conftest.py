@@ -1,0 +1,42 @@
+"""The MaxText tier: real MaxText 0.2.5 in its own venv (scripts/setup-maxtext.sh).
+
+The session fixture builds the venv on first use (cold: a few minutes, ~2.8 GB, cached
+under $TGK_CACHE) and reuses it afterwards. If it cannot be built the tier FAILS with the
+reason: a missing MaxText must never look like a passing check.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.spec import EnvSpec, load_spec
+from tests.conftest import REPO
+
+
+def pytest_collection_modifyitems(items):
+    # Every test in this directory runs real MaxText.
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.maxtext)
+
+
+@pytest.fixture(scope="session")
+def maxtext_venv() -> Path:
+    from workloads import maxtext_env
+
+    start = time.monotonic()
+    try:
+        venv = maxtext_env.locate()
+    except Exception as e:  # noqa: BLE001 — any reason is reported, none is skipped
+        pytest.fail(f"the MaxText venv could not be built or found: {e}", pytrace=False)
+    print(f"\n[maxtext tier] venv {venv} ready in {time.monotonic() - start:.1f} s")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def default_spec() -> EnvSpec:
+    return load_spec(REPO / "examples" / "default.yaml")

@@ -1,0 +1,57 @@
+"""`run-local <recipe> --tiny`: the rendered command runs for real on CPU and its output
+goes through the cluster path's metrics and report code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_module
+from workloads import metrics as m
+from workloads.recipes import Kind, all_recipes
+
+MAXTEXT_RECIPES = [r.name for r in all_recipes() if r.kind is Kind.MAXTEXT]
+
+
+@pytest.mark.parametrize("recipe", MAXTEXT_RECIPES)
+def test_tiny_cpu_run_completes_and_reports(maxtext_venv, tmp_path, recipe):
+    out = tmp_path / "report"
+    r = run_module("workloads", "run-local", recipe, "--tiny", "--out", str(out), "-o", "json", timeout=900)
+    assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-3000:])
+    doc = json.loads(r.stdout)
+
+    # The command that ran is the rendered one: the train module and the recipe's model name.
+    cmd = (out / "command.txt").read_text()
+    assert "-m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml" in cmd
+    assert "JAX_PLATFORMS=cpu" in cmd and "metrics_file=" in cmd
+
+    # Both sources parse on their own, with the cluster path's parsers.
+    log_only = m.load((out / "maxtext.log").read_text(), None)
+    file_only = m.load(None, (out / "metrics.jsonl").read_text())
+    assert [s.step for s in log_only.steps] == list(range(10))
+    assert [s.step for s in file_only.steps] == list(range(10))
+    assert all(s.loss is not None and s.loss > 0 for s in file_only.steps)
+
+    # The report: loss curve plot, markdown and the summary `metrics -o json` prints.
+    png = out / "metrics.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    assert "loss" in (out / "report.md").read_text().lower()
+    summary = doc["summary"] if "summary" in doc else doc
+    assert json.loads((out / "summary.json").read_text())["summary"]["steps_seen"] == 10
+    assert summary["steps_seen"] == 10 and summary["loss_first"] is not None and summary["loss_last"] is not None
+    print(f"\n[maxtext tier] run-local {recipe}: {doc['local_run']['seconds']} s, peak RSS {doc['local_run']['peak_rss_bytes'] / 2**30:.2f} GiB")
+
+
+def test_text_output_is_the_metrics_summary(maxtext_venv, tmp_path):
+    r = run_module("workloads", "run-local", "maxtext-6b", "--tiny", "--steps", "6", "--out", str(tmp_path), timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.splitlines()
+    assert "6 steps, steady state over 4 (2, 3, 4, 5)" in lines[0]
+    for label in ("step time", "TFLOP/s", "tokens/s", "loss"):
+        assert any(l.strip().startswith(label) for l in lines), (label, r.stdout)
+    # Same lines `metrics` prints for the files the run wrote.
+    again = run_module("workloads", "metrics", str(tmp_path / "maxtext.log"), "--metrics-file", str(tmp_path / "metrics.jsonl"))
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[1:] == lines[1:6]

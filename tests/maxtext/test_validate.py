@@ -1,0 +1,113 @@
+"""Every recipe's rendered MaxText arguments pass MaxText's OWN config validation.
+
+Real MaxText 0.2.5 (maxtext.configs.pyconfig + train_compile's topology mesh), one process
+for all cases. Each recipe is planned on every shape it lists (a spec with one pool per
+shape) at 1 and 2 slices; the args and env are the RunPlan's — what the JobSet runs — with
+the local substitutions of workloads.maxtext_env and compile_topology set to the plan's
+target, so MaxText sizes the config for that slice instead of this CPU.
+
+The negative cases prove the check can fail: an unknown value, a mesh that does not match
+the devices, and a key given both as an argument and as an M_* env var.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.spec import parse_spec
+from tests.conftest import REPO
+from workloads import maxtext_env
+from workloads.plan import Overrides, RunPlan, plan_run
+from workloads.recipes import Kind, all_recipes
+
+MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]
+
+
+def _every_shape_spec():
+    data = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
+    shapes = sorted({s for r in MAXTEXT_RECIPES for s in r.shapes})
+    data["tpu_pools"] = [
+        {"name": re.sub(r"[^a-z0-9]", "-", s), "generation": s.split("-", 1)[0], "topology": s.split("-", 1)[1], "slices": 2, "capacity": "spot"}
+        for s in shapes
+    ]
+    return parse_spec(data)
+
+
+def _case(plan: RunPlan, workdir: Path, extra_args: dict[str, str] | None = None, extra_env: dict[str, str] | None = None):
+    args = maxtext_env.local_args(plan.args, workdir, {**maxtext_env.topology_args(plan.accelerator_type, plan.generation, plan.slices), **(extra_args or {})})
+    env = {**dict(plan.env), **(extra_env or {})}
+    return args, env
+
+
+@pytest.fixture(scope="module")
+def results(maxtext_venv, default_spec, tmp_path_factory):
+    """Validate every case in one MaxText process; id -> (plan, result)."""
+    work = tmp_path_factory.mktemp("validate")
+    spec = _every_shape_spec()
+    plans: dict[str, RunPlan] = {}
+    for r in MAXTEXT_RECIPES:
+        assert r.shapes, f"recipe {r.name} lists no shapes to validate on"
+        for pool in spec.tpu_pools:
+            if pool.shape.key not in r.shapes:
+                continue
+            for slices in (1, 2):
+                plans[f"{r.name}@{pool.name}x{slices}"] = plan_run(r.name, spec, Overrides(pool=pool.name, slices=slices))
+        # The default environment's pool (what `render`/`submit` use without --pool).
+        for slices in (1, 2):
+            plans[f"{r.name}@default x{slices}"] = plan_run(r.name, default_spec, Overrides(slices=slices))
+    cases = [(cid, *_case(p, work)) for cid, p in plans.items()]
+
+    base = plans["maxtext-6b@default x2"]
+    cases.append(("neg:bad-value", *_case(base, work, {"dataset_type": "not_a_dataset"})))
+    cases.append(("neg:unknown-key", *_case(base, work, {"not_a_maxtext_key": "1"})))
+    cases.append(("neg:mesh", *_case(base, work, {"ici_fsdp_parallelism": "8"})))
+    cases.append(("neg:env-twice", *_case(base, work, extra_env={"M_LOG_PERIOD": "5"})))
+    cases.append(("neg:env-value", *_case(base, work, extra_env={"M_SCAN_LAYERS": "maybe"})))
+    out = maxtext_env.validate(cases, maxtext_venv, work)
+    print(f"\n[maxtext tier] {len(cases)} validations, import {out['_import']['seconds']} s, "
+          f"checks {sum(v.get('seconds', 0) for k, v in out.items() if k != '_import'):.1f} s")
+    return plans, out
+
+
+def test_every_rendered_recipe_passes_maxtext_validation(results):
+    plans, out = results
+    failures = {cid: out.get(cid, {}).get("error", "no result") for cid in plans if not out.get(cid, {}).get("ok")}
+    assert not failures, "MaxText rejected rendered recipes:\n" + "\n".join(f"  {k}: {v}" for k, v in failures.items())
+    assert len(plans) >= 3 * 2 * 2  # every MaxText recipe, >= 1 shape + default pool, 1 and 2 slices
+
+
+def test_maxtext_sees_the_plans_devices_slices_and_mesh(results):
+    plans, out = results
+    for cid, plan in plans.items():
+        r = out[cid]
+        assert r["num_target_devices"] == plan.devices, (cid, r)
+        assert r["num_slices"] == plan.slices, (cid, r)
+        expected = {a: d for a, d in (*plan.ici, *plan.dcn)}
+        # MaxText's mesh multiplies ICI and DCN degrees per axis.
+        want: dict[str, int] = {}
+        for a, d in plan.ici:
+            want[a] = want.get(a, 1) * d
+        for a, d in plan.dcn:
+            want[a] = want.get(a, 1) * d
+        assert r["mesh"] == {a: d for a, d in want.items() if d != 1}, (cid, r["mesh"], expected)
+
+
+@pytest.mark.parametrize(
+    "cid, fragment",
+    [
+        ("neg:bad-value", "dataset_type"),
+        ("neg:unknown-key", "not_a_maxtext_key"),
+        ("neg:mesh", "16"),  # 8 x 2 = 16 devices asked for, the topology has 32
+        ("neg:env-twice", "M_LOG_PERIOD"),
+        ("neg:env-value", "maybe"),  # an M_* value is validated like an argument
+    ],
+)
+def test_maxtext_rejects_bad_args(results, cid, fragment):
+    _, out = results
+    r = out[cid]
+    assert not r["ok"], r
+    assert fragment in r["error"], r["error"]

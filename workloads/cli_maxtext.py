@@ -1,0 +1,72 @@
+"""`run-local`: a recipe's rendered MaxText command, run for real on this machine's CPU.
+
+Importing this module registers the command on ``workloads.cli.app``. MaxText runs in
+its own venv (``workloads.maxtext_env``); its output goes through the same metrics and
+report code as a cluster run. (``preflight --compile`` lives with ``preflight`` in
+cli_observe.)
+
+Exit codes: 0 the run finished and its metrics parsed; 2 bad input (recipe, flags,
+spec); 1 the MaxText run failed (its last error line and where the log is); 4 the
+MaxText venv could not be built.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from infra.clikit import OutputFormat, print_json
+from infra.errors import SpecError
+from workloads.cli import Output, SpecOpt, app
+
+
+@app.command("run-local")
+def run_local(
+    recipe: Annotated[str, typer.Argument(help="MaxText recipe whose rendered command to run")],
+    out: Annotated[Path, typer.Option("--out", help="directory for maxtext.log, metrics.jsonl, command.txt and the report (report.md, metrics.png, summary.json)")],
+    tiny: Annotated[bool, typer.Option("--tiny", help="shrink the model to the ~20 s CPU model (required: a real-size model does not train on a CPU)")] = False,
+    steps: Annotated[int, typer.Option("--steps", min=3, help="training steps (steps 0-1 compile; the steady state starts at 2)")] = 10,
+    pool: Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec whose plan (mesh, env) to run")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value, as for submit (repeatable)")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="give up after this many seconds")] = 900,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+) -> None:
+    """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report."""
+    from infra.spec import load_spec
+    from workloads import maxtext_env
+    from workloads import metrics as m
+    from workloads import report as rp
+    from workloads import run_local as rl
+    from workloads.cli_observe import print_summary
+    from workloads.plan import Overrides, plan_run
+
+    if not tiny:
+        raise SpecError("--tiny", "run-local only runs the tiny model on CPU", "add --tiny")
+    env = load_spec(spec)
+    # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/run_local.py).
+    # Named like a submitted run, with "loc" where the random suffix goes.
+    plan = plan_run(recipe, env, Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ())), now=datetime.now(timezone.utc), rand="loc")
+    if plan.kind != "maxtext":
+        raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
+    venv = maxtext_env.locate(log=lambda msg: sys.stderr.write(msg + "\n"))
+    if output is OutputFormat.text:
+        sys.stderr.write(f"running {plan.recipe} (tiny model, {steps} steps, {plan.devices_per_slice} CPU devices) with MaxText...\n")
+    done = rl.run_tiny(plan, venv, out, timeout=timeout)
+    # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
+    log = m.load(done.log_path.read_text(errors="replace"), done.metrics_path.read_text())
+    prof = log.profiler_window()
+    summ = m.summarize(log.steps, hardware=None, first_steady_step=2, profiler=prof)
+    facts = rp.RunFacts.from_log(plan.name, str(done.log_path), log)
+    files = rp.write_report(done.out_dir, facts, log, summ, profiler=prof, first_steady_step=2)
+    if output is OutputFormat.json:
+        doc = rp.summary_document(facts, log, summ)
+        doc["local_run"] = {"seconds": round(done.seconds, 1), "peak_rss_bytes": done.peak_rss_bytes, "report": str(files.markdown), "argv": list(done.argv)}
+        print_json(doc)
+        return
+    print_summary(plan.name, str(done.log_path), summ, None)
+    sys.stdout.write(f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n")

@@ -1,0 +1,253 @@
+"""The pinned MaxText environment, and running a RunPlan's MaxText command locally.
+
+MaxText (Python >= 3.12, ~2.8 GB of jax/libtpu) lives in its own venv built by
+``scripts/setup-maxtext.sh``; the toolkit never imports it, it runs that venv's python
+as a subprocess with an argument list. This module is the one place that:
+
+- finds (or builds on demand) that venv: ``$TGK_MAXTEXT_VENV``, else the setup script;
+- turns a RunPlan's args/env — exactly what the JobSet runs — into a local invocation.
+
+Local deviations from the JobSet's command, all of them here and nowhere else:
+
+- ``base_output_directory`` (a gs:// path in the plan) becomes a local directory: there
+  are no credentials or network here.
+- ``jax_cache_dir=`` (off) and ``dump_hlo_local_dir=<workdir>/xla_dump/`` so nothing is
+  written to ``~/jax_cache`` or ``/tmp/xla_dump`` (MaxText's defaults).
+- ``ALLOW_MULTIPLE_LIBTPU_LOAD=1``: no TPU to guard, so concurrent local checks must not
+  fight over libtpu's lockfile.
+- ``JAX_PLATFORMS=cpu``: the plan's ``tpu,cpu`` makes JAX fail on a machine without a
+  TPU ("Unable to initialize backend 'tpu'"). AOT compilation targets the TPU topology
+  through libtpu's topology API whatever the runtime backend is, so this changes the
+  host backend only, not what is compiled.
+
+Every other argument and every other env var (``M_*``, ``LIBTPU_INIT_ARGS``, ...) stays
+as the plan has it. The rest of the caller's environment is NOT inherited (only PATH,
+HOME, locale and TMPDIR are), so a stray ``M_*`` in a user's shell cannot change what
+is checked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from infra.errors import ExternalToolError, ToolkitError
+
+REPO = Path(__file__).resolve().parent.parent
+SETUP_SCRIPT = REPO / "scripts" / "setup-maxtext.sh"
+DRIVER = Path(__file__).resolve().parent / "maxtext_driver.py"
+MAXTEXT_VERSION = "0.2.5"
+TRAIN_COMPILE_MODULE = "maxtext.trainers.pre_train.train_compile"
+INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
+
+# Catalog generation -> MaxText's compile_topology prefix (utils/accelerator_to_spec_map.py).
+# MaxText counts chips for v5e/v6e and TensorCores for v4/v5p/tpu7x, like the Cloud
+# accelerator types, so only v5e's "v5litepod" prefix differs.
+_TOPOLOGY_PREFIX = {"v5e": "v5e", "v6e": "v6e", "v4": "v4", "v5p": "v5p", "tpu7x": "tpu7x"}
+
+
+class MaxTextEnvError(ExternalToolError):
+    """The MaxText venv could not be found or built.
+
+    Exit 4, like a failed compile: 1 means "does not fit" for preflight --compile.
+    """
+
+    exit_code = 4
+
+
+def compile_topology(accelerator_type: str, generation: str) -> str:
+    """MaxText's compile_topology name for a slice, e.g. v5litepod-16 -> v5e-16."""
+    if generation not in _TOPOLOGY_PREFIX:
+        raise ToolkitError(f"no MaxText compile topology for generation {generation!r}")
+    count = accelerator_type.rsplit("-", 1)[-1]
+    return f"{_TOPOLOGY_PREFIX[generation]}-{count}"
+
+
+def locate(*, log=None) -> Path:
+    """The MaxText venv directory; builds it with scripts/setup-maxtext.sh if needed.
+
+    ``$TGK_MAXTEXT_VENV`` wins (a prebuilt venv, e.g. in CI images). Building takes
+    ~2-8 min and ~2.8 GB the first time; the script caches it outside the repository
+    and answers in ~0.1 s afterwards.
+    """
+    env_path = os.environ.get("TGK_MAXTEXT_VENV")
+    if env_path:
+        venv = Path(env_path)
+        if not (venv / "bin" / "python").exists():
+            raise MaxTextEnvError(f"TGK_MAXTEXT_VENV={env_path} has no bin/python — unset it or run scripts/setup-maxtext.sh")
+        return venv
+    if not SETUP_SCRIPT.exists():
+        raise MaxTextEnvError(f"no MaxText venv: set TGK_MAXTEXT_VENV to a venv with maxtext[tpu]=={MAXTEXT_VERSION} (Python 3.12)")
+    if log is not None:
+        log(f"locating the MaxText {MAXTEXT_VERSION} venv (scripts/setup-maxtext.sh; the first build takes a few minutes)")
+    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if proc.returncode != 0:
+        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+        raise MaxTextEnvError(f"scripts/setup-maxtext.sh failed (exit {proc.returncode}): {tail}")
+    lines = proc.stdout.strip().splitlines()
+    venv = Path(lines[-1]) if lines else Path()
+    if not (venv / "bin" / "python").exists():
+        raise MaxTextEnvError(f"scripts/setup-maxtext.sh printed {venv} but it holds no bin/python")
+    return venv
+
+
+def python(venv: Path) -> Path:
+    return venv / "bin" / "python"
+
+
+# ----------------------------------------------------------------- args and env
+
+
+def _key(arg: str) -> str | None:
+    key, eq, _ = arg.partition("=")
+    return key if eq else None
+
+
+def local_args(plan_args: Sequence[str], workdir: Path, extra: Mapping[str, str] | None = None) -> list[str]:
+    """The plan's MaxText args with the local substitutions; ``extra`` replaces or appends.
+
+    Keys keep their position (a replaced key stays where the plan put it), so the
+    command reads the same as the JobSet's. No key appears twice: MaxText would
+    silently take the last one.
+    """
+    subs: dict[str, str] = {
+        "base_output_directory": str(workdir / "output"),
+        "jax_cache_dir": "",
+        "dump_hlo_local_dir": f"{workdir / 'xla_dump'}/",
+    }
+    subs.update(extra or {})
+    out: list[str] = []
+    done: set[str] = set()
+    for arg in plan_args:
+        k = _key(arg)
+        if k is not None and k in subs:
+            out.append(f"{k}={subs[k]}")
+            done.add(k)
+        else:
+            out.append(arg)
+    out.extend(f"{k}={v}" for k, v in subs.items() if k not in done)
+    return out
+
+
+def local_env(plan_env: Iterable[tuple[str, str]], extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The plan's env over a minimal base, with JAX_PLATFORMS=cpu (see the module doc)."""
+    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+    env.update(dict(plan_env))
+    env["JAX_PLATFORMS"] = "cpu"
+    # libtpu takes /tmp/libtpu_lockfile to guard a physical TPU; there is none here, and
+    # without this a second concurrent check (an xdist worker, another user) aborts with
+    # "Internal error when accessing libtpu multi-process lockfile". JAX's own
+    # multi-process tests set the same variable.
+    env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"
+    # Python writes bytecode caches into the venv; harmless, but keep stdout unbuffered so
+    # a killed run still leaves its last lines in the log.
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+# ----------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    seconds: float
+    peak_rss_bytes: int  # of the child process tree that was waited for (ru_maxrss)
+    stdout_path: Path
+    stderr_path: Path
+    timed_out: bool = False
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+
+def run(argv: Sequence[str], env: Mapping[str, str], workdir: Path, name: str, *, timeout: float | None = None) -> Completed:
+    """Run a command with output to ``workdir/<name>.{stdout,stderr}``; measure time and peak RSS.
+
+    Output goes to files, not pipes: MaxText logs megabytes to stderr and a full pipe would
+    stall it. ``os.wait4`` gives this child's own rusage, so the peak RSS is the run's,
+    not the maximum over every child this process ever had.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    out_path, err_path = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
+    timed_out = threading.Event()
+    start = time.monotonic()
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        try:
+            proc = subprocess.Popen(list(argv), env=dict(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=workdir, start_new_session=True)
+        except OSError as e:
+            raise MaxTextEnvError(f"cannot start {argv[0]}: {e.strerror}") from None
+
+        def _kill() -> None:
+            timed_out.set()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(timeout, _kill) if timeout else None
+        if timer:
+            timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except KeyboardInterrupt:
+            _kill()
+            proc.wait()
+            raise
+        finally:
+            if timer:
+                timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    return Completed(
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        seconds=time.monotonic() - start,
+        peak_rss_bytes=usage.ru_maxrss * 1024,  # Linux reports KiB
+        stdout_path=out_path,
+        stderr_path=err_path,
+        timed_out=timed_out.is_set(),
+    )
+
+
+# ----------------------------------------------------------------- validation
+
+
+def topology_args(plan_accelerator_type: str, generation: str, slices: int) -> dict[str, str]:
+    """What makes MaxText size the config for the plan's target instead of this CPU."""
+    return {"compile_topology": compile_topology(plan_accelerator_type, generation), "compile_topology_num_slices": str(slices)}
+
+
+def validate(cases: Sequence[tuple[str, Sequence[str], Mapping[str, str]]], venv: Path, workdir: Path, *, timeout: float = 600) -> dict[str, dict]:
+    """Run MaxText's own config loader (and topology mesh) over ``(id, args, env)`` cases.
+
+    One MaxText process for all cases (see maxtext_driver.py). Returns id -> result with
+    ``ok``, ``error`` (MaxText's message), ``num_target_devices``, ``num_slices``, ``mesh``.
+    """
+    import json
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    cases_path = workdir / "cases.json"
+    cases_path.write_text(json.dumps([{"id": i, "argv": list(a), "env": dict(e)} for i, a, e in cases]))
+    # The driver's own process env: JAX on CPU; each case's env is applied around its check.
+    env = local_env(())
+    done = run([str(python(venv)), str(DRIVER), "validate", str(cases_path)], env, workdir, "validate", timeout=timeout)
+    results: dict[str, dict] = {}
+    for line in done.stdout().splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            results[rec["id"]] = rec
+    if done.returncode != 0 or done.timed_out:
+        tail = " | ".join(done.stderr().strip().splitlines()[-3:])
+        raise MaxTextEnvError(f"MaxText config validation process failed (exit {done.returncode}, timed out: {done.timed_out}): {tail}")
+    return results
