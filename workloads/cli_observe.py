@@ -163,19 +163,48 @@ def _f(v: float | None, digits: int = 3) -> str:
 # ------------------------------------------------------------------- commands
 
 
+_FINISHED = ("Succeeded", "Failed", "NotFound")
+
+
+def _wait_finished(cluster, ns: str, run: str, st, timeout: float):
+    """Poll the run until it finishes; one stderr line per change of phase or running pods."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while True:
+        running = sum(s.running for s in st.slices)
+        seen = (st.phase.value, running, st.restarts)
+        if seen != last:
+            sys.stderr.write(f"  {st.phase.value}: {running}/{st.expected_pods or '?'} pods running — {st.message}\n")
+            last = seen
+        if st.phase.value in _FINISHED:
+            return st
+        if time.monotonic() >= deadline:
+            sys.stderr.write(f"error: {ns}/{run} still {st.phase.value} after {timeout:g}s\n")
+            raise typer.Exit(1)
+        time.sleep(1.0)
+        st = cluster.run_status(ns, run)
+
+
 @app.command()
 def status(
     run: Annotated[str, typer.Argument(help="run (JobSet) name")],
     namespace: NamespaceOpt = None,
     team: TeamOpt = None,
     output: Output = OutputFormat.text,
+    wait: Annotated[bool, typer.Option("--wait", help="wait until the run has succeeded or failed, showing each phase")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds --wait waits before giving up (exit 1)")] = 3600,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
     """Where a run is: queued in Kueue (and why), starting, running, finished; pods per slice."""
     ns = _namespace(spec, namespace, team)
-    st = _connect(kubeconfig, context).run_status(ns, run)
+    cluster = _connect(kubeconfig, context)
+    st = cluster.run_status(ns, run)
+    if wait:
+        st = _wait_finished(cluster, ns, run, st, timeout)
     if output is OutputFormat.json:
         print_json(st.to_dict())
         return
@@ -194,7 +223,7 @@ def status(
         for p in s.pods:
             extra = f"  {p.detail}" if p.detail else ""
             _out(f"    worker {p.worker if p.worker is not None else '?'}  {p.phase:<9} {p.node or '-':<30} restarts={p.restarts}  {p.name}{extra}")
-    if st.phase.value == "NotFound":
+    if st.phase.value == "NotFound" or (wait and st.phase.value == "Failed"):
         raise typer.Exit(1)
 
 
