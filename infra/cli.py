@@ -11,11 +11,11 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from infra.clikit import OutputFormat, confirm, print_json, run
+from infra.clikit import Output, OutputFormat, SpecOpt, confirm, print_json, run
 
 app = typer.Typer(
     name="infra",
@@ -25,12 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-SpecOpt = Annotated[
-    Optional[Path],
-    typer.Option("--spec", help="environment spec YAML (default: $TGK_SPEC, else examples/default.yaml)"),
-]
 OutOpt = Annotated[Path, typer.Option("--out", help="directory for the synthesized stack")]
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="print what would run; change nothing")]
 Yes = Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")]
 

@@ -11,7 +11,8 @@ import json
 import os
 import sys
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -21,6 +22,14 @@ from infra.errors import ToolkitError
 class OutputFormat(str, Enum):
     text = "text"
     json = "json"
+
+
+# Options both CLIs share, declared once so their flags and help cannot drift apart.
+SpecOpt = Annotated[
+    Optional[Path],
+    typer.Option("--spec", help="environment spec YAML (default: $TGK_SPEC, else examples/default.yaml)"),
+]
+Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json")]
 
 
 def debug_enabled() -> bool:

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from infra.clikit import OutputFormat, run
+from infra.clikit import Output, OutputFormat, SpecOpt, run  # noqa: F401  re-exported for the command modules
 
 app = typer.Typer(
     name="workloads",
@@ -25,11 +25,6 @@ app = typer.Typer(
 )
 
 # Options every command shares; import these instead of redefining them.
-SpecOpt = Annotated[
-    Optional[Path],
-    typer.Option("--spec", help="environment spec YAML (default: $TGK_SPEC, else examples/default.yaml)"),
-]
-Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="print exactly what would be applied; change nothing")]
 KubeconfigOpt = Annotated[Optional[Path], typer.Option("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context (default: current)")]
