@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ from enum import Enum
 from functools import lru_cache
 from itertools import combinations_with_replacement
 
-from infra.errors import CatalogError
+from toolkit.errors import CatalogError
 
 GIB = 1024**3
 

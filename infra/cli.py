@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from infra.clikit import Output, OutputFormat, SpecOpt, confirm, print_json, run
+from toolkit.clikit import Output, OutputFormat, SpecOpt, confirm, print_json, run
 
 app = typer.Typer(
     name="infra",
@@ -125,7 +125,7 @@ def destroy(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, d
     """Destroy everything the stack created (asks first unless --yes)."""
     spec_obj = _load(spec)
     if spec_obj.cluster.deletion_protection and not dry_run:
-        from infra.errors import SpecError
+        from toolkit.errors import SpecError
 
         raise SpecError(
             "cluster.deletion_protection",

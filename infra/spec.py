@@ -22,8 +22,9 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from infra import catalog, naming
-from infra.errors import CatalogError, SpecError
+from infra import catalog
+from infra import naming
+from toolkit.errors import CatalogError, SpecError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = REPO_ROOT / "examples"

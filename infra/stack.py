@@ -24,7 +24,7 @@ from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
-from infra.errors import SpecError  # noqa: E402
+from toolkit.errors import SpecError  # noqa: E402
 from infra.naming import (  # noqa: E402
     ACCELERATOR_TYPE_LABEL,
     CAPACITY_LABEL,

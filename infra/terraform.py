@@ -13,7 +13,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from infra.errors import ExternalToolError
+from toolkit.errors import ExternalToolError
 
 TERRAFORM_ENV_VAR = "TGK_TERRAFORM"
 

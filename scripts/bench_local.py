@@ -31,10 +31,10 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec  # noqa: E402
-from workloads import manifests  # noqa: E402
-from workloads.cluster import Cluster  # noqa: E402
-from workloads.local.cluster import CONTEXT, LocalCluster  # noqa: E402
-from workloads.plan import Overrides, plan_run  # noqa: E402
+from workloads.render import jobset as manifests  # noqa: E402
+from workloads.cluster.client import Cluster  # noqa: E402
+from workloads.local.controlplane import CONTEXT, LocalCluster  # noqa: E402
+from workloads.planning.planner import Overrides, plan_run  # noqa: E402
 
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 

@@ -60,9 +60,9 @@ def main() -> None:
 
         sys.path.insert(0, str(REPO))
         from infra.spec import load_spec
-        from workloads import yamlio
-        from workloads.manifests import run_objects
-        from workloads.plan import Overrides, plan_run
+        from workloads.render import yamlio
+        from workloads.render.jobset import run_objects
+        from workloads.planning.planner import Overrides, plan_run
 
         env = load_spec(spec)
         start = time.perf_counter()

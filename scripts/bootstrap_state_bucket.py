@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None, client: Any | None = None) -> int:
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
 
-    from infra.errors import ToolkitError
+    from toolkit.errors import ToolkitError
     from infra.spec import load_spec
 
     try:

@@ -4,7 +4,7 @@
 # MaxText needs Python >= 3.12 and a ~2.8 GB dependency tree (jax, libtpu, ...), so it
 # gets a virtualenv of its own, outside the repository and separate from the
 # toolkit's venv: the toolkit never imports MaxText, it runs this venv's python as a
-# subprocess (workloads/maxtext_env.py).
+# subprocess (workloads/maxtext/env.py).
 #
 #   scripts/setup-maxtext.sh          builds or reuses; last stdout line = venv path
 #   TGK_CACHE=/dir ...                cache root (default ~/.cache/tpu-gke-toolkit)

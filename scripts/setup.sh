@@ -28,9 +28,16 @@ if [ ! -x "$venv/bin/python" ] || [ ! -f "$venv/.complete" ]; then
   touch "$venv/.complete"
 else
   # Re-point the editable install at this checkout (CI clones to a new path each run).
-  if ! "$venv/bin/python" -c 'import infra, sys, pathlib; sys.exit(0 if pathlib.Path(infra.__file__).resolve().parent.parent == pathlib.Path(sys.argv[1]).resolve() else 1)' "$repo" 2>/dev/null; then
+  # Every top-level package must resolve into this checkout: the editable finder's
+  # package map is fixed at install time, so a new package also needs a re-link.
+  if ! (cd / && "$venv/bin/python" -c '
+import importlib, pathlib, sys
+root = pathlib.Path(sys.argv[1]).resolve()
+for name in ("infra", "modules", "toolkit", "workloads"):
+    if pathlib.Path(importlib.import_module(name).__file__).resolve().parent.parent != root:
+        sys.exit(1)' "$repo") 2>/dev/null; then
     log "re-linking editable install to $repo"
-    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --no-build-isolation -e "$repo"
+    "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$repo"
   fi
 fi
 

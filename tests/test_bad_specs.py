@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, run_module
-from infra.errors import SpecError
+from toolkit.errors import SpecError
 from infra.spec import load_spec
 
 BAD = REPO / "tests" / "bad_specs"

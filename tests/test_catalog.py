@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from infra import catalog
 from infra.catalog import Placement
-from infra.errors import CatalogError
+from toolkit.errors import CatalogError
 
 GIB = 1024**3
 GB = 10**9

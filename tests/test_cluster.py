@@ -14,9 +14,9 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from infra.errors import ClusterError
+from toolkit.errors import ClusterError
 from tests.fake_apiserver import serve
-from workloads.cluster import Cluster, LogsUnavailable, Response
+from workloads.cluster.client import Cluster, LogsUnavailable, Response
 
 KUEUE_DISCOVERY = {
     "kind": "APIResourceList",

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from workloads import yamlio
-from workloads.kustomize import apply_json_patch, base_jobset, build, overlay_patch, render, write_tree
-from workloads.manifests import jobset
-from workloads.plan import Overrides, plan_run
+from workloads.render import yamlio
+from workloads.render.kustomize import apply_json_patch, base_jobset, build, overlay_patch, render, write_tree
+from workloads.render.jobset import jobset
+from workloads.planning.planner import Overrides, plan_run
 
 from tests.conftest import run_module
 

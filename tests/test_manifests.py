@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
-from workloads import kueue, yamlio
-from workloads.manifests import jobset, run_objects
-from workloads.plan import Overrides, plan_run
+from workloads.render import kueue
+from workloads.render import yamlio
+from workloads.render.jobset import jobset, run_objects
+from workloads.planning.planner import Overrides, plan_run
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -173,7 +174,7 @@ def test_ksa_annotation_names_a_gsa_the_stack_creates(tmp_path) -> None:
 
 def test_light_imports() -> None:
     code = (
-        "import sys, workloads.cli, workloads.plan, workloads.manifests, workloads.kueue, workloads.kustomize, workloads.recipes;"
+        "import sys, workloads.cli, workloads.planning.planner, workloads.render.jobset, workloads.render.kueue, workloads.render.kustomize, workloads.planning.recipes;"
         "heavy=[m for m in sys.modules if m.split('.')[0] in ('kubernetes','cdktn','matplotlib','jsii') or m.startswith('google.cloud')];"
         "print(','.join(heavy))"
     )

@@ -19,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as stg
 
 from infra import catalog
-from workloads import metrics as m
+from workloads.observe import metrics as m
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 

@@ -107,7 +107,7 @@ def test_report_writes_files(tmp_path: Path) -> None:
 
 
 def test_report_upload_to_the_spec_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workloads import storage
+    from workloads.observe import storage
 
     with running_emulator() as url:
         monkeypatch.setenv(storage.EMULATOR_ENV, url)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec, parse_spec
-from workloads.plan import Overrides, PlanError, name_budget, plan_run
-from workloads.recipes import MESH_AXES
+from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
+from workloads.planning.recipes import MESH_AXES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOW = datetime(2026, 3, 4, 5, 6)
@@ -195,7 +195,7 @@ def test_no_usable_pool() -> None:
 
 
 def test_unknown_team() -> None:
-    from infra.errors import SpecError
+    from toolkit.errors import SpecError
 
     with pytest.raises(SpecError, match="--team"):
         plan_run("hello-tpu", load_spec(EXAMPLES / "default.yaml"), Overrides(team="nobody"))
@@ -254,7 +254,7 @@ def test_plan_invariants(pool, slices_in_spec, data) -> None:
         # Only sizing verdicts are acceptable failures here (memory, small slices, sharding).
         assert any(s in str(e) for s in ("GiB", "chips per slice", "cannot split", "no pool")), str(e)
         return
-    from workloads.manifests import jobset
+    from workloads.render.jobset import jobset
 
     js = jobset(p)
     rjob = js["spec"]["replicatedJobs"][0]

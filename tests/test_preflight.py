@@ -7,8 +7,8 @@ import json
 import pytest
 
 from infra.spec import load_spec, parse_spec
-from workloads import preflight as pf
-from workloads.kueue import queue_objects
+from workloads.observe import preflight as pf
+from workloads.render.kueue import queue_objects
 
 SPEC = load_spec("examples/default.yaml")  # 2 x v5litepod-16 (4 nodes each), team research, us-west4-a
 POOL = SPEC.tpu_pools[0]

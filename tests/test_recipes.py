@@ -6,7 +6,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from workloads import recipes as r
+from workloads.planning import recipes as r
 
 
 def test_shipped_recipes_load() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from infra import catalog
-from workloads import metrics as m
-from workloads import report as rp
+from workloads.observe import metrics as m
+from workloads.observe import report as rp
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 

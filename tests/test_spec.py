@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
-from infra.errors import SpecError
+from toolkit.errors import SpecError
 from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
 
 BASE = {

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from workloads import status as st
+from workloads.cluster import status as st
 
 
 def _jobset(*, suspend=False, conditions=(), restarts=0, replicas=2, parallelism=4) -> dict:

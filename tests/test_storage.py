@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.gcs_emulator import running_emulator
-from workloads import metrics as m
-from workloads import report as rp
-from workloads import storage
+from workloads.observe import metrics as m
+from workloads.observe import report as rp
+from workloads.observe import storage
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 

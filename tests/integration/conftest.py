@@ -46,7 +46,7 @@ def _pid_alive(pid: int) -> bool:
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator["object"]:
     from workloads.local import LocalClusterError
-    from workloads.local.cluster import LocalCluster
+    from workloads.local.controlplane import LocalCluster
 
     def progress(msg: str) -> None:
         sys.stderr.write(f"[local-cluster] {msg}\n")
@@ -78,7 +78,7 @@ def kubeconfig(local_cluster) -> Path:
 
 @pytest.fixture(scope="session")
 def cluster(kubeconfig):
-    """The toolkit's own cluster client (workloads.cluster), connected to the local cluster."""
-    from workloads.cluster import Cluster
+    """The toolkit's own cluster client (workloads.cluster.client), connected to the local cluster."""
+    from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, "tgk-local", timeout=30)

@@ -24,12 +24,13 @@ from typing import Any, Callable, TypeVar
 
 import pytest
 
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
-from workloads import kueue, manifests
+from workloads.render import kueue
+from workloads.render import jobset as manifests
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
-from workloads.plan import Overrides, plan_run
-from workloads.recipes import recipe_names
+from workloads.planning.planner import Overrides, plan_run
+from workloads.planning.recipes import recipe_names
 
 pytestmark = pytest.mark.integration
 
@@ -153,8 +154,8 @@ def test_every_rendered_object_is_accepted(cluster, example: Path, tmp_path):
     cluster.apply([o for o in queue_objs if o["kind"] == "Namespace"], field_manager=FM)
     cluster.apply(queue_objs, field_manager=FM, dry_run=True)
 
-    from workloads import kustomize as kz
-    from workloads.local.cluster import build_root
+    from workloads.render import kustomize as kz
+    from workloads.local.controlplane import build_root
 
     kustomize_bin = str(build_root() / "bin" / "kustomize")
     accepted = 0

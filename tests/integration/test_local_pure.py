@@ -50,7 +50,7 @@ def test_install_objects_point_webhooks_at_localhost():
         {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
-            "metadata": {"name": "workloads.kueue.x-k8s.io"},
+            "metadata": {"name": "workloads.render.kueue.x-k8s.io"},
             "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}}}}},
         },
         {

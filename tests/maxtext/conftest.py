@@ -26,7 +26,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def maxtext_venv() -> Path:
-    from workloads import maxtext_env
+    from workloads.maxtext import env as maxtext_env
 
     start = time.monotonic()
     try:

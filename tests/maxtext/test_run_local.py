@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_module
-from workloads import metrics as m
-from workloads.recipes import Kind, all_recipes
+from workloads.observe import metrics as m
+from workloads.planning.recipes import Kind, all_recipes
 
 MAXTEXT_RECIPES = [r.name for r in all_recipes() if r.kind is Kind.MAXTEXT]
 

@@ -3,7 +3,7 @@
 Real MaxText 0.2.5 (maxtext.configs.pyconfig + train_compile's topology mesh), one process
 for all cases. Each recipe is planned on every shape it lists (a spec with one pool per
 shape) at 1 and 2 slices; the args and env are the RunPlan's — what the JobSet runs — with
-the local substitutions of workloads.maxtext_env and compile_topology set to the plan's
+the local substitutions of workloads.maxtext.env and compile_topology set to the plan's
 target, so MaxText sizes the config for that slice instead of this CPU.
 
 The negative cases prove the check can fail: an unknown value, a mesh that does not match
@@ -20,9 +20,9 @@ import yaml
 
 from infra.spec import parse_spec
 from tests.conftest import REPO
-from workloads import maxtext_env
-from workloads.plan import Overrides, RunPlan, plan_run
-from workloads.recipes import Kind, all_recipes
+from workloads.maxtext import env as maxtext_env
+from workloads.planning.planner import Overrides, RunPlan, plan_run
+from workloads.planning.recipes import Kind, all_recipes
 
 MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]
 

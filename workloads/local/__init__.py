@@ -14,7 +14,7 @@ until a ``local`` command runs.
 
 from __future__ import annotations
 
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 
 class LocalClusterError(ToolkitError):

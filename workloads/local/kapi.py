@@ -3,7 +3,7 @@
 Why not the ``kubernetes`` package: ``up`` needs a handful of calls (readiness,
 server-side apply of CRDs, webhook configurations and Nodes) and must start in
 well under a second; importing the generated client alone costs more than that.
-The toolkit's own cluster client (workloads.cluster) is what users and tests use
+The toolkit's own cluster client (workloads.cluster.client) is what users and tests use
 against the cluster once it is up.
 """
 

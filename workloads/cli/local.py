@@ -14,7 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from infra.clikit import OutputFormat, print_json
+from toolkit.clikit import OutputFormat, print_json
 from workloads.cli import Output, SpecOpt, app
 
 local_app = typer.Typer(
@@ -36,7 +36,7 @@ def _progress(msg: str) -> None:
 
 
 def _cluster(state_dir: Path | None, quiet: bool = False):
-    from workloads.local.cluster import LocalCluster, default_state_dir
+    from workloads.local.controlplane import LocalCluster, default_state_dir
 
     return LocalCluster(state_dir or default_state_dir(), progress=(lambda m: None) if quiet else _progress)
 

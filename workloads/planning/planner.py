@@ -32,9 +32,9 @@ from datetime import datetime
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
-from infra.errors import FieldError
+from toolkit.errors import FieldError
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TpuPoolSpec
-from workloads.recipes import (
+from workloads.planning.recipes import (
     FILL,
     MAXTEXT_TRAIN_MODULE,
     MESH_AXES,

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from infra.clikit import OutputFormat, print_json
-from infra.errors import ToolkitError
+from toolkit.clikit import OutputFormat, print_json
+from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
-    from workloads.plan import RunPlan
+    from workloads.planning.planner import RunPlan
 
 queues_app = typer.Typer(
     name="queues",
@@ -87,7 +87,7 @@ def _plan(
     host_network: bool,
     max_restarts: int,
 ) -> "RunPlan":
-    from workloads.plan import Overrides, plan_run
+    from workloads.planning.planner import Overrides, plan_run
 
     overrides = Overrides(
         slices=slices,
@@ -108,7 +108,7 @@ def _plan(
 @app.command()
 def recipes(output: Output = OutputFormat.text) -> None:
     """List the recipes that ship with the toolkit."""
-    from workloads.recipes import all_recipes, summary
+    from workloads.planning.recipes import all_recipes, summary
 
     data = [summary(r) for r in all_recipes()]
     if output is OutputFormat.json:
@@ -139,8 +139,8 @@ def render(
     output: Output = OutputFormat.text,
 ) -> None:
     """Write a Kustomize tree for a run: base/ (the recipe's JobSet) and overlays/<run>/."""
-    from workloads.kustomize import render as render_tree
-    from workloads.kustomize import write_tree
+    from workloads.render.kustomize import render as render_tree
+    from workloads.render.kustomize import write_tree
 
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
@@ -161,7 +161,7 @@ def _print_objects(objects: list[dict], output: OutputFormat) -> None:
     if output is OutputFormat.json:
         print_json(objects)
     else:
-        from workloads import yamlio
+        from workloads.render import yamlio
 
         typer.echo(yamlio.dump_all(objects), nl=False)
 
@@ -189,7 +189,7 @@ def submit(
     spec: SpecOpt = None,
 ) -> None:
     """Plan a run and apply its JobSet (server-side); wait until Kueue admits it."""
-    from workloads.manifests import FIELD_MANAGER, run_objects
+    from workloads.render.jobset import FIELD_MANAGER, run_objects
 
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
@@ -200,7 +200,7 @@ def submit(
         _print_objects(objects, output)
         return
 
-    from workloads.cluster import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     cluster.apply(objects, field_manager=FIELD_MANAGER)
@@ -265,14 +265,14 @@ def queues_apply(
     spec: SpecOpt = None,
 ) -> None:
     """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues."""
-    from workloads.kueue import queue_objects
-    from workloads.manifests import FIELD_MANAGER
+    from workloads.render.kueue import queue_objects
+    from workloads.render.jobset import FIELD_MANAGER
 
     objects = queue_objects(_spec(spec))
     if dry_run:
         _print_objects(objects, output)
         return
-    from workloads.cluster import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     cluster.apply(objects, field_manager=FIELD_MANAGER)

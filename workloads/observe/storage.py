@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 

@@ -1,6 +1,6 @@
 """The JobSet for a RunPlan, as plain data (dicts), per docs/facts/jobset-kueue.md.
 
-Pure: a RunPlan in, dicts out; ``workloads.yamlio`` serializes them. Choices
+Pure: a RunPlan in, dicts out; ``workloads.render.yamlio`` serializes them. Choices
 made here (and why):
 
 - Priority: the pod's ``priorityClassName`` (the five PriorityClasses from
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.plan import MEGASCALE_PORT, REPLICATED_JOB, TPU_RUNTIME_PORT, RunPlan
+from workloads.planning.planner import MEGASCALE_PORT, REPLICATED_JOB, TPU_RUNTIME_PORT, RunPlan
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

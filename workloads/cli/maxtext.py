@@ -1,9 +1,9 @@
 """`run-local`: a recipe's rendered MaxText command, run for real on this machine's CPU.
 
 Importing this module registers the command on ``workloads.cli.app``. MaxText runs in
-its own venv (``workloads.maxtext_env``); its output goes through the same metrics and
+its own venv (``workloads.maxtext.env``); its output goes through the same metrics and
 report code as a cluster run. (``preflight --compile`` lives with ``preflight`` in
-cli_observe.)
+``workloads.cli.observe``.)
 
 Exit codes: 0 the run finished and its metrics parsed; 2 bad input (recipe, flags,
 spec); 1 the MaxText run failed (its last error line and where the log is); 4 the
@@ -19,8 +19,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from infra.clikit import OutputFormat, print_json
-from infra.errors import SpecError
+from toolkit.clikit import OutputFormat, print_json
+from toolkit.errors import SpecError
 from workloads.cli import Output, SpecOpt, app
 
 
@@ -38,17 +38,17 @@ def run_local(
 ) -> None:
     """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report."""
     from infra.spec import load_spec
-    from workloads import maxtext_env
-    from workloads import metrics as m
-    from workloads import report as rp
-    from workloads import run_local as rl
-    from workloads.cli_observe import print_summary
-    from workloads.plan import Overrides, plan_run
+    from workloads.maxtext import env as maxtext_env
+    from workloads.observe import metrics as m
+    from workloads.observe import report as rp
+    from workloads.maxtext import run_local as rl
+    from workloads.cli.observe import print_summary
+    from workloads.planning.planner import Overrides, plan_run
 
     if not tiny:
         raise SpecError("--tiny", "run-local only runs the tiny model on CPU", "add --tiny")
     env = load_spec(spec)
-    # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/run_local.py).
+    # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
     plan = plan_run(recipe, env, Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ())), now=datetime.now(timezone.utc), rand="loc")
     if plan.kind != "maxtext":

@@ -16,15 +16,15 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from infra.clikit import OutputFormat, confirm, print_json
-from infra.errors import SpecError, ToolkitError
+from toolkit.clikit import OutputFormat, confirm, print_json
+from toolkit.errors import SpecError, ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
-    from workloads.cluster import Cluster
+    from workloads.cluster.client import Cluster
     from infra.catalog import SliceShape
-    from workloads.metrics import Hardware, RunLog
+    from workloads.observe.metrics import Hardware, RunLog
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
@@ -52,7 +52,7 @@ def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) 
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> "Cluster":
-    from workloads.cluster import Cluster
+    from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, context)
 
@@ -64,7 +64,7 @@ def _out(line: str = "") -> None:
 def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> "tuple[SliceShape, int | None] | None":
     """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
     from infra import catalog
-    from infra.errors import CatalogError
+    from toolkit.errors import CatalogError
 
     if shape and pool:
         raise SpecError("--shape", "give --shape or --pool, not both", "drop one of them")
@@ -88,7 +88,7 @@ def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -
 def _hardware(choice: "tuple[SliceShape, int | None] | None", slices: int | None, log: "RunLog") -> "Hardware | None":
     """Per-chip context for the summary. Slices: --slices, else what the log's device count
     implies, else the pool's, else 1 — the log is what actually ran."""
-    from workloads.metrics import Hardware
+    from workloads.observe.metrics import Hardware
 
     if choice is None:
         return None
@@ -124,7 +124,7 @@ def _load_run(
     context: str | None,
 ) -> tuple[str, str, "RunLog"]:
     """(run name, source, parsed log) from a local file or, for a run name, worker 0's log."""
-    from workloads import metrics as m
+    from workloads.observe import metrics as m
 
     metrics_text = _read(metrics_file, "--metrics-file") if metrics_file else None
     if _looks_like_file(target):
@@ -146,7 +146,7 @@ def _load_run(
 
 
 def _profiler(log: "RunLog", first: int | None, steps: int | None):
-    from workloads.metrics import ProfilerWindow
+    from workloads.observe.metrics import ProfilerWindow
 
     if steps == 0:
         return None
@@ -241,7 +241,7 @@ def logs(
     context: ContextOpt = None,
 ) -> None:
     """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics)."""
-    from workloads.cluster import ClusterError
+    from workloads.cluster.client import ClusterError
 
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
@@ -271,8 +271,8 @@ def metrics(
     context: ContextOpt = None,
 ) -> None:
     """Steady-state step time, TFLOP/s and tokens/s per device and per chip, MFU and loss trend."""
-    from workloads import metrics as m
-    from workloads.report import RunFacts, summary_document
+    from workloads.observe import metrics as m
+    from workloads.observe.report import RunFacts, summary_document
 
     choice = _shape_choice(spec, shape, pool)
     run, source, log = _load_run(target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context)
@@ -319,8 +319,8 @@ def report(
 ) -> None:
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
     from infra.spec import BucketPurpose
-    from workloads import metrics as m
-    from workloads import report as rp
+    from workloads.observe import metrics as m
+    from workloads.observe import report as rp
 
     bucket = None
     if upload:
@@ -337,7 +337,7 @@ def report(
     files = rp.write_report(out, rp.RunFacts.from_log(run, source, log), log, summ, profiler=prof, first_steady_step=first_steady_step)
     _out(f"wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}")
     if bucket:
-        from workloads.storage import upload as do_upload
+        from workloads.observe.storage import upload as do_upload
 
         for u in do_upload(files.directory, bucket, f"reports/{run}", project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")
@@ -404,12 +404,12 @@ def preflight(
         return
     if sets or keep_logs:
         raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
-    from workloads import preflight as pf
+    from workloads.observe import preflight as pf
 
     env = _spec(spec)
     shapes = gens = None
     if recipe:
-        from workloads.recipes import load_recipe
+        from workloads.planning.recipes import load_recipe
 
         r = load_recipe(recipe)
         shapes, gens = r.shapes, r.generations
@@ -442,8 +442,9 @@ def _preflight_compile(
     timeout: float,
 ) -> None:
     """`preflight --compile`: the RunPlan's MaxText step through MaxText's AOT compiler."""
-    from workloads import aot, maxtext_env
-    from workloads.plan import Overrides, plan_run
+    from workloads.maxtext import aot
+    from workloads.maxtext import env as maxtext_env
+    from workloads.planning.planner import Overrides, plan_run
 
     if not recipe:
         raise SpecError("RECIPE", "preflight --compile needs a recipe", "e.g. python -m workloads preflight maxtext-6b --compile")

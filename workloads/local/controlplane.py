@@ -12,7 +12,7 @@ signal with a generous deadline; none is a fixed sleep):
                            JobSet and of a Kueue LocalQueue goes through their
                            mutating/validating webhooks (and Kueue's conversion
                            webhook), i.e. the apiserver really reaches them
-  queues                   the spec's Kueue objects are applied (workloads.kueue)
+  queues                   the spec's Kueue objects are applied (workloads.render.kueue)
 
 State lives in one directory (default ``$TGK_CACHE/local-cluster/state``):
 ``pki/``, ``etcd/`` (wiped by ``down``), ``logs/<daemon>.log``,
@@ -447,18 +447,18 @@ class LocalCluster:
     def _apply_queue_objects(self, spec: EnvSpec) -> None:
         """Hook: apply the spec's Kueue objects through the toolkit's own code path.
 
-        ``workloads.kueue.queue_objects(spec)`` (the same objects `queues apply`
-        applies) through ``workloads.cluster.Cluster.apply`` (server-side apply).
+        ``workloads.render.kueue.queue_objects(spec)`` (the same objects `queues apply`
+        applies) through ``workloads.cluster.client.Cluster.apply`` (server-side apply).
         Skipped with a message when that code is not in this checkout.
         """
         try:
-            from workloads import kueue as kueue_objects
-            from workloads.cluster import Cluster
+            from workloads.render import kueue as kueue_objects
+            from workloads.cluster.client import Cluster
         except ModuleNotFoundError as e:
             self.progress(f"skipping the spec's Kueue objects: {e.name} is not available")
             return
         objs = kueue_objects.queue_objects(spec)
-        self.progress(f"applying {len(objs)} Kueue objects from the spec (workloads.kueue.queue_objects)")
+        self.progress(f"applying {len(objs)} Kueue objects from the spec (workloads.render.kueue.queue_objects)")
         deadline = time.monotonic() + 60
         while True:
             try:

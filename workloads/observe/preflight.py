@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from infra.catalog import SliceShape
 from infra.spec import EnvSpec, FlexStart, TeamSpec, TpuPoolSpec
-from workloads.status import TPU_RESOURCE
+from workloads.cluster.status import TPU_RESOURCE
 
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
@@ -230,8 +230,8 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
 
 
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:
-    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.Cluster."""
-    from workloads.cluster import ClusterError
+    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.client.Cluster."""
+    from workloads.cluster.client import ClusterError
 
     try:
         cluster.preferred_version("kueue.x-k8s.io")
@@ -252,7 +252,7 @@ def gather(cluster: Any, team: TeamSpec) -> Snapshot:
 
 def pick_pool(spec: EnvSpec, pool_name: str | None = None, recipe_shapes: list[str] | None = None, recipe_generations: list[str] | None = None) -> TpuPoolSpec:
     """The pool to check: by name, else the first one a recipe prefers, else the first pool."""
-    from infra.errors import SpecError
+    from toolkit.errors import SpecError
 
     if pool_name:
         for p in spec.tpu_pools:

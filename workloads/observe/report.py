@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from workloads.metrics import Hardware, ProfilerWindow, RunLog, Summary
+from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MARKDOWN_NAME = "report.md"

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 
 class OutputFormat(str, Enum):

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from infra.catalog import SliceShape
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 
 class MetricsError(ToolkitError):

@@ -1,8 +1,8 @@
 """Runs INSIDE the MaxText venv (Python 3.12, maxtext 0.2.5), never in the toolkit's.
 
 Standard library + maxtext only: the toolkit's packages are not installed there. The
-toolkit starts it as ``<maxtext venv>/bin/python maxtext_driver.py validate CASES.json``
-(workloads/maxtext_env.py) and reads one JSON object per case from stdout.
+toolkit starts it as ``<maxtext venv>/bin/python driver.py validate CASES.json``
+(workloads/maxtext/env.py) and reads one JSON object per case from stdout.
 
 ``validate``: each case is ``{"id", "argv", "env"}`` where argv is the rendered MaxText
 command's arguments (config file first). It goes through MaxText's own config loader
@@ -87,7 +87,7 @@ def validate(cases_path: str) -> int:
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "validate":
         return validate(argv[1])
-    sys.stderr.write("usage: maxtext_driver.py validate CASES.json\n")
+    sys.stderr.write("usage: driver.py validate CASES.json\n")
     return 2
 
 

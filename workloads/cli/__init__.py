@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from infra.clikit import Output, OutputFormat, SpecOpt, run  # noqa: F401  re-exported for the command modules
+from toolkit.clikit import Output, OutputFormat, SpecOpt, run  # noqa: F401  re-exported for the command modules
 
 app = typer.Typer(
     name="workloads",
@@ -34,15 +34,12 @@ def _register() -> None:
     # Each module adds its commands to `app` at import.
     import importlib
 
-    # cli_run: recipes, render, submit, queues; cli_observe: status, logs, metrics,
-    # report, delete, preflight (+ --compile); cli_local: the local simulated cluster;
-    # cli_maxtext: run-local (real MaxText on CPU).
-    for name in ("cli_run", "cli_observe", "cli_local", "cli_maxtext"):
-        try:
-            importlib.import_module(f"workloads.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"workloads.{name}":
-                raise
+    # runs: recipes, render, submit, queues; observe: status, logs, metrics, report,
+    # delete, preflight (+ --compile); local: the local simulated cluster;
+    # maxtext: run-local (real MaxText on CPU). A missing module is a broken
+    # install, so its ImportError propagates instead of silently dropping commands.
+    for name in ("runs", "observe", "local", "maxtext"):
+        importlib.import_module(f"workloads.cli.{name}")
 
 
 def main() -> None:

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Protocol
 from urllib.parse import quote
 
-from infra.errors import ClusterError
-from workloads import status as st
+from toolkit.errors import ClusterError
+from workloads.cluster import status as st
 
 __all__ = ["AdmissionResult", "Cluster", "ClusterError", "DeleteResult", "Response", "Transport", "ResourceInfo"]
 

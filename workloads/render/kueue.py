@@ -27,10 +27,10 @@ import math
 from typing import Any
 
 from infra.catalog import SliceShape
-from infra.errors import SpecError
+from toolkit.errors import SpecError
 from infra.naming import service_account_email
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
-from workloads.manifests import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, TPU_TOLERATION
+from workloads.render.jobset import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, TPU_TOLERATION
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"

@@ -3,7 +3,7 @@
 Runs MaxText's own ``train_compile`` (``python -m maxtext.trainers.pre_train.train_compile``)
 in the MaxText venv with the plan's args and env — what the JobSet runs — plus
 ``compile_topology``/``compile_topology_num_slices`` from the plan and the local
-substitutions documented in ``workloads.maxtext_env``. XLA compiles the real training
+substitutions documented in ``workloads.maxtext.env``. XLA compiles the real training
 step for the target (e.g. v5e-16 x 2 slices) on this CPU; nothing runs on a TPU.
 
 What MaxText prints on success, and what is read from it:
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from infra.catalog import GIB
-from infra.errors import ToolkitError
-from workloads import maxtext_env
-from workloads.plan import RunPlan
+from toolkit.errors import ToolkitError
+from workloads.maxtext import env as maxtext_env
+from workloads.planning.planner import RunPlan
 
 FINISHED = "Finished train_compile.py successfully!"
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_COMPILE_FAILED = 0, 1, 2, 4
@@ -250,7 +250,7 @@ def compile_plan(plan: RunPlan, venv: Path, hbm_bytes_per_device: int, *, timeou
         oom = parse_oom(stderr + "\n" + stdout)
         if oom is not None:
             return AotResult(fits=False, compiled=False, memory=None, flops_per_device=None, oom=oom, **common)
-        from workloads.run_local import last_error
+        from workloads.maxtext.run_local import last_error
 
         why = last_error(stderr)
         where = f" — full log: {log_dir}" if log_dir else " (pass --keep-logs DIR for the full log)"

@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from infra.errors import ExternalToolError, ToolkitError
-from workloads import yamlio
-from workloads.manifests import jobset, run_labels
-from workloads.plan import RunPlan
+from toolkit.errors import ExternalToolError, ToolkitError
+from workloads.render import yamlio
+from workloads.render.jobset import jobset, run_labels
+from workloads.planning.planner import RunPlan
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"

@@ -4,7 +4,7 @@ A recipe is ``workloads/recipes/<name>.yaml``. It names the image, the program
 (MaxText with a model and its arguments, or a plain command), XLA/libtpu flags,
 default steps, the TPU shapes it was sized for, and *rules* instead of numbers
 where the right number depends on the target: the per-device batch by HBM per
-device, and the mesh by devices per slice and slices. ``workloads.plan`` turns a
+device, and the mesh by devices per slice and slices. ``workloads.planning.planner`` turns a
 recipe plus a target into concrete numbers and checks them.
 
 Unknown keys are errors, as in the environment spec.
@@ -22,9 +22,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
-from infra.errors import ToolkitError
+from toolkit.errors import ToolkitError
 
-RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
+RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
 
 # MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
@@ -226,7 +226,7 @@ mesh_key = _mesh_key
 
 @lru_cache(maxsize=1)
 def maxtext_keys() -> frozenset[str]:
-    from workloads import yamlio
+    from workloads.render import yamlio
 
     return frozenset(yamlio.load(MAXTEXT_KEYS_FILE.read_text())["keys"])
 
@@ -250,7 +250,7 @@ def _format(e: ValidationError, name: str) -> str:
 @lru_cache(maxsize=None)
 def load_recipe(name: str) -> Recipe:
     """Load a shipped recipe by name; unknown names list the known ones."""
-    from workloads import yamlio
+    from workloads.render import yamlio
 
     names = recipe_names()
     if name not in names:

@@ -1,7 +1,7 @@
 """Run a recipe's rendered MaxText command on this machine's CPU, shrunk to a tiny model.
 
 The command is the RunPlan's — the module, config file, every argument and env var the
-JobSet would run — with the local substitutions of ``workloads.maxtext_env`` and these
+JobSet would run — with the local substitutions of ``workloads.maxtext.env`` and these
 tiny-run overrides (replacing the plan's value in place, or appended):
 
 - the tiny model from docs/facts/maxtext.md (emb 64, 4 heads, 2 layers, vocab 256,
@@ -17,7 +17,7 @@ unchanged. Always one slice: CPU devices carry no slice index, so a DCN mesh can
 built on CPU (the AOT preflight is what exercises multislice).
 
 Output goes through the same parser, summary and report code as a cluster run
-(``workloads.metrics``, ``workloads.report``).
+(``workloads.observe.metrics``, ``workloads.observe.report``).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from infra.errors import ExternalToolError, ToolkitError
-from workloads import maxtext_env
-from workloads.plan import RunPlan
+from toolkit.errors import ExternalToolError, ToolkitError
+from workloads.maxtext import env as maxtext_env
+from workloads.planning.planner import RunPlan
 
 TINY_MODEL: dict[str, str] = {
     "base_emb_dim": "64",

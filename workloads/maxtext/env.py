@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from infra.errors import ExternalToolError, ToolkitError
+from toolkit.errors import ExternalToolError, ToolkitError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = REPO / "scripts" / "setup-maxtext.sh"
-DRIVER = Path(__file__).resolve().parent / "maxtext_driver.py"
+DRIVER = Path(__file__).resolve().parent / "driver.py"
 MAXTEXT_VERSION = "0.2.5"
 TRAIN_COMPILE_MODULE = "maxtext.trainers.pre_train.train_compile"
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
@@ -231,7 +231,7 @@ def topology_args(plan_accelerator_type: str, generation: str, slices: int) -> d
 def validate(cases: Sequence[tuple[str, Sequence[str], Mapping[str, str]]], venv: Path, workdir: Path, *, timeout: float = 600) -> dict[str, dict]:
     """Run MaxText's own config loader (and topology mesh) over ``(id, args, env)`` cases.
 
-    One MaxText process for all cases (see maxtext_driver.py). Returns id -> result with
+    One MaxText process for all cases (see driver.py). Returns id -> result with
     ``ok``, ``error`` (MaxText's message), ``num_target_devices``, ``num_slices``, ``mesh``.
     """
     import json

@@ -1,0 +1,1 @@
+"""Observing runs: preflight checks, MaxText metrics, reports and their upload."""

@@ -1,0 +1,1 @@
+"""Planning: recipe + overrides + environment spec -> a checked, immutable RunPlan. Pure."""

@@ -1,0 +1,1 @@
+"""Rendering: a RunPlan (or the spec) -> Kubernetes objects as plain dicts, and the Kustomize tree. Pure."""
