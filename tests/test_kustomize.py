@@ -1,4 +1,5 @@
-"""The Kustomize tree: the overlay rebuilds exactly the JobSet that `submit` applies.
+"""The Kustomize tree: a base shared by every run, and overlays that each rebuild
+exactly their own run's objects, which are what `submit` applies.
 
 The `tools` tests run the real, pinned kustomize built by scripts/build-kustomize.sh
 (cold build: a minute or two; cached outside the repo afterwards).
@@ -15,7 +16,7 @@ import pytest
 
 from infra.spec import load_spec
 from workloads.render import yamlio
-from workloads.render.kustomize import apply_json_patch, base_jobset, build, overlay_patch, render, write_tree
+from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, write_tree
 from workloads.render.jobset import jobset
 from workloads.planning.planner import Overrides, plan_run
 
@@ -48,12 +49,35 @@ CASES = [
 
 
 @pytest.mark.parametrize("example, recipe, overrides", CASES)
-def test_patch_rebuilds_jobset_in_process(example, recipe, overrides) -> None:
+def test_overlay_rebuilds_jobset_in_process(example, recipe, overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides, rand="k1k")
-    built = apply_json_patch(base_jobset(plan), overlay_patch(plan))
-    built["metadata"]["namespace"] = plan.namespace
-    assert built == jobset(plan)
-    assert base_jobset(plan)["spec"]["replicatedJobs"][0]["replicas"] == 1
+    assert build_overlay(render(plan), plan.name) == [jobset(plan)]
+
+
+def test_base_is_the_same_for_every_run() -> None:
+    """The base holds nothing of any run: two very different runs render it byte for byte alike."""
+    a = plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), Overrides(name="a", max_restarts=0, priority="low"))
+    b = plan_run("llama3-8b", load_spec(EXAMPLES / "v6e-reservation.yaml"), Overrides(name="b", slices=2, max_restarts=5, priority="high", host_network=False))
+    fa, fb = render(a), render(b)
+    base = {k: v for k, v in fa.items() if k.startswith("base/")}
+    assert base == {k: v for k, v in fb.items() if k.startswith("base/")} == base_files("jobset")
+    assert "maxtext" not in "".join(base.values()) and "research" not in "".join(base.values())
+
+
+def test_runs_rendered_into_one_directory_each_build_their_own(tmp_path: Path) -> None:
+    """The bug this layout fixes: a later render must not change an earlier run's overlay build."""
+    spec = load_spec(EXAMPLES / "default.yaml")
+    a = plan_run("maxtext-6b", spec, Overrides(name="run-a", max_restarts=0, priority="low"))
+    b = plan_run("maxtext-6b", spec, Overrides(name="run-b", slices=2, max_restarts=5, priority="high"))
+    c = plan_run("hello-tpu", spec, Overrides(name="run-c", host_network=False))
+    for plan in (a, b, c):
+        write_tree(tmp_path, render(plan))
+    files = {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*.yaml")}
+    for plan in (a, b, c):
+        assert build_overlay(files, plan.name) == [jobset(plan)]
+    built_a = build_overlay(files, "run-a")[0]
+    assert built_a["spec"]["failurePolicy"]["maxRestarts"] == 0
+    assert built_a["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["priorityClassName"] == "low"
 
 
 def test_render_writes_units_and_keeps_other_overlays(tmp_path: Path) -> None:
@@ -63,10 +87,31 @@ def test_render_writes_units_and_keeps_other_overlays(tmp_path: Path) -> None:
     write_tree(tmp_path, render(a))
     write_tree(tmp_path, render(b))
     assert (tmp_path / "overlays/run-a/kustomization.yaml").exists()
-    assert (tmp_path / "overlays/run-b/patch-run.yaml").exists()
+    assert (tmp_path / "overlays/run-b/patch-jobset.yaml").exists()
     kz = yamlio.load((tmp_path / "overlays/run-b/kustomization.yaml").read_text())
-    assert kz["namespace"] == "research" and kz["resources"] == ["../../base"]
+    assert kz["namespace"] == "research" and kz["resources"] == ["../../base/jobset"]
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".render-")]
+
+
+def test_out_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    r = run_module("workloads", "render", "hello-tpu", "--out", str(blocker / "sub"))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: --out:"), r.stderr
+
+
+@pytest.mark.parametrize(
+    "base, final",
+    [
+        ({"a": 1, "b": [1, 2]}, {"a": 2, "b": [1, 2, 3], "c": {"d": "x/y~z"}}),
+        ({"a": {"x/y": 1, "k": 2}}, {"a": {"x/y": 3}}),
+        ([{"n": 1}, {"n": 2}], [{"n": 1}, {"n": 5, "m": True}]),
+        ({"t": 1}, {"t": True}),
+    ],
+)
+def test_diff_then_apply_round_trips(base, final) -> None:
+    assert apply_json_patch(base, diff(base, final)) == final
+    assert diff(final, final) == []
 
 
 @pytest.mark.tools
@@ -75,6 +120,16 @@ def test_kustomize_build_equals_objects(tmp_path: Path, kustomize_bin: str, exam
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides, rand="k2k")
     write_tree(tmp_path, render(plan))
     assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == [jobset(plan)]
+
+
+@pytest.mark.tools
+def test_kustomize_builds_each_of_several_runs_in_one_tree(tmp_path: Path, kustomize_bin: str) -> None:
+    spec = load_spec(EXAMPLES / "default.yaml")
+    plans = [plan_run("maxtext-6b", spec, Overrides(name=f"r{i}", slices=1 + i % 2, max_restarts=i)) for i in range(3)]
+    for plan in plans:
+        write_tree(tmp_path, render(plan))
+    for plan in plans:
+        assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == [jobset(plan)]
 
 
 @pytest.mark.tools

@@ -52,7 +52,7 @@ def _check_golden(name: str, objects: list[dict]) -> None:
 @pytest.mark.parametrize("example, recipe, overrides", RUNS, ids=[f"{e}-{r}-x{o.slices or 1}" for e, r, o in RUNS])
 def test_jobset_golden(example: str, recipe: str, overrides: Overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides)
-    _check_golden(f"jobset-{example}-{recipe}-x{plan.slices}", run_objects(plan))
+    _check_golden(f"jobset-{example}-{recipe}-x{plan.target.slices}", run_objects(plan))
 
 
 @pytest.mark.golden

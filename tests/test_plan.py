@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec, parse_spec
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
+from workloads.render.jobset import coordinator_address
 from workloads.planning.recipes import MESH_AXES
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -39,7 +40,7 @@ def product(d: dict[str, int]) -> int:
 def mesh(plan, level: str) -> dict[str, int]:
     """Mesh degrees as MaxText will read them from the args (not from the plan's own fields)."""
     out = {a: 1 for a in MESH_AXES}
-    for a in plan.args:
+    for a in plan.program.args:
         key, _, value = a.partition("=")
         if key.startswith(f"{level}_") and key.endswith("_parallelism"):
             out[key[len(level) + 1 : -len("_parallelism")]] = int(value)
@@ -47,7 +48,7 @@ def mesh(plan, level: str) -> dict[str, int]:
 
 
 def arg(plan, key: str) -> str | None:
-    for a in plan.args:
+    for a in plan.program.args:
         k, _, v = a.partition("=")
         if k == key:
             return v
@@ -60,21 +61,21 @@ def arg(plan, key: str) -> str | None:
 def test_default_multislice_v5e() -> None:
     p = plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), Overrides(slices=2), now=NOW, rand="abc")
     assert p.name == "maxtext-6b-0304-0506-abc"
-    assert (p.slices, p.nodes_per_slice, p.tpu_per_pod, p.chips, p.devices) == (2, 4, 4, 32, 32)
+    assert (p.target.slices, p.target.shape.nodes, p.target.shape.chips_per_vm, p.target.chips, p.target.devices) == (2, 4, 4, 32, 32)
     assert mesh(p, "ici")["fsdp"] == 16 and mesh(p, "dcn")["data"] == 2
     assert arg(p, "per_device_batch_size") == "4"  # v5e: 16 GiB
     assert arg(p, "run_name") == p.name
-    assert p.output_dir == f"gs://my-tpu-project-tpu-dev-ckpt/{p.name}/"
-    assert p.namespace == "research" and p.local_queue == "research-queue" and p.priority == "medium"
-    assert p.node_pools == ("v5e-16-0", "v5e-16-1")
-    assert p.image == "us-west4-docker.pkg.dev/my-tpu-project/tpu-training/maxtext:0.2.5"
-    assert p.coordinator_address == f"{p.name}-slice-0-0.{p.name}"
+    assert p.program.output_dir == f"gs://my-tpu-project-tpu-dev-ckpt/{p.name}/"
+    assert p.target.namespace == "research" and p.target.local_queue == "research-queue" and p.target.priority == "medium"
+    assert p.target.node_pools == ("v5e-16-0", "v5e-16-1")
+    assert p.program.image == "us-west4-docker.pkg.dev/my-tpu-project/tpu-training/maxtext:0.2.5"
+    assert coordinator_address(p) == f"{p.name}-slice-0-0.{p.name}"
 
 
 def test_v4_gets_batch_16() -> None:
     p = plan_run("maxtext-6b", load_spec(EXAMPLES / "v4.yaml"), Overrides(slices=2), now=NOW)
     assert arg(p, "per_device_batch_size") == "16"
-    assert "TPU_MEGACORE=MEGACORE_DENSE" in p.env_dict()["LIBTPU_INIT_ARGS"]
+    assert "TPU_MEGACORE=MEGACORE_DENSE" in dict(p.program.env)["LIBTPU_INIT_ARGS"]
 
 
 def test_llama3_tutorial_mesh() -> None:
@@ -83,14 +84,14 @@ def test_llama3_tutorial_mesh() -> None:
     assert arg(p, "max_target_length") == "4096" and arg(p, "per_device_batch_size") == "1"
     assert arg(p, "model_name") == "llama3-8b"
     assert arg(p, "base_emb_dim") is None  # the preset supplies the dims
-    assert p.priority == "high"  # the first team's default
+    assert p.target.priority == "high"  # the first team's default
 
 
 def test_tpu7x_devices_are_two_per_chip() -> None:
     p = plan_run("maxtext-6b", load_spec(EXAMPLES / "tpu7x.yaml"), now=NOW)
-    assert p.devices_per_slice == 2 * p.chips_per_slice == 256
+    assert p.target.shape.devices == 2 * p.target.shape.chips == 256
     assert mesh(p, "ici")["fsdp"] == 256
-    assert p.tpu_per_pod == 4 and p.nodes_per_slice == 32
+    assert p.target.shape.chips_per_vm == 4 and p.target.shape.nodes == 32
 
 
 def test_set_overrides_and_team_priority() -> None:
@@ -100,10 +101,10 @@ def test_set_overrides_and_team_priority() -> None:
         spec,
         Overrides(team="research", priority="low", sets=("ici_tensor_parallelism=8", "remat_policy=minimal"), steps=7, name="run1"),
     )
-    assert p.name == "run1" and p.steps == 7 and arg(p, "steps") == "7"
+    assert p.name == "run1" and p.program.steps == 7 and arg(p, "steps") == "7"
     assert (mesh(p, "ici")["fsdp"], mesh(p, "ici")["tensor"]) == (2, 8)
     assert arg(p, "remat_policy") == "minimal"
-    assert p.namespace == "research" and p.priority == "low" and p.priority_value == 250
+    assert p.target.namespace == "research" and p.target.priority == "low" and p.target.priority_value == 250
 
 
 def test_name_is_deterministic_when_given_and_unique_otherwise() -> None:
@@ -128,7 +129,7 @@ def test_no_bucket_is_an_error_unless_output_given() -> None:
     with pytest.raises(PlanError, match="^buckets:"):
         plan_run("maxtext-6b", spec)
     p = plan_run("maxtext-6b", spec, Overrides(sets=("base_output_directory=gs://elsewhere/x",)))
-    assert p.output_dir == f"gs://elsewhere/x/{p.name}/"
+    assert p.program.output_dir == f"gs://elsewhere/x/{p.name}/"
 
 
 # --------------------------------------------------------------- error cases
@@ -185,7 +186,7 @@ def test_pool_with_wrong_shape_for_recipe() -> None:
     spec = spec_with([{"name": "small", "type": "v5p-8"}, {"name": "big", "type": "v6e-16"}])
     with pytest.raises(PlanError, match=r"^--pool: small .*at least 16 chips"):
         plan_run("llama3-8b", spec, Overrides(pool="small"))
-    assert plan_run("llama3-8b", spec).pool == "big"
+    assert plan_run("llama3-8b", spec).target.pool == "big"
 
 
 def test_no_usable_pool() -> None:
@@ -204,7 +205,7 @@ def test_unknown_team() -> None:
 def test_slices_count_across_pools_of_one_shape() -> None:
     spec = spec_with([{"name": "a", "type": "v5litepod-16", "slices": 2}, {"name": "b", "type": "v5litepod-16", "slices": 3}])
     p = plan_run("maxtext-6b", spec, Overrides(slices=5))
-    assert p.node_pools == ("a-0", "a-1", "b-0", "b-1", "b-2")
+    assert p.target.node_pools == ("a-0", "a-1", "b-0", "b-1", "b-2")
     with pytest.raises(PlanError, match="has 5"):
         plan_run("maxtext-6b", spec, Overrides(slices=6))
 
@@ -212,7 +213,8 @@ def test_slices_count_across_pools_of_one_shape() -> None:
 def test_obvious_oom_is_rejected_but_measured_fit_is_not() -> None:
     spec = load_spec(EXAMPLES / "default.yaml")
     ok = plan_run("maxtext-6b", spec, Overrides(slices=2, sets=("per_device_batch_size=4",)))
-    assert ok.hbm is not None and ok.hbm.fits and ok.hbm.total_bytes < 13.8 * 2**30  # measured 13.8 GiB: a lower bound
+    hbm = ok.program.sizing.hbm
+    assert hbm.fits and hbm.total_bytes < 13.8 * 2**30  # measured 13.8 GiB: a lower bound
     with pytest.raises(PlanError, match="per_device_batch_size=16 needs at least"):
         plan_run("maxtext-6b", spec, Overrides(slices=2, sets=("per_device_batch_size=16",)))
 
@@ -264,9 +266,9 @@ def test_plan_invariants(pool, slices_in_spec, data) -> None:
     assert rjob["replicas"] == slices
     assert job["parallelism"] == job["completions"] == shape.nodes
     assert tpu * job["parallelism"] == shape.chips
-    assert tpu * job["parallelism"] * rjob["replicas"] == p.chips
+    assert tpu * job["parallelism"] * rjob["replicas"] == p.target.chips
     assert len(f"{p.name}-slice-{slices - 1}-{shape.nodes - 1}-abcde") <= 63
     if recipe != "hello-tpu":
         assert product(mesh(p, "ici")) == shape.devices
         assert product(mesh(p, "dcn")) == slices
-        assert product(mesh(p, "ici")) * product(mesh(p, "dcn")) == p.devices
+        assert product(mesh(p, "ici")) * product(mesh(p, "dcn")) == p.target.devices

@@ -95,7 +95,7 @@ def test_render_json(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["run"] == "rj" and Path(data["overlay"]).is_dir()
-    assert (tmp_path / "base" / "jobset.yaml").exists()
+    assert (tmp_path / "base" / "jobset" / "jobset.yaml").exists()
 
 
 # ------------------------------------------- real submit with a fake Cluster

@@ -406,16 +406,14 @@ def preflight(
         raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
     from workloads.observe import preflight as pf
 
-    env = _spec(spec)
-    shapes = gens = None
-    if recipe:
-        from workloads.planning.recipes import load_recipe
+    from workloads.planning.recipes import load_recipe
+    from workloads.planning.select import select_pool
 
-        r = load_recipe(recipe)
-        shapes, gens = r.shapes, r.generations
-    target = pf.pick_pool(env, pool, shapes, gens)
+    env = _spec(spec)
+    # The pool submit would use for this recipe and slice count (any pool without a recipe).
+    choice = select_pool(env, load_recipe(recipe) if recipe else None, pool=pool, slices=slices or 1)
     tm = env.team(team)
-    rep = pf.evaluate(env, target, tm, pf.gather(_connect(kubeconfig, context), tm), slices=slices)
+    rep = pf.evaluate(env, choice.pool, tm, pf.gather(_connect(kubeconfig, context), tm), slices=slices)
     if output is OutputFormat.json:
         print_json(rep.to_dict())
     else:

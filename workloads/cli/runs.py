@@ -138,7 +138,7 @@ def render(
     spec: SpecOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
-    """Write a Kustomize tree for a run: base/ (the recipe's JobSet) and overlays/<run>/."""
+    """Write a Kustomize tree for a run: base/<runtime>/ (shared by every run) and overlays/<run>/."""
     from workloads.render.kustomize import render as render_tree
     from workloads.render.kustomize import write_tree
 
@@ -188,14 +188,18 @@ def submit(
     context: ContextOpt = None,
     spec: SpecOpt = None,
 ) -> None:
-    """Plan a run and apply its JobSet (server-side); wait until Kueue admits it."""
-    from workloads.render.jobset import FIELD_MANAGER, run_objects
+    """Plan a run and apply what `kustomize build` of its overlay gives (server-side); wait until Kueue admits it."""
+    from toolkit.names import TGK_FIELD_MANAGER
+    from workloads.render.kustomize import build_overlay
+    from workloads.render.kustomize import render as render_tree
 
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
         priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
     )
-    objects = run_objects(plan)
+    # The overlay `render` would write, built from its own text: what is applied is
+    # exactly what `kustomize build overlays/<run>` of a rendered tree gives.
+    objects = build_overlay(render_tree(plan), plan.name)
     if dry_run:
         _print_objects(objects, output)
         return
@@ -203,18 +207,19 @@ def submit(
     from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    cluster.apply(objects, field_manager=FIELD_MANAGER)
+    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+    t = plan.target
     if output is OutputFormat.text:
         typer.echo(
-            f"submitted {plan.namespace}/{plan.name}: {plan.recipe} on {plan.slices} x {plan.generation} {plan.topology} "
-            f"({plan.nodes} pods, {plan.chips} chips), queue {plan.local_queue}, priority {plan.priority}",
+            f"submitted {t.namespace}/{plan.name}: {plan.program.recipe} on {t.slices} x {t.shape.generation.name} {t.shape.topology} "
+            f"({t.nodes} pods, {t.chips} chips), queue {t.local_queue}, priority {t.priority}",
             err=True,
         )
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
     if output is OutputFormat.json:
-        data: dict = {"run": plan.name, "namespace": plan.namespace, "applied": [_ref(o) for o in objects], "plan": plan.summary()}
+        data: dict = {"run": plan.name, "namespace": t.namespace, "applied": [_ref(o) for o in objects], "plan": plan.summary()}
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted, "workload": result.workload, "state": result.state,
@@ -225,7 +230,7 @@ def submit(
         typer.echo(f"admitted after {result.waited_seconds:.0f}s (workload {result.workload}, flavors {result.flavors})")
     if result is not None and not result.admitted:
         raise NotAdmitted(
-            f"{plan.namespace}/{plan.name} not admitted after {result.waited_seconds:.0f}s: {result.state} {result.reason}".rstrip()
+            f"{t.namespace}/{plan.name} not admitted after {result.waited_seconds:.0f}s: {result.state} {result.reason}".rstrip()
             + " — it stays queued; follow it with `python -m workloads status`"
         )
 
@@ -244,16 +249,16 @@ def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
             if not quiet:
                 typer.echo(f"  {msg}", err=True)
 
-        return cluster.wait_admitted(plan.namespace, plan.name, timeout=timeout, on_progress=say)
+        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=say)
 
     from rich.console import Console
 
     console = Console(stderr=True)
-    with console.status(f"waiting for Kueue to admit {plan.name} (queue {plan.local_queue})") as status:
+    with console.status(f"waiting for Kueue to admit {plan.name} (queue {plan.target.local_queue})") as status:
         def progress(msg: str) -> None:
             status.update(f"{plan.name}: {msg}")
 
-        return cluster.wait_admitted(plan.namespace, plan.name, timeout=timeout, on_progress=progress)
+        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=progress)
 
 
 @queues_app.command("apply")
@@ -265,8 +270,8 @@ def queues_apply(
     spec: SpecOpt = None,
 ) -> None:
     """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues."""
+    from toolkit.names import TGK_FIELD_MANAGER
     from workloads.render.kueue import queue_objects
-    from workloads.render.jobset import FIELD_MANAGER
 
     objects = queue_objects(_spec(spec))
     if dry_run:
@@ -275,7 +280,7 @@ def queues_apply(
     from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    cluster.apply(objects, field_manager=FIELD_MANAGER)
+    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     if output is OutputFormat.json:
         print_json({"applied": [_ref(o) for o in objects]})
     else:

@@ -4,7 +4,8 @@ The TPU v7 playbook's pre-submit checklist, as rows that pass or fail with a fix
 a ResourceFlavor for the shape, a ClusterQueue that covers it with enough quota, the
 team's LocalQueue, enough TPU nodes with the accelerator + topology labels, and those
 nodes in the pool's zone. ``evaluate`` is pure (objects in, rows out); ``gather`` is the
-one function that reads the cluster.
+one function that reads the cluster. Which pool is checked is decided by
+``workloads.planning.select.select_pool``, the same selection ``submit`` makes.
 
 Flavors are matched by their node labels, not by name, so a flavor named by hand (or by
 xpk, e.g. ``1xtpu7x-256``) counts as long as it selects the right nodes.
@@ -18,12 +19,11 @@ from typing import Any, Mapping
 
 from infra.catalog import SliceShape
 from infra.spec import EnvSpec, FlexStart, TeamSpec, TpuPoolSpec
-from workloads.cluster.status import TPU_RESOURCE
-
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-ZONE_LABEL = "topology.kubernetes.io/zone"
+from toolkit.names import GKE_NODEPOOL_LABEL as NODEPOOL_LABEL
+from toolkit.names import GKE_TPU_ACCELERATOR_LABEL as ACCELERATOR_LABEL
+from toolkit.names import GKE_TPU_TOPOLOGY_LABEL as TOPOLOGY_LABEL
+from toolkit.names import K8S_ZONE_LABEL as ZONE_LABEL
+from toolkit.names import KUEUE_GROUP, TPU_RESOURCE
 QUEUES_FIX = "apply the spec's Kueue objects: python -m workloads queues apply"
 
 
@@ -234,7 +234,7 @@ def gather(cluster: Any, team: TeamSpec) -> Snapshot:
     from workloads.cluster.client import ClusterError
 
     try:
-        cluster.preferred_version("kueue.x-k8s.io")
+        cluster.preferred_version(KUEUE_GROUP)
         kueue_ok = True
     except ClusterError:
         kueue_ok = False
@@ -248,25 +248,3 @@ def gather(cluster: Any, team: TeamSpec) -> Snapshot:
         local_queues=tuple(cluster.list(cluster.kueue("LocalQueue"), team.ns)),
         nodes=nodes,
     )
-
-
-def pick_pool(spec: EnvSpec, pool_name: str | None = None, recipe_shapes: list[str] | None = None, recipe_generations: list[str] | None = None) -> TpuPoolSpec:
-    """The pool to check: by name, else the first one a recipe prefers, else the first pool."""
-    from toolkit.errors import SpecError
-
-    if pool_name:
-        for p in spec.tpu_pools:
-            if p.name == pool_name:
-                return p
-        raise SpecError("--pool", f"no TPU pool {pool_name!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
-    if recipe_shapes:
-        for key in recipe_shapes:
-            for p in spec.tpu_pools:
-                if p.shape.key == key:
-                    return p
-    if recipe_generations:
-        for p in spec.tpu_pools:
-            if p.shape.generation.name in recipe_generations:
-                return p
-        raise SpecError("recipe", f"no pool in the spec has a generation the recipe runs on ({', '.join(recipe_generations)})", "add such a pool or pick another recipe")
-    return spec.tpu_pools[0]

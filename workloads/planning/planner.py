@@ -27,13 +27,22 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
-from toolkit.errors import FieldError
-from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TpuPoolSpec
+from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
+from toolkit import names
+from workloads.planning.model import (
+    DEFAULT_TTL_SECONDS,
+    HbmEstimate,
+    MaxTextSizing,
+    Policy,
+    Program,
+    RunPlan,
+    Target,
+)
 from workloads.planning.recipes import (
     FILL,
     MAXTEXT_TRAIN_MODULE,
@@ -41,6 +50,7 @@ from workloads.planning.recipes import (
     MODEL_KEYS,
     PLANNER_KEYS,
     Kind,
+    MaxTextSpec,
     ModelDims,
     Recipe,
     load_recipe,
@@ -48,21 +58,16 @@ from workloads.planning.recipes import (
     mesh_key,
     suggest,
 )
+from workloads.planning.select import PlanError, PoolChoice, select_pool
 
-MANAGED_BY = "tpu-gke-toolkit"
+__all__ = ["DEFAULT_TTL_SECONDS", "Overrides", "PlanError", "RunPlan", "name_budget", "parse_sets", "plan_run"]
+
 REPLICATED_JOB = "slice"  # the JobSet's one replicated job: one child Job per slice
 POD_NAME_RANDOM = len("-abcde")  # the Job controller's generateName suffix
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-MEGASCALE_PORT = 8080
-TPU_RUNTIME_PORT = 8471
-DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, status) for 3 days
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _IMAGE_TAGGED = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
-
-
-class PlanError(FieldError):
-    """A run that cannot work as asked. ``field`` is the flag or recipe field."""
 
 
 @dataclass(frozen=True)
@@ -81,136 +86,6 @@ class Overrides:
     host_network: bool = True
     max_restarts: int = 0
     ttl_seconds: int = DEFAULT_TTL_SECONDS
-
-
-@dataclass(frozen=True)
-class HbmEstimate:
-    state_bytes: int
-    activation_bytes: int
-    logits_bytes: int
-    available_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.state_bytes + self.activation_bytes + self.logits_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.total_bytes <= self.available_bytes
-
-    def as_dict(self) -> dict[str, float]:
-        g = lambda b: round(b / GIB, 2)  # noqa: E731
-        return {
-            "estimate_gib": g(self.total_bytes),
-            "state_gib": g(self.state_bytes),
-            "activations_gib": g(self.activation_bytes),
-            "logits_gib": g(self.logits_bytes),
-            "available_gib": g(self.available_bytes),
-        }
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """Everything the manifests need, already checked. Immutable."""
-
-    name: str
-    recipe: str
-    kind: str
-    team: str
-    namespace: str
-    local_queue: str
-    priority: str
-    priority_value: int
-    service_account: str
-    image: str
-    pool: str
-    node_pools: tuple[str, ...]
-    shape_key: str
-    generation: str
-    topology: str
-    accelerator_label: str
-    accelerator_type: str
-    machine_type: str
-    chips_per_vm: int
-    nodes_per_slice: int
-    chips_per_slice: int
-    devices_per_slice: int
-    slices: int
-    command: tuple[str, ...]
-    args: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    steps: int
-    output_dir: str | None
-    host_network: bool
-    max_restarts: int
-    ttl_seconds: int
-    ici: tuple[tuple[str, int], ...] = ()
-    dcn: tuple[tuple[str, int], ...] = ()
-    per_device_batch_size: float | None = None
-    global_batch_size: int | None = None
-    params: int | None = None
-    hbm: HbmEstimate | None = None
-    jobset_version: str = ""
-    kueue_version: str = ""
-    labels: tuple[tuple[str, str], ...] = field(default=())
-    placement_policy: str | None = None  # tpu7x: nodes carry cloud.google.com/placement-policy-name
-
-    # Derived figures; properties so they can never disagree with the fields.
-    @property
-    def multislice(self) -> bool:
-        return self.slices > 1
-
-    @property
-    def nodes(self) -> int:
-        return self.nodes_per_slice * self.slices
-
-    @property
-    def chips(self) -> int:
-        return self.chips_per_slice * self.slices
-
-    @property
-    def devices(self) -> int:
-        return self.devices_per_slice * self.slices
-
-    @property
-    def tpu_per_pod(self) -> int:
-        return self.chips_per_vm
-
-    @property
-    def coordinator_address(self) -> str:
-        # Worker 0 of slice 0 through the JobSet's headless Service (subdomain = name).
-        return f"{self.name}-{REPLICATED_JOB}-0-0.{self.name}"
-
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
-
-    def summary(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "name": self.name,
-            "recipe": self.recipe,
-            "namespace": self.namespace,
-            "local_queue": self.local_queue,
-            "priority": self.priority,
-            "service_account": self.service_account,
-            "image": self.image,
-            "pool": self.pool,
-            "shape": f"{self.generation} {self.topology} ({self.accelerator_type})",
-            "slices": self.slices,
-            "nodes": self.nodes,
-            "chips": self.chips,
-            "devices": self.devices,
-            "tpu_per_pod": self.tpu_per_pod,
-            "steps": self.steps,
-            "output_dir": self.output_dir,
-            "host_network": self.host_network,
-        }
-        if self.ici:
-            out["mesh"] = {"ici": dict(self.ici), "dcn": dict(self.dcn)}
-            out["per_device_batch_size"] = self.per_device_batch_size
-            out["global_batch_size"] = self.global_batch_size
-        if self.hbm:
-            out["hbm_per_device"] = self.hbm.as_dict()
-        return out
 
 
 # ----------------------------------------------------------------- helpers
@@ -233,51 +108,6 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
-
-
-def _describe_pools(spec: EnvSpec) -> str:
-    return ", ".join(f"{p.name} ({p.shape.generation.name} {p.shape.topology} x{p.slices})" for p in spec.tpu_pools)
-
-
-def _accepts(recipe: Recipe, shape: SliceShape) -> str | None:
-    """Why the recipe cannot use this shape, or None."""
-    if shape.generation.name not in recipe.generations:
-        return f"recipe {recipe.name} runs on {', '.join(recipe.generations)}, not {shape.generation.name}"
-    if shape.chips < recipe.min_chips_per_slice:
-        return f"recipe {recipe.name} needs at least {recipe.min_chips_per_slice} chips per slice; {shape.accelerator_type} has {shape.chips}"
-    return None
-
-
-def _capacity(spec: EnvSpec, shape: SliceShape) -> tuple[int, list[TpuPoolSpec]]:
-    group = [p for p in spec.tpu_pools if p.shape.key == shape.key]
-    return sum(p.slices for p in group), group
-
-
-def _pick_pool(recipe: Recipe, spec: EnvSpec, o: Overrides, slices: int) -> TpuPoolSpec:
-    if o.pool is not None:
-        pool = next((p for p in spec.tpu_pools if p.name == o.pool), None)
-        if pool is None:
-            names = [p.name for p in spec.tpu_pools]
-            raise PlanError("--pool", f"no TPU pool {o.pool!r} in the spec{suggest(o.pool, names)}", f"use one of {_describe_pools(spec)}")
-        why = _accepts(recipe, pool.shape)
-        if why:
-            raise PlanError("--pool", f"{pool.name} is {pool.shape.describe()}; {why}", "pick another pool or recipe")
-        return pool
-    preferred = {k: i for i, k in enumerate(recipe.shapes)}
-    ranked = sorted(spec.tpu_pools, key=lambda p: preferred.get(p.shape.key, len(preferred)))  # stable: spec order otherwise
-    usable = [p for p in ranked if _accepts(recipe, p.shape) is None]
-    if not usable:
-        wanted = ", ".join(recipe.shapes) or f"{recipe.min_chips_per_slice}+ chips of {', '.join(recipe.generations)}"
-        raise PlanError(
-            "--pool",
-            f"no pool in the spec can run recipe {recipe.name} (pools: {_describe_pools(spec)})",
-            f"add a tpu_pools entry with one of {wanted}",
-        )
-    # Prefer a pool group with room for the slices asked for; else report on the best one.
-    for p in usable:
-        if _capacity(spec, p.shape)[0] >= slices:
-            return p
-    return usable[0]
 
 
 def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
@@ -398,108 +228,125 @@ def plan_run(
     """Resolve and check a run. ``now``/``rand`` make generated names deterministic in tests."""
     o = overrides or Overrides()
     recipe = load_recipe(recipe_name)
-    now = now or datetime(2000, 1, 1)
+    slices = _check_counts(recipe, o)
+    team = spec.team(o.team)
+    priority = _priority(o, team)
+    choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
+    name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes), now or datetime(2000, 1, 1), rand)
+    target = _target(spec, choice, slices, team, priority)
+    program = _program(recipe, spec, o, target, name)
+    return RunPlan(
+        name=name,
+        target=target,
+        program=program,
+        policy=Policy(max_restarts=o.max_restarts, ttl_seconds=o.ttl_seconds, host_network=o.host_network),
+        labels=(
+            (names.K8S_MANAGED_BY_LABEL, names.TGK),
+            (names.K8S_APP_NAME_LABEL, recipe.name.replace(".", "-")),
+            (names.TGK_RUN_LABEL, name),
+        ),
+        jobset_version=spec.versions.jobset,
+        kueue_version=spec.versions.kueue,
+    )
 
+
+def _check_counts(recipe: Recipe, o: Overrides) -> int:
+    """The slice count; the flags that are plain numbers are checked first."""
     if o.slices is not None and o.slices < 1:
         raise PlanError("--slices", f"must be at least 1, got {o.slices}", "pass --slices 1 or more")
-    slices = o.slices or 1
     steps = recipe.steps if o.steps is None else o.steps
     if steps < 1:
         raise PlanError("--steps", f"must be at least 1, got {steps}", "pass a positive step count")
     if o.max_restarts < 0:
         raise PlanError("--max-restarts", f"must be >= 0, got {o.max_restarts}", "pass 0 to fail fast")
+    return o.slices or 1
 
-    team = spec.team(o.team)
+
+def _priority(o: Overrides, team: TeamSpec) -> str:
     priority = o.priority or team.priority
     if priority not in PRIORITY_CLASSES:
         raise PlanError("--priority", f"unknown priority {priority!r}{suggest(priority, list(PRIORITY_CLASSES))}", f"use one of {', '.join(PRIORITY_CLASSES)}")
+    return priority
 
-    pool = _pick_pool(recipe, spec, o, slices)
-    shape = pool.shape
-    capacity, group = _capacity(spec, shape)
-    if slices > 1 and not shape.multi_host:
-        raise PlanError("--slices", f"{shape.accelerator_type} is single-host; multislice needs multi-host slices", "pass --slices 1 or use a multi-host pool")
-    if slices > capacity:
-        pools = ", ".join(f"{p.name} x{p.slices}" for p in group)
-        raise PlanError(
-            "--slices",
-            f"{slices} slices of {shape.generation.name} {shape.topology} asked for but the spec has {capacity} ({pools})",
-            f"pass --slices {capacity} or fewer, or raise slices in the spec",
-        )
 
-    budget = name_budget(slices, shape.nodes)
-    name = _run_name(recipe, o, budget, now, rand)
-    image = _image(recipe, spec, o.image)
-
-    env: dict[str, str] = dict(recipe.env)
-    flags = recipe.libtpu_flags(shape.generation.name)
-    if flags:
-        env["LIBTPU_INIT_ARGS"] = " ".join(flags)
-
-    common = dict(
-        name=name,
-        recipe=recipe.name,
-        kind=recipe.kind.value,
+def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, priority: str) -> Target:
+    pool = choice.pool
+    return Target(
+        pool=pool.name,
+        shape=pool.shape,
+        slices=slices,
+        node_pools=choice.node_pools,
+        zone=spec.pool_zone(pool),
+        capacity=pool.capacity.mode,
+        placement_policy=spec.workload_policy_name(pool),
         team=team.name,
         namespace=team.ns,
         local_queue=team.queue,
         priority=priority,
         priority_value=PRIORITY_CLASSES[priority],
         service_account=team.ksa,
-        image=image,
-        pool=pool.name,
-        node_pools=tuple(n for p in group for n in p.node_pool_names()),
-        shape_key=shape.key,
-        generation=shape.generation.name,
-        topology=shape.topology,
-        accelerator_label=shape.accelerator_label,
-        placement_policy=spec.workload_policy_name(pool),
-        accelerator_type=shape.accelerator_type,
-        machine_type=shape.machine_type,
-        chips_per_vm=shape.chips_per_vm,
-        nodes_per_slice=shape.nodes,
-        chips_per_slice=shape.chips,
-        devices_per_slice=shape.devices,
-        slices=slices,
-        steps=steps,
-        host_network=o.host_network,
-        max_restarts=o.max_restarts,
-        ttl_seconds=o.ttl_seconds,
-        jobset_version=spec.versions.jobset,
-        kueue_version=spec.versions.kueue,
-        labels=(
-            ("app.kubernetes.io/managed-by", MANAGED_BY),
-            ("app.kubernetes.io/name", recipe.name.replace(".", "-")),
-            ("tpu-gke-toolkit/run", name),
-        ),
     )
 
+
+def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str) -> Program:
+    env: dict[str, str] = dict(recipe.env)
+    flags = recipe.libtpu_flags(target.shape.generation.name)
+    if flags:
+        env["LIBTPU_INIT_ARGS"] = " ".join(flags)
+    common = dict(
+        recipe=recipe.name,
+        kind=recipe.kind.value,
+        image=_image(recipe, spec, o.image),
+        env=tuple(env.items()),
+        steps=recipe.steps if o.steps is None else o.steps,
+    )
     if recipe.kind is Kind.COMMAND:
         if o.sets:
             raise PlanError("--set", f"recipe {recipe.name} runs a plain command, not MaxText; it takes no --set", "drop --set or pick a MaxText recipe")
         assert recipe.command is not None  # guaranteed by the recipe model
-        return RunPlan(command=tuple(recipe.command), args=(), env=tuple(env.items()), output_dir=None, **common)
+        return Program(command=tuple(recipe.command), args=(), **common)
+    return _maxtext_program(recipe, spec, o, target, name, common)
 
-    return _plan_maxtext(recipe, spec, o, shape, slices, steps, name, env, common)
+
+# ------------------------------------------------------------------ MaxText
 
 
-def _plan_maxtext(
-    recipe: Recipe,
-    spec: EnvSpec,
-    o: Overrides,
-    shape: SliceShape,
-    slices: int,
-    steps: int,
-    name: str,
-    env: dict[str, str],
-    common: dict[str, Any],
-) -> RunPlan:
+def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]) -> Program:
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
-    known = maxtext_keys()
-    recipe_where = f"recipe {recipe.name}"
+    _check_sets(recipe, mt, sets)
+    model = _model(mt, sets)
+    shape, slices = target.shape, target.slices
+    ici, dcn, sources = _mesh(recipe, mt, sets, shape, slices)
+    totals = {a: ici[a] * dcn[a] for a in MESH_AXES}
+    seq = _int("max_target_length", str(sets.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))), "--set")
+    _check_sharding(model, seq, totals, _AxisBlame(recipe, sources, ici, dcn))
+    pdb, batch_where = _per_device_batch(recipe, mt, sets, shape)
+    global_batch = _global_batch(pdb, batch_where, shape.devices * slices, totals)
+    params = model.params()
+    hbm = _hbm(model, params, pdb, seq, totals, shape, batch_where)
+    base_out = _output_base(spec, sets)
+    args = _maxtext_args(mt, model, sets, name=name, base_out=base_out, pdb=pdb, steps=common["steps"], ici=ici, dcn=dcn)
+    sizing = MaxTextSizing(
+        ici=tuple((a, ici[a]) for a in MESH_AXES if ici[a] != 1 or a == "fsdp"),
+        dcn=tuple((a, dcn[a]) for a in MESH_AXES if dcn[a] != 1 or a == "data"),
+        per_device_batch_size=pdb,
+        global_batch_size=global_batch,
+        params=params,
+        hbm=hbm,
+    )
+    return Program(
+        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
+        args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
+        output_dir=f"{base_out}/{name}/",
+        sizing=sizing,
+        **common,
+    )
 
+
+def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str]) -> None:
+    known = maxtext_keys()
     for key, value in sets.items():
         if key not in known:
             raise PlanError("--set", f"{key} is not a MaxText 0.2.5 key{suggest(key, known)}", "check the spelling against MaxText's base.yml")
@@ -515,15 +362,22 @@ def _plan_maxtext(
         if key == "base_output_directory" and not value.startswith("gs://"):
             raise PlanError("--set", f"base_output_directory={value!r} is not a gs:// path", "use gs://BUCKET/PATH")
 
-    # The model as it will run: recipe dims with any --set dims applied.
+
+def _model(mt: MaxTextSpec, sets: dict[str, str]) -> ModelDims:
+    """The model as it will run: recipe dims with any --set dims applied."""
     dims = mt.model.model_dump()
     for key in MODEL_KEYS & sets.keys():
         dims[key] = _int(key, sets[key], "--set")
         if dims[key] <= 0:
             raise PlanError("--set", f"{key}={dims[key]} must be positive", f"use a positive {key}")
-    model = ModelDims.model_validate(dims)
+    return ModelDims.model_validate(dims)
 
-    # Mesh: recipe rule, then --set on individual axes (an explicit value replaces a fill).
+
+def _mesh(
+    recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], shape: SliceShape, slices: int
+) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
+    """ICI and DCN degrees: the recipe's rule, then --set on single axes (an explicit value ends a fill)."""
+    recipe_where = f"recipe {recipe.name}"
     sources: dict[str, str] = {}
     rules = {"ici": dict(mt.parallelism.ici), "dcn": dict(mt.parallelism.dcn)}
     for level in ("ici", "dcn"):
@@ -539,39 +393,50 @@ def _plan_maxtext(
         degree = _int(key, value, "--set")
         if degree != FILL and degree < 1:
             raise PlanError("--set", f"{key}={degree} must be >= 1 or -1", "use a positive degree")
-        # An explicit degree on the recipe's fill axis ends the fill (the product must then match).
         rules[level][axis] = degree
         sources[key] = "--set"
     ici = _resolve_axes("ici", rules["ici"], shape.devices, f"devices of a {shape.generation.name} {shape.topology} slice", sources)
     dcn = _resolve_axes("dcn", rules["dcn"], slices, "slice(s)", sources)
-    totals = {a: ici[a] * dcn[a] for a in MESH_AXES}
+    return ici, dcn, sources
 
-    def where_axis(*axes: str) -> str:
+
+@dataclass(frozen=True)
+class _AxisBlame:
+    """Which flag or recipe field a sharding error is blamed on: a --set that changed the axis wins."""
+
+    recipe: Recipe
+    sources: dict[str, str]
+    ici: dict[str, int]
+    dcn: dict[str, int]
+
+    def __call__(self, *axes: str) -> str:
+        levels = {"ici": self.ici, "dcn": self.dcn}
         for a in axes:
-            for level in ("ici", "dcn"):
-                k = f"{level}_{a}_parallelism"
-                if sources.get(k) == "--set" and (ici if level == "ici" else dcn)[a] != 1:
+            for level, degrees in levels.items():
+                if self.sources.get(f"{level}_{a}_parallelism") == "--set" and degrees[a] != 1:
                     return "--set"
         for a in axes:
-            for level in ("ici", "dcn"):
-                k = f"{level}_{a}_parallelism"
-                if k in sources:
-                    return sources[k]
-        return recipe_where
+            for level in levels:
+                key = f"{level}_{a}_parallelism"
+                if key in self.sources:
+                    return self.sources[key]
+        return f"recipe {self.recipe.name}"
 
-    seq = _int("max_target_length", str(sets.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))), "--set")
+
+def _check_sharding(model: ModelDims, seq: int, totals: dict[str, int], where: _AxisBlame) -> None:
     tensor = totals["tensor"]
-    _check_divides(tensor, model.base_num_query_heads, "the query heads", "tensor parallelism (ici x dcn)", where_axis("tensor"))
-    _check_divides(tensor, model.base_mlp_dim, "the MLP dimension", "tensor parallelism (ici x dcn)", where_axis("tensor"))
+    _check_divides(tensor, model.base_num_query_heads, "the query heads", "tensor parallelism (ici x dcn)", where("tensor"))
+    _check_divides(tensor, model.base_mlp_dim, "the MLP dimension", "tensor parallelism (ici x dcn)", where("tensor"))
     fsdp = totals["fsdp"] * totals["fsdp_transpose"]
-    _check_divides(fsdp, model.base_emb_dim, "the embedding dimension", "fsdp x fsdp_transpose (ici x dcn)", where_axis("fsdp", "fsdp_transpose"))
-    _check_divides(totals["pipeline"], model.base_num_decoder_layers, "the decoder layers", "pipeline parallelism", where_axis("pipeline"))
-    _check_divides(totals["expert"], model.num_experts, "the experts", "expert parallelism", where_axis("expert"))
+    _check_divides(fsdp, model.base_emb_dim, "the embedding dimension", "fsdp x fsdp_transpose (ici x dcn)", where("fsdp", "fsdp_transpose"))
+    _check_divides(totals["pipeline"], model.base_num_decoder_layers, "the decoder layers", "pipeline parallelism", where("pipeline"))
+    _check_divides(totals["expert"], model.num_experts, "the experts", "expert parallelism", where("expert"))
     seq_split = totals["sequence"] * totals["context"]
-    _check_divides(seq_split, seq, "the sequence length", "sequence x context parallelism", where_axis("sequence", "context"))
+    _check_divides(seq_split, seq, "the sequence length", "sequence x context parallelism", where("sequence", "context"))
 
-    # Per-device batch: --set wins, else the recipe's rule for this HBM size.
-    hbm_gib = shape.hbm_bytes_per_device / GIB
+
+def _per_device_batch(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], shape: SliceShape) -> tuple[float, str]:
+    """--set wins, else the recipe's rule for this HBM size; returns (batch, where it came from)."""
     if "per_device_batch_size" in sets:
         try:
             pdb = float(sets["per_device_batch_size"])
@@ -579,52 +444,62 @@ def _plan_maxtext(
             raise PlanError("--set", f"per_device_batch_size={sets['per_device_batch_size']!r} is not a number", "write it like per_device_batch_size=4") from None
         if not pdb > 0:
             raise PlanError("--set", f"per_device_batch_size={pdb:g} must be positive", "use e.g. per_device_batch_size=1")
-        batch_where = "--set"
-    else:
-        rule = mt.batch_for(hbm_gib)
-        if rule is None:
-            raise PlanError(
-                "--pool",
-                f"recipe {recipe.name} has no per_device_batch rule for {hbm_gib:g} GiB per {shape.generation.name} device",
-                "pick a pool with more HBM or --set per_device_batch_size=N",
-            )
-        pdb = rule
-        batch_where = f"{recipe_where} per_device_batch"
-    devices = shape.devices * slices
+        return pdb, "--set"
+    hbm_gib = shape.hbm_bytes_per_device / GIB
+    rule = mt.batch_for(hbm_gib)
+    if rule is None:
+        raise PlanError(
+            "--pool",
+            f"recipe {recipe.name} has no per_device_batch rule for {hbm_gib:g} GiB per {shape.generation.name} device",
+            "pick a pool with more HBM or --set per_device_batch_size=N",
+        )
+    return rule, f"recipe {recipe.name} per_device_batch"
+
+
+def _global_batch(pdb: float, where: str, devices: int, totals: dict[str, int]) -> int:
     global_batch = pdb * devices
     batch_split = totals["data"] * totals["fsdp"] * totals["fsdp_transpose"] * totals["expert"]
     if not float(global_batch).is_integer() or int(global_batch) % batch_split:
         raise PlanError(
-            batch_where,
+            where,
             f"per_device_batch_size={pdb:g} x {devices} devices = global batch {global_batch:g}, which data x fsdp ({batch_split}) cannot split evenly",
             f"use a per_device_batch_size that makes the global batch a multiple of {batch_split}",
         )
+    return int(global_batch)
 
-    params = model.params()
+
+def _hbm(model: ModelDims, params: int, pdb: float, seq: int, totals: dict[str, int], shape: SliceShape, where: str) -> HbmEstimate:
     hbm = estimate_hbm(model, params, pdb, seq, totals, shape.hbm_bytes_per_device)
     if not hbm.fits:
         d = hbm.as_dict()
         raise PlanError(
-            batch_where,
+            where,
             f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
             f"activations {d['activations_gib']:g}, logits {d['logits_gib']:g}) but a {shape.generation.name} device has {d['available_gib']:g} GiB",
             "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
         )
+    return hbm
 
-    # Output: --set base_output_directory, else the spec's checkpoints (or artifacts) bucket.
+
+def _output_base(spec: EnvSpec, sets: dict[str, str]) -> str:
+    """--set base_output_directory, else the spec's checkpoints (or artifacts) bucket."""
     if "base_output_directory" in sets:
-        base_out = sets["base_output_directory"].rstrip("/")
-    else:
-        bucket = spec.bucket_for(BucketPurpose.CHECKPOINTS) or spec.bucket_for(BucketPurpose.ARTIFACTS)
-        if bucket is None:
-            raise PlanError(
-                "buckets",
-                "the spec has no checkpoints or artifacts bucket for MaxText's output",
-                "add a bucket with purpose: checkpoints, or --set base_output_directory=gs://BUCKET/PATH",
-            )
-        base_out = f"gs://{bucket.name}"
+        return sets["base_output_directory"].rstrip("/")
+    bucket = spec.bucket_for(BucketPurpose.CHECKPOINTS) or spec.bucket_for(BucketPurpose.ARTIFACTS)
+    if bucket is None:
+        raise PlanError(
+            "buckets",
+            "the spec has no checkpoints or artifacts bucket for MaxText's output",
+            "add a bucket with purpose: checkpoints, or --set base_output_directory=gs://BUCKET/PATH",
+        )
+    return f"gs://{bucket.name}"
 
-    # Argument order: identity, model, recipe args, sizing, mesh; --set replaces in place or appends.
+
+def _maxtext_args(
+    mt: MaxTextSpec, model: ModelDims, sets: dict[str, str], *, name: str, base_out: str, pdb: float, steps: int,
+    ici: dict[str, int], dcn: dict[str, int],
+) -> dict[str, str]:
+    """Argument order: identity, model, recipe args, sizing, mesh; --set replaces in place or appends."""
     args: dict[str, str] = {"run_name": name, "base_output_directory": base_out, "model_name": mt.model_name}
     if mt.model_name == "default":
         for key in ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size", "max_target_length"):
@@ -642,17 +517,4 @@ def _plan_maxtext(
         if mesh_key(key) or key in MODEL_KEYS or key in ("per_device_batch_size", "base_output_directory"):
             continue  # already resolved above
         args[key] = value
-
-    return RunPlan(
-        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
-        args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
-        env=tuple(env.items()),
-        output_dir=f"{base_out}/{name}/",
-        ici=tuple((a, ici[a]) for a in MESH_AXES if ici[a] != 1 or a == "fsdp"),
-        dcn=tuple((a, dcn[a]) for a in MESH_AXES if dcn[a] != 1 or a == "data"),
-        per_device_batch_size=pdb,
-        global_batch_size=int(global_batch),
-        params=params,
-        hbm=hbm,
-        **common,
-    )
+    return args

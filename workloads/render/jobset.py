@@ -29,36 +29,41 @@ from __future__ import annotations
 
 from typing import Any
 
-from workloads.planning.planner import MEGASCALE_PORT, REPLICATED_JOB, TPU_RUNTIME_PORT, RunPlan
+from toolkit import names
+from workloads.planning.model import RunPlan
+from workloads.planning.planner import REPLICATED_JOB
 
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
-TPU_RESOURCE = "google.com/tpu"
-CONTAINER = "workload"  # the one container's name; `logs` and `status` look for it
-FIELD_MANAGER = "tpu-gke-toolkit"
-NON_RETRYABLE_EXIT_CODES = (1, 2)
-TPU_TOLERATION = {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+RUNTIME = "jobset"
+MEGASCALE_PORT = 8080
+TPU_RUNTIME_PORT = 8471
+# The JobSet failure-policy rule that ends a run on a program error (JobSet's
+# webhook accepts only names made of letters, digits and underscores).
+PROGRAM_ERROR_RULE = "program_error"
+
+
+def coordinator_address(plan: RunPlan) -> str:
+    """Worker 0 of slice 0 through the JobSet's headless Service (subdomain = name)."""
+    return f"{plan.name}-{REPLICATED_JOB}-0-0.{plan.name}"
+
+
+def _annotation_ref(annotation: str) -> dict[str, Any]:
+    return {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}
 
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plan.env]
-    if plan.multislice:
+    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plan.program.env]
+    if plan.target.multislice:
         env += [
-            {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": plan.coordinator_address},
-            {"name": "MEGASCALE_NUM_SLICES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/replicatedjob-replicas']"}}},
-            {"name": "MEGASCALE_SLICE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['jobset.sigs.k8s.io/job-index']"}}},
+            {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},
+            {"name": "MEGASCALE_NUM_SLICES", "valueFrom": _annotation_ref(names.JOBSET_REPLICAS_ANNOTATION)},
+            {"name": "MEGASCALE_SLICE_ID", "valueFrom": _annotation_ref(names.JOBSET_JOB_INDEX_LABEL)},
             {"name": "MEGASCALE_PORT", "value": str(MEGASCALE_PORT)},
         ]
     return env
 
 
 def run_labels(plan: RunPlan) -> dict[str, str]:
-    return {QUEUE_LABEL: plan.local_queue, **dict(plan.labels)}
+    return {names.KUEUE_QUEUE_LABEL: plan.target.local_queue, **dict(plan.labels)}
 
 
 def pod_labels(plan: RunPlan) -> dict[str, str]:
@@ -66,60 +71,74 @@ def pod_labels(plan: RunPlan) -> dict[str, str]:
 
 
 def container(plan: RunPlan) -> dict[str, Any]:
+    program, tpu = plan.program, plan.target.shape.chips_per_vm
     c: dict[str, Any] = {
-        "name": CONTAINER,
-        "image": plan.image,
+        "name": names.WORKLOAD_CONTAINER,
+        "image": program.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": list(plan.command),
+        "command": list(program.command),
     }
-    if plan.args:
-        c["args"] = list(plan.args)
+    if program.args:
+        c["args"] = list(program.args)
     c["env"] = _env(plan)
     c["ports"] = [
         {"name": "tpu-runtime", "containerPort": TPU_RUNTIME_PORT},
         {"name": "megascale", "containerPort": MEGASCALE_PORT},
     ]
-    c["resources"] = {
-        "requests": {TPU_RESOURCE: plan.tpu_per_pod},
-        "limits": {TPU_RESOURCE: plan.tpu_per_pod},
-    }
+    c["resources"] = {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}}
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
     return c
 
 
+def node_selector(plan: RunPlan) -> dict[str, str]:
+    """The GKE labels every TPU VM of the target shape carries (and only those VMs)."""
+    t = plan.target
+    selector = {names.GKE_TPU_ACCELERATOR_LABEL: t.shape.accelerator_label, names.GKE_TPU_TOPOLOGY_LABEL: t.shape.topology}
+    if t.placement_policy:
+        selector[names.GKE_PLACEMENT_POLICY_LABEL] = t.placement_policy
+    return selector
+
+
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec: dict[str, Any] = {
-        "priorityClassName": plan.priority,
-        "serviceAccountName": plan.service_account,
+        "priorityClassName": plan.target.priority,
+        "serviceAccountName": plan.target.service_account,
         "restartPolicy": "Never",
     }
-    if plan.host_network:
+    if plan.policy.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
-    spec["nodeSelector"] = {ACCELERATOR_LABEL: plan.accelerator_label, TOPOLOGY_LABEL: plan.topology}
-    if plan.placement_policy:
-        spec["nodeSelector"][PLACEMENT_POLICY_LABEL] = plan.placement_policy
-    spec["tolerations"] = [dict(TPU_TOLERATION)]
+    spec["nodeSelector"] = node_selector(plan)
+    spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     spec["containers"] = [container(plan)]
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     return spec
 
 
-def job_spec(plan: RunPlan) -> dict[str, Any]:
+def pod_failure_policy(plan: RunPlan) -> dict[str, Any]:
     return {
-        "parallelism": plan.nodes_per_slice,
-        "completions": plan.nodes_per_slice,
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": names.WORKLOAD_CONTAINER,
+                    "operator": "In",
+                    "values": list(plan.policy.program_error_exit_codes),
+                },
+            },
+        ]
+    }
+
+
+def job_spec(plan: RunPlan) -> dict[str, Any]:
+    hosts = plan.target.shape.nodes
+    return {
+        "parallelism": hosts,
+        "completions": hosts,
         "completionMode": "Indexed",
         "backoffLimit": 0,
-        "podFailurePolicy": {
-            "rules": [
-                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-                {
-                    "action": "FailJob",
-                    "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": list(NON_RETRYABLE_EXIT_CODES)},
-                },
-            ]
-        },
+        "podFailurePolicy": pod_failure_policy(plan),
         "template": {
             "metadata": {"labels": pod_labels(plan)},
             "spec": pod_spec(plan),
@@ -127,29 +146,33 @@ def job_spec(plan: RunPlan) -> dict[str, Any]:
     }
 
 
+def failure_policy(plan: RunPlan) -> dict[str, Any]:
+    return {
+        "maxRestarts": plan.policy.max_restarts,
+        "rules": [
+            {"name": PROGRAM_ERROR_RULE, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+        ],
+    }
+
+
 def jobset(plan: RunPlan) -> dict[str, Any]:
     """The JobSet that runs the plan: one child Job per slice, one pod per TPU VM."""
     return {
-        "apiVersion": JOBSET_API,
+        "apiVersion": names.JOBSET_API,
         "kind": "JobSet",
         "metadata": {
             "name": plan.name,
-            "namespace": plan.namespace,
+            "namespace": plan.target.namespace,
             "labels": run_labels(plan),
-            "annotations": {EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL},
+            "annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL},
         },
         "spec": {
-            "ttlSecondsAfterFinished": plan.ttl_seconds,
-            "failurePolicy": {
-                "maxRestarts": plan.max_restarts,
-                "rules": [
-                    {"name": "program_error", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
-                ],
-            },
+            "ttlSecondsAfterFinished": plan.policy.ttl_seconds,
+            "failurePolicy": failure_policy(plan),
             "replicatedJobs": [
                 {
                     "name": REPLICATED_JOB,
-                    "replicas": plan.slices,
+                    "replicas": plan.target.slices,
                     "template": {"spec": job_spec(plan)},
                 }
             ],
@@ -158,5 +181,5 @@ def jobset(plan: RunPlan) -> dict[str, Any]:
 
 
 def run_objects(plan: RunPlan) -> list[dict[str, Any]]:
-    """Exactly what `submit` applies for a plan (Kueue objects come from `queues apply`)."""
+    """Every object of the run in the JobSet runtime (Kueue objects come from `queues apply`)."""
     return [jobset(plan)]

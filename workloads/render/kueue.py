@@ -30,10 +30,17 @@ from infra.catalog import SliceShape
 from toolkit.errors import SpecError
 from infra.naming import service_account_email
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
-from workloads.render.jobset import ACCELERATOR_LABEL, TOPOLOGY_LABEL, TPU_RESOURCE, TPU_TOLERATION
+from toolkit.names import (
+    GKE_TPU_ACCELERATOR_LABEL,
+    GKE_TPU_TOPOLOGY_LABEL,
+    GKE_WORKLOAD_IDENTITY_ANNOTATION,
+    K8S_NAMESPACE_NAME_LABEL,
+    KUEUE_API,
+    PRIORITY_CLASS_API,
+    TPU_RESOURCE,
+    TPU_TOLERATION,
+)
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
-WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 
 # vCPU and memory (GiB) of each TPU VM type, from the Compute Engine machine pages.
 # Only sizes the ClusterQueue's cpu/memory quota; a type missing here gets the
@@ -68,7 +75,7 @@ def workload_gsa_email(spec: EnvSpec) -> str:
 def priority_classes() -> list[dict[str, Any]]:
     return [
         {
-            "apiVersion": "scheduling.k8s.io/v1",
+            "apiVersion": PRIORITY_CLASS_API,
             "kind": "PriorityClass",
             "metadata": {"name": name},
             "value": value,
@@ -89,7 +96,7 @@ def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {WORKLOAD_IDENTITY_ANNOTATION: email}},
+            "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {GKE_WORKLOAD_IDENTITY_ANNOTATION: email}},
         }
         for t in spec.teams
     ]
@@ -102,7 +109,7 @@ def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
             "kind": "ResourceFlavor",
             "metadata": {"name": flavor_name(shape)},
             "spec": {
-                "nodeLabels": {ACCELERATOR_LABEL: shape.accelerator_label, TOPOLOGY_LABEL: shape.topology},
+                "nodeLabels": {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology},
                 "tolerations": [dict(TPU_TOLERATION)],
             },
         }
@@ -153,7 +160,7 @@ def cluster_queues(spec: EnvSpec) -> list[dict[str, Any]]:
                 "metadata": {"name": cluster_queue_name(team)},
                 "spec": {
                     "cohortName": spec.cluster.name,
-                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": team.ns}},
+                    "namespaceSelector": {"matchLabels": {K8S_NAMESPACE_NAME_LABEL: team.ns}},
                     "queueingStrategy": "BestEffortFIFO",
                     "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
                     "resourceGroups": [

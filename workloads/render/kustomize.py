@@ -1,147 +1,291 @@
-"""A Kustomize tree for a run: ``base/`` plus ``overlays/<run>/``.
+"""A Kustomize tree that holds many runs: ``base/<runtime>/`` plus ``overlays/<run>/``.
 
-``base/`` is the recipe's JobSet on the target shape with one slice and the
-recipe's name; ``overlays/<run>/`` turns it into this run with JSON 6902 patches
-(name, labels, slices, nodes per slice, args, env) and Kustomize's namespace
-transformer. JSON patches rather than strategic merge: JobSet is a CRD, so
-Kustomize would fall back to merge-patch and replace whole lists anyway; an
-explicit path per change is easier to read and review.
+``base/<runtime>/`` is the runtime's skeleton: the parts of its objects that are the
+same for every run the toolkit renders (the JobSet's exclusive-placement annotation,
+Indexed completion, ``restartPolicy: Never``, the container's name, ports and
+``/dev/shm``, the TPU toleration). It never depends on a plan, so every render writes
+it byte for byte the same and a directory can hold any number of runs.
 
-``kustomize build overlays/<run>`` yields exactly ``manifests.run_objects(plan)``,
-which is what ``submit`` applies: :func:`render` checks that with an in-process
-patch applier before anything is written, and tests check it with the real,
-pinned kustomize (scripts/build-kustomize.sh).
+``overlays/<run>/`` carries everything about one run: a JSON 6902 patch per object
+that turns the skeleton into the run's object (name, labels, slices, hosts, image,
+command, args, env, node selector, TPU resources, priority, identity, failure policy,
+TTL), Kustomize's namespace transformer, and any object the runtime has no skeleton
+for as a plain resource file. The patch is computed by diffing the skeleton with the
+run's object, so a field cannot be forgotten.
+
+What ``submit`` applies is :func:`build_overlay` of the rendered files: the overlay's
+patches applied to the base, read back from the very YAML text ``render`` writes.
+:func:`render` checks before writing anything that this equals the runtime's objects
+for the plan, and the test tier checks it against the real, pinned ``kustomize build``
+(scripts/build-kustomize.sh) for every example.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import shutil
-import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from toolkit.errors import ExternalToolError, ToolkitError
-from workloads.render import yamlio
-from workloads.render.jobset import jobset, run_labels
-from workloads.planning.planner import RunPlan
+from toolkit import names, tools
+from toolkit.errors import ExternalToolError, FieldError, ToolkitError
+from toolkit.paths import cache_dir
+from workloads.planning.model import RunPlan
+from workloads.render import jobset, yamlio
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"
-_JOB = "/spec/replicatedJobs/0/template/spec"
-_POD = f"{_JOB}/template"
-_CONTAINER = f"{_POD}/spec/containers/0"
+KUSTOMIZE_VERSION = "v5.5.0"
+BASE_NAME = "tpu-run"  # the skeleton objects' name; each overlay patches in the run's
 
 
-def base_name(plan: RunPlan) -> str:
-    return plan.recipe.replace(".", "-")
+@dataclass(frozen=True)
+class Runtime:
+    """What the tree needs from a runtime renderer."""
+
+    name: str
+    skeletons: Callable[[], list[dict[str, Any]]]
+    objects: Callable[[RunPlan], list[dict[str, Any]]]
 
 
-def base_plan(plan: RunPlan) -> RunPlan:
-    """The run as the base describes it: same recipe and shape, one slice, recipe name."""
-    return dataclasses.replace(plan, name=base_name(plan), slices=1)
+RUNTIMES: dict[str, Runtime] = {
+    jobset.RUNTIME: Runtime(jobset.RUNTIME, lambda: [jobset_skeleton()], jobset.run_objects),
+}
 
 
-def base_jobset(plan: RunPlan) -> dict[str, Any]:
-    obj = jobset(base_plan(plan))
-    del obj["metadata"]["namespace"]  # the overlay's namespace transformer owns it
-    return obj
+def jobset_skeleton() -> dict[str, Any]:
+    """What every JobSet the toolkit renders has in common."""
+    return {
+        "apiVersion": names.JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {
+            "name": BASE_NAME,
+            "annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": jobset.REPLICATED_JOB,
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": 1,
+                            "completions": 1,
+                            "completionMode": "Indexed",
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "tolerations": [dict(names.TPU_TOLERATION)],
+                                    "containers": [
+                                        {
+                                            "name": names.WORKLOAD_CONTAINER,
+                                            "imagePullPolicy": "IfNotPresent",
+                                            "ports": [
+                                                {"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT},
+                                                {"name": "megascale", "containerPort": jobset.MEGASCALE_PORT},
+                                            ],
+                                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                                        }
+                                    ],
+                                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                                }
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
 
 
-def overlay_patch(plan: RunPlan) -> list[dict[str, Any]]:
-    """JSON 6902 operations that make the base JobSet this run's JobSet."""
-    final = jobset(plan)
-    job = final["spec"]["replicatedJobs"][0]
-    jspec = job["template"]["spec"]
-    cont = jspec["template"]["spec"]["containers"][0]
-    ops: list[dict[str, Any]] = [
-        {"op": "replace", "path": "/metadata/name", "value": plan.name},
-        {"op": "replace", "path": "/metadata/labels", "value": run_labels(plan)},
-        {"op": "replace", "path": "/spec/replicatedJobs/0/replicas", "value": job["replicas"]},
-        {"op": "replace", "path": f"{_JOB}/parallelism", "value": jspec["parallelism"]},
-        {"op": "replace", "path": f"{_JOB}/completions", "value": jspec["completions"]},
-        {"op": "replace", "path": f"{_POD}/metadata/labels", "value": jspec["template"]["metadata"]["labels"]},
-    ]
-    if "args" in cont:
-        ops.append({"op": "replace", "path": f"{_CONTAINER}/args", "value": cont["args"]})
-    ops.append({"op": "replace", "path": f"{_CONTAINER}/env", "value": cont["env"]})
-    return ops
+# ------------------------------------------------------------------ JSON patches
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _pointer(path: str) -> list[str]:
     return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
 
 
+def diff(base: Any, final: Any, path: str = "") -> list[dict[str, Any]]:
+    """RFC 6902 operations that turn ``base`` into ``final``.
+
+    Maps are compared key by key; lists of the same length element by element; a
+    list whose length differs is replaced whole (readable, and what a reviewer
+    expects for e.g. ``env``).
+    """
+    if isinstance(base, dict) and isinstance(final, dict):
+        ops: list[dict[str, Any]] = []
+        for key in base:
+            if key not in final:
+                ops.append({"op": "remove", "path": f"{path}/{_escape(key)}"})
+        for key, value in final.items():
+            sub = f"{path}/{_escape(key)}"
+            if key in base:
+                ops.extend(diff(base[key], value, sub))
+            else:
+                ops.append({"op": "add", "path": sub, "value": copy.deepcopy(value)})
+        return ops
+    if isinstance(base, list) and isinstance(final, list) and len(base) == len(final):
+        return [op for i, (b, f) in enumerate(zip(base, final)) for op in diff(b, f, f"{path}/{i}")]
+    if base == final and type(base) is type(final):
+        return []
+    return [{"op": "replace", "path": path, "value": copy.deepcopy(final)}]
+
+
 def apply_json_patch(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
-    """The subset of RFC 6902 the overlay uses (replace), to self-check a render."""
+    """Apply add/replace/remove operations (what :func:`diff` writes), as kustomize does."""
     out = copy.deepcopy(obj)
     for op in ops:
-        if op["op"] != "replace":
-            raise ValueError(f"unsupported op {op['op']}")
+        kind = op.get("op")
+        if kind not in ("add", "replace", "remove"):
+            raise ValueError(f"unsupported op {kind}")
         *parents, last = _pointer(op["path"])
         node: Any = out
         for p in parents:
             node = node[int(p)] if isinstance(node, list) else node[p]
         if isinstance(node, list):
-            node[int(last)] = copy.deepcopy(op["value"])
+            i = len(node) if last == "-" else int(last)
+            if kind == "add":
+                node.insert(i, copy.deepcopy(op["value"]))
+            elif kind == "replace":
+                node[i] = copy.deepcopy(op["value"])
+            else:
+                del node[i]
+            continue
+        if kind != "add" and last not in node:
+            raise KeyError(op["path"])  # RFC 6902: replace and remove need an existing target
+        if kind == "remove":
+            del node[last]
         else:
-            if last not in node:
-                raise KeyError(op["path"])  # RFC 6902: replace needs an existing target
             node[last] = copy.deepcopy(op["value"])
     return out
 
 
-def render(plan: RunPlan) -> dict[str, str]:
-    """Relative path -> file text for the whole tree. Pure."""
-    base = base_jobset(plan)
-    ops = overlay_patch(plan)
-    expected = jobset(plan)
-    built = apply_json_patch(base, ops)
-    built["metadata"] = {"name": built["metadata"]["name"], "namespace": plan.namespace, **{k: v for k, v in built["metadata"].items() if k != "name"}}
-    if built != expected:
-        raise ToolkitError(f"internal: the overlay for {plan.name} does not rebuild its JobSet; please report this")
+# ------------------------------------------------------------------ the tree
 
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["apiVersion"], obj["kind"]
+
+
+def _file_stem(obj: dict[str, Any]) -> str:
+    return obj["kind"].lower()
+
+
+def _without_namespace(obj: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    out.get("metadata", {}).pop("namespace", None)
+    return out
+
+
+def base_files(runtime: str) -> dict[str, str]:
+    """``base/<runtime>/``: the skeletons and their kustomization. Independent of any run."""
+    rt = RUNTIMES[runtime]
+    files: dict[str, str] = {}
+    resources = []
+    for obj in rt.skeletons():
+        name = f"{_file_stem(obj)}.yaml"
+        files[f"base/{runtime}/{name}"] = yamlio.dump(obj)
+        resources.append(name)
+    files[f"base/{runtime}/kustomization.yaml"] = yamlio.dump({"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": resources})
+    return files
+
+
+def overlay_files(plan: RunPlan, runtime: str = jobset.RUNTIME) -> dict[str, str]:
+    """``overlays/<run>/``: one patch per skeleton object, other objects as resources."""
+    rt = RUNTIMES[runtime]
+    skeletons = {_key(s): s for s in rt.skeletons()}
     run_dir = f"overlays/{plan.name}"
-    return {
-        "base/jobset.yaml": yamlio.dump(base),
-        "base/kustomization.yaml": yamlio.dump(
-            {"apiVersion": KUSTOMIZE_API, "kind": "Kustomization", "resources": ["jobset.yaml"]}
-        ),
-        f"{run_dir}/patch-run.yaml": yamlio.dump(ops),
-        f"{run_dir}/kustomization.yaml": yamlio.dump(
-            {
-                "apiVersion": KUSTOMIZE_API,
-                "kind": "Kustomization",
-                "namespace": plan.namespace,
-                "resources": ["../../base"],
-                "patches": [
-                    {
-                        "path": "patch-run.yaml",
-                        "target": {"group": "jobset.x-k8s.io", "version": "v1alpha2", "kind": "JobSet", "name": base_name(plan)},
-                    }
-                ],
-            }
-        ),
+    files: dict[str, str] = {}
+    patches, resources = [], [f"../../base/{runtime}"]
+    for obj in rt.objects(plan):
+        final = _without_namespace(obj)  # the overlay's namespace transformer sets it
+        skeleton = skeletons.get(_key(obj))
+        if skeleton is None:
+            name = f"{_file_stem(obj)}-{obj['metadata']['name']}.yaml"
+            files[f"{run_dir}/{name}"] = yamlio.dump(final)
+            resources.append(name)
+            continue
+        name = f"patch-{_file_stem(obj)}.yaml"
+        files[f"{run_dir}/{name}"] = yamlio.dump(diff(skeleton, final))
+        group, _, version = obj["apiVersion"].rpartition("/")
+        target = {"group": group, "version": version, "kind": obj["kind"], "name": skeleton["metadata"]["name"]}
+        patches.append({"path": name, "target": {k: v for k, v in target.items() if v}})
+    kustomization: dict[str, Any] = {
+        "apiVersion": KUSTOMIZE_API,
+        "kind": "Kustomization",
+        "namespace": plan.target.namespace,
+        "resources": resources,
     }
+    if patches:
+        kustomization["patches"] = patches
+    files[f"{run_dir}/kustomization.yaml"] = yamlio.dump(kustomization)
+    return files
+
+
+def render(plan: RunPlan, runtime: str = jobset.RUNTIME) -> dict[str, str]:
+    """Relative path -> file text for the base and this run's overlay. Pure; self-checked."""
+    files = {**base_files(runtime), **overlay_files(plan, runtime)}
+    if build_overlay(files, plan.name) != RUNTIMES[runtime].objects(plan):
+        raise ToolkitError(f"internal: the overlay for {plan.name} does not rebuild its objects; please report this")
+    return files
+
+
+def build_overlay(files: dict[str, str], run: str) -> list[dict[str, Any]]:
+    """What ``kustomize build overlays/<run>`` gives, computed from the files' text.
+
+    Only the features :func:`overlay_files` writes: resources (a base directory or
+    files), JSON 6902 patches by kind and name, and the namespace transformer.
+    """
+    return _build_dir(files, f"overlays/{run}")
+
+
+def _build_dir(files: dict[str, str], directory: str) -> list[dict[str, Any]]:
+    kz = yamlio.load(files[f"{directory}/kustomization.yaml"])
+    objects: list[dict[str, Any]] = []
+    for res in kz.get("resources", []):
+        path = os.path.normpath(f"{directory}/{res}")
+        if f"{path}/kustomization.yaml" in files:
+            objects.extend(_build_dir(files, path))
+        else:
+            objects.extend(yamlio.load_all(files[path]))
+    for patch in kz.get("patches", []):
+        ops = yamlio.load(files[f"{directory}/{patch['path']}"])
+        t = patch["target"]
+        for i, obj in enumerate(objects):
+            if obj["kind"] == t["kind"] and obj["metadata"]["name"] == t["name"]:
+                objects[i] = apply_json_patch(obj, ops)
+    if "namespace" in kz:
+        for obj in objects:
+            meta = obj["metadata"]
+            # The transformer's place for it in the output: right after the name.
+            obj["metadata"] = {"name": meta["name"], "namespace": kz["namespace"], **{k: v for k, v in meta.items() if k not in ("name", "namespace")}}
+    return objects
 
 
 def write_tree(out: Path, files: dict[str, str]) -> list[Path]:
     """Write into a scratch dir beside ``out``, then move each unit into place.
 
-    Units are ``base/`` and ``overlays/<run>/``: each is replaced whole, so a
+    Units are ``base/<runtime>/`` and ``overlays/<run>/``: each is replaced whole, so a
     failed render leaves no half-written unit; other runs' overlays are kept.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
+    except OSError as e:
+        raise FieldError("--out", f"cannot create {out}: {e.strerror or e}", "pass a directory you can write to") from None
     try:
         units: set[Path] = set()
         for rel, text in files.items():
-            parts = Path(rel).parts
-            units.add(Path(*parts[:2]) if parts[0] == "overlays" else Path(parts[0]))
+            units.add(Path(*Path(rel).parts[:2]))
             p = scratch / rel
             p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
@@ -156,13 +300,15 @@ def write_tree(out: Path, files: dict[str, str]) -> list[Path]:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+# ------------------------------------------------------------------ the real kustomize
+
+
 def find_kustomize() -> str:
     """$TGK_KUSTOMIZE, else the pinned build in the cache, else `kustomize` on PATH."""
     env = os.environ.get(KUSTOMIZE_ENV)
     if env:
         return env
-    cache = Path(os.environ.get("TGK_CACHE", Path.home() / ".cache" / "tpu-gke-toolkit"))
-    pinned = cache / "bin" / "kustomize-v5.5.0" / "kustomize"
+    pinned = cache_dir() / "bin" / f"kustomize-{KUSTOMIZE_VERSION}" / "kustomize"
     if pinned.exists():
         return str(pinned)
     found = shutil.which("kustomize")
@@ -173,12 +319,7 @@ def find_kustomize() -> str:
 
 def build(directory: Path, binary: str | None = None, timeout: float = 120) -> list[dict[str, Any]]:
     """``kustomize build DIR``, parsed."""
-    cmd = [binary or find_kustomize(), "build", str(directory)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    except FileNotFoundError:
-        raise ExternalToolError(f"kustomize: {cmd[0]} not found — run scripts/build-kustomize.sh") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        raise ExternalToolError(f"kustomize build {directory}: {last}")
-    return yamlio.load_all(proc.stdout)
+    done = tools.run([binary or find_kustomize(), "build", str(directory)], timeout=timeout)
+    if not done.ok:
+        raise done.failure(f"kustomize build {directory}")
+    return yamlio.load_all(done.stdout)

@@ -1,0 +1,85 @@
+"""Every Kubernetes and GKE name the toolkit reads or writes, defined once.
+
+Three kinds of name live here, and their prefixes say whose they are:
+
+- ``GKE_*``: labels, taints and resources that GKE itself puts on TPU nodes and
+  that pods and Kueue flavors select on. They are GKE's contract, not ours.
+- ``K8S_*``, ``JOBSET_*``, ``KUEUE_*``, ``KWOK_*``: names of upstream projects
+  (API versions, the labels their controllers set, annotations they read).
+- ``TGK_*``: the toolkit's own labels and names. They are under the
+  ``tpu-gke-toolkit.io`` prefix (node labels the stack writes), the
+  ``tpu-gke-toolkit/`` prefix (run labels), or ``local.tgk.dev`` (the local
+  rehearsal cluster only), so nobody mistakes them for GKE's.
+
+Facts: ../shared/docs/facts/tpu-gke.md and jobset-kueue.md (GKE "Plan TPUs",
+the JobSet and Kueue APIs of the pinned releases).
+"""
+
+from __future__ import annotations
+
+# ------------------------------------------------------------------- GKE (theirs)
+GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+GKE_TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+GKE_TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
+GKE_MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
+# Nodes of a pool placed by a named resource policy (tpu7x multi-host workload policies).
+GKE_PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
+GKE_WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+# The extended resource TPU VMs advertise, and the taint GKE puts on TPU nodes.
+TPU_RESOURCE = "google.com/tpu"
+TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+# What a pod carries to land on a tainted TPU node (any value of the key).
+TPU_TOLERATION = {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+
+# ------------------------------------------------------------- Kubernetes (theirs)
+K8S_HOSTNAME_LABEL = "kubernetes.io/hostname"
+K8S_ZONE_LABEL = "topology.kubernetes.io/zone"
+K8S_REGION_LABEL = "topology.kubernetes.io/region"
+K8S_INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+K8S_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+K8S_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+K8S_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+K8S_APP_NAME_LABEL = "app.kubernetes.io/name"
+PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
+
+# ---------------------------------------------------------------- JobSet (theirs)
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+JOBSET_API = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"  # also an annotation on each pod
+JOBSET_REPLICAS_ANNOTATION = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+
+# ----------------------------------------------------------------- Kueue (theirs)
+KUEUE_GROUP = "kueue.x-k8s.io"
+KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.17.1
+KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on the Workload Kueue creates for a job
+
+# ------------------------------------------------------------------ kwok (theirs)
+KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+KWOK_NODE_SELECTOR = f"{KWOK_NODE_ANNOTATION}=fake"
+
+# --------------------------------------------------------------- the toolkit (ours)
+TGK = "tpu-gke-toolkit"
+TGK_FIELD_MANAGER = TGK  # server-side apply field manager of every toolkit apply
+# Run labels on JobSets and pods.
+TGK_RUN_LABEL = "tpu-gke-toolkit/run"
+# Node labels the stack writes on each TPU slice node pool (its multislice group).
+TGK_NODE_LABEL_PREFIX = "tpu-gke-toolkit.io"
+TGK_POOL_LABEL = f"{TGK_NODE_LABEL_PREFIX}/pool"
+TGK_GROUP_SIZE_LABEL = f"{TGK_NODE_LABEL_PREFIX}/slice-group-size"
+TGK_SLICE_INDEX_LABEL = f"{TGK_NODE_LABEL_PREFIX}/slice-index"
+TGK_ACCELERATOR_TYPE_LABEL = f"{TGK_NODE_LABEL_PREFIX}/accelerator-type"
+TGK_TOPOLOGY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/topology"  # not GKE_TPU_TOPOLOGY_LABEL: ours, for people and scripts
+TGK_CAPACITY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/capacity"
+# The local rehearsal cluster's own marks (never on a real cluster).
+TGK_LOCAL_PREFIX = "local.tgk.dev"
+TGK_LOCAL_MANAGED_LABEL = f"{TGK_LOCAL_PREFIX}/managed"
+TGK_LOCAL_FIELD_MANAGER = "tgk-local"
+
+# The name of the one container of every TPU worker pod; `logs` and `status` look for it.
+WORKLOAD_CONTAINER = "workload"
