@@ -2,8 +2,9 @@
 
 A slice shape is (generation, topology, chips per VM). Everything else the
 toolkit needs — node labels, machine type, nodes per slice, devices, HBM, peak
-FLOP/s, how the pool is placed — is derived here and nowhere else, so the node
-pool, the Kueue flavor and the MaxText mesh cannot disagree.
+FLOP/s, how the pool is placed, each VM's vCPU and memory — is derived here and
+nowhere else, so the node pool, the Kueue flavor, the local simulated nodes and
+the MaxText mesh cannot disagree.
 
 Facts: ../shared/docs/facts/tpu-gke.md (GKE "Plan TPUs", xpk's hardware table).
 """
@@ -188,10 +189,14 @@ class SliceShape:
         return self.generation.accelerator_label
 
     @property
+    def accelerator_count(self) -> int:
+        """What accelerator-type names count: chips (v5e, v6e) or TensorCores (v4, v5p, tpu7x)."""
+        return self.chips * (2 if self.generation.name_counts_cores else 1)
+
+    @property
     def accelerator_type(self) -> str:
         """Cloud TPU accelerator-type name, e.g. v5litepod-16, v5p-16, tpu7x-128."""
-        count = self.chips * (2 if self.generation.name_counts_cores else 1)
-        return f"{self.generation.canonical_prefix}-{count}"
+        return f"{self.generation.canonical_prefix}-{self.accelerator_count}"
 
     @property
     def placement(self) -> Placement:
@@ -376,8 +381,13 @@ def resolve(
 ) -> SliceShape:
     """Resolve either an accelerator-type name or generation + topology."""
     if type_name and (generation or topology):
-        explicit = shape(generation or "", topology or "", chips_per_vm) if generation and topology else None
         named = accelerator_type(type_name)
+        if generation and _generation(generation) is not named.generation:
+            raise CatalogError(
+                f"generation {generation!r} contradicts type {type_name!r}, a {named.generation.name} type; "
+                f"drop generation (the type names it) or use a {_generation(generation).canonical_prefix}-N type"
+            )
+        explicit = shape(generation or "", topology or "", chips_per_vm) if generation and topology else None
         if explicit is not None and explicit.chips != named.chips:
             raise CatalogError(f"{type_name!r} has {named.chips} chips but topology {topology!r} has {explicit.chips}")
         return explicit or named
@@ -403,3 +413,55 @@ def gke_version_floor(shapes: list[SliceShape], multislice: bool) -> str | None:
     if multislice:
         candidates.append(MULTISLICE_MIN_GKE_VERSION)
     return max(candidates, key=gke_version_tuple) if candidates else None
+
+
+# ---------------------------------------------------------------- machine sizes
+
+
+@dataclass(frozen=True)
+class MachineSize:
+    """vCPU and memory of a Compute Engine machine type."""
+
+    vcpu: int
+    memory_gib: int
+
+
+# Every TPU VM machine type of GENERATIONS (Compute Engine machine-type pages).
+TPU_VM_SIZES: dict[str, MachineSize] = {
+    "ct4p-hightpu-4t": MachineSize(240, 407),
+    "ct5lp-hightpu-1t": MachineSize(24, 48),
+    "ct5lp-hightpu-4t": MachineSize(112, 192),
+    "ct5lp-hightpu-8t": MachineSize(224, 384),
+    "ct5p-hightpu-4t": MachineSize(208, 448),
+    "ct6e-standard-1t": MachineSize(44, 176),
+    "ct6e-standard-4t": MachineSize(180, 720),
+    "ct6e-standard-8t": MachineSize(180, 1440),
+    "tpu7x-standard-4t": MachineSize(224, 960),
+}
+# GiB of memory per vCPU of the general-purpose families' variants (e2/n2/n2d/c3-standard-8 ...).
+GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
+_GENERAL_PURPOSE_RE = re.compile(r"^[a-z0-9]+-(standard|highmem|highcpu)-(\d+)$")
+
+# What a caller assumes for a machine type machine_size() does not know; each use has its own:
+# - a Kueue ClusterQueue's cpu/memory quota (workloads.render.kueue): at least as large as
+#   every TPU VM above, so cpu and memory never limit a TPU job's admission;
+QUOTA_FALLBACK_SIZE = MachineSize(240, 1440)
+# - a simulated node of the local cluster (workloads.local.nodes): a small general-purpose VM.
+LOCAL_NODE_FALLBACK_SIZE = MachineSize(8, 32)
+
+
+def machine_size(machine_type: str, default: MachineSize | None = None) -> MachineSize:
+    """vCPU and memory of a TPU VM type (TPU_VM_SIZES) or of a general-purpose type (from its name).
+
+    e2-standard-8 is 8 vCPU x 4 GiB, n2-highmem-4 4 x 8 GiB, c3-highcpu-22 22 x 1 GiB.
+    A type neither covers gets ``default``; without one it is a CatalogError.
+    """
+    if machine_type in TPU_VM_SIZES:
+        return TPU_VM_SIZES[machine_type]
+    m = _GENERAL_PURPOSE_RE.match(machine_type)
+    if m:
+        vcpu = int(m.group(2))
+        return MachineSize(vcpu, vcpu * GIB_PER_VCPU[m.group(1)])
+    if default is None:
+        raise CatalogError(f"no vCPU/memory known for machine type {machine_type!r}")
+    return default

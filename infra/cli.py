@@ -8,6 +8,7 @@ synthesize (``--help`` must stay fast).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -38,12 +39,38 @@ def _load(spec: Path | None):
     return load_spec(spec)
 
 
+def _check_out(out: Path) -> None:
+    """Refuse an --out that cannot be created or written to, writing nothing (a probe directory
+    in the nearest existing ancestor is removed at once; as root, permission bits say nothing)."""
+    from toolkit.errors import FieldError
+
+    fix = "pass a directory you can write to (it is created if missing)"
+    try:
+        p = Path(os.path.abspath(out))
+        if p.exists() and not p.is_dir():
+            raise FieldError("--out", f"{out} is a file, not a directory", fix)
+        base = p
+        while not base.exists():
+            base = base.parent
+        if not base.is_dir():
+            raise FieldError("--out", f"cannot create {out}: {base} is a file, not a directory", fix)
+        os.rmdir(tempfile.mkdtemp(prefix=".tgk-probe-", dir=base))
+    except OSError as e:
+        raise FieldError("--out", f"cannot write to {out}: {e.strerror or e}", fix) from None
+
+
 def _synth_into(spec_obj, out: Path) -> Path:
     """Synthesize into a scratch dir, then move into place: a failed synth writes nothing."""
+    from toolkit.errors import FieldError
+
+    _check_out(out)  # before CDK loads: a bad --out costs nothing
     from infra.stack import synth
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        scratch = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
+    except OSError as e:
+        raise FieldError("--out", f"cannot create {out}: {e.strerror or e}", "pass a directory you can write to") from None
     try:
         produced = synth(spec_obj, scratch)
         rel = produced.relative_to(scratch)
@@ -150,9 +177,13 @@ def outputs(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, output: Output = Ou
     values = {k: v.get("value") for k, v in data.items()}
     if output is OutputFormat.json:
         print_json(values)
-    else:
-        for k, v in values.items():
-            typer.echo(f"{k} = {json.dumps(v)}")
+        return
+    if not values:
+        typer.echo(f"no outputs in the state of {spec_obj.cluster.name}: nothing deployed yet (python -m infra deploy)", err=True)
+        return
+    for k, v in data.items():
+        # As `terraform output` does: a sensitive value is named, not shown (-o json shows it).
+        typer.echo(f"{k} = {'(sensitive)' if v.get('sensitive') else json.dumps(v.get('value'))}")
 
 
 @app.command()

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from infra import catalog
 from infra import naming
 from toolkit.errors import CatalogError, SpecError
+from toolkit.names import KUEUE_QUEUE_LABEL
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = REPO_ROOT / "examples"
@@ -45,6 +46,9 @@ PRIORITY_CLASSES: dict[str, int] = {
 }
 
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_SERVICE_ACCOUNT_ID = r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$"  # GCP service account ids
+K8S_NAME_MAX = 63  # DNS-1123 labels (Namespace, LocalQueue, ServiceAccount names) and label values
+GCE_NAME_MAX = 63  # Compute Engine resource names (networks, routers, NATs)
 _GKE_VERSION = r"^\d+\.\d+(\.\d+)?(-gke\.\d+)?$"
 
 
@@ -232,11 +236,15 @@ class TpuPoolSpec(_Model):
             raise FieldValueError(
                 missing, "no TPU shape given", "give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)"
             )
+        if self.type and self.generation:
+            self._check_type_generation()
         if (self.generation is None) != (self.topology is None):
+            # Only reachable with a type: without one, the check above names what is missing.
+            given, missing = ("generation", "topology") if self.topology is None else ("topology", "generation")
             raise FieldValueError(
-                "topology" if self.topology is None else "generation",
-                "generation and topology go together",
-                "give both, or use type instead",
+                given,
+                f"is given with type {self.type!r} but without {missing}",
+                f"drop {given} (the type names the shape) or add {missing}",
             )
         try:
             self._shape = catalog.resolve(
@@ -251,6 +259,27 @@ class TpuPoolSpec(_Model):
                 f"use a multi-host type (e.g. {self.shape.generation.canonical_prefix}-{self.shape.chips * 2 * (2 if self.shape.generation.name_counts_cores else 1)}) or set slices: 1",
             )
         return self
+
+    def _check_type_generation(self) -> None:
+        """type and generation must name the same generation: one of them would silently lose."""
+        assert self.type and self.generation
+        try:
+            named = catalog.accelerator_type(self.type)
+        except CatalogError:
+            return  # an unknown type is reported by resolve below
+        gen = catalog.GENERATIONS.get(self.generation.strip().lower())
+        if gen is None or gen is named.generation:
+            return  # an unknown generation is reported by resolve below
+        example = f"{gen.canonical_prefix}-{named.chips * (2 if gen.name_counts_cores else 1)}"
+        try:
+            catalog.accelerator_type(example)
+        except CatalogError:
+            example = f"{gen.canonical_prefix}-N"
+        raise FieldValueError(
+            "generation",
+            f"{self.generation!r} contradicts type {self.type!r}, which is a {named.generation.name} type",
+            f"drop generation (the type names it) or use a {gen.name} type such as {example}",
+        )
 
     def _shape_field(self) -> str:
         """Which of type / generation / topology / chips_per_vm made the shape invalid."""
@@ -292,6 +321,10 @@ class TeamSpec(_Model):
     service_account: str | None = Field(None, pattern=_NAME, max_length=63, description="KSA bound to the workload GSA")
     quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
     priority: str = Field("medium", description="default priority class for the team's runs")
+    host_network: bool = Field(
+        False,
+        description="allow hostNetwork runs (more DCN throughput); they act as the TPU nodes' SA, which then gets this team's buckets",
+    )
 
     @field_validator("priority")
     @classmethod
@@ -325,6 +358,7 @@ class BucketPurpose(str, Enum):
 class BucketSpec(_Model):
     name: str = Field(..., pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$")
     purpose: BucketPurpose
+    team: str | None = Field(None, description="the team whose pods use it (default: the only team; required with several)")
     versioning: bool | None = Field(None, description="default: on for checkpoints")
     force_destroy: bool = False
     soft_delete_days: int = Field(7, ge=0, le=90)
@@ -363,7 +397,9 @@ class CloudBuildSpec(_Model):
 
 
 class StateSpec(_Model):
-    bucket: str | None = Field(None, description="Terraform state bucket (default <project>-tf-state)")
+    bucket: str | None = Field(
+        None, pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$", description="Terraform state bucket (default <project>-tf-state)"
+    )
     prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
 
 
@@ -390,7 +426,7 @@ class EnvSpec(_Model):
     cluster: ClusterSpec
     cpu_pool: CpuPoolSpec = Field(default_factory=CpuPoolSpec)
     tpu_pools: list[TpuPoolSpec] = Field(..., min_length=1)
-    teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default")])
+    teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default")], min_length=1)
     buckets: list[BucketSpec] = Field(default_factory=list)
     artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
@@ -406,15 +442,27 @@ class EnvSpec(_Model):
                 raise ValueError(f"label {k}={val} is not a GCP label; use lowercase letters, digits, - and _")
         return v
 
-    # Cross-field checks. Each raises SpecError with the exact field path.
+    # Cross-field checks, in this order. Each raises SpecError with the exact field path.
     @model_validator(mode="after")
     def _cross(self) -> "EnvSpec":
+        self._check_zones()
+        self._check_pools()
+        self._check_gke_version()
+        self._check_teams()
+        self._check_buckets_and_ci()
+        self._check_derived_names()
+        self._check_network()
+        return self
+
+    def _check_zones(self) -> None:
         for i, z in enumerate(self.zones):
             if not z.startswith(self.region + "-"):
                 raise SpecError(f"zones[{i}]", f"{z!r} is not in region {self.region!r}", f"use a zone like {self.region}-a")
         if len(set(self.zones)) != len(self.zones):
             raise SpecError("zones", "lists a zone twice", "list each zone once")
 
+    def _check_pools(self) -> None:
+        """Unique pool names, zones among the cluster's, reservations in the pool's zone, one machine per shape, CPU nodes."""
         seen: dict[str, str] = {}
         pool_names = {self.cpu_pool.name: "cpu_pool.name"}
         for i, pool in enumerate(self.tpu_pools):
@@ -445,6 +493,7 @@ class EnvSpec(_Model):
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
 
+    def _check_gke_version(self) -> None:
         floor = self.gke_version_floor
         if self.cluster.min_version and floor and catalog.gke_version_tuple(self.cluster.min_version) < catalog.gke_version_tuple(floor):
             raise SpecError(
@@ -453,6 +502,7 @@ class EnvSpec(_Model):
                 f"set it to {floor} or later, or remove it to use the floor",
             )
 
+    def _check_teams(self) -> None:
         ns_seen: dict[str, int] = {}
         queue_seen: set[str] = set()
         for i, t in enumerate(self.teams):
@@ -466,15 +516,50 @@ class EnvSpec(_Model):
         if total_share > 1.0 + 1e-9:
             raise SpecError("teams", f"quota shares add up to {total_share:g}, more than the chips that exist", "make the quota_share values sum to at most 1")
 
+    def _check_buckets_and_ci(self) -> None:
         names = [b.name for b in self.buckets]
         for i, b in enumerate(self.buckets):
             if names.index(b.name) != i:
                 raise SpecError(f"buckets[{i}].name", f"bucket {b.name!r} is listed twice", "bucket names are global; list each once")
+            self._check_bucket_team(i, b)
         if self.cloud_build.enabled and not self.artifact_registry.enabled:
             raise SpecError("cloud_build.enabled", "CI builds push images but artifact_registry is disabled", "enable artifact_registry or disable cloud_build")
 
-        self._check_network()
-        return self
+    def _check_derived_names(self) -> None:
+        """Names made from the spec's names, against the limits of where they go.
+
+        The names given directly are bounded by their fields' max_length; these are the
+        ones a suffix or prefix is added to. (Team ClusterQueues, <name>-cq, fit: a team
+        name has at most 30 characters. Node pools, <pool>-<slice>, fit GKE's 40: a pool
+        name has at most 36 and slices at most 512.)
+        """
+        for i, t in enumerate(self.teams):
+            if t.local_queue is None and len(t.queue) > K8S_NAME_MAX:
+                src = "namespace" if t.namespace else "name"
+                raise SpecError(
+                    f"teams[{i}].{src}",
+                    f"makes the LocalQueue name {t.ns[:12]}...-queue, {len(t.queue)} characters; runs carry it in the "
+                    f"{KUEUE_QUEUE_LABEL} label, which holds at most {K8S_NAME_MAX}",
+                    f"shorten the {src} to at most {K8S_NAME_MAX - len('-queue')} characters or set local_queue",
+                )
+        if self.cluster.private_nodes:
+            for suffix in ("-router", "-nat"):  # the Cloud NAT private nodes reach the internet through
+                name = f"{self.network_name}{suffix}"
+                if len(name) > GCE_NAME_MAX:
+                    raise SpecError(
+                        "network.name",
+                        f"makes the Cloud Router/NAT name {self.network_name[:12]}...{suffix}, {len(name)} characters; GCP allows {GCE_NAME_MAX}",
+                        f"shorten network.name to at most {GCE_NAME_MAX - len('-router')} characters",
+                    )
+        accounts = ["nodes", "workload"] + (["ci"] if self.cloud_build.enabled else [])
+        for suffix in accounts:
+            account = naming.service_account_id(self.cluster.name, suffix)
+            if not re.match(_SERVICE_ACCOUNT_ID, account):
+                raise SpecError(
+                    "cluster.name",
+                    f"makes the {suffix} service account id {account!r}, but GCP needs 6-30 characters",
+                    f"use a cluster name of at least {6 - len(suffix) - 1} characters",
+                )
 
     # ---------------------------------------------------------------- derived
 
@@ -540,8 +625,26 @@ class EnvSpec(_Model):
             out[p.shape.key] = out.get(p.shape.key, 0) + p.total_chips
         return out
 
-    def bucket_for(self, purpose: BucketPurpose) -> BucketSpec | None:
-        return next((b for b in self.buckets if b.purpose is purpose), None)
+    def bucket_for(self, purpose: BucketPurpose, team: TeamSpec | None = None) -> BucketSpec | None:
+        """The first bucket for ``purpose`` (of ``team``'s buckets, when given)."""
+        pool = self.buckets if team is None else self.team_buckets(team)
+        return next((b for b in pool if b.purpose is purpose), None)
+
+    def _check_bucket_team(self, i: int, b: BucketSpec) -> None:
+        """A bucket belongs to exactly one team: only that team's service account is granted it."""
+        teams = [t.name for t in self.teams]
+        if b.team is None and len(teams) > 1:
+            raise SpecError(f"buckets[{i}].team", f"the spec has {len(teams)} teams and a bucket belongs to one", f"set team to one of {', '.join(teams)}")
+        if b.team is not None and b.team not in teams:
+            raise SpecError(f"buckets[{i}].team", f"no team {b.team!r} in the spec", f"use one of {', '.join(teams)}")
+
+    def bucket_owner(self, bucket: BucketSpec) -> TeamSpec:
+        """The team whose pods use ``bucket`` (the only team when the bucket names none)."""
+        return self.teams[0] if bucket.team is None else next(t for t in self.teams if t.name == bucket.team)
+
+    def team_buckets(self, team: TeamSpec) -> list[BucketSpec]:
+        """The buckets ``team``'s service account is granted, in spec order."""
+        return [b for b in self.buckets if self.bucket_owner(b).name == team.name]
 
     def team(self, name: str | None) -> TeamSpec:
         if name is None:
@@ -634,15 +737,35 @@ def derive_cidrs(spec: EnvSpec) -> Cidrs:
 # --------------------------------------------------------------------- loading
 
 
+_CAPACITY_MODES = ("on-demand", "spot", "flex-start", "reservation")
+_CAPACITY_WRAPPER = "function-after[_shorthand(), tagged-union[OnDemand,Spot,FlexStart,Reservation]]"
+
+
+def _capacity_mode(loc: tuple[Any, ...]) -> str | None:
+    """The capacity mode a location is inside of (pydantic puts the union tag after 'capacity')."""
+    for prev, part in zip(loc, loc[1:]):
+        if prev in ("capacity", _CAPACITY_WRAPPER) and part in _CAPACITY_MODES:
+            return str(part)
+    return None
+
+
+def _key_text(key: Any) -> str:
+    """A key as it goes into a field path: quoted when it holds a line break or other unprintable character."""
+    text = str(key)
+    return text if text.isprintable() and text.strip() else repr(text)
+
+
 def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
+    prev: Any = None
     for part in loc:
+        after_union, prev = prev in ("capacity", _CAPACITY_WRAPPER), part
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("on-demand", "spot", "flex-start", "reservation", "function-after[_shorthand(), tagged-union[OnDemand,Spot,FlexStart,Reservation]]"):
-            continue  # discriminated-union tags are not part of the user's path
+        elif part == _CAPACITY_WRAPPER or (after_union and part in _CAPACITY_MODES):
+            continue  # discriminated-union tags are not part of the user's path (a key named 'spot' is)
         else:
-            out += f".{part}" if out else str(part)
+            out += f".{_key_text(part)}" if out else _key_text(part)
     return out
 
 
@@ -678,7 +801,13 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
     value = err.get("input")
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if kind == "extra_forbidden":
-        return "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
+        mode = _capacity_mode(tuple(err.get("loc", ())))
+        key = err["loc"][-1] if err.get("loc") else ""
+        if mode is not None:
+            takes = "mode, name, zone and project" if mode == "reservation" else "only mode"
+            also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
+            return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
+        return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
         return "is required", "add it (see examples/default.yaml)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
@@ -694,6 +823,9 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
         return f"{value!r} is out of range", f"use a value {words} {ctx.get(key)}"
     if kind in ("string_too_long", "too_long"):
         return f"{value!r} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
+    if kind == "too_short" and not ctx.get("actual_length"):
+        n = ctx.get("min_length", 1)
+        return "is an empty list", f"list at least {n} item{'s' if n != 1 else ''} (see examples/default.yaml)"
     if kind in ("string_too_short", "too_short"):
         return "is too short", f"give at least {ctx.get('min_length')} {'characters' if kind == 'string_too_short' else 'items'}"
     if kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
@@ -752,18 +884,130 @@ def spec_path(path: str | os.PathLike[str] | None = None) -> Path:
 def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
     p = spec_path(path)
     try:
-        text = p.read_text()
+        data = load_yaml(read_capped(p))
     except FileNotFoundError:
         raise SpecError("--spec", f"{p} does not exist", "pass an existing file, e.g. examples/default.yaml") from None
     except OSError as e:
         raise SpecError("--spec", f"cannot read {p}: {e.strerror}", "check the path and permissions") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise SpecError("", f"{p}: not valid YAML{where}", "fix the YAML syntax") from None
+    except YamlFileError as e:
+        if e.key_path:
+            raise SpecError(e.key_path, e.problem, e.fix) from None
+        raise SpecError("", f"{p}: {e.problem}", e.fix) from None
     try:
         return parse_spec(data, source=str(p))
     except SpecError as e:
         raise SpecError(e.field, e.problem, e.fix) from None
+
+
+# ------------------------------------------------------------- reading YAML files
+# Shared with the recipe loader (workloads.planning.recipes): one set of rules for
+# every YAML file a user can hand the toolkit.
+
+MAX_YAML_BYTES = 8 * 1024 * 1024  # a spec or recipe is a few KiB; more is not one
+
+
+class YamlFileError(ValueError):
+    """A file that is not UTF-8 YAML text, or a key given twice.
+
+    ``key_path`` is the duplicated key's path (``tpu_pools[0].capacity``), else "" (the
+    whole file is wrong).
+    """
+
+    def __init__(self, problem: str, fix: str, key_path: str = "") -> None:
+        self.problem, self.fix, self.key_path = problem, fix, key_path
+        super().__init__(f"{key_path + ': ' if key_path else ''}{problem} — {fix}")
+
+
+def read_capped(path: Path, limit: int | None = None) -> bytes:
+    """The file's bytes; more than ``limit`` (MAX_YAML_BYTES) is refused before it is all read (a device, a dump)."""
+    limit = MAX_YAML_BYTES if limit is None else limit
+    with open(path, "rb") as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise YamlFileError(f"is over {limit // 1024} KiB, far more than a YAML spec or recipe", "pass the YAML file itself")
+    return raw
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def decode_text(raw: bytes) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is dropped); anything else is a YamlFileError saying what it is."""
+    if raw.startswith(b"\x1f\x8b"):
+        raise YamlFileError("is gzip-compressed, not YAML text", "decompress it (gunzip) and pass the .yaml file")
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            raise YamlFileError(f"is {encoding} text, not UTF-8", f"save it as UTF-8 (e.g. iconv -f {encoding} -t UTF-8)")
+    if b"\x00" in raw:
+        half = len(raw) // 2
+        zeros = sorted((raw[0::2].count(0), raw[1::2].count(0)))
+        if half >= 4 and zeros[1] >= 0.4 * half and zeros[0] <= 0.05 * half:  # ASCII as UTF-16: every other byte NUL
+            raise YamlFileError("looks like UTF-16 text without a byte-order mark, not UTF-8", "save it as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
+        raise YamlFileError("is binary, not YAML text (it holds NUL bytes)", "pass a YAML text file")
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise YamlFileError(f"is not UTF-8 text (byte 0x{raw[e.start]:02x} on line {line})", "save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _refuse_duplicate_keys(loader: Any, node: yaml.Node, path: str, seen: set[int]) -> None:
+    """Walk the composed document; a mapping key given twice is a YamlFileError at its path."""
+    if id(node) in seen:  # an alias: already walked (and it may point at itself)
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:  # '<<: *base': explicit keys may override merged ones
+                _refuse_duplicate_keys(loader, value_node, path, seen)
+                continue
+            child = path
+            if isinstance(key_node, yaml.ScalarNode):
+                key = loader.construct_object(key_node, deep=True)
+                child = f"{path}.{_key_text(key)}" if path else _key_text(key)
+                if key in first:
+                    raise YamlFileError(
+                        f"is given twice (lines {first[key] + 1} and {key_node.start_mark.line + 1}); YAML would silently keep the last",
+                        "keep one of them",
+                        key_path=child,
+                    )
+                first[key] = key_node.start_mark.line
+            _refuse_duplicate_keys(loader, value_node, child, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(loader, item, f"{path}[{i}]", seen)
+
+
+def load_yaml(source: bytes | str, loader: type = yaml.SafeLoader) -> Any:
+    """One YAML document, safely, from UTF-8 text; a key given twice in a mapping is an error.
+
+    Every failure is a YamlFileError: not UTF-8 text, not YAML (with the line), a duplicate key.
+    """
+    text = decode_text(source) if isinstance(source, bytes) else source
+    ld = None
+    try:
+        ld = loader(text)
+        node = ld.get_single_node()
+        if node is None:
+            return None
+        _refuse_duplicate_keys(ld, node, "", set())
+        return ld.construct_document(node)
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1 if isinstance(e.position, int) else "?"
+        raise YamlFileError(
+            f"holds the character #x{e.character:04x} on line {line}, which YAML does not allow in a file", "remove it or save the file as plain UTF-8 text"
+        ) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = " ".join(str(getattr(e, "problem", None) or "").split())
+        raise YamlFileError(f"not valid YAML{where}" + (f" ({problem})" if problem else ""), "fix the YAML syntax") from None
+    except RecursionError:
+        raise YamlFileError("is nested too deeply to be a spec or recipe", "fix the YAML structure") from None
+    finally:
+        if ld is not None:
+            ld.dispose()

@@ -10,43 +10,44 @@ names), never from positions, so a re-synth after an edit diffs cleanly.
 
 from __future__ import annotations
 
-import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# Token creation stacks cost a stack capture per token and are only useful when
-# debugging cdktn itself; must be set before the jsii runtime starts.
-os.environ.setdefault("CDKTN_DISABLE_CREATION_STACK", "1")
+# The jsii runtime's environment (no token creation stacks; the provider's resource
+# namespaces loaded on first use): must be set before the runtime starts.
+from modules._jsii_env import configure as _configure_jsii  # noqa: E402
+
+_configure_jsii()
 
 from cdktn import App, GcsBackend, TerraformOutput, TerraformStack  # noqa: E402
+from cdktn_provider_google.project_service import ProjectService  # noqa: E402
 from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
+from infra.access import BUCKET_ROLES  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
-from toolkit.errors import SpecError  # noqa: E402
-from infra.naming import (  # noqa: E402
-    ACCELERATOR_TYPE_LABEL,
-    CAPACITY_LABEL,
-    GROUP_SIZE_LABEL,
-    MANAGED_BY,
-    POOL_LABEL,
-    SLICE_INDEX_LABEL,
-    TOPOLOGY_LABEL,
-    service_account_id,
-    workload_policy_name,
-)
-from infra.spec import BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, TpuPoolSpec  # noqa: E402
+from infra.naming import service_account_id, team_service_account_id, workload_policy_name  # noqa: E402
+from infra.spec import BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
-from modules.iam import BucketGrant, Identity, IdentityProps, KsaBinding, WorkloadIdentity, WorkloadIdentityProps  # noqa: E402
+from modules.iam import BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
 from modules.network import Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
 from modules.tpu_pool import Capacity, Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
+from toolkit.errors import SpecError  # noqa: E402
+from toolkit.names import (  # noqa: E402
+    TGK,
+    TGK_ACCELERATOR_TYPE_LABEL,
+    TGK_CAPACITY_LABEL,
+    TGK_GROUP_SIZE_LABEL,
+    TGK_POOL_LABEL,
+    TGK_SLICE_INDEX_LABEL,
+    TGK_TOPOLOGY_LABEL,
+)
 
 _PLACEMENT = {
     CatalogPlacement.NONE: Placement.NONE,
@@ -54,25 +55,24 @@ _PLACEMENT = {
     CatalogPlacement.WORKLOAD_POLICY: Placement.WORKLOAD_POLICY,
 }
 
-# Per bucket purpose: (node SA role, workload SA role). TPU pods on hostNetwork
-# act as the node SA and only read training data; data preparation runs on
-# the pod network as the workload SA and writes it.
-_BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = {
-    BucketPurpose.DATA: ("roles/storage.objectViewer", "roles/storage.objectAdmin"),
-    BucketPurpose.CHECKPOINTS: ("roles/storage.objectAdmin", "roles/storage.objectAdmin"),
-    BucketPurpose.ARTIFACTS: ("roles/storage.objectAdmin", "roles/storage.objectAdmin"),
-}
+# Per bucket purpose: (node SA role, team SA role). A bucket's team SA gets the
+# team role: its pods prepare data, write checkpoints and artifacts. The node SA
+# gets the node role only on the buckets of teams that opted in to hostNetwork
+# runs (whose pods act as it); those pods only read training data.
+# The table lives in infra.access: the planner checks a run can write its checkpoints with it.
+_BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = BUCKET_ROLES
 
 
 def tpu_node_labels(pool: TpuPoolSpec, index: int) -> dict[str, str]:
+    """The toolkit's labels on every node of slice ``index`` of ``pool`` (its multislice group)."""
     shape = pool.shape
     return {
-        POOL_LABEL: pool.name,
-        GROUP_SIZE_LABEL: str(pool.slices),
-        SLICE_INDEX_LABEL: str(index),
-        ACCELERATOR_TYPE_LABEL: shape.accelerator_type,
-        TOPOLOGY_LABEL: shape.topology,
-        CAPACITY_LABEL: pool.capacity.mode,
+        TGK_POOL_LABEL: pool.name,
+        TGK_GROUP_SIZE_LABEL: str(pool.slices),
+        TGK_SLICE_INDEX_LABEL: str(index),
+        TGK_ACCELERATOR_TYPE_LABEL: shape.accelerator_type,
+        TGK_TOPOLOGY_LABEL: shape.topology,
+        TGK_CAPACITY_LABEL: pool.capacity.mode,
     }
 
 
@@ -96,7 +96,7 @@ class EnvStack:
     services: Services
     network: Network
     identity: Identity
-    workload_identity: WorkloadIdentity
+    teams: dict[str, TeamIdentity]  # by team name
     cluster: Cluster
     cpu_pool: CpuPool
     tpu_slices: dict[str, list[TpuSlice]]
@@ -107,20 +107,65 @@ class EnvStack:
     build_trigger: BuildTrigger | None
 
 
-def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None) -> EnvStack:
-    stack = TerraformStack(scope, stack_id or spec.cluster.name)
-    name = spec.cluster.name
-    labels = {**spec.labels, "managed-by": MANAGED_BY, "tgk-cluster": name}
+@dataclass(frozen=True)
+class _Context:
+    """What every part of the stack is built with."""
 
+    stack: TerraformStack
+    spec: EnvSpec
+    labels: dict[str, str]  # on every resource (the provider's default labels)
+    api: dict[str, ProjectService]  # the enabled Google APIs, for depends_on
+
+    @property
+    def name(self) -> str:
+        return self.spec.cluster.name
+
+
+def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None) -> EnvStack:
+    """Every construct of the environment, created in a fixed order (the synthesized JSON keeps it)."""
+    stack = TerraformStack(scope, stack_id or spec.cluster.name)
+    labels = {**spec.labels, "managed-by": TGK, "tgk-cluster": spec.cluster.name}
     GoogleProvider(stack, "google", project=spec.project, region=spec.region, default_labels=labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
-
     services = Services(stack, "services", props=ServicesProps(project=spec.project))
-    api = services.by_name
+    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name)
 
-    cidrs = spec.cidrs
-    network = Network(
-        stack,
+    network = _network(ctx)
+    buckets = _buckets(ctx)
+    identity = _identity(ctx, buckets)
+    cluster = _cluster(ctx, network, identity)
+    teams = _team_identities(ctx, buckets, cluster)
+    cpu_pool = _cpu_pool(ctx, cluster, identity)
+    policies, slices = _tpu_pools(ctx, cluster, identity)
+    registry = _registry(ctx)
+    tensorboard = _tensorboard(ctx)
+    trigger = _build_trigger(ctx, registry)
+
+    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices)
+    return EnvStack(
+        stack=stack,
+        services=services,
+        network=network,
+        identity=identity,
+        teams=teams,
+        cluster=cluster,
+        cpu_pool=cpu_pool,
+        tpu_slices=slices,
+        workload_policies=policies,
+        buckets=buckets,
+        registry=registry,
+        tensorboard=tensorboard,
+        build_trigger=trigger,
+    )
+
+
+# ------------------------------------------------------------------ network
+
+
+def _network(ctx: _Context) -> Network:
+    spec, cidrs = ctx.spec, ctx.spec.cidrs
+    return Network(
+        ctx.stack,
         "network",
         props=NetworkProps(
             name=spec.network_name,
@@ -129,14 +174,19 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
             pods_cidr=cidrs.pods,
             services_cidr=cidrs.services,
             nat=spec.cluster.private_nodes,
-            depends_on=(api["compute.googleapis.com"],),
+            depends_on=(ctx.api["compute.googleapis.com"],),
         ),
     )
 
-    buckets: dict[str, Bucket] = {}
-    for b in spec.buckets:
-        buckets[b.name] = Bucket(
-            stack,
+
+# ------------------------------------------------------------------ storage
+
+
+def _buckets(ctx: _Context) -> dict[str, Bucket]:
+    spec = ctx.spec
+    return {
+        b.name: Bucket(
+            ctx.stack,
             f"bucket-{b.name}",
             props=BucketProps(
                 name=b.name,
@@ -144,39 +194,74 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
                 versioning=b.versioned,
                 force_destroy=b.force_destroy,
                 soft_delete_days=b.soft_delete_days,
-                labels={**labels, "purpose": b.purpose.value},
-                depends_on=(api["storage.googleapis.com"],),
+                labels={**ctx.labels, "purpose": b.purpose.value},
+                depends_on=(ctx.api["storage.googleapis.com"],),
             ),
         )
+        for b in spec.buckets
+    }
 
-    node_grants, workload_grants = [], []
-    for b in spec.buckets:
-        node_role, workload_role = _BUCKET_ROLES[b.purpose]
-        bucket_name = buckets[b.name].name
-        node_grants.append(BucketGrant(key=b.name, bucket=bucket_name, role=node_role))
-        workload_grants.append(BucketGrant(key=b.name, bucket=bucket_name, role=workload_role))
-    identity = Identity(
-        stack,
+
+# ----------------------------------------------------------------- identity
+
+
+def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
+    """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA)."""
+    return tuple(
+        BucketGrant(key=b.name, bucket=buckets[b.name].name, role=_BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team)
+    )
+
+
+def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
+    """The node SA; it holds bucket roles only for the teams whose hostNetwork pods act as it."""
+    spec = ctx.spec
+    return Identity(
+        ctx.stack,
         "identity",
         props=IdentityProps(
             project=spec.project,
-            node_account_id=service_account_id(name, "nodes"),
-            workload_account_id=service_account_id(name, "workload"),
-            node_bucket_grants=tuple(node_grants),
-            workload_bucket_grants=tuple(workload_grants),
-            depends_on=(api["iam.googleapis.com"],),
-            display_prefix=f"{name}: ",
+            node_account_id=service_account_id(ctx.name, "nodes"),
+            node_bucket_grants=tuple(g for t in spec.teams if t.host_network for g in _grants(spec, buckets, t, 0)),
+            depends_on=(ctx.api["iam.googleapis.com"],),
+            display_prefix=f"{ctx.name}: ",
         ),
     )
 
-    c = spec.cluster
+
+def _team_identities(ctx: _Context, buckets: dict[str, Bucket], cluster: Cluster) -> dict[str, TeamIdentity]:
+    """Per team: a Google SA only the team's KSA may act as, granted only the team's buckets."""
+    spec = ctx.spec
+    return {
+        t.name: TeamIdentity(
+            ctx.stack,
+            f"team-{t.name}",
+            props=TeamIdentityProps(
+                project=spec.project,
+                account_id=team_service_account_id(ctx.name, t.name),
+                namespace=t.ns,
+                ksa=t.ksa,
+                bucket_grants=_grants(spec, buckets, t, 1),
+                display_name=f"{ctx.name}: team {t.name} (Workload Identity of {t.ns}/{t.ksa})",
+                depends_on=(ctx.api["iam.googleapis.com"],),
+                binding_depends_on=(cluster.cluster,),
+            ),
+        )
+        for t in spec.teams
+    }
+
+
+# ------------------------------------------------------------------ cluster
+
+
+def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
+    spec, c = ctx.spec, ctx.spec.cluster
     w = c.maintenance_window
-    cluster = Cluster(
-        stack,
+    return Cluster(
+        ctx.stack,
         "cluster",
         props=ClusterProps(
             project=spec.project,
-            name=name,
+            name=c.name,
             region=spec.region,
             zones=tuple(spec.zones),
             network=network.network.id,
@@ -192,25 +277,20 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
-            labels=labels,
+            labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
-            depends_on=(api["container.googleapis.com"],),
-        ),
-    )
-    workload_identity = WorkloadIdentity(
-        stack,
-        "workload-identity",
-        props=WorkloadIdentityProps(
-            project=spec.project,
-            service_account=identity.workload_sa.name,
-            bindings=tuple(KsaBinding(namespace=t.ns, service_account=t.ksa) for t in spec.teams),
-            depends_on=(cluster.cluster,),
+            depends_on=(ctx.api["container.googleapis.com"],),
         ),
     )
 
-    cpu = spec.cpu_pool
-    cpu_pool = CpuPool(
-        stack,
+
+# -------------------------------------------------------------------- pools
+
+
+def _cpu_pool(ctx: _Context, cluster: Cluster, identity: Identity) -> CpuPool:
+    spec, cpu = ctx.spec, ctx.spec.cpu_pool
+    return CpuPool(
+        ctx.stack,
         f"cpu-{cpu.name}",
         props=CpuPoolProps(
             cluster=cluster.id,
@@ -222,129 +302,150 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
             max_nodes_per_zone=cpu.max_nodes,
             disk_size_gb=cpu.disk_size_gb,
             max_pods_per_node=spec.network.cpu_max_pods_per_node,
-            resource_labels=labels,
+            resource_labels=ctx.labels,
         ),
     )
 
+
+def _tpu_pools(
+    ctx: _Context, cluster: Cluster, identity: Identity
+) -> tuple[dict[str, WorkloadPolicy], dict[str, list[TpuSlice]]]:
+    """Every TPU pool's slices (one node pool each), each pool after the workload policy it uses."""
     # Read once: every attribute read is a round trip to the jsii runtime, and
     # this loop runs once per slice (hundreds in large environments).
     cluster_id = cluster.id
     node_sa_email = identity.node_sa.email
     policies: dict[str, WorkloadPolicy] = {}
     slices: dict[str, list[TpuSlice]] = {}
-    for pool in spec.tpu_pools:
-        shape = pool.shape
-        placement = _PLACEMENT[shape.placement]
-        policy_name = None
-        if placement is Placement.WORKLOAD_POLICY:
-            pname = workload_policy_name(name, shape.generation.name, shape.topology)
-            if pname not in policies:
-                policies[pname] = WorkloadPolicy(
-                    stack,
-                    f"policy-{pname}",
-                    props=WorkloadPolicyProps(
-                        project=spec.project,
-                        region=spec.region,
-                        name=pname,
-                        topology=shape.topology,
-                        depends_on=(api["compute.googleapis.com"],),
-                    ),
-                )
-            policy_name = policies[pname].name
-        capacity, reservation = _capacity(spec, pool)
+    for pool in ctx.spec.tpu_pools:
+        policy_name = _workload_policy(ctx, pool, policies)
         slices[pool.name] = [
-            TpuSlice(
-                stack,
-                f"tpu-{pool_name}",
-                props=TpuSliceProps(
-                    cluster=cluster_id,
-                    location=spec.region,
-                    zone=spec.pool_zone(pool),
-                    name=pool_name,
-                    machine_type=shape.machine_type,
-                    topology=shape.topology,
-                    nodes=shape.nodes,
-                    service_account=node_sa_email,
-                    placement=placement,
-                    workload_policy=policy_name,
-                    capacity=capacity,
-                    reservation=reservation,
-                    autoscaling=pool.autoscaling,
-                    max_pods_per_node=spec.network.tpu_max_pods_per_node,
-                    disk_size_gb=pool.disk_size_gb,
-                    node_labels=tpu_node_labels(pool, i),
-                    resource_labels={**labels, "tpu-pool": pool.name},
-                ),
-            )
-            for i, pool_name in enumerate(pool.node_pool_names())
+            _tpu_slice(ctx, pool, i, node_pool, cluster_id, node_sa_email, policy_name)
+            for i, node_pool in enumerate(pool.node_pool_names())
         ]
+    return policies, slices
 
-    registry = None
-    if spec.artifact_registry.enabled:
-        registry = Registry(
-            stack,
-            "registry",
-            props=RegistryProps(
-                project=spec.project,
-                location=spec.region,
-                repository=spec.artifact_registry.repository,
-                labels=labels,
-                depends_on=(api["artifactregistry.googleapis.com"],),
+
+def _workload_policy(ctx: _Context, pool: TpuPoolSpec, policies: dict[str, WorkloadPolicy]) -> str | None:
+    """The name of the workload policy placing ``pool`` (created on first use, shared per topology), else None."""
+    shape = pool.shape
+    if _PLACEMENT[shape.placement] is not Placement.WORKLOAD_POLICY:
+        return None
+    pname = workload_policy_name(ctx.name, shape.generation.name, shape.topology)
+    if pname not in policies:
+        policies[pname] = WorkloadPolicy(
+            ctx.stack,
+            f"policy-{pname}",
+            props=WorkloadPolicyProps(
+                project=ctx.spec.project,
+                region=ctx.spec.region,
+                name=pname,
+                topology=shape.topology,
+                depends_on=(ctx.api["compute.googleapis.com"],),
             ),
         )
+    return policies[pname].name
 
-    tensorboard = None
-    if spec.tensorboard.enabled:
-        tensorboard = TensorBoard(
-            stack,
-            "tensorboard",
-            props=TensorBoardProps(
-                project=spec.project,
-                region=spec.region,
-                display_name=spec.tensorboard.display_name or name,
-                labels=labels,
-                depends_on=(api["aiplatform.googleapis.com"],),
-            ),
-        )
 
-    trigger = None
-    cb = spec.cloud_build
-    if cb.enabled:
-        if not (cb.github_owner and cb.github_repo):
-            raise SpecError("cloud_build", "the trigger needs github_owner and github_repo", "set both or set enabled: false")
-        trigger = BuildTrigger(
-            stack,
-            "ci",
-            props=BuildTriggerProps(
-                project=spec.project,
-                name=f"{name}-ci",
-                github_owner=cb.github_owner,
-                github_repo=cb.github_repo,
-                branch_regex=cb.branch,
-                filename=cb.filename,
-                account_id=service_account_id(name, "ci"),
-                state_bucket=spec.state_bucket,
-                image_repository=(spec.region, registry.repository.name) if registry else None,
-                depends_on=(api["cloudbuild.googleapis.com"], api["iam.googleapis.com"]),
-            ),
-        )
-
-    _outputs(stack, spec, cluster, identity, buckets, registry, tensorboard, slices)
-    return EnvStack(
-        stack=stack,
-        services=services,
-        network=network,
-        identity=identity,
-        workload_identity=workload_identity,
-        cluster=cluster,
-        cpu_pool=cpu_pool,
-        tpu_slices=slices,
-        workload_policies=policies,
-        buckets=buckets,
-        registry=registry,
-        tensorboard=tensorboard,
-        build_trigger=trigger,
+def _tpu_slice(
+    ctx: _Context,
+    pool: TpuPoolSpec,
+    index: int,
+    node_pool: str,
+    cluster_id: str,
+    node_sa_email: str,
+    policy_name: str | None,
+) -> TpuSlice:
+    """Slice ``index`` of ``pool``: the node pool ``node_pool``."""
+    spec, shape = ctx.spec, pool.shape
+    capacity, reservation = _capacity(spec, pool)
+    return TpuSlice(
+        ctx.stack,
+        f"tpu-{node_pool}",
+        props=TpuSliceProps(
+            cluster=cluster_id,
+            location=spec.region,
+            zone=spec.pool_zone(pool),
+            name=node_pool,
+            machine_type=shape.machine_type,
+            topology=shape.topology,
+            nodes=shape.nodes,
+            service_account=node_sa_email,
+            placement=_PLACEMENT[shape.placement],
+            workload_policy=policy_name,
+            capacity=capacity,
+            reservation=reservation,
+            autoscaling=pool.autoscaling,
+            max_pods_per_node=spec.network.tpu_max_pods_per_node,
+            disk_size_gb=pool.disk_size_gb,
+            node_labels=tpu_node_labels(pool, index),
+            resource_labels={**ctx.labels, "tpu-pool": pool.name},
+        ),
     )
+
+
+# ------------------------------------------- registry, TensorBoard, CI trigger
+
+
+def _registry(ctx: _Context) -> Registry | None:
+    spec = ctx.spec
+    if not spec.artifact_registry.enabled:
+        return None
+    return Registry(
+        ctx.stack,
+        "registry",
+        props=RegistryProps(
+            project=spec.project,
+            location=spec.region,
+            repository=spec.artifact_registry.repository,
+            labels=ctx.labels,
+            depends_on=(ctx.api["artifactregistry.googleapis.com"],),
+        ),
+    )
+
+
+def _tensorboard(ctx: _Context) -> TensorBoard | None:
+    spec = ctx.spec
+    if not spec.tensorboard.enabled:
+        return None
+    return TensorBoard(
+        ctx.stack,
+        "tensorboard",
+        props=TensorBoardProps(
+            project=spec.project,
+            region=spec.region,
+            display_name=spec.tensorboard.display_name or ctx.name,
+            labels=ctx.labels,
+            depends_on=(ctx.api["aiplatform.googleapis.com"],),
+        ),
+    )
+
+
+def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | None:
+    spec, cb = ctx.spec, ctx.spec.cloud_build
+    if not cb.enabled:
+        return None
+    if not (cb.github_owner and cb.github_repo):
+        raise SpecError("cloud_build", "the trigger needs github_owner and github_repo", "set both or set enabled: false")
+    return BuildTrigger(
+        ctx.stack,
+        "ci",
+        props=BuildTriggerProps(
+            project=spec.project,
+            name=f"{ctx.name}-ci",
+            github_owner=cb.github_owner,
+            github_repo=cb.github_repo,
+            branch_regex=cb.branch,
+            filename=cb.filename,
+            account_id=service_account_id(ctx.name, "ci"),
+            state_bucket=spec.state_bucket,
+            image_repository=(spec.region, registry.repository.name) if registry else None,
+            depends_on=(ctx.api["cloudbuild.googleapis.com"], ctx.api["iam.googleapis.com"]),
+        ),
+    )
+
+
+# ------------------------------------------------------------------ outputs
 
 
 def _outputs(
@@ -352,7 +453,7 @@ def _outputs(
     spec: EnvSpec,
     cluster: Cluster,
     identity: Identity,
-    buckets: dict[str, Bucket],
+    teams: dict[str, TeamIdentity],
     registry: Registry | None,
     tensorboard: TensorBoard | None,
     slices: dict[str, list[TpuSlice]],
@@ -362,8 +463,9 @@ def _outputs(
         "cluster_endpoint": cluster.cluster.endpoint,
         "cluster_location": cluster.cluster.location,
         "node_service_account": identity.node_sa.email,
-        "workload_service_account": identity.workload_sa.email,
-        "buckets": {b.purpose.value: buckets[b.name].name for b in spec.buckets},
+        "team_service_accounts": {name: team.service_account.email for name, team in teams.items()},
+        # per team: {bucket: purpose} (names as the spec gives them: a bucket's name is its id)
+        "buckets": {t.name: {b.name: b.purpose.value for b in spec.team_buckets(t)} for t in spec.teams},
         "tpu_node_pools": {pool: [s.name for s in group] for pool, group in slices.items()},
     }
     if registry:

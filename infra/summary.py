@@ -12,8 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from infra.spec import EnvSpec
-
-from infra.naming import TOPOLOGY_LABEL
+from toolkit.names import TGK_TOPOLOGY_LABEL
 
 
 @dataclass(frozen=True)
@@ -66,7 +65,7 @@ def node_pools(doc: dict[str, Any]) -> list[PoolRow]:
                 machine_type=machine,
                 nodes=nodes,
                 # tpu7x pools carry their topology in the workload policy, not the pool: read the node label.
-                topology=placement.get("tpu_topology") or (cfg.get("labels") or {}).get(TOPOLOGY_LABEL, "") or "-",
+                topology=placement.get("tpu_topology") or (cfg.get("labels") or {}).get(TGK_TOPOLOGY_LABEL, "") or "-",
                 placement=placement.get("type") or ("policy " + placement["policy_name"] if placement.get("policy_name") else "-"),
                 capacity=_capacity(cfg),
                 zone=",".join(locations) if isinstance(locations, list) else str(locations),
@@ -111,12 +110,34 @@ def summarize(spec: EnvSpec, doc: dict[str, Any], stack_path: str) -> dict[str, 
     }
 
 
-def render_text(summary: dict[str, Any]) -> None:
-    """Print the summary as rich tables (imported lazily: this is the slow path)."""
+# Wide enough for any table here: off a terminal, rich would otherwise assume 80 columns.
+_UNBOUNDED = 10_000
+
+
+def uncut_console(file: Any = None) -> Any:
+    """A rich Console that never cuts a cell short.
+
+    On a terminal, tables fit its width and cells wrap (``fold``) instead of ending in "…".
+    Piped or redirected, there is no width to fit: every table prints at its full width.
+    """
     from rich.console import Console
+
+    c = Console(file=file)
+    return c if c.is_terminal else Console(file=file, width=_UNBOUNDED)
+
+
+def _table(title: str, *columns: str, right: tuple[str, ...] = ()) -> Any:
     from rich.table import Table
 
-    console = Console()
+    t = Table(title=title)
+    for col in columns:
+        t.add_column(col, justify="right" if col in right else "left", overflow="fold")
+    return t
+
+
+def render_text(summary: dict[str, Any], file: Any = None) -> None:
+    """Print the summary as rich tables (imported lazily: this is the slow path)."""
+    console = uncut_console(file)
     console.print(
         f"[bold]{summary['cluster']}[/] in {summary['project']} / {summary['region']} "
         f"(GKE >= {summary['min_master_version'] or 'channel default'})  →  {summary['stack']}"
@@ -124,23 +145,17 @@ def render_text(summary: dict[str, Any]) -> None:
     net = summary["network"]
     console.print(f"network: nodes {net['nodes']}, pods {net['pods']}, services {net['services']}")
 
-    pools = Table(title="Node pools", show_lines=False)
-    for col in ("node pool", "machine type", "nodes", "TPU chips", "topology", "placement", "capacity", "zone"):
-        pools.add_column(col, justify="right" if col in ("nodes", "TPU chips") else "left")
+    pools = _table("Node pools", "node pool", "machine type", "nodes", "TPU chips", "topology", "placement", "capacity", "zone", right=("nodes", "TPU chips"))
     for p in summary["node_pools"]:
         pools.add_row(p["name"], p["machine_type"], str(p["nodes"]), str(p["chips"] or "-"), p["topology"], p["placement"], p["capacity"], p["zone"])
     console.print(pools)
 
-    slices = Table(title="TPU slices")
-    for col in ("pool", "type", "topology", "slices", "nodes/slice", "chips", "capacity"):
-        slices.add_column(col)
+    slices = _table("TPU slices", "pool", "type", "topology", "slices", "nodes/slice", "chips", "capacity")
     for p in summary["tpu_pools"]:
         slices.add_row(p["name"], p["type"], p["topology"], str(p["slices"]), str(p["nodes_per_slice"]), str(p["chips"]), p["capacity"])
     console.print(slices)
 
-    res = Table(title=f"Resources ({sum(summary['resources'].values())})")
-    res.add_column("type")
-    res.add_column("count", justify="right")
+    res = _table(f"Resources ({sum(summary['resources'].values())})", "type", "count", right=("count",))
     for rtype, n in summary["resources"].items():
         res.add_row(rtype, str(n))
     console.print(res)

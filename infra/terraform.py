@@ -1,18 +1,19 @@
-"""The one place that runs the terraform CLI.
+"""The one place that builds terraform command lines.
 
-Argument lists only (never a shell), the binary found once, failures turned into
-one-line errors. ``commands()`` returns what would run, so ``--dry-run`` prints
-exactly the calls a real run makes.
+The binary is found once; each call is a ``Step`` that ``--dry-run`` prints and a
+real run hands to ``toolkit.tools.run`` (argument lists only, never a shell), so
+the dry run shows exactly the calls a real run makes. A failure is one line:
+what ran, its exit code and terraform's first error line.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from toolkit import tools
 from toolkit.errors import ExternalToolError
 
 TERRAFORM_ENV_VAR = "TGK_TERRAFORM"
@@ -63,22 +64,18 @@ class Terraform:
         return Step(self._cmd("output", "-json"))
 
     def run(self, step: Step, *, capture: bool = False) -> str:
+        """Run ``step``; its stdout if ``capture``, else '' (terraform writes to the terminal).
+
+        An interactive step is never captured: it gets the terminal, stdin included,
+        so terraform can ask its question.
+        """
         env = {**os.environ, "TF_IN_AUTOMATION": "1", **self.env}
+        capture = capture and not step.interactive
         try:
-            proc = subprocess.run(
-                list(step.args),
-                env=env,
-                text=True,
-                stdout=subprocess.PIPE if capture else None,
-                stderr=subprocess.PIPE if capture else None,
-                check=False,
-            )
-        except FileNotFoundError:
-            raise ExternalToolError(f"cannot run {step.args[0]!r} — install terraform or set TGK_TERRAFORM") from None
-        if proc.returncode != 0:
-            detail = ""
-            if capture and proc.stderr:
-                lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith("╷") and not ln.startswith("╵")]
-                detail = ": " + (lines[0].lstrip("│ ") if lines else "")
-            raise ExternalToolError(f"`{' '.join(step.args[:3])}` failed with exit code {proc.returncode}{detail}")
-        return proc.stdout or ""
+            done = tools.run(step.args, env=env, capture=capture, interactive=step.interactive)
+        except ExternalToolError as e:  # the binary is missing or not executable
+            raise ExternalToolError(f"{e} — install terraform or set TGK_TERRAFORM") from None
+        if not done.ok:
+            # Terraform's first error line says what went wrong; later lines are context.
+            raise done.failure(" ".join(step.args[:3]), first_line=True)
+        return done.stdout

@@ -75,7 +75,6 @@ class Cluster(Construct):
         super().__init__(scope, id_)
         self.props = props
         p = props
-        window = p.maintenance_window
         self.cluster = ContainerCluster(
             self,
             "cluster",
@@ -93,55 +92,23 @@ class Cluster(Construct):
             # Node pools are separate resources so a pool change never touches the cluster.
             remove_default_node_pool=True,
             initial_node_count=1,
-            node_config=ContainerClusterNodeConfig(
-                service_account=p.bootstrap_service_account,
-                oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
-                workload_metadata_config=ContainerClusterNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-                shielded_instance_config=ContainerClusterNodeConfigShieldedInstanceConfig(
-                    enable_secure_boot=True, enable_integrity_monitoring=True
-                ),
-                image_type="COS_CONTAINERD",
-            ),
+            node_config=_bootstrap_node_config(p),
             workload_identity_config=ContainerClusterWorkloadIdentityConfig(workload_pool=f"{p.project}.svc.id.goog"),
             release_channel=ContainerClusterReleaseChannel(channel=p.release_channel),
             min_master_version=p.min_master_version,
             datapath_provider="ADVANCED_DATAPATH" if p.dataplane_v2 else "LEGACY_DATAPATH",
             # Dataplane V2 enforces NetworkPolicy itself; the legacy dataplane needs Calico.
             network_policy=None if p.dataplane_v2 else ContainerClusterNetworkPolicy(enabled=True, provider="CALICO"),
-            private_cluster_config=ContainerClusterPrivateClusterConfig(
-                enable_private_nodes=True,
-                enable_private_endpoint=False,
-                master_ipv4_cidr_block=p.master_cidr,
-            )
-            if p.private_nodes
-            else None,
-            master_authorized_networks_config=ContainerClusterMasterAuthorizedNetworksConfig(
-                cidr_blocks=[
-                    ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(cidr_block=c, display_name=f"authorized-{i}")
-                    for i, c in enumerate(p.master_authorized_networks)
-                ]
-            )
-            if p.master_authorized_networks
-            else None,
+            private_cluster_config=_private_cluster_config(p),
+            master_authorized_networks_config=_master_authorized_networks(p),
             deletion_protection=p.deletion_protection,
-            maintenance_policy=ContainerClusterMaintenancePolicy(
-                recurring_window=ContainerClusterMaintenancePolicyRecurringWindow(
-                    start_time=window.start_time, end_time=window.end_time, recurrence=window.recurrence
-                )
-            )
-            if window
-            else None,
+            maintenance_policy=_maintenance_policy(p),
             logging_config=ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
             monitoring_config=ContainerClusterMonitoringConfig(
                 enable_components=["SYSTEM_COMPONENTS"],
                 managed_prometheus=ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
             ),
-            addons_config=ContainerClusterAddonsConfig(
-                gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=p.gcs_fuse_csi),
-                network_policy_config=None
-                if p.dataplane_v2
-                else ContainerClusterAddonsConfigNetworkPolicyConfig(disabled=False),
-            ),
+            addons_config=_addons(p),
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             enable_intranode_visibility=True,
@@ -176,3 +143,56 @@ class Cluster(Construct):
     @property
     def id(self) -> str:
         return self.cluster.id
+
+
+def _bootstrap_node_config(p: ClusterProps) -> ContainerClusterNodeConfig:
+    """The throw-away default pool's nodes: hardened like every other pool."""
+    return ContainerClusterNodeConfig(
+        service_account=p.bootstrap_service_account,
+        oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+        workload_metadata_config=ContainerClusterNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
+        shielded_instance_config=ContainerClusterNodeConfigShieldedInstanceConfig(
+            enable_secure_boot=True, enable_integrity_monitoring=True
+        ),
+        image_type="COS_CONTAINERD",
+    )
+
+
+def _private_cluster_config(p: ClusterProps) -> ContainerClusterPrivateClusterConfig | None:
+    if not p.private_nodes:
+        return None
+    return ContainerClusterPrivateClusterConfig(
+        enable_private_nodes=True,
+        enable_private_endpoint=False,
+        master_ipv4_cidr_block=p.master_cidr,
+    )
+
+
+def _master_authorized_networks(p: ClusterProps) -> ContainerClusterMasterAuthorizedNetworksConfig | None:
+    if not p.master_authorized_networks:
+        return None
+    return ContainerClusterMasterAuthorizedNetworksConfig(
+        cidr_blocks=[
+            ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(cidr_block=c, display_name=f"authorized-{i}")
+            for i, c in enumerate(p.master_authorized_networks)
+        ]
+    )
+
+
+def _maintenance_policy(p: ClusterProps) -> ContainerClusterMaintenancePolicy | None:
+    window = p.maintenance_window
+    if not window:
+        return None
+    return ContainerClusterMaintenancePolicy(
+        recurring_window=ContainerClusterMaintenancePolicyRecurringWindow(
+            start_time=window.start_time, end_time=window.end_time, recurrence=window.recurrence
+        )
+    )
+
+
+def _addons(p: ClusterProps) -> ContainerClusterAddonsConfig:
+    return ContainerClusterAddonsConfig(
+        gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=p.gcs_fuse_csi),
+        # Only the legacy dataplane's Calico NetworkPolicy needs the add-on.
+        network_policy_config=None if p.dataplane_v2 else ContainerClusterAddonsConfigNetworkPolicyConfig(disabled=False),
+    )

@@ -28,9 +28,15 @@ from constructs import Construct
 
 from modules._checkov import suppress
 from modules.cpu_pool import CLOUD_PLATFORM_SCOPE
+from toolkit.names import TPU_TAINT as K8S_TPU_TAINT
 
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
-TPU_TAINT = ContainerNodePoolNodeConfigTaint(key="google.com/tpu", value="present", effect="NO_SCHEDULE")
+# Terraform spells the Kubernetes taint effects as an enum of its own.
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+# The taint GKE puts on TPU nodes, declared on the pool so Terraform agrees with GKE.
+TPU_TAINT = ContainerNodePoolNodeConfigTaint(
+    key=K8S_TPU_TAINT["key"], value=K8S_TPU_TAINT["value"], effect=TAINT_EFFECTS[K8S_TPU_TAINT["effect"]]
+)
 
 
 class Placement(str, Enum):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
 import statistics
 import sys
 import time
@@ -33,8 +32,11 @@ import yaml  # noqa: E402
 from infra.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec  # noqa: E402
 from workloads.render import jobset as manifests  # noqa: E402
 from workloads.cluster.client import Cluster  # noqa: E402
+from workloads.cluster.wait import WaitTimeout, wait_for  # noqa: E402
 from workloads.local.controlplane import CONTEXT, LocalCluster  # noqa: E402
 from workloads.planning.planner import Overrides, plan_run  # noqa: E402
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_API, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL  # noqa: E402
+from toolkit.paths import cache_dir  # noqa: E402
 
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
@@ -64,13 +66,10 @@ def admitted(wl: dict | None) -> bool:
 
 
 def poll(check, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = check()
-        if v:
-            return v
-        time.sleep(interval)
-    raise SystemExit(f"bench: timed out waiting for {what}")
+    try:
+        return wait_for(check, timeout=timeout, what=what, interval=interval)
+    except WaitTimeout as e:
+        raise SystemExit(f"bench: {e}") from None
 
 
 def rss(lc: LocalCluster) -> dict[str, float]:
@@ -85,8 +84,7 @@ def main() -> int:
     ap.add_argument("--output", choices=["text", "json"], default="text")
     args = ap.parse_args()
 
-    cache = Path(os.environ.get("TGK_CACHE") or Path.home() / ".cache" / "tpu-gke-toolkit")
-    lc = LocalCluster(args.state_dir or cache / "local-cluster" / "bench-state", progress=log)
+    lc = LocalCluster(args.state_dir or cache_dir() / "local-cluster" / "bench-state", progress=log)
     lc.down()
     spec = load_spec(DEFAULT_SPEC_PATH)
     out: dict = {}
@@ -102,7 +100,7 @@ def main() -> int:
 
     try:
         cluster = Cluster.connect(lc.kubeconfig, CONTEXT, timeout=30)
-        js_info = cluster.resource("jobset.x-k8s.io/v1alpha2", "JobSet")
+        js_info = cluster.resource(JOBSET_API, "JobSet")
         lat = []
         for i in range(args.jobs):
             js = jobset(spec, f"bench-adm-{i}", 1, "1s")
@@ -128,7 +126,7 @@ def main() -> int:
         out["resync_to_256_tpu_nodes_s"] = round(time.monotonic() - t, 2)
         js = jobset(big, "bench-256", 16, "3600s")
         pods_info = cluster.resource("v1", "Pod")
-        sel = "jobset.sigs.k8s.io/jobset-name=bench-256"
+        sel = f"{JOBSET_NAME_LABEL}=bench-256"
         t0 = time.monotonic()
         cluster.apply([js], field_manager="tgk-bench")
         live = poll(lambda: cluster.jobset("research", "bench-256"), 30, "the JobSet")
@@ -142,9 +140,9 @@ def main() -> int:
         )
         t_run = time.monotonic() - t0
         pools = {}
-        nodes = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in lc.kube().list("v1", "Node")}
+        nodes = {n["metadata"]["name"]: n["metadata"]["labels"][GKE_NODEPOOL_LABEL] for n in cluster.list(cluster.resource("v1", "Node"))}
         for p in pods:
-            pools.setdefault(p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"], set()).add(nodes[p["spec"]["nodeName"]])
+            pools.setdefault(p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL], set()).add(nodes[p["spec"]["nodeName"]])
         out["multislice_256"] = {
             "admitted_s": round(t_adm, 2),
             "all_scheduled_s": round(t_sched, 2),

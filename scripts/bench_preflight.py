@@ -6,8 +6,9 @@
 Runs the CLI as a user would (a subprocess), and reports per run:
 - wall time of the whole command (venv lookup + MaxText config check + AOT compile);
 - the compile's own time and peak RSS (train_compile, measured by the toolkit);
-- the peak RSS of the whole process tree (os.wait4 on the CLI: the maximum over it and
-  every child it waited for, i.e. the largest single process, not their sum);
+- the peak RSS of the whole process tree (toolkit.tools.run's wait4 on the CLI: the
+  maximum over it and every child it waited for, i.e. the largest single process, not
+  their sum);
 - the verdict and the compiled memory per device.
 
 The machine's load matters (2 cores shared with other builds here): report `uptime`'s
@@ -20,35 +21,33 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from toolkit import tools  # noqa: E402
 
 
 def one_run(recipe: str, slices: int, sets: list[str]) -> dict:
     cmd = [sys.executable, "-m", "workloads", "preflight", recipe, "--compile", "--slices", str(slices), "-o", "json"]
     for s in sets:
         cmd += ["--set", s]
-    start = time.monotonic()
-    with open(os.devnull, "wb") as devnull:
-        proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=devnull)
-        out = proc.stdout.read() if proc.stdout else b""
-        _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.monotonic() - start
-    rc = os.waitstatus_to_exitcode(status)
-    if rc not in (0, 1):
-        raise SystemExit(f"preflight exited {rc}: {out[-2000:].decode(errors='replace')}")
+    with tempfile.TemporaryDirectory(prefix="tgk-bench-preflight-") as logs:
+        done = tools.run(cmd, cwd=REPO, log_dir=Path(logs), log_name="preflight")  # files: wait4 gives the tree's peak RSS
+        out = done.stdout_text()
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"preflight exited {done.returncode}: {out[-2000:] or done.stderr_text()[-2000:]}")
     d = json.loads(out)
     return {
-        "exit_code": rc,
+        "exit_code": done.returncode,
         "verdict": d["verdict"],
-        "wall_seconds": round(wall, 1),
+        "wall_seconds": round(done.seconds, 1),
         "compile_seconds": d["compile_seconds"],
         "compile_peak_rss_gib": round(d["peak_rss_bytes"] / 2**30, 2),
-        "tree_peak_rss_gib": round(usage.ru_maxrss * 1024 / 2**30, 2),
+        "tree_peak_rss_gib": round(done.peak_rss_bytes / 2**30, 2),
         "memory_gib_per_device": d.get("memory_gib"),
         "oom": d.get("oom"),
         "model_tflop_per_step_per_device": d.get("model_tflop_per_step_per_device"),

@@ -15,15 +15,16 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from toolkit import tools  # noqa: E402
 
 
 def _spec_data(pools: int) -> dict:
@@ -79,11 +80,9 @@ def main() -> int:
     print(f"{'pools':>6} {'node pools':>10} {'import cdk s':>12} {'build+synth s':>13} {'wall s':>7} {'python MB':>9} {'node MB':>8}")
     for n in (int(x) for x in args.sizes.split(",")):
         t0 = time.perf_counter()
-        proc = subprocess.run(
-            [sys.executable, __file__, "--child", str(n)], cwd=REPO, capture_output=True, text=True, env={**os.environ}
-        )
+        proc = tools.run([sys.executable, __file__, "--child", str(n)], cwd=REPO)
         wall = time.perf_counter() - t0
-        if proc.returncode != 0:
+        if not proc.ok:
             print(proc.stderr[-3000:], file=sys.stderr)
             return 1
         r = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])

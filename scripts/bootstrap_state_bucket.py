@@ -78,11 +78,13 @@ def plan_for(existing: Any | None, bucket: str, project: str, location: str) -> 
 
 def apply(client: Any, plan: Plan, existing: Any | None) -> None:
     if plan.action == "create":
+        from toolkit.names import TGK
+
         b = client.bucket(plan.bucket)
         b.iam_configuration.uniform_bucket_level_access_enabled = True
         b.iam_configuration.public_access_prevention = "enforced"
         b.versioning_enabled = True
-        b.labels = {"managed-by": "tpu-gke-toolkit", "purpose": "terraform-state"}
+        b.labels = {"managed-by": TGK, "purpose": "terraform-state"}
         client.create_bucket(b, project=plan.project, location=plan.location)
     elif plan.action == "update":
         existing.iam_configuration.uniform_bucket_level_access_enabled = True

@@ -7,11 +7,11 @@
 # path in milliseconds.
 #
 #   scripts/build-kustomize.sh          prints the binary path on the last line
-#   TGK_CACHE=/some/dir ...             moves the cache (default ~/.cache/tpu-gke-toolkit)
+#   TGK_CACHE=/some/dir ...             moves the cache (default: scripts/lib.sh)
 set -euo pipefail
 
 version="v5.5.0"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $cache
 dest="$cache/bin/kustomize-$version"
 bin="$dest/kustomize"
 

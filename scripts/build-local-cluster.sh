@@ -12,7 +12,7 @@
 #   scripts/build-local-cluster.sh            build what is missing; bin dir on the last line
 #   scripts/build-local-cluster.sh --key      print only the cache dir (no build)
 #   scripts/build-local-cluster.sh --regen    rewrite tools/local-cluster/k8s/go.mod from the k8s go.mod
-#   TGK_CACHE=/some/dir ...                   moves the cache (default ~/.cache/tpu-gke-toolkit)
+#   TGK_CACHE=/some/dir ...                   moves the cache (default: scripts/lib.sh)
 #   TGK_BUILD_NICE=10                         niceness of the compiles (default 10: the machine is shared)
 set -euo pipefail
 
@@ -27,7 +27,7 @@ KUSTOMIZE_VERSION="v5.5.0"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$repo/tools/local-cluster"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$repo/scripts/lib.sh"  # $cache
 nice_level="${TGK_BUILD_NICE:-10}"
 
 log() { printf '[build-local-cluster] %s\n' "$*" >&2; }

@@ -1,6 +1,6 @@
 # Sourced by the entry scripts: environment shared by every toolkit process.
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$repo/scripts/lib.sh"  # $cache
 export TGK_CACHE="$cache"
 export TGK_CHECKOV="${TGK_CHECKOV:-$cache/checkov-3.3.30/bin/checkov}"
 # jsii: keep its package cache with ours, no telemetry call, no Node-version banner.

@@ -8,7 +8,7 @@
 #   scripts/setup-gcs-emulator.sh      last line of stdout: path of the gcp-storage-emulator command
 set -euo pipefail
 
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $cache
 python="${TGK_PYTHON:-python3}"
 version="2026.7.19"   # PyPI gcp-storage-emulator
 venv="$cache/gcs-emulator-$version"

@@ -7,7 +7,7 @@
 # subprocess (workloads/maxtext/env.py).
 #
 #   scripts/setup-maxtext.sh          builds or reuses; last stdout line = venv path
-#   TGK_CACHE=/dir ...                cache root (default ~/.cache/tpu-gke-toolkit)
+#   TGK_CACHE=/dir ...                cache root (default: scripts/lib.sh)
 #   TGK_PY312=/path/to/python3.12     interpreter (default: pyenv's 3.12)
 #
 # Flavor: always maxtext[tpu]. The tpu extra brings libtpu, without which MaxText's
@@ -21,7 +21,7 @@
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$repo/scripts/lib.sh"  # $cache
 maxtext_version="0.2.5"
 constraints="$repo/scripts/maxtext-tiny.constraints.txt"
 

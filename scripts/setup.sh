@@ -6,11 +6,11 @@
 # pin builds a fresh environment next to the old one.
 #
 #   scripts/setup.sh            prints the venv path on the last line of stdout
-#   TGK_CACHE=/some/dir ...     moves the cache (default ~/.cache/tpu-gke-toolkit)
+#   TGK_CACHE=/some/dir ...     moves the cache (default: scripts/lib.sh)
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
+source "$repo/scripts/lib.sh"  # $cache
 python="${TGK_PYTHON:-python3}"
 mkdir -p "$cache"
 

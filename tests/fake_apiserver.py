@@ -8,6 +8,7 @@ The integration tier runs a real kube-apiserver instead.
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +26,7 @@ class FakeApiServer:
         self.routes: dict[tuple[str, str], Handler] = {("GET", "/version"): lambda q, b: (200, {"gitVersion": "v1.34.2"})}
         self.seen: list[dict[str, Any]] = []
         self.port = 0
+        self.url = ""
 
     def json(self, method: str, path: str, obj: Any, code: int = 200) -> None:
         self.routes[(method, path)] = lambda q, b: (code, obj)
@@ -40,8 +42,15 @@ class FakeApiServer:
         return p
 
 
+def _client_cn(conn: Any) -> str | None:
+    """The common name of the TLS client certificate, if the connection has one."""
+    cert = conn.getpeercert() if isinstance(conn, ssl.SSLSocket) else None
+    return next((v for rdn in (cert or {}).get("subject", ()) for k, v in rdn if k == "commonName"), None)
+
+
 @contextmanager
-def serve() -> Iterator[FakeApiServer]:
+def serve(tls: ssl.SSLContext | None = None) -> Iterator[FakeApiServer]:
+    """Serve on loopback; with ``tls`` (a server-side context), over HTTPS."""
     api = FakeApiServer()
 
     class _H(BaseHTTPRequestHandler):
@@ -51,7 +60,7 @@ def serve() -> Iterator[FakeApiServer]:
             query = dict(parse_qsl(u.query))
             api.seen.append({"method": self.command, "path": u.path, "query": query,
                              "content_type": self.headers.get("Content-Type"), "body": body,
-                             "auth": self.headers.get("Authorization")})
+                             "auth": self.headers.get("Authorization"), "client_cn": _client_cn(self.connection)})
             fn = api.routes.get((self.command, u.path))
             code, obj = fn(query, body) if fn else (404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": f"{u.path} not found"})
             data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()
@@ -67,7 +76,10 @@ def serve() -> Iterator[FakeApiServer]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     api.port = server.server_port
+    api.url = f"{'https' if tls else 'http'}://127.0.0.1:{api.port}"
     th = threading.Thread(target=server.serve_forever, daemon=True)
     th.start()
     try:

@@ -111,6 +111,13 @@ REPAIRS = {
     "reservation_other_zone": lambda d: d["tpu_pools"][0]["capacity"].update(zone="us-west4-a"),
     "odd_core_count_v4": lambda d: d["tpu_pools"][0].update(type="v4-16"),
     "mixed_host_kinds_same_topology": lambda d: d["tpu_pools"][1].update(topology="4x4"),
+    "type_contradicts_generation": lambda d: d["tpu_pools"][0].update(generation="v5e"),
+    "empty_teams": lambda d: d.update(teams=[{"name": "research"}]),
+    "namespace_too_long_for_queue": lambda d: d["teams"][0].update(local_queue="research-queue"),
+    "network_name_too_long_for_router": lambda d: d["network"].update(name="tpu-dev-net"),
+    "cluster_name_too_short_for_ci_account": lambda d: d["cluster"].update(name="abc"),
+    "spot_key_under_flex_start": lambda d: d["tpu_pools"][0]["capacity"].pop("spot"),
+    "state_bucket_invalid": lambda d: d["state"].update(bucket="my-state"),
 }
 
 
@@ -121,3 +128,52 @@ def test_repaired_file_is_valid(name: str):
     data = yaml.safe_load((BAD / f"{name}.yaml").read_text())
     REPAIRS[name](data)
     parse_spec(data)
+
+
+def test_duplicate_key_file_is_valid_without_the_second_key():
+    from infra.spec import load_yaml, parse_spec
+
+    text = (BAD / "duplicate_key.yaml").read_text().replace("    capacity: on-demand\n", "")
+    assert parse_spec(load_yaml(text)).tpu_pools[0].capacity.mode == "spot"
+
+
+# ------------------------------------------------- files that are not UTF-8 text
+# Generated here rather than kept as binary files: each is the corpus base spec, encoded wrongly.
+
+
+def _base_text() -> str:
+    return (BAD / "zero_slices.yaml").read_text().replace("slices: 0", "slices: 2")
+
+
+ENCODINGS = {
+    "gzip": (lambda t: __import__("gzip").compress(t.encode()), "gzip-compressed"),
+    "utf16-bom": (lambda t: t.encode("utf-16"), "UTF-16"),
+    "utf16-no-bom": (lambda t: t.encode("utf-16-le"), "UTF-16"),
+    "utf32-bom": (lambda t: t.encode("utf-32"), "UTF-32"),
+    "latin1": (lambda t: t.replace("# mistake", "# café").encode("latin-1"), "not UTF-8"),
+    "binary": (lambda t: bytes(range(256)) * 4, "binary"),
+    "control-char": (lambda t: t.replace("tpu-dev", "tpu\x07dev").encode(), "#x0007"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ENCODINGS))
+def test_not_utf8_text_is_refused(kind: str, tmp_path: Path):
+    encode, needle = ENCODINGS[kind]
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(encode(_base_text()))
+    out = tmp_path / "out"
+    proc = run_module("infra", "synth", "--spec", str(spec), "--out", str(out))
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"error: {spec}: ") and needle in lines[0] and " — " in lines[0], lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["spec.yaml"]
+    with pytest.raises(SpecError) as ei:
+        load_spec(spec)
+    assert ei.value.field == "" and needle in ei.value.problem
+
+
+def test_utf8_with_byte_order_mark_is_accepted(tmp_path: Path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_bytes(b"\xef\xbb\xbf" + _base_text().encode())
+    assert load_spec(spec).tpu_pools[0].slices == 2

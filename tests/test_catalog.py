@@ -220,3 +220,30 @@ def test_arbitrary_names_resolve_with_matching_count_or_raise(prefix, n):
     per = 2 if s.generation.name_counts_cores else 1
     assert s.chips * per == n
     assert prefix in s.generation.name_prefixes
+
+
+def test_every_tpu_machine_type_has_a_size() -> None:
+    """Kueue quota and the local nodes never fall back for a machine type the catalog itself uses."""
+    machines = {m for g in catalog.GENERATIONS.values() for m in (g.multi_host_machine, *dict(g.single_host_machines).values())}
+    assert machines == set(catalog.TPU_VM_SIZES)
+
+
+@pytest.mark.parametrize(
+    "machine,vcpu,gib",
+    [
+        ("ct5lp-hightpu-4t", 112, 192),  # Compute Engine's ct5lp table
+        ("ct4p-hightpu-4t", 240, 407),
+        ("e2-standard-8", 8, 32),
+        ("n2-highmem-4", 4, 32),
+        ("c3-highcpu-22", 22, 22),
+    ],
+)
+def test_machine_size(machine: str, vcpu: int, gib: int) -> None:
+    assert catalog.machine_size(machine) == catalog.MachineSize(vcpu, gib)
+
+
+def test_unknown_machine_size_needs_a_default() -> None:
+    fallback = catalog.MachineSize(1, 2)
+    assert catalog.machine_size("ct9-hightpu-4t", default=fallback) is fallback
+    with pytest.raises(CatalogError, match="ct9-hightpu-4t"):
+        catalog.machine_size("ct9-hightpu-4t")

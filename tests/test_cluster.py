@@ -1,22 +1,32 @@
-"""The cluster seam: request shapes, normal outcomes, and one-line errors.
+"""The cluster seam: request shapes, normal outcomes, one-line errors, and the one wait.
 
-Two levels: a recording fake Transport (what Cluster asks for), and the real kubernetes
-client talking to a tiny recording HTTP server on 127.0.0.1 (what goes over the wire:
-method, path, query, content type, body). A real kube-apiserver comes in the integration tier.
+Two levels: a recording fake Transport (what Cluster asks for), and both real transports —
+the kubernetes client (token kubeconfigs) and the standard-library one (client certificates,
+over TLS with the local cluster's own PKI) — talking to a tiny recording HTTP(S) server on
+127.0.0.1 (what goes over the wire: method, path, query, content type, body, credential).
+A real kube-apiserver comes in the integration tier.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
-from toolkit.errors import ClusterError
+from toolkit.errors import ClusterError, ToolkitError
 from tests.fake_apiserver import serve
-from workloads.cluster.client import Cluster, LogsUnavailable, Response
+from workloads.cluster.client import Cluster, LogsUnavailable, Response, _read_kubeconfig, _stdlib_transport, _StdlibTransport
+from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
+
+REPO = Path(__file__).resolve().parent.parent
 
 KUEUE_DISCOVERY = {
     "kind": "APIResourceList",
@@ -347,3 +357,248 @@ def test_wait_admitted_without_any_workload_reports_missing() -> None:
     }, streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": []})
     res = Cluster(t).wait_admitted("research", "r1", timeout=0.2, poll=0.05)
     assert not res.admitted and res.state == "missing" and "queue-name" in res.reason
+
+
+# ------------------------------------- the standard-library transport, on loopback
+
+
+def certs_for(directory: Path):
+    """A CA, a serving cert for 127.0.0.1 and client certs: the local cluster's own PKI code."""
+    from workloads.local import certs
+
+    return certs.ensure_pki(directory)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return certs_for(tmp_path_factory.mktemp("pki"))
+
+
+def _tls_server_context(pki) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(str(pki.serving_cert), str(pki.serving_key))
+    ctx.load_verify_locations(str(pki.ca_cert))
+    ctx.verify_mode = ssl.CERT_REQUIRED  # like kube-apiserver with --client-ca-file, and no anonymous user here
+    return ctx
+
+
+def _cert_kubeconfig(tmp_path: Path, server: str, pki, *, inline: bool = True, namespace: str = "team-a") -> Path:
+    def b64(p: Path) -> str:
+        return base64.b64encode(p.read_bytes()).decode()
+
+    if inline:
+        cluster = {"server": server, "certificate-authority-data": b64(pki.ca_cert)}
+        user = {"client-certificate-data": b64(pki.client_cert("admin")), "client-key-data": b64(pki.client_key("admin"))}
+    else:  # file paths, relative to the kubeconfig's directory as kubectl resolves them
+        for p in (pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin")):
+            (tmp_path / p.name).write_bytes(p.read_bytes())
+        cluster = {"server": server, "certificate-authority": pki.ca_cert.name}
+        user = {"client-certificate": pki.client_cert("admin").name, "client-key": pki.client_key("admin").name}
+    p = tmp_path / "kubeconfig"
+    p.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": namespace}}],
+    }))
+    return p
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline-data", "files"])
+def test_client_cert_kubeconfig_goes_over_the_standard_library(tmp_path: Path, pki, inline: bool) -> None:
+    with serve(_tls_server_context(pki)) as api:
+        path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1"
+        api.routes[("PATCH", path)] = lambda q, b: (200, json.loads(b))
+        cluster = Cluster.connect(_cert_kubeconfig(tmp_path, api.url, pki, inline=inline))
+        assert isinstance(cluster.transport, _StdlibTransport)
+        assert cluster.default_namespace == "team-a" and cluster.context == "c"
+        obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r1"}, "spec": {"suspend": True}}
+        assert cluster.apply([obj]) == [obj]
+    call = next(s for s in api.seen if s["method"] == "PATCH")
+    assert call["path"] == path and call["content_type"] == "application/apply-patch+yaml"
+    assert call["query"] == {"fieldManager": "tpu-gke-toolkit", "force": "false"}
+    assert json.loads(call["body"]) == obj
+    assert call["client_cn"] == "tgk-admin" and call["auth"] is None  # the client certificate is the credential
+
+
+def test_with_client_cert_health_create_and_raw_requests(pki) -> None:
+    with serve(_tls_server_context(pki)) as api:
+        cluster = Cluster.with_client_cert(api.url, ca=pki.ca_cert, cert=pki.client_cert("admin"), key=pki.client_key("admin"))
+        assert not cluster.healthy()  # no /readyz route yet: 404 is not healthy
+        api.routes[("GET", "/readyz")] = lambda q, b: (200, b"ok")
+        assert cluster.healthy()
+        api.routes[("POST", "/api/v1/nodes")] = lambda q, b: (201, json.loads(b))
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "status": {"capacity": {"google.com/tpu": "4"}}}
+        assert cluster.create(node, field_manager="tgk-local") == node
+        api.json("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues", {"items": [{"metadata": {"name": "cq"}}]})
+        assert cluster.request("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues")["items"][0]["metadata"]["name"] == "cq"
+        with pytest.raises(ClusterError, match=r"GET /apis/x/v1/things: /apis/x/v1/things not found \(HTTP 404\)"):
+            cluster.request("GET", "/apis/x/v1/things")
+    post = next(s for s in api.seen if s["method"] == "POST")
+    assert post["query"] == {"fieldManager": "tgk-local"} and post["content_type"] == "application/json"
+    assert json.loads(post["body"]) == node and post["client_cn"] == "tgk-admin"
+
+
+def test_standard_library_errors_are_one_line(tmp_path: Path, pki) -> None:
+    other = certs_for(tmp_path / "other-pki")
+    with serve(_tls_server_context(pki)) as api:
+        cluster = Cluster.with_client_cert(api.url, ca=pki.ca_cert, cert=pki.client_cert("admin"), key=pki.client_key("admin"))
+        assert cluster.delete_jobset("team-a", "gone").deleted is False
+        api.routes[("GET", "/api/v1/namespaces/team-a/pods")] = lambda q, b: (401, {"kind": "Status", "message": "Unauthorized"})
+        with pytest.raises(ClusterError, match="unauthorized"):
+            cluster.pods("team-a", "r1")
+        conflict = {"kind": "Status", "message": 'Apply failed with 1 conflict: conflict with "kubectl"\n.spec.suspend'}
+        api.routes[("PATCH", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1")] = lambda q, b: (409, conflict)
+        with pytest.raises(ClusterError, match="conflict") as e:
+            cluster.apply([jobset(ns="team-a")])
+        assert "\n" not in str(e.value)
+        # A server whose certificate the CA does not vouch for.
+        wrong_ca = Cluster.with_client_cert(api.url, ca=other.ca_cert, cert=pki.client_cert("admin"), key=pki.client_key("admin"))
+        with pytest.raises(ClusterError, match="TLS handshake failed") as e:
+            wrong_ca.server_version()
+        assert "\n" not in str(e.value) and not wrong_ca.healthy()
+        port = api.port
+    gone = Cluster.with_client_cert(f"https://127.0.0.1:{port}", ca=pki.ca_cert, cert=pki.client_cert("admin"), key=pki.client_key("admin"))
+    with pytest.raises(ClusterError, match=r"cannot reach the Kubernetes API server at https://127.0.0.1:\d+ \(connection refused\)"):
+        gone.server_version()
+    assert not gone.healthy()
+    missing = Cluster.with_client_cert("https://127.0.0.1:1", ca=tmp_path / "nope.crt", cert=tmp_path / "c", key=tmp_path / "k")
+    with pytest.raises(ClusterError, match="cannot load the TLS certificates"):
+        missing.server_version()
+
+
+def test_standard_library_streams_lines_and_watches(tmp_path: Path) -> None:
+    with serve() as api:
+        p = tmp_path / "kubeconfig"
+        p.write_text(yaml.safe_dump({  # anonymous plain HTTP: no credentials at all
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "k", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        }))
+        cluster = Cluster.connect(p)
+        assert isinstance(cluster.transport, _StdlibTransport)
+        api.routes[("GET", "/api/v1/namespaces/default/pods/p0/log")] = lambda q, b: (200, b"step 1\nstep 2\nlast")
+        assert list(cluster.logs("default", "p0", follow=True)) == ["step 1", "step 2", "last"]
+        events = b"".join(json.dumps({"type": t, "object": {"metadata": {"name": n}}}).encode() + b"\n" for t, n in (("ADDED", "a"), ("DELETED", "a")))
+        api.routes[("GET", "/api/v1/namespaces/default/pods")] = lambda q, b: (200, events)
+        got = list(cluster.watch(cluster.resource("v1", "Pod"), "default", label_selector="x=y", timeout=7))
+        assert got == [("ADDED", {"metadata": {"name": "a"}}), ("DELETED", {"metadata": {"name": "a"}})]
+        api.routes[("GET", "/api/v1/namespaces/default/pods/p1/log")] = lambda q, b: (400, {"kind": "Status", "message": "container not ready"})
+        with pytest.raises(LogsUnavailable, match="container not ready"):
+            list(cluster.logs("default", "p1"))
+    logs, watch = (s for s in api.seen if s["path"] in ("/api/v1/namespaces/default/pods/p0/log", "/api/v1/namespaces/default/pods"))
+    assert logs["query"] == {"follow": "true"} and logs["auth"] is None and logs["client_cn"] is None
+    assert watch["query"] == {"watch": "true", "allowWatchBookmarks": "false", "timeoutSeconds": "7", "labelSelector": "x=y"}
+
+
+def test_the_transport_follows_the_kubeconfig_user(tmp_path: Path) -> None:
+    def context(user: dict, cluster: dict | None = None):
+        p = tmp_path / "kc"
+        p.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "k", "cluster": cluster or {"server": "https://127.0.0.1:1"}}], "users": [{"name": "u", "user": user}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        }))
+        return _read_kubeconfig(p, None)
+
+    cert = {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}
+    assert isinstance(_stdlib_transport(context(cert), 5), _StdlibTransport)
+    assert isinstance(_stdlib_transport(context({}), 5), _StdlibTransport)
+    # Tokens, exec plugins (gke-gcloud-auth-plugin) and proxies are the kubernetes client's.
+    assert _stdlib_transport(context({"token": "t"}), 5) is None
+    assert _stdlib_transport(context({"exec": {"command": "gke-gcloud-auth-plugin"}}), 5) is None
+    assert _stdlib_transport(context(cert, {"server": "https://x", "proxy-url": "http://p"}), 5) is None
+    with pytest.raises(ClusterError, match="certificate without its key"):
+        _stdlib_transport(context({"client-certificate-data": "Y2VydA=="}), 5)
+    with pytest.raises(ClusterError, match="client-certificate-data .* is not base64"):
+        _stdlib_transport(context({"client-certificate-data": "!!", "client-key-data": "a2V5"}), 5)
+    with pytest.raises(ClusterError, match="has no cluster with a server"):
+        context({}, {"certificate-authority-data": "Y2E="})
+
+
+def test_the_standard_library_path_does_not_import_the_kubernetes_client(tmp_path: Path) -> None:
+    with serve() as api:
+        p = tmp_path / "kubeconfig"
+        p.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "k", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
+            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+        }))
+        code = (
+            "import sys, workloads.local.controlplane\n"
+            "from workloads.cluster.client import Cluster\n"
+            f"print(Cluster.connect({str(p)!r}).server_version())\n"
+            "print([m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3')])\n"
+        )
+        proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["v1.34.2", "[]"]
+
+
+# ------------------------------------------------------------------- the one wait
+
+
+class Clock:
+    """Polls that return the next canned state; counts them."""
+
+    def __init__(self, states: list[Any]) -> None:
+        self.states, self.polls = list(states), 0
+
+    def __call__(self) -> Any:
+        self.polls += 1
+        return self.states.pop(0) if len(self.states) > 1 else self.states[0]
+
+
+def test_wait_returns_the_first_state_that_holds_and_reports_each_change_once() -> None:
+    poll = Clock(["pending", "pending", "running", "running", "done"])
+    seen: list[str] = []
+    assert wait_for(poll, timeout=5, interval=0.01, until=lambda s: s == "done", on_change=seen.append) == "done"
+    assert seen == ["pending", "running", "done"] and poll.polls == 5
+
+
+def test_wait_key_decides_what_counts_as_a_change() -> None:
+    poll = Clock([(1, "a"), (1, "b"), (2, "c")])
+    seen: list[Any] = []
+    wait_for(poll, timeout=5, interval=0.01, until=lambda s: s[0] == 2, on_change=seen.append, key=lambda s: s[0])
+    assert seen == [(1, "a"), (2, "c")]
+
+
+def test_wait_times_out_in_one_line_with_the_last_state() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(WaitTimeout) as e:
+        wait_for(Clock([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10]), timeout=0.2, interval=0.05, what="the thing", until=lambda s: s > 100)
+    assert 0.2 <= time.monotonic() - t0 < 1.5
+    assert str(e.value) == "timed out after 0.2s waiting for the thing" and isinstance(e.value.last, int) and e.value.last >= 2
+    assert isinstance(e.value, ToolkitError) and e.value.exit_code == 1
+
+
+def test_wait_fails_fast_on_a_state_that_will_not_get_better() -> None:
+    poll = Clock(["starting", "starting", "crashed", "ok"])
+    t0 = time.monotonic()
+    with pytest.raises(WaitFailed, match="^etcd exited: crashed$") as e:
+        wait_for(poll, timeout=30, interval=0.01, until=lambda s: s == "ok", fail=lambda s: "etcd exited: crashed" if s == "crashed" else None)
+    assert e.value.last == "crashed" and poll.polls == 3 and time.monotonic() - t0 < 5
+
+
+def test_wait_until_wins_over_fail_on_the_same_state() -> None:
+    assert wait_for(lambda: "ok", timeout=1, fail=lambda s: "dead") == "ok"
+
+
+def test_wait_between_polls_can_be_a_watch() -> None:
+    poll = Clock(["pending"])
+    calls: list[tuple[str, float]] = []
+
+    def watch(state: str, remaining: float):
+        calls.append((state, remaining))
+        yield "pending"
+        yield "admitted"
+        raise AssertionError("the wait stops reading once a state holds")
+
+    assert wait_for(poll, timeout=5, interval=10, until=lambda s: s == "admitted", between=watch) == "admitted"
+    assert poll.polls == 1 and calls[0][0] == "pending" and 4 < calls[0][1] <= 5  # no sleep of `interval` first
+
+
+def test_wait_between_that_returns_at_once_is_not_a_busy_loop() -> None:
+    poll = Clock(["pending"])
+    with pytest.raises(WaitTimeout):
+        wait_for(poll, timeout=0.3, interval=0.1, until=lambda s: False, between=lambda s, r: iter(()))
+    assert 2 <= poll.polls <= 5

@@ -16,7 +16,7 @@ from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
 from workloads.render import kueue
 from workloads.render import yamlio
 from workloads.render.jobset import jobset, run_objects
-from workloads.planning.planner import Overrides, plan_run
+from workloads.planning.planner import Overrides, PlanError, plan_run
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -84,7 +84,7 @@ def test_jobset_contract_multislice() -> None:
     assert job["completionMode"] == "Indexed" and job["backoffLimit"] == 0
     pod = _pod(js)
     assert pod["restartPolicy"] == "Never"  # podFailurePolicy requires it
-    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "hostNetwork" not in pod and "dnsPolicy" not in pod  # the pod network: the team's own identity
     assert pod["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice", "cloud.google.com/gke-tpu-topology": "4x4"}
     assert pod["priorityClassName"] == "medium" and pod["serviceAccountName"] == "tpu-training"
     c = pod["containers"][0]
@@ -105,6 +105,16 @@ def test_single_slice_has_no_megascale_env_and_no_hostnetwork_when_off() -> None
     pod = _pod(jobset(plan))
     assert "hostNetwork" not in pod and "dnsPolicy" not in pod
     assert not [e for e in pod["containers"][0]["env"] if e["name"].startswith("MEGASCALE_")]
+
+
+def test_host_network_is_an_explicit_choice_of_teams_that_opted_in() -> None:
+    spec = load_spec(EXAMPLES / "v6e-reservation.yaml")
+    pod = _pod(jobset(plan_run("llama3-8b", spec, Overrides(slices=2, name="r", team="pretrain", host_network=True))))
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert "hostNetwork" not in _pod(jobset(plan_run("llama3-8b", spec, Overrides(slices=2, name="r", team="pretrain"))))
+    with pytest.raises(PlanError) as e:
+        plan_run("llama3-8b", spec, Overrides(slices=2, name="r", team="research", host_network=True))
+    assert e.value.field == "--host-network" and "host_network: true" in e.value.fix
 
 
 def test_yaml_has_no_none_and_blocks_for_multiline() -> None:
@@ -143,8 +153,13 @@ def test_kueue_objects_two_teams() -> None:
     assert total == 2 * 16  # Σ slices x chips per slice, split by quota_share
     lqs = _by_kind(objs, "LocalQueue")
     assert {(q["metadata"]["namespace"], q["spec"]["clusterQueue"]) for q in lqs} == {("pretrain", "pretrain-cq"), ("research", "research-cq")}
-    for sa in _by_kind(objs, "ServiceAccount"):
-        assert sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == "trillium-workload@my-tpu-project.iam.gserviceaccount.com"
+    gsas = {sa["metadata"]["namespace"]: sa["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] for sa in _by_kind(objs, "ServiceAccount")}
+    assert gsas == {
+        "pretrain": "trillium-t-pretrain@my-tpu-project.iam.gserviceaccount.com",
+        "research": "trillium-t-research@my-tpu-project.iam.gserviceaccount.com",
+    }
+    psa = {ns["metadata"]["name"]: ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for ns in _by_kind(objs, "Namespace")}
+    assert psa == {"pretrain": "privileged", "research": "baseline"}  # only pretrain opted in to hostNetwork runs
 
 
 def test_quota_is_per_shape_sum_of_slices() -> None:
@@ -162,14 +177,19 @@ def test_ksa_annotation_names_a_gsa_the_stack_creates(tmp_path) -> None:
 
     from infra.stack import synth
 
-    spec = load_spec(EXAMPLES / "default.yaml")
+    spec = load_spec(EXAMPLES / "v6e-reservation.yaml")  # two teams: one GSA each
     doc = json.loads(synth(spec, tmp_path).read_text())
     account_ids = {sa["account_id"] for sa in doc["resource"]["google_service_account"].values()}
-    email = kueue.workload_gsa_email(spec)
-    assert email.endswith(f"@{spec.project}.iam.gserviceaccount.com")
-    assert email.split("@")[0] in account_ids
-    ksas = [o for o in kueue.queue_objects(spec) if o["kind"] == "ServiceAccount"]
-    assert ksas and all(o["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == email for o in ksas)
+    ksas = {o["metadata"]["namespace"]: o for o in kueue.queue_objects(spec) if o["kind"] == "ServiceAccount"}
+    assert set(ksas) == {t.ns for t in spec.teams}
+    emails = set()
+    for team in spec.teams:
+        email = kueue.workload_gsa_email(spec, team)
+        assert email.endswith(f"@{spec.project}.iam.gserviceaccount.com")
+        assert email.split("@")[0] in account_ids
+        assert ksas[team.ns]["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == email
+        emails.add(email)
+    assert len(emails) == len(spec.teams), "every team acts as its own GSA"
 
 
 def test_light_imports() -> None:

@@ -111,7 +111,12 @@ def test_steady_state_excludes_compile_and_profiler_window(prof_log: m.RunLog) -
     want = [raw[i]["perf/step_time_seconds"] for i in s.steady_steps]
     assert s.step_seconds_mean == pytest.approx(statistics.fmean(want))
     assert s.step_seconds_median == pytest.approx(statistics.median(want))
-    assert s.tokens_per_device == pytest.approx(statistics.fmean(raw[i]["perf/per_device_tokens_per_sec"] for i in s.steady_steps))
+    # Throughput is total work / total time (the file says each step's work), not a mean of rates.
+    tokens = sum(raw[i]["perf/per_device_tokens"] for i in s.steady_steps)
+    assert s.tokens_per_device == pytest.approx(tokens / sum(want))
+    rates = [raw[i]["perf/per_device_tokens_per_sec"] for i in s.steady_steps]
+    assert s.tokens_per_device < statistics.fmean(rates)  # the short steps' big rates no longer dominate
+    assert s.tokens_per_device_spread == m.Spread(statistics.median(rates), min(rates), max(rates))
     # The profiler window really is slower on this data: the exclusion matters.
     worst = max(raw[i]["perf/step_time_seconds"] for i in (5, 6, 7, 8))
     assert worst > 3 * s.step_seconds_median
@@ -209,6 +214,72 @@ def test_synthetic_variants() -> None:
     assert s.steady_steps == (3, 5)
     assert s.excluded[2] == "rampup" and s.excluded[4] == "profiler"
     assert s.tflops_per_device == pytest.approx(375.0)
+
+
+# ------------------------------------------- throughput worked out by hand
+
+# SYNTHETIC, with round numbers so every figure below can be checked on paper. Each step does
+# 40 TFLOP and 1,000 tokens per device; a v5litepod-16 slice has 16 chips of one device each,
+# so total_weights (tokens over the whole run) is 16 x 1,000 = 16,000 per step.
+HAND = "\n".join(
+    ABSL + f"completed step: {n}, seconds: {sec}, TFLOP/s/device: {tf}, Tokens/s/device: {tok}, "
+    f"total_weights: 16000, loss: {loss}, lm_loss: {loss}, perplexity: 100.000"
+    for n, sec, tf, tok, loss in [
+        (0, "30.000", "1.333", "33.333", "8.000"),  # compilation: excluded
+        (1, "5.000", "8.000", "200.000", "7.900"),  # compilation: excluded
+        (2, "1.600", "25.000", "625.000", "7.800"),  # 40 / 1.6 = 25; 1000 / 1.6 = 625
+        (3, "1.600", "25.000", "625.000", "7.700"),
+        (4, "1.600", "25.000", "625.000", "7.600"),
+        (5, "0.200", "200.000", "5000.000", "7.500"),  # one fast step: 40 / 0.2, 1000 / 0.2
+    ]
+)
+
+
+def test_throughput_is_total_work_over_total_time_by_hand() -> None:
+    s = m.summarize(m.parse_log(HAND).steps, hardware=m.Hardware.from_shape(catalog.resolve("v5litepod-16"), slices=1))
+    assert s.steady_steps == (2, 3, 4, 5)
+    # Steady steps 2-5: 4 x 1,000 tokens in 1.6 + 1.6 + 1.6 + 0.2 = 5.0 s.
+    assert s.tokens_per_device == pytest.approx(800.0)  # 4,000 / 5.0 (the mean of rates said 1,718.75)
+    assert s.tflops_per_device == pytest.approx(32.0)  # 4 x 40 / 5.0 (the mean of rates said 68.75)
+    assert s.tokens_per_chip == pytest.approx(800.0) and s.tflops_per_chip == pytest.approx(32.0)  # v5e: 1 device/chip
+    assert s.mfu == pytest.approx(32.0 / 197)  # v5e peak: 197 TFLOP/s per chip = per device
+    assert s.tokens_per_chip_from_weights == pytest.approx(800.0)  # 4 x 16,000 / 5.0 / 16 chips
+    assert (s.step_seconds_mean, s.step_seconds_median) == (pytest.approx(1.25), pytest.approx(1.6))
+    assert s.step_seconds_spread == m.Spread(median=1.6, low=0.2, high=1.6)
+    assert s.tokens_per_device_spread == m.Spread(median=625.0, low=625.0, high=5000.0)
+    assert s.tflops_per_device_spread == m.Spread(median=25.0, low=25.0, high=200.0)
+    assert s.tokens_per_chip_spread == m.Spread(median=625.0, low=625.0, high=5000.0)
+
+
+def test_throughput_by_hand_on_two_devices_per_chip() -> None:
+    s = m.summarize(m.parse_log(HAND).steps, hardware=m.Hardware.from_shape(catalog.resolve("tpu7x-8")))
+    assert s.tokens_per_chip == pytest.approx(1600.0) and s.tflops_per_chip == pytest.approx(64.0)
+    assert s.mfu == pytest.approx(32.0 / (2307 / 2))  # per device: half a chip's 2,307
+    assert s.tflops_per_chip_spread == m.Spread(median=50.0, low=50.0, high=400.0)
+
+
+def test_throughput_uses_the_metrics_files_work_when_it_has_it() -> None:
+    # SYNTHETIC metrics-file lines: the step's own work wins over rate x rounded seconds.
+    lines = [
+        {"step": 2, "perf/step_time_seconds": 2.0, "perf/per_device_tokens": 1000.0, "perf/per_device_tokens_per_sec": 500.0,
+         "perf/per_device_tflops": 10.0, "perf/per_device_tflops_per_sec": 5.0},
+        {"step": 3, "perf/step_time_seconds": 0.5, "perf/per_device_tokens": 1000.0, "perf/per_device_tokens_per_sec": 2000.0,
+         "perf/per_device_tflops": 10.0, "perf/per_device_tflops_per_sec": 20.0},
+    ]
+    s = m.summarize(m.parse_metrics_file("\n".join(json.dumps(x) for x in lines)))
+    assert s.tokens_per_device == pytest.approx(2000 / 2.5) and s.tflops_per_device == pytest.approx(20 / 2.5)
+    assert s.tokens_per_device_spread == m.Spread(median=1250.0, low=500.0, high=2000.0)
+
+
+def test_a_step_without_a_rate_adds_no_time_to_that_rate() -> None:
+    steps = [
+        m.StepMetrics(step=2, seconds=1.0, tokens_per_device=100.0),
+        m.StepMetrics(step=3, seconds=3.0),  # timed, but no tokens figure: not part of tokens/s
+        m.StepMetrics(step=4, seconds=1.0, tokens_per_device=300.0),
+    ]
+    s = m.summarize(steps)
+    assert s.tokens_per_device == pytest.approx(400 / 2.0) and s.tflops_per_device is None
+    assert s.step_seconds_mean == pytest.approx(5 / 3)
 
 
 @given(

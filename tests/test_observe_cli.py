@@ -60,12 +60,30 @@ def test_metrics_json_with_shape_and_metrics_file() -> None:
     s = doc["summary"]
     raw = [json.loads(x) for x in Path(MFILE).read_text().splitlines()]
     steady = [x for x in raw if int(x["step"]) in (2, 3, 4, 9)]
-    want_tflops = sum(x["perf/per_device_tflops_per_sec"] for x in steady) / len(steady)
+    # total work / total time, from the file's own per-step work and full-precision seconds
+    want_tflops = sum(x["perf/per_device_tflops"] for x in steady) / sum(x["perf/step_time_seconds"] for x in steady)
     assert s["steady_steps"] == [2, 3, 4, 9]
     assert s["tflops_per_device"] == pytest.approx(want_tflops)  # the file's full precision won
     assert s["tflops_per_chip"] == pytest.approx(2 * want_tflops)
     assert s["mfu"] == pytest.approx(want_tflops / (2307 / 2))
     assert doc["run"] == "tiny_cpu" and len(doc["steps"]) == 10
+
+
+def test_metrics_text_on_a_log_worked_out_by_hand(tmp_path: Path) -> None:
+    from tests.test_metrics import HAND
+
+    log = tmp_path / "hand.log"
+    log.write_text(HAND + "\n")
+    r = wl("metrics", str(log), "--shape", "v5litepod-16")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    # 4 steady steps x 1,000 tokens (40 TFLOP) per device in 1.6 + 1.6 + 1.6 + 0.2 = 5.0 s
+    assert "  step time      1.2500 s mean, 1.6000 s median, range 0.2000–1.6000 s" in out
+    assert "  TFLOP/s        32.000 per device, 32.000 per chip (total / time)" in out
+    assert "                 per step: median 25.000, range 25.000–200.000 per chip" in out
+    assert "  tokens/s       800.0 per device, 800.0 per chip (total / time)" in out
+    assert "                 per step: median 625.0, range 625.0–5,000.0 per chip" in out
+    assert any(line.startswith("  MFU            16.24% of 197 TFLOP/s per device") for line in out)
 
 
 def test_metrics_on_a_metrics_file_alone_and_with_a_pool() -> None:
@@ -214,8 +232,32 @@ def test_status_json_and_text_through_the_real_client(api) -> None:
     assert d["phase"] == "Running" and d["workload"]["flavors"] == {"slice": "v5e-4x4"}
     assert [p["node"] for p in d["slices"][0]["pods"]] == ["gke-v5e-16-0-0", "gke-v5e-16-0-1"]
     t = wl("status", "r1", "--kubeconfig", kc)
-    assert t.returncode == 0 and "research/r1: Running — 2/2 pods running" in t.stdout and "slice 0: 2/2 running" in t.stdout
+    assert t.returncode == 0 and "research/r1: Running — 2/2 pods running" in t.stdout
+    assert "  slice 0: 2 workers (2 Running), on 2 VMs, 0 restarts" in t.stdout.splitlines()
+    assert "worker" not in t.stdout.replace("2 workers", "")  # nothing abnormal: no worker lines
     assert any(s["query"].get("labelSelector") == "kueue.x-k8s.io/job-uid=u1" for s in server.seen)
+
+
+def test_status_summarizes_each_slice_and_lists_only_abnormal_workers(api) -> None:
+    server, kc = api
+    big = json.loads(json.dumps(JOBSET))
+    big["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 32
+    server.json("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", big)
+    pods = [_pod(w) for w in range(32)]  # a 32-VM slice, like one tpu7x 4x4x8 slice
+    pods[7]["status"] = {"phase": "Failed", "conditions": [], "containerStatuses": [
+        {"restartCount": 1, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
+    server.routes[("GET", "/api/v1/namespaces/research/pods")] = lambda q, b: (200, {"items": _select(pods, q)})
+    t = wl("status", "r1", "--kubeconfig", kc)
+    assert t.returncode == 0, t.stderr
+    lines = t.stdout.splitlines()
+    assert lines[0] == "research/r1: Starting — 31/32 pods running; r1-slice-0-7-abc: Error (exit 1)"
+    assert "  slice 0: 32 workers (31 Running, 1 Failed), on 32 VMs, 1 restart" in lines
+    workers = [line for line in lines if line.lstrip().startswith("worker ")]
+    assert len(workers) == 1 and workers[0].split()[:3] == ["worker", "7", "Failed"] and "Error (exit 1)" in workers[0]
+    assert len(lines) <= 5  # header, workload, slice, the one abnormal worker: not 32 lines
+    every = wl("status", "r1", "--workers", "--kubeconfig", kc)
+    assert every.returncode == 0, every.stderr
+    assert sum(line.lstrip().startswith("worker ") for line in every.stdout.splitlines()) == 32
 
 
 def test_status_of_a_missing_run_exits_1(api) -> None:

@@ -272,3 +272,136 @@ def test_plan_invariants(pool, slices_in_spec, data) -> None:
         assert product(mesh(p, "ici")) == shape.devices
         assert product(mesh(p, "dcn")) == slices
         assert product(mesh(p, "ici")) * product(mesh(p, "dcn")) == p.target.devices
+
+
+# ------------------------------------------------- bad input, by class (issue 15)
+
+
+def _plan_error(sets: tuple[str, ...], recipe: str = "maxtext-6b") -> PlanError:
+    spec = load_spec(EXAMPLES / "default.yaml")
+    with pytest.raises(PlanError) as e:
+        plan_run(recipe, spec, Overrides(sets=sets), now=NOW)
+    assert "\n" not in str(e.value)
+    return e.value
+
+
+@pytest.mark.parametrize(
+    "item, needle",
+    [
+        ("max_target_length=0", "max_target_length=0 must be a positive integer"),
+        ("max_target_length=-2048", "must be a positive integer"),
+        ("max_target_length= 2048", "not a plain integer"),
+        ("base_emb_dim=0", "base_emb_dim=0 must be a positive integer"),
+        ("vocab_size=3.5", "not a plain integer"),
+        ("ici_fsdp_parallelism=1_6", "not a plain integer"),
+        ("ici_fsdp_parallelism=016", "not a plain integer"),
+        ("per_device_batch_size=inf", "positive finite"),
+        ("per_device_batch_size=nan", "positive finite"),
+        ("per_device_batch_size=-1", "positive finite"),
+        ("per_device_batch_size=lots", "not a number"),
+        ("override_model_config=maybe", "neither true nor false"),
+        ("base_output_directory=gs://", "not a gs:// path"),
+        ("base_output_directory=gs://b/has space", "not a gs:// path"),
+    ],
+)
+def test_set_values_outside_their_domain(item, needle) -> None:
+    err = _plan_error((item,))
+    assert err.field == "--set" and needle in str(err), str(err)
+
+
+def test_set_dimension_the_recipe_mesh_cannot_split_blames_the_set() -> None:
+    # maxtext-6b shards the embedding over fsdp = all 16 devices of a v5e 4x4 (its recipe's rule);
+    # 5000 is not a multiple of 16, and it was the --set that made it so.
+    err = _plan_error(("base_emb_dim=5000",))
+    assert err.field == "--set", str(err)
+    assert err.problem.startswith("base_emb_dim=5000 cannot be split by fsdp") and "4992 or 5008" in err.fix, str(err)
+
+
+def test_set_sequence_length_the_recipe_mesh_cannot_split_blames_the_set() -> None:
+    spec = spec_with([{"name": "p", "type": "v5litepod-16"}])
+    # a recipe whose mesh splits the sequence: here via --set too, so the axis (set) is named
+    with pytest.raises(PlanError, match="^--set: sequence"):
+        plan_run("maxtext-6b", spec, Overrides(sets=("ici_sequence_parallelism=2", "ici_fsdp_parallelism=-1", "max_target_length=2047")))
+
+
+def test_recipe_mesh_still_blamed_on_the_recipe_without_a_set() -> None:
+    spec = spec_with([{"name": "huge", "generation": "tpu7x", "topology": "8x8x16"}])
+    with pytest.raises(PlanError) as e:
+        plan_run("gpt3-6b", spec)
+    assert e.value.field.startswith("recipe gpt3-6b"), str(e.value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seq=st.integers(-10**6, 10**6), pdb=st.sampled_from(["1", "2"]))
+def test_accepted_sets_give_a_non_negative_hbm_estimate(seq, pdb) -> None:
+    spec = load_spec(EXAMPLES / "default.yaml")
+    try:
+        p = plan_run("maxtext-6b", spec, Overrides(sets=(f"max_target_length={seq}", f"per_device_batch_size={pdb}")), now=NOW)
+    except PlanError as e:
+        assert e.field == "--set" or e.field.startswith("recipe "), str(e)
+        assert seq < 1 or "GiB" in str(e), str(e)
+        return
+    hbm = p.program.sizing.hbm
+    assert seq >= 1
+    assert min(hbm.state_bytes, hbm.activation_bytes, hbm.logits_bytes) >= 0
+
+
+# Recipes are YAML files too: the same rules for encodings, duplicate keys and domains.
+
+
+@pytest.fixture
+def recipe_dir(tmp_path, monkeypatch):
+    import shutil
+
+    from workloads.planning import recipes
+
+    for p in recipes.RECIPES_DIR.glob("*.yaml"):
+        shutil.copy(p, tmp_path / p.name)
+    monkeypatch.setattr(recipes, "RECIPES_DIR", tmp_path)
+    recipes.load_recipe.cache_clear()
+    yield tmp_path
+    recipes.load_recipe.cache_clear()
+
+
+def _edit(recipe_dir: Path, name: str, old: str, new: str) -> None:
+    path = recipe_dir / f"{name}.yaml"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(
+    "old, new, needle",
+    [
+        ("steps: 100\n", "steps: 100\nsteps: 5\n", "recipe maxtext-6b: steps: is given twice"),
+        ("min_chips_per_slice: 4\n", "min_chips_per_slice: 4\ngenerations: []\n", "recipe maxtext-6b: generations"),
+        ("    log_period: 10\n", "    log_period: 10\n    max_target_length: 0\n", "args.max_target_length is 0"),
+        ("    log_period: 10\n", "    log_period: 10\n    max_target_length: long\n", "args.max_target_length is 'long'"),
+    ],
+)
+def test_bad_recipe_files_are_refused(recipe_dir, old, new, needle) -> None:
+    from workloads.planning.recipes import RecipeError, load_recipe
+
+    _edit(recipe_dir, "maxtext-6b", old, new)
+    with pytest.raises(RecipeError) as e:
+        load_recipe("maxtext-6b")
+    assert needle in str(e.value) and " — " in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("encode, needle", [(lambda t: t.encode("utf-16"), "UTF-16"), (lambda t: t.encode().replace(b"#", b"\xe9", 1), "not UTF-8")])
+def test_recipe_that_is_not_utf8_is_refused(recipe_dir, encode, needle) -> None:
+    from workloads.planning.recipes import RecipeError, load_recipe
+
+    path = recipe_dir / "maxtext-6b.yaml"
+    path.write_bytes(encode(path.read_text()))
+    with pytest.raises(RecipeError, match=needle):
+        load_recipe("maxtext-6b")
+
+
+def test_command_recipe_needs_non_empty_items(recipe_dir) -> None:
+    from workloads.planning.recipes import RecipeError, load_recipe
+
+    path = recipe_dir / "hello-tpu.yaml"
+    path.write_text(path.read_text().split("command:")[0] + "command: ['']\n")
+    with pytest.raises(RecipeError, match="command"):
+        load_recipe("hello-tpu")

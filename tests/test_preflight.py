@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from infra.spec import load_spec, parse_spec
 from workloads.observe import preflight as pf
 from workloads.render.kueue import queue_objects
@@ -28,11 +26,12 @@ def _nodes(pools=("v5e-16-0", "v5e-16-1"), **kw) -> tuple[dict, ...]:
     return tuple(_node(f"{p}-n{i}", p, **kw) for p in pools for i in range(4))
 
 
-def _rendered() -> dict[str, tuple[dict, ...]]:
-    objs = queue_objects(SPEC)
+def _rendered(spec=SPEC, team=TEAM) -> dict[str, tuple[dict, ...]]:
+    """What `queues apply` creates for ``spec``, as the Snapshot fields (``team``'s LocalQueue)."""
+    objs = queue_objects(spec)
     by = lambda k: tuple(o for o in objs if o["kind"] == k)  # noqa: E731
     return {"resource_flavors": by("ResourceFlavor"), "cluster_queues": by("ClusterQueue"),
-            "local_queues": tuple(o for o in by("LocalQueue") if o["metadata"]["namespace"] == TEAM.ns)}
+            "local_queues": tuple(o for o in by("LocalQueue") if o["metadata"]["namespace"] == team.ns)}
 
 
 def _rows(rep: pf.Report) -> dict[str, pf.Result]:
@@ -90,15 +89,8 @@ def test_cohort_borrowing_is_a_warning() -> None:
         **SPEC.model_dump(mode="json", exclude_none=True),
         "teams": [{"name": "research", "quota_share": 0.5}, {"name": "prod", "quota_share": 0.5}],
     })
-    objs = queue_objects(two_teams)
     team = two_teams.teams[0]
-    snap = pf.Snapshot(
-        True,
-        tuple(o for o in objs if o["kind"] == "ResourceFlavor"),
-        tuple(o for o in objs if o["kind"] == "ClusterQueue"),
-        tuple(o for o in objs if o["kind"] == "LocalQueue" and o["metadata"]["namespace"] == team.ns),
-        _nodes(),
-    )
+    snap = pf.Snapshot(True, nodes=_nodes(), **_rendered(two_teams, team))
     rep = pf.evaluate(two_teams, two_teams.tpu_pools[0], team, snap)
     row = next(c for c in rep.checks if c.name == "cluster-queue")
     assert row.result is pf.Result.WARN and "cohort" in row.detail and rep.ok
@@ -128,23 +120,6 @@ def test_zone_mismatch_is_caught() -> None:
 
 def test_flex_start_pools_without_nodes_only_warn() -> None:
     flex = load_spec("examples/flex-start.yaml")
-    pool = flex.tpu_pools[0]
-    objs = queue_objects(flex)
     team = flex.teams[0]
-    snap = pf.Snapshot(
-        True,
-        tuple(o for o in objs if o["kind"] == "ResourceFlavor"),
-        tuple(o for o in objs if o["kind"] == "ClusterQueue"),
-        tuple(o for o in objs if o["kind"] == "LocalQueue" and o["metadata"]["namespace"] == team.ns),
-    )
-    rep = pf.evaluate(flex, pool, team, snap)
+    rep = pf.evaluate(flex, flex.tpu_pools[0], team, pf.Snapshot(True, **_rendered(flex, team)))
     assert _rows(rep)["nodes"] is pf.Result.WARN and rep.ok
-
-
-def test_pick_pool() -> None:
-    assert pf.pick_pool(SPEC, "v5e-16") is POOL
-    assert pf.pick_pool(SPEC, None, ["v6e-4x4", "v5e-4x4"], None) is POOL
-    with pytest.raises(Exception, match="no TPU pool 'nope'"):
-        pf.pick_pool(SPEC, "nope")
-    with pytest.raises(Exception, match="no pool in the spec has a generation"):
-        pf.pick_pool(SPEC, None, ["v6e-4x4"], ["v6e"])

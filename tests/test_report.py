@@ -46,9 +46,14 @@ def test_markdown_has_facts_steady_state_and_per_step_tables(run) -> None:
 
     steady = dict((r[0], r[1]) for r in _table_rows(md, "| metric |"))
     assert steady["step time, mean (s)"] == f"{summ.step_seconds_mean:,.4f}"
-    assert steady["TFLOP/s per chip"] == f"{summ.tflops_per_chip:,.3f}"
     assert steady["MFU"] == f"{100 * summ.mfu:.2f}%"
-    assert steady["tokens/s per chip"] == f"{summ.tokens_per_chip:,.1f}"
+    sec = summ.step_seconds_spread
+    assert steady["step time, range (s)"] == f"{sec.low:,.4f}–{sec.high:,.4f}"
+    tp = {r[0]: r[1:] for r in _table_rows(md, "| throughput |")}
+    assert tp["TFLOP/s per chip"][0] == f"{summ.tflops_per_chip:,.3f}"
+    sp = summ.tokens_per_chip_spread
+    assert tp["tokens/s per chip"] == [f"{summ.tokens_per_chip:,.1f}", f"{sp.median:,.1f}", f"{sp.low:,.1f}–{sp.high:,.1f}"]
+    assert "total work divided by their total time" in md
 
     rows = _table_rows(md, "| step |")
     assert [int(r[0]) for r in rows] == [s.step for s in log.steps]
@@ -64,7 +69,9 @@ def test_markdown_without_hardware_leaves_per_chip_blank() -> None:
     log = m.parse_log((DATA / "tiny_cpu_noprof.log").read_text())
     md = rp.render_markdown(rp.RunFacts("x", "f"), log, m.summarize(log.steps))
     steady = dict((r[0], r[1]) for r in _table_rows(md, "| metric |"))
-    assert steady["TFLOP/s per chip"] == "–" and steady["MFU"] == "–"
+    tp = {r[0]: r[1:] for r in _table_rows(md, "| throughput |")}
+    assert tp["TFLOP/s per chip"] == ["–", "–", "–"] and steady["MFU"] == "–"
+    assert tp["tokens/s per device"][0] != "–"
     assert "profiler window" not in md
     assert "steady-state steps | 2–11 |" in md
 
@@ -75,6 +82,21 @@ def test_eval_section_only_when_there_are_evals() -> None:
     log = m.parse_log(text)
     md = rp.render_markdown(rp.RunFacts("x", "f"), log, m.summarize(log.steps))
     assert "## Eval" in md and "| 11 | 5.9000 |" in md
+
+
+def test_markdown_figures_on_a_log_worked_out_by_hand() -> None:
+    from tests.test_metrics import HAND
+
+    log = m.parse_log(HAND)
+    summ = m.summarize(log.steps, hardware=m.Hardware.from_shape(catalog.resolve("v5litepod-16"), slices=1))
+    md = rp.render_markdown(rp.RunFacts("hand", "f"), log, summ)
+    tp = {r[0]: r[1:] for r in _table_rows(md, "| throughput |")}
+    # 4 steady steps x 1,000 tokens (40 TFLOP) per device in 5.0 s; one device per v5e chip.
+    assert tp["tokens/s per device"] == ["800.0", "625.0", "625.0–5,000.0"]
+    assert tp["TFLOP/s per chip"] == ["32.000", "25.000", "25.000–200.000"]
+    assert tp["tokens/s per chip from total_weights (cross-check)"][0] == "800.0"
+    steady = dict((r[0], r[1]) for r in _table_rows(md, "| metric |"))
+    assert steady["MFU"] == "16.24%" and steady["step time, range (s)"] == "0.2000–1.6000"
 
 
 def _png_size(data: bytes) -> tuple[int, int]:

@@ -181,3 +181,148 @@ def test_node_pool_names_and_chips():
     assert p.node_pool_names() == ["v5e-16-0", "v5e-16-1"]
     assert spec.chips_by_shape() == {"v5e-4x4": 32}
     assert spec.multislice
+
+
+# ------------------------------------------------------- bad input, by class (issue 15)
+
+
+def _refused(field: str, **changes) -> SpecError:
+    with pytest.raises(SpecError) as ei:
+        spec_with(**changes)
+    assert ei.value.field == field, str(ei.value)
+    assert "\n" not in str(ei.value)
+    return ei.value
+
+
+@pytest.mark.parametrize(
+    "pool",
+    [
+        {"type": "v5litepod-16", "generation": "v6e", "topology": "4x4"},
+        {"type": "v5litepod-16", "generation": "v6e"},
+        {"type": "v6e-16", "generation": "v5e", "topology": "4x4"},
+        {"type": "v4-16", "generation": "v5p", "topology": "2x2x2"},
+    ],
+)
+def test_type_contradicting_generation_is_refused(pool):
+    err = _refused("tpu_pools[0].generation", tpu_pools=[{"name": "p", **pool}])
+    assert "contradicts type" in err.problem and pool["type"] in err.problem
+
+
+def test_type_agreeing_with_generation_and_topology_is_kept():
+    spec = spec_with(tpu_pools=[{"name": "p", "type": "v5litepod-16", "generation": "v5e", "topology": "4x4"}])
+    assert spec.tpu_pools[0].shape.key == "v5e-4x4"
+
+
+def test_catalog_resolve_refuses_a_contradiction():
+    from infra.catalog import resolve
+    from toolkit.errors import CatalogError
+
+    with pytest.raises(CatalogError, match="contradicts"):
+        resolve("v5litepod-16", generation="v6e", topology="4x4")
+    assert resolve("v6e-16", generation="v6e", topology="4x4").generation.name == "v6e"
+
+
+def test_type_with_topology_but_no_generation_names_topology():
+    err = _refused("tpu_pools[0].topology", tpu_pools=[{"name": "p", "type": "v5litepod-16", "topology": "4x4"}])
+    assert "without generation" in err.problem
+
+
+@pytest.mark.parametrize("field", ["teams", "tpu_pools", "zones"])
+def test_empty_lists_are_refused(field):
+    err = _refused(field, **{field: []})
+    assert err.problem == "is an empty list"
+
+
+def test_derived_local_queue_name_must_fit_a_label():
+    _refused("teams[0].namespace", teams=[{"name": "t", "namespace": "n" * 58}])
+    _refused("teams[0].namespace", teams=[{"name": "t", "namespace": "n" * 60}])
+    assert spec_with(teams=[{"name": "t", "namespace": "n" * 57}]).teams[0].queue == "n" * 57 + "-queue"
+    # an explicit local_queue needs no suffix
+    assert spec_with(teams=[{"name": "t", "namespace": "n" * 63, "local_queue": "q"}]).teams[0].queue == "q"
+
+
+def test_router_and_nat_names_must_fit():
+    _refused("network.name", network={"name": "n" * 57}, cluster={"name": "c1", "private_nodes": True})
+    assert spec_with(network={"name": "n" * 57}, cluster={"name": "c1"}).network_name == "n" * 57  # no NAT without private nodes
+    spec_with(network={"name": "n" * 56}, cluster={"name": "c1", "private_nodes": True})
+
+
+def test_service_account_ids_must_be_long_enough():
+    ci = {"enabled": True, "github_owner": "o", "github_repo": "r"}
+    _refused("cluster.name", cluster={"name": "ab"}, cloud_build=ci)
+    spec_with(cluster={"name": "abc"}, cloud_build=ci)
+    spec_with(cluster={"name": "a"})  # a-nodes, a-workload: long enough without CI
+
+
+def test_state_bucket_name_is_checked():
+    _refused("state.bucket", state={"bucket": "Not_A_Bucket"})
+
+
+@pytest.mark.parametrize(
+    "capacity, field, needles",
+    [
+        ({"mode": "flex-start", "spot": True}, "tpu_pools[0].capacity.spot", ["'spot'", "flex-start", "mode of its own"]),
+        ({"mode": "spot", "spot": True}, "tpu_pools[0].capacity.spot", ["'spot'"]),
+        ({"mode": "spot", "name": "r1"}, "tpu_pools[0].capacity.name", ["'name'", "capacity mode spot"]),
+        ({"mode": "reservation", "name": "r1", "zone": "us-west4-a", "spot": True}, "tpu_pools[0].capacity.spot", ["mode, name, zone and project"]),
+    ],
+)
+def test_unknown_capacity_keys_are_named(capacity, field, needles):
+    err = _refused(field, tpu_pools=[{"name": "p", "type": "v5litepod-16", "capacity": capacity}])
+    for n in needles:
+        assert n in str(err), str(err)
+
+
+def test_unknown_key_is_named_in_the_problem():
+    err = _refused("cluster.relase_channel", cluster={"name": "c1", "relase_channel": "STABLE"})
+    assert "'relase_channel'" in err.problem
+
+
+# ----------------------------------------------------------- the YAML reader
+
+
+def test_load_yaml_refuses_duplicate_keys_with_their_path():
+    from infra.spec import YamlFileError, load_yaml
+
+    with pytest.raises(YamlFileError) as ei:
+        load_yaml("a: 1\nb:\n  - {x: 1}\n  - x: 1\n    y: 2\n    x: 3\n")
+    assert ei.value.key_path == "b[1].x" and "lines 4 and 6" in ei.value.problem
+    with pytest.raises(YamlFileError):
+        load_yaml("a: 1\na: 1\n")  # the same value twice is still a key given twice
+
+
+def test_load_yaml_allows_merge_keys_and_aliases():
+    from infra.spec import load_yaml
+
+    data = load_yaml("base: &b {x: 1, y: 2}\nd:\n  <<: *b\n  x: 5\ne: *b\n")
+    assert data["d"] == {"x": 5, "y": 2} and data["e"] == {"x": 1, "y": 2}
+
+
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        (b"\x1f\x8b\x08\x00", "gzip"),
+        ("a: 1\n".encode("utf-16"), "UTF-16"),
+        ("a: 1\n".encode("utf-32"), "UTF-32"),
+        (b"a: caf\xe9\n", "byte 0xe9 on line 1"),
+        (b"a: 1\x00\x01\x02", "binary"),
+        (b"a: [1,\n", "not valid YAML at line 2"),
+        (b"a: 1\n---\nb: 2\n", "not valid YAML"),
+    ],
+)
+def test_load_yaml_says_what_the_bytes_are(raw, needle):
+    from infra.spec import YamlFileError, load_yaml
+
+    with pytest.raises(YamlFileError) as ei:
+        load_yaml(raw)
+    assert needle in ei.value.problem and "\n" not in str(ei.value)
+
+
+def test_spec_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
+    import infra.spec as spec_mod
+
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"#" * 2048)
+    monkeypatch.setattr(spec_mod, "MAX_YAML_BYTES", 1024)
+    with pytest.raises(SpecError, match="over 1 KiB"):
+        load_spec(big)

@@ -133,3 +133,55 @@ def test_not_found_and_json_shape() -> None:
     assert r.phase is st.RunPhase.NOT_FOUND
     d = json.loads(json.dumps(st.run_status("research", "r1", _jobset(), ADMITTED_WL, [_pod(0, 0)]).to_dict()))
     assert d["phase"] == "Starting" and d["workload"]["state"] == "admitted" and d["slices"][0]["pods"][0]["worker"] == 0
+
+
+# ------------------------------------------------------------------ one line per slice
+
+
+def test_a_large_slice_is_one_line_with_counts_vms_and_restarts() -> None:
+    # One tpu7x 4x4x8 slice: 128 chips, 32 TPU VMs of 4 chips, one worker per VM.
+    pods = [_pod(0, w, node=f"gke-tpu7x-0-{w}") for w in range(32)]
+    r = st.run_status("research", "r1", _jobset(replicas=1, parallelism=32), ADMITTED_WL, pods)
+    (s,) = r.slices
+    assert s.phases == {"Running": 32} and s.vms == 32 and s.restarts == 0 and s.abnormal == ()
+    assert s.summary() == "slice 0: 32 workers (32 Running), on 32 VMs, 0 restarts"
+
+
+def test_slice_summary_counts_each_phase_and_names_the_abnormal_workers() -> None:
+    restarted = {"containerStatuses": [{"restartCount": 2, "state": {"running": {}}}]}
+    pods = [
+        _pod(1, 0, node="n0"),
+        _pod(1, 1, node="n1", **restarted),  # running, but restarted twice
+        _pod(1, 2, phase="Pending", node=None, conditions=[
+            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}]),
+        _pod(1, 3, phase="Pending", node="n3", containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]),
+        _pod(1, 4, phase="Failed", node="n4", containerStatuses=[{"restartCount": 0, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]),
+        _pod(1, 5, phase="Succeeded", node="n5", containerStatuses=[{"restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]),
+    ]
+    r = st.run_status("research", "r1", _jobset(replicas=1, parallelism=6), ADMITTED_WL, pods)
+    (s,) = r.slices
+    assert s.phases == {"Running": 2, "Pending": 2, "Succeeded": 1, "Failed": 1}
+    assert s.summary() == "slice 1: 6 workers (2 Running, 2 Pending, 1 Succeeded, 1 Failed), on 5 VMs, 2 restarts"
+    # Restarted, unschedulable and failed are abnormal; creating a container and finishing are not.
+    assert [p.worker for p in s.abnormal] == [1, 2, 4]
+
+
+def test_a_slice_of_one_worker_reads_in_the_singular() -> None:
+    (s,) = st.run_status("research", "r1", _jobset(replicas=1, parallelism=1), ADMITTED_WL, [_pod(0, 0, node="n")]).slices
+    assert s.summary() == "slice 0: 1 worker (1 Running), on 1 VM, 0 restarts"
+
+
+@pytest.mark.parametrize(
+    ("jobset", "wl", "pods", "want"),
+    [
+        (_jobset(suspend=True), PENDING_WL, [], "Queued: Workload jobset-r1-1a2b3 pending in queue research-queue: couldn't assign"),
+        (_jobset(), ADMITTED_WL, [_pod(0, 0)], "Starting: 1/8 pods running"),
+        (_jobset(replicas=1, parallelism=1), ADMITTED_WL, [_pod(0, 0)], "Running: 1/1 pods running"),
+        (_jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m"}]), ADMITTED_WL, [_pod(0, 0)],
+         "Failed: 1/8 pods running — FailedJobs: m"),
+    ],
+)
+def test_progress_line_says_the_pod_count_once(jobset, wl, pods, want) -> None:
+    line = st.run_status("research", "r1", jobset, wl, pods).progress()
+    assert line.startswith(want)
+    assert line.count("pods running") <= 1

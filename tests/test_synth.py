@@ -171,8 +171,12 @@ def test_cluster(stacks, example):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_workload_identity_per_team(stacks, example):
     spec, doc, _ = stacks[example]
-    members = {m["member"] for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.workloadIdentityUser"}
-    assert members == {f"serviceAccount:{spec.project}.svc.id.goog[{t.ns}/{t.ksa}]" for t in spec.teams}
+    wi = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.workloadIdentityUser"]
+    assert {m["member"] for m in wi} == {f"serviceAccount:{spec.project}.svc.id.goog[{t.ns}/{t.ksa}]" for t in spec.teams}
+    # one Google SA per team, each bound to exactly one KSA (tests/test_isolation.py checks the whole property)
+    assert len({m["service_account_id"] for m in wi}) == len(wi) == len(spec.teams)
+    team_sas = {t.name: ref("google_service_account", doc, lambda v, n=t.name: v["account_id"].endswith(f"-t-{n}")) for t in spec.teams}
+    assert {m["service_account_id"] for m in wi} == {f"${{{sa}.name}}" for sa in team_sas.values()}
     cluster = ref("google_container_cluster", doc, lambda v: True)
     for m in resources(doc, "google_service_account_iam_member"):
         assert cluster in m["depends_on"], "the identity pool exists only after the cluster"
@@ -192,22 +196,25 @@ def test_buckets_and_their_grants(stacks, example):
         assert got["soft_delete_policy"] == {"retention_duration_seconds": b.soft_delete_days * 86400}
         assert got["location"] == spec.region.upper()
         bucket_ref = ref("google_storage_bucket", doc, lambda v, n=b.name: v["name"] == n)
-        node_roles = {
-            m["role"]
-            for m in resources(doc, "google_storage_bucket_iam_member")
-            if m["bucket"] == f"${{{bucket_ref}.name}}" and m["member"] == f"${{{node_sa}.member}}"
-        }
-        # hostNetwork TPU pods act as the node SA: it must reach every bucket
-        expected = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
-        assert node_roles == {expected}
+        grants = [m for m in resources(doc, "google_storage_bucket_iam_member") if m["bucket"] == f"${{{bucket_ref}.name}}"]
+        owner = spec.bucket_owner(b)
+        team_sa = ref("google_service_account", doc, lambda v: v["account_id"].endswith(f"-t-{owner.name}"))
+        # the owning team's SA writes it; hostNetwork pods act as the node SA, which gets
+        # the bucket only when its team opted in (and then only reads training data)
+        expected = {f"${{{team_sa}.member}}": "roles/storage.objectAdmin"}
+        if owner.host_network:
+            expected[f"${{{node_sa}.member}}"] = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
+        assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_outputs(stacks, example):
     spec, doc, _ = stacks[example]
     outputs = doc["output"]
-    for key in ("cluster_name", "cluster_endpoint", "cluster_location", "node_service_account", "workload_service_account", "buckets", "tpu_node_pools"):
+    for key in ("cluster_name", "cluster_endpoint", "cluster_location", "node_service_account", "team_service_accounts", "buckets", "tpu_node_pools"):
         assert key in outputs
+    assert set(outputs["team_service_accounts"]["value"]) == {t.name for t in spec.teams}
+    assert outputs["buckets"]["value"] == {t.name: {b.name: b.purpose.value for b in spec.team_buckets(t)} for t in spec.teams}
     assert set(outputs["tpu_node_pools"]["value"]) == {p.name for p in spec.tpu_pools}
     assert ("registry_url" in outputs) is spec.artifact_registry.enabled
     assert ("tensorboard_id" in outputs) is spec.tensorboard.enabled

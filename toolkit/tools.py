@@ -70,6 +70,52 @@ class Completed:
         return ExternalToolError(f"`{what}` failed with exit code {self.returncode}" + (f": {detail}" if detail else ""))
 
 
+def _streams(capture: bool, log_dir: Path | None, log_name: str, stderr_to_terminal: bool):
+    """(stdout, stderr, files to close, stdout path, stderr path) for Popen."""
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out_path, err_path = log_dir / f"{log_name}.stdout", log_dir / f"{log_name}.stderr"
+        out_f, err_f = open(out_path, "wb"), open(err_path, "wb")
+        return out_f, err_f, (out_f, err_f), out_path, err_path
+    if capture:
+        return subprocess.PIPE, (None if stderr_to_terminal else subprocess.PIPE), (), None, None
+    return None, None, (), None, None
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str, int, bool]:
+    """Wait for ``proc`` (killing its process group at ``timeout``): stdout, stderr, peak RSS, timed out."""
+    timed_out = threading.Event()
+
+    def _kill() -> None:
+        timed_out.set()
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, _kill) if timeout else None
+    if timer:
+        timer.start()
+    out = err = ""
+    rss = 0
+    try:
+        if proc.stdout is not None or proc.stderr is not None:
+            o, e = proc.communicate()  # reaps the child: no rusage for piped runs
+            out, err = (o or b"").decode(errors="replace"), (e or b"").decode(errors="replace")
+        else:
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            rss = usage.ru_maxrss * 1024  # Linux reports KiB
+    except KeyboardInterrupt:
+        _kill()
+        proc.wait()
+        raise
+    finally:
+        if timer:
+            timer.cancel()
+    return out, err, rss, timed_out.is_set()
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -82,80 +128,36 @@ def run(
     stderr_to_terminal: bool = False,
     check: bool = False,
     what: str | None = None,
+    interactive: bool = False,
 ) -> Completed:
     """Run ``argv`` and wait for it.
 
     ``capture``: stdout/stderr as text; with ``log_dir``, into ``<log_dir>/<log_name>.{stdout,stderr}``
-    instead; without either, inherited. ``stderr_to_terminal`` keeps stderr on the terminal
-    (build progress) while stdout is captured. A timeout kills the whole process group.
-    ``check`` raises the one-line failure instead of returning it.
+    instead (and the child's peak RSS is measured); without either, inherited.
+    ``stderr_to_terminal`` keeps stderr on the terminal (build progress) while stdout is
+    captured. A timeout kills the whole process group. ``check`` raises the one-line
+    failure instead of returning it. ``interactive`` (with ``capture=False``) also gives the
+    child the terminal's stdin and session, so it can ask questions and gets the user's
+    Ctrl-C itself; otherwise stdin is empty and the child runs in a session of its own.
     """
     argv = [str(a) for a in argv]
-    out_f = err_f = None
-    out_path = err_path = None
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        out_path, err_path = log_dir / f"{log_name}.stdout", log_dir / f"{log_name}.stderr"
-        out_f, err_f = open(out_path, "wb"), open(err_path, "wb")
-        stdout, stderr = out_f, err_f
-    elif capture:
-        stdout = subprocess.PIPE
-        stderr = None if stderr_to_terminal else subprocess.PIPE
-    else:
-        stdout = stderr = None
-    timed_out = threading.Event()
+    stdout, stderr, files, out_path, err_path = _streams(capture, log_dir, log_name, stderr_to_terminal)
     start = time.monotonic()
     try:
         try:
             proc = subprocess.Popen(
                 argv, env=dict(env) if env is not None else None, cwd=cwd, stdout=stdout, stderr=stderr,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                stdin=None if interactive else subprocess.DEVNULL, start_new_session=not interactive,
             )
         except OSError as e:
             raise ExternalToolError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-
-        def _kill() -> None:
-            timed_out.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, _kill) if timeout else None
-        if timer:
-            timer.start()
-        out_text = err_text = ""
-        try:
-            if stdout is subprocess.PIPE or stderr is subprocess.PIPE:
-                o, e = proc.communicate()
-                out_text = (o or b"").decode(errors="replace")
-                err_text = (e or b"").decode(errors="replace")
-            _, status, usage = os.wait4(proc.pid, 0) if proc.returncode is None else (0, 0, None)
-        except ChildProcessError:
-            status, usage = None, None
-        except KeyboardInterrupt:
-            _kill()
-            proc.wait()
-            raise
-        finally:
-            if timer:
-                timer.cancel()
-        if status is not None and proc.returncode is None:
-            proc.returncode = os.waitstatus_to_exitcode(status)
+        out, err, rss, timed_out = _wait(proc, timeout)
     finally:
-        for f in (out_f, err_f):
-            if f is not None:
-                f.close()
+        for f in files:
+            f.close()
     done = Completed(
-        argv=tuple(argv),
-        returncode=proc.returncode if proc.returncode is not None else -1,
-        seconds=time.monotonic() - start,
-        peak_rss_bytes=(usage.ru_maxrss * 1024) if usage is not None else 0,  # Linux reports KiB
-        stdout=out_text,
-        stderr=err_text,
-        stdout_path=out_path,
-        stderr_path=err_path,
-        timed_out=timed_out.is_set(),
+        argv=tuple(argv), returncode=proc.returncode, seconds=time.monotonic() - start, peak_rss_bytes=rss,
+        stdout=out, stderr=err, stdout_path=out_path, stderr_path=err_path, timed_out=timed_out,
     )
     if check and not done.ok:
         raise done.failure(what)

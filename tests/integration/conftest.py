@@ -8,11 +8,13 @@ the reason.
 
 pytest-xdist: each worker runs its own session. Workers share one cluster
 through the state dir's lock; each registers itself in ``users/`` and the last
-one out takes the cluster down.
+one out takes the cluster down. Tests that fill the default spec's TPU quota and
+nodes take turns through ``tpu_quota``, whichever worker runs them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 import time
@@ -22,6 +24,7 @@ from typing import Iterator
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
+from toolkit.paths import cache_dir
 
 TEST_STATE_DIR_ENV = "TGK_LOCAL_TEST_STATE"
 
@@ -29,8 +32,7 @@ TEST_STATE_DIR_ENV = "TGK_LOCAL_TEST_STATE"
 def _state_dir() -> Path:
     if os.environ.get(TEST_STATE_DIR_ENV):
         return Path(os.environ[TEST_STATE_DIR_ENV])
-    cache = Path(os.environ.get("TGK_CACHE") or Path.home() / ".cache" / "tpu-gke-toolkit")
-    return cache / "local-cluster" / "test-state"
+    return cache_dir() / "local-cluster" / "test-state"
 
 
 def _pid_alive(pid: int) -> bool:
@@ -82,3 +84,19 @@ def cluster(kubeconfig):
     from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, "tgk-local", timeout=30)
+
+
+@pytest.fixture()
+def tpu_quota(local_cluster) -> Iterator[None]:
+    """Exclusive use of the default spec's TPU quota and nodes for one test.
+
+    The admission and lifecycle tests each fill the quota (and the nodes); pytest-xdist's
+    default distribution may hand them to different workers at once, so they take turns
+    on a lock beside the shared cluster.
+    """
+    with open(local_cluster.state_dir / ".tpu-quota.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -9,25 +9,27 @@ Stage C (placement and lifecycle): a 2-slice JobSet lands one slice per node
 pool, its pods go Running then Succeeded via kwok's stages; failing pods restart
 the JobSet up to maxRestarts.
 
-All stages are in this one module so pytest-xdist (--dist loadfile) runs them
-on one worker in order: stages B and C share the default spec's TPU quota.
-Waits poll a condition with a deadline; none is a fixed sleep.
+Stages B and C share the default spec's TPU quota and nodes: each of their
+tests holds the ``tpu_quota`` lock, so pytest-xdist workers running them at the
+same time take turns. Waits poll a condition with a deadline (the toolkit's own
+workloads.cluster.wait); none is a fixed sleep.
 """
 
 from __future__ import annotations
 
 import copy
 import re
-import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 import pytest
 
 from toolkit.errors import ToolkitError
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, TGK_FIELD_MANAGER
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
 from workloads.render import kueue
 from workloads.render import jobset as manifests
+from workloads.cluster import wait
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
 from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import recipe_names
@@ -36,20 +38,17 @@ pytestmark = pytest.mark.integration
 
 T = TypeVar("T")
 # The field manager `queues apply` and `submit` use: the tests apply as the toolkit does.
-FM = "tpu-gke-toolkit"
+FM = TGK_FIELD_MANAGER
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 
 def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what} (last: {str(last)[:300]})")
+    """The toolkit's one wait (workloads.cluster.wait), failing the test with the last state seen."""
+    try:
+        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
+    except wait.WaitTimeout as e:
+        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def _cond(obj: dict | None, type_: str) -> dict | None:
@@ -179,7 +178,7 @@ def test_every_rendered_object_is_accepted(cluster, example: Path, tmp_path):
 def test_kueue_serves_v1beta1_through_its_conversion_webhook(local_cluster):
     # `local up` applied the default spec's queues (v1beta2); reading them as
     # v1beta1 goes through Kueue's conversion webhook on localhost.
-    kube = local_cluster.kube()
+    kube = local_cluster.client()
     items = kube.request("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues")["items"]
     assert any(i["metadata"]["name"] == "research-cq" for i in items)
     assert all(i["apiVersion"] == "kueue.x-k8s.io/v1beta1" for i in items)
@@ -215,6 +214,7 @@ def test_broken_objects_are_rejected(cluster, spec):
 # ----------------------------------------------------------- Stage B: admission
 
 
+@pytest.mark.usefixtures("tpu_quota")
 def test_admitted_with_flavor_then_queued_beyond_quota(cluster, spec):
     flavor = kueue.flavor_name(spec.tpu_pools[0].shape)
     first = _jobset(spec, "quota-first", slices=1, complete_after="20s")
@@ -244,6 +244,7 @@ def test_admitted_with_flavor_then_queued_beyond_quota(cluster, spec):
         _delete_and_wait(cluster, first, second)
 
 
+@pytest.mark.usefixtures("tpu_quota")
 def test_higher_priority_preempts_lower(cluster, spec):
     low = _jobset(spec, "prio-low", slices=2, priority="low", complete_after="3600s")
     high = _jobset(spec, "prio-high", slices=1, priority="high", complete_after="3600s")
@@ -265,10 +266,11 @@ def test_higher_priority_preempts_lower(cluster, spec):
 # ------------------------------------------------- Stage C: placement, lifecycle
 
 
+@pytest.mark.usefixtures("tpu_quota")
 def test_two_slices_one_node_pool_each_then_succeed(cluster, spec, local_cluster):
     js = _jobset(spec, "two-slices", slices=2, complete_after="5s")
-    kube = local_cluster.kube()
-    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] for n in kube.list("v1", "Node")}
+    kube = local_cluster.client()
+    pool_of = {n["metadata"]["name"]: n["metadata"]["labels"][GKE_NODEPOOL_LABEL] for n in kube.list(kube.resource("v1", "Node"))}
     try:
         cluster.apply([js], field_manager=FM)
         assert cluster.wait_admitted("research", "two-slices", timeout=120).admitted
@@ -279,7 +281,7 @@ def test_two_slices_one_node_pool_each_then_succeed(cluster, spec, local_cluster
         )
         pools_by_slice: dict[str, set[str]] = {}
         for p in running:
-            idx = p["metadata"]["labels"]["jobset.sigs.k8s.io/job-index"]
+            idx = p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL]
             pools_by_slice.setdefault(idx, set()).add(pool_of[p["spec"]["nodeName"]])
         assert sorted(pools_by_slice) == ["0", "1"]
         assert all(len(pools) == 1 for pools in pools_by_slice.values()), pools_by_slice
@@ -292,6 +294,7 @@ def test_two_slices_one_node_pool_each_then_succeed(cluster, spec, local_cluster
         _delete_and_wait(cluster, js)
 
 
+@pytest.mark.usefixtures("tpu_quota")
 def test_failing_pods_restart_the_jobset_up_to_max_restarts(cluster, spec):
     # Exit code 42 is retryable under the toolkit's podFailurePolicy (1 and 2 fail fast).
     js = _jobset(spec, "restarts", slices=1, fail_exit_code=42, max_restarts=2)
@@ -305,6 +308,7 @@ def test_failing_pods_restart_the_jobset_up_to_max_restarts(cluster, spec):
         _delete_and_wait(cluster, js)
 
 
+@pytest.mark.usefixtures("tpu_quota")
 def test_non_retryable_exit_code_fails_without_restart(cluster, spec):
     js = _jobset(spec, "fail-fast", slices=1, fail_exit_code=1, max_restarts=3)
     try:

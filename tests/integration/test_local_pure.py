@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
+from toolkit.names import GKE_PLACEMENT_POLICY_LABEL, KWOK_NODE_ANNOTATION, TPU_RESOURCE
 from workloads.local import addons, nodes
 
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
@@ -24,7 +25,7 @@ def test_nodes_match_the_spec(example):
     names = [n["metadata"]["name"] for n in objs]
     assert len(names) == len(set(names))
     assert all(len(n) <= 63 for n in names)
-    tpu = [n for n in objs if nodes.TPU_RESOURCE in n["status"]["capacity"]]
+    tpu = [n for n in objs if TPU_RESOURCE in n["status"]["capacity"]]
     assert len(tpu) == sum(p.total_nodes for p in spec.tpu_pools)
     for pool in spec.tpu_pools:
         for np_name in pool.node_pool_names():
@@ -35,10 +36,10 @@ def test_nodes_match_the_spec(example):
                 assert labels["cloud.google.com/gke-tpu-accelerator"] == pool.shape.accelerator_label
                 assert labels["cloud.google.com/gke-tpu-topology"] == pool.shape.topology
                 assert labels["topology.kubernetes.io/zone"] == spec.pool_zone(pool)
-                assert n["status"]["allocatable"][nodes.TPU_RESOURCE] == str(pool.shape.chips_per_vm)
+                assert n["status"]["allocatable"][TPU_RESOURCE] == str(pool.shape.chips_per_vm)
                 assert n["spec"]["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
-                assert n["metadata"]["annotations"][nodes.KWOK_ANNOTATION] == "fake"
-                has_policy = nodes.PLACEMENT_POLICY_LABEL in labels
+                assert n["metadata"]["annotations"][KWOK_NODE_ANNOTATION] == "fake"
+                has_policy = GKE_PLACEMENT_POLICY_LABEL in labels
                 assert has_policy == (pool.shape.generation.name == "tpu7x" and pool.shape.multi_host)
 
 

@@ -21,7 +21,8 @@ import yaml
 from infra.spec import parse_spec
 from tests.conftest import REPO
 from workloads.maxtext import env as maxtext_env
-from workloads.planning.planner import Overrides, RunPlan, plan_run
+from workloads.planning.model import RunPlan
+from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import Kind, all_recipes
 
 MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]
@@ -38,8 +39,9 @@ def _every_shape_spec():
 
 
 def _case(plan: RunPlan, workdir: Path, extra_args: dict[str, str] | None = None, extra_env: dict[str, str] | None = None):
-    args = maxtext_env.local_args(plan.args, workdir, {**maxtext_env.topology_args(plan.accelerator_type, plan.generation, plan.slices), **(extra_args or {})})
-    env = {**dict(plan.env), **(extra_env or {})}
+    program, target = plan.program, plan.target
+    args = maxtext_env.local_args(program.args, workdir, {**maxtext_env.topology_args(target.shape, target.slices), **(extra_args or {})})
+    env = {**dict(program.env), **(extra_env or {})}
     return args, env
 
 
@@ -83,15 +85,14 @@ def test_every_rendered_recipe_passes_maxtext_validation(results):
 def test_maxtext_sees_the_plans_devices_slices_and_mesh(results):
     plans, out = results
     for cid, plan in plans.items():
-        r = out[cid]
-        assert r["num_target_devices"] == plan.devices, (cid, r)
-        assert r["num_slices"] == plan.slices, (cid, r)
-        expected = {a: d for a, d in (*plan.ici, *plan.dcn)}
+        r, sizing = out[cid], plan.program.sizing
+        assert sizing is not None, cid
+        assert r["num_target_devices"] == plan.target.devices, (cid, r)
+        assert r["num_slices"] == plan.target.slices, (cid, r)
+        expected = {a: d for a, d in (*sizing.ici, *sizing.dcn)}
         # MaxText's mesh multiplies ICI and DCN degrees per axis.
         want: dict[str, int] = {}
-        for a, d in plan.ici:
-            want[a] = want.get(a, 1) * d
-        for a, d in plan.dcn:
+        for a, d in (*sizing.ici, *sizing.dcn):
             want[a] = want.get(a, 1) * d
         assert r["mesh"] == {a: d for a, d in want.items() if d != 1}, (cid, r["mesh"], expected)
 

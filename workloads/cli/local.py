@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.clikit import OutputFormat, print_json
-from workloads.cli import Output, SpecOpt, app
+from workloads.cli import Output, SpecOpt, app, check_out_dir
 
 local_app = typer.Typer(
     name="local",
@@ -72,6 +72,8 @@ def up(
     from infra.spec import load_spec, spec_path
 
     env = load_spec(spec)
+    if state_dir is not None:
+        check_out_dir(state_dir, "--state-dir")
     st = _cluster(state_dir).up(env, spec_path=str(spec_path(spec)), build=build, timeout=timeout)
     if output is OutputFormat.json:
         print_json(st)

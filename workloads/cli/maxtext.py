@@ -21,7 +21,7 @@ import typer
 
 from toolkit.clikit import OutputFormat, print_json
 from toolkit.errors import SpecError
-from workloads.cli import Output, SpecOpt, app
+from workloads.cli import Output, SpecOpt, app, check_out_dir
 
 
 @app.command("run-local")
@@ -33,10 +33,17 @@ def run_local(
     pool: Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec whose plan (mesh, env) to run")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value, as for submit (repeatable)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="give up after this many seconds")] = 900,
+    name: Annotated[Optional[str], typer.Option("--name", help="run name (MaxText's run_name); reuse it, with the same checkpoint directory, to resume (default: <recipe>-<MMDD-HHMM>-loc)")] = None,
+    checkpoint_dir: Annotated[
+        Optional[Path], typer.Option("--checkpoint-dir", help="where checkpoints go, as the bucket would hold them (default: <out>/checkpoints)")
+    ] = None,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
-    """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report."""
+    """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report.
+
+    Checkpoints are saved as the plan says (on for training recipes); a second run with
+    the same --name and checkpoint directory resumes from the last saved step."""
     from infra.spec import load_spec
     from workloads.maxtext import env as maxtext_env
     from workloads.observe import metrics as m
@@ -50,23 +57,37 @@ def run_local(
     env = load_spec(spec)
     # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
-    plan = plan_run(recipe, env, Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ())), now=datetime.now(timezone.utc), rand="loc")
-    if plan.kind != "maxtext":
+    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name)
+    plan = plan_run(recipe, env, overrides, now=datetime.now(timezone.utc), rand="loc")
+    if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
+    check_out_dir(out, "--out")
+    if checkpoint_dir is not None:
+        check_out_dir(checkpoint_dir, "--checkpoint-dir")
+    # A --set checkpoint_period is kept; otherwise the tiny run saves a few times (run_local.tiny_period).
+    period = plan.policy.checkpoint.period_steps if plan.policy.checkpoint and any(s.startswith("checkpoint_period=") for s in sets or ()) else None
     venv = maxtext_env.locate(log=lambda msg: sys.stderr.write(msg + "\n"))
     if output is OutputFormat.text:
-        sys.stderr.write(f"running {plan.recipe} (tiny model, {steps} steps, {plan.devices_per_slice} CPU devices) with MaxText...\n")
-    done = rl.run_tiny(plan, venv, out, timeout=timeout)
+        sys.stderr.write(f"running {plan.program.recipe} (tiny model, {steps} steps, {plan.target.shape.devices} CPU devices) with MaxText...\n")
+    done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
     log = m.load(done.log_path.read_text(errors="replace"), done.metrics_path.read_text())
     prof = log.profiler_window()
-    summ = m.summarize(log.steps, hardware=None, first_steady_step=2, profiler=prof)
+    steady = done.first_step + 2  # the first two steps of any start (fresh or resumed) compile
+    summ = m.summarize(log.steps, hardware=None, first_steady_step=steady, profiler=prof)
     facts = rp.RunFacts.from_log(plan.name, str(done.log_path), log)
-    files = rp.write_report(done.out_dir, facts, log, summ, profiler=prof, first_steady_step=2)
+    files = rp.write_report(done.out_dir, facts, log, summ, profiler=prof, first_steady_step=steady)
     if output is OutputFormat.json:
         doc = rp.summary_document(facts, log, summ)
-        doc["local_run"] = {"seconds": round(done.seconds, 1), "peak_rss_bytes": done.peak_rss_bytes, "report": str(files.markdown), "argv": list(done.argv)}
+        doc["local_run"] = {
+            "seconds": round(done.seconds, 1), "peak_rss_bytes": done.peak_rss_bytes, "report": str(files.markdown), "argv": list(done.argv),
+            "run_name": plan.name, "checkpoint_dir": str(done.checkpoint_dir) if done.checkpoint_dir else None,
+            "restored_step": done.restored_step, "restore_seconds": done.restore_seconds,
+        }
         print_json(doc)
         return
     print_summary(plan.name, str(done.log_path), summ, None)
+    if done.checkpoint_dir is not None:
+        resumed = "started at step 0" if done.restored_step is None else f"resumed from step {done.restored_step} (restore {done.restore_seconds} s)"
+        sys.stdout.write(f"{resumed}; checkpoints in {rl.run_checkpoints(done.checkpoint_dir, plan.name)} (reuse --name {plan.name} to resume)\n")
     sys.stdout.write(f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n")

@@ -10,21 +10,23 @@ a preflight with failing rows).
 
 from __future__ import annotations
 
+import inspect
 import sys
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional, get_type_hints
 
 import typer
 
 from toolkit.clikit import OutputFormat, confirm, print_json
 from toolkit.errors import SpecError, ToolkitError
-from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.cluster.client import Cluster
     from infra.catalog import SliceShape
-    from workloads.observe.metrics import Hardware, RunLog
+    from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
@@ -34,6 +36,7 @@ SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, help="numbe
 MetricsFileOpt = Annotated[Optional[Path], typer.Option("--metrics-file", help="MaxText metrics_file JSONL; its numbers win over the log's")]
 ProfFirstOpt = Annotated[Optional[int], typer.Option("--profiler-first-step", min=0, help="skip_first_n_steps_for_profiler (default: from the log's config)")]
 ProfStepsOpt = Annotated[Optional[int], typer.Option("--profiler-steps", min=0, help="profiler_steps (default: from the log's config; 0 = no profiler)")]
+FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, help="steps before this include compilation")]
 
 
 # ------------------------------------------------------------------- helpers
@@ -156,6 +159,76 @@ def _profiler(log: "RunLog", first: int | None, steps: int | None):
     return ProfilerWindow(first if first is not None else (auto.first if auto else 1), steps if steps is not None else (auto.steps if auto else 5))
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """A run's parsed log and its steady-state summary, as `metrics` and `report` show it."""
+
+    run: str
+    source: str  # the log file, or namespace/pod it was read from
+    log: RunLog
+    hardware: Hardware | None
+    profiler: ProfilerWindow | None
+    summary: Summary
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """The options `metrics` and `report` share: where the run's log is and what it ran on.
+
+    Declared once, here: ``_with_run_source`` gives a command these fields as its options.
+    """
+
+    metrics_file: MetricsFileOpt = None
+    shape: ShapeOpt = None
+    pool: PoolOpt = None
+    slices: SlicesOpt = None
+    profiler_first_step: ProfFirstOpt = None
+    profiler_steps: ProfStepsOpt = None
+    first_steady_step: FirstSteadyOpt = 2
+    namespace: NamespaceOpt = None
+    team: TeamOpt = None
+    spec: SpecOpt = None
+    kubeconfig: KubeconfigOpt = None
+    context: ContextOpt = None
+
+    def analyse(self, target: str) -> Analysis:
+        """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
+        from workloads.observe import metrics as m
+
+        choice = _shape_choice(self.spec, self.shape, self.pool)
+        run, source, log = _load_run(
+            target, metrics_file=self.metrics_file, spec_path=self.spec, namespace=self.namespace, team=self.team,
+            kubeconfig=self.kubeconfig, context=self.context,
+        )
+        hw = _hardware(choice, self.slices, log)
+        prof = _profiler(log, self.profiler_first_step, self.profiler_steps)
+        summ = m.summarize(log.steps, hardware=hw, first_steady_step=self.first_steady_step, profiler=prof)
+        return Analysis(run, source, log, hw, prof, summ)
+
+
+def _with_run_source(command: Callable[..., None]) -> Callable[..., None]:
+    """Give ``command`` RunSource's fields as options, in place of its ``source: RunSource`` parameter."""
+    sig = inspect.signature(command, eval_str=True)
+    hints = get_type_hints(RunSource, include_extras=True)
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]) for f in fields(RunSource)]
+    params: list[inspect.Parameter] = []
+    for p in sig.parameters.values():
+        if p.name == "source":
+            params += shared
+        else:
+            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
+    names = {f.name for f in fields(RunSource)}
+
+    def wrapper(**kwargs):
+        source = RunSource(**{k: kwargs.pop(k) for k in names})
+        return command(source=source, **kwargs)
+
+    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = command.__name__, command.__qualname__, command.__doc__
+    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
 def _f(v: float | None, digits: int = 3) -> str:
     return "–" if v is None else f"{v:,.{digits}f}"
 
@@ -166,25 +239,21 @@ def _f(v: float | None, digits: int = 3) -> str:
 _FINISHED = ("Succeeded", "Failed", "NotFound")
 
 
-def _wait_finished(cluster, ns: str, run: str, st, timeout: float):
-    """Poll the run until it finishes; one stderr line per change of phase or running pods."""
-    import time
+def _wait_finished(cluster, ns: str, run: str, timeout: float):
+    """Poll the run until it finishes; one stderr line per change of phase, running pods or restarts."""
+    from workloads.cluster.wait import WaitTimeout, wait_for
 
-    deadline = time.monotonic() + timeout
-    last = None
-    while True:
-        running = sum(s.running for s in st.slices)
-        seen = (st.phase.value, running, st.restarts)
-        if seen != last:
-            sys.stderr.write(f"  {st.phase.value}: {running}/{st.expected_pods or '?'} pods running — {st.message}\n")
-            last = seen
-        if st.phase.value in _FINISHED:
-            return st
-        if time.monotonic() >= deadline:
-            sys.stderr.write(f"error: {ns}/{run} still {st.phase.value} after {timeout:g}s\n")
-            raise typer.Exit(1)
-        time.sleep(1.0)
-        st = cluster.run_status(ns, run)
+    def show(st) -> None:
+        sys.stderr.write(f"  {st.progress()}\n")
+
+    try:
+        return wait_for(
+            lambda: cluster.run_status(ns, run), timeout=timeout, what=f"{ns}/{run} to finish", interval=1.0,
+            until=lambda st: st.phase.value in _FINISHED, on_change=show, key=lambda st: (st.phase.value, st.running, st.restarts),
+        )
+    except WaitTimeout as e:
+        sys.stderr.write(f"error: {ns}/{run} still {e.last.phase.value} after {timeout:g}s\n")
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -195,16 +264,15 @@ def status(
     output: Output = OutputFormat.text,
     wait: Annotated[bool, typer.Option("--wait", help="wait until the run has succeeded or failed, showing each phase")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds --wait waits before giving up (exit 1)")] = 3600,
+    workers: Annotated[bool, typer.Option("--workers", help="list every worker, not only the abnormal ones")] = False,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Where a run is: queued in Kueue (and why), starting, running, finished; pods per slice."""
+    """Where a run is: queued in Kueue (and why), starting, running, finished; one line per slice."""
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
-    st = cluster.run_status(ns, run)
-    if wait:
-        st = _wait_finished(cluster, ns, run, st, timeout)
+    st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
     if output is OutputFormat.json:
         print_json(st.to_dict())
         return
@@ -218,9 +286,11 @@ def status(
     for c in st.conditions:
         if c.status.lower() == "true":
             _out(f"  condition {c.type}: {c.reason} {c.message}".rstrip())
+    # One line per slice (a large multislice run has hundreds of workers); a worker gets a
+    # line of its own when it is abnormal (failed, restarted, stuck with a reason) or with --workers.
     for s in st.slices:
-        _out(f"  slice {s.index if s.index is not None else '?'}: {s.running}/{len(s.pods)} running")
-        for p in s.pods:
+        _out(f"  {s.summary()}")
+        for p in s.pods if workers else s.abnormal:
             extra = f"  {p.detail}" if p.detail else ""
             _out(f"    worker {p.worker if p.worker is not None else '?'}  {p.phase:<9} {p.node or '-':<30} restarts={p.restarts}  {p.name}{extra}")
     if st.phase.value == "NotFound" or (wait and st.phase.value == "Failed"):
@@ -254,43 +324,36 @@ def logs(
 
 
 @app.command()
+@_with_run_source
 def metrics(
     target: Annotated[str, typer.Argument(metavar="LOGFILE_OR_RUN", help="a MaxText log file (or metrics JSONL), or a run name to read from the cluster")],
-    metrics_file: MetricsFileOpt = None,
-    shape: ShapeOpt = None,
-    pool: PoolOpt = None,
-    slices: SlicesOpt = None,
-    profiler_first_step: ProfFirstOpt = None,
-    profiler_steps: ProfStepsOpt = None,
-    first_steady_step: Annotated[int, typer.Option("--first-steady-step", min=0, help="steps before this include compilation")] = 2,
     output: Output = OutputFormat.text,
-    namespace: NamespaceOpt = None,
-    team: TeamOpt = None,
-    spec: SpecOpt = None,
-    kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None,
+    source: RunSource = RunSource(),
 ) -> None:
     """Steady-state step time, TFLOP/s and tokens/s per device and per chip, MFU and loss trend."""
-    from workloads.observe import metrics as m
     from workloads.observe.report import RunFacts, summary_document
 
-    choice = _shape_choice(spec, shape, pool)
-    run, source, log = _load_run(target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context)
-    hw = _hardware(choice, slices, log)
-    prof = _profiler(log, profiler_first_step, profiler_steps)
-    summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
+    a = source.analyse(target)
     if output is OutputFormat.json:
-        print_json(summary_document(RunFacts.from_log(run, source, log), log, summ))
+        print_json(summary_document(RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary))
         return
-    print_summary(run, source, summ, hw)
+    print_summary(a.run, a.source, a.summary, a.hardware)
 
 
 def print_summary(run: str, source: str, summ, hw) -> None:
     """The text summary `metrics` prints; `run-local` prints the same."""
     _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({', '.join(map(str, summ.steady_steps)) or 'none'})")
-    _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median")
-    _out(f"  TFLOP/s        {_f(summ.tflops_per_device)} per device" + (f", {_f(summ.tflops_per_chip)} per chip" if hw else ""))
-    _out(f"  tokens/s       {_f(summ.tokens_per_device, 1)} per device" + (f", {_f(summ.tokens_per_chip, 1)} per chip" if hw else ""))
+    sec = summ.step_seconds_spread
+    _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median" + (f", range {_f(sec.low, 4)}–{_f(sec.high, 4)} s" if sec else ""))
+    # Headline = total work / total time; the per-step rates' median and range beside it.
+    unit = "chip" if hw else "device"
+    for label, digits, dev, chip, spread in (
+        ("TFLOP/s", 3, summ.tflops_per_device, summ.tflops_per_chip, summ.tflops_per_chip_spread if hw else summ.tflops_per_device_spread),
+        ("tokens/s", 1, summ.tokens_per_device, summ.tokens_per_chip, summ.tokens_per_chip_spread if hw else summ.tokens_per_device_spread),
+    ):
+        _out(f"  {label:<15}{_f(dev, digits)} per device" + (f", {_f(chip, digits)} per chip" if hw else "") + " (total / time)")
+        if spread:
+            _out(f"  {'':<15}per step: median {_f(spread.median, digits)}, range {_f(spread.low, digits)}–{_f(spread.high, digits)} per {unit}")
     if hw:
         _out(f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name})")
     else:
@@ -300,46 +363,37 @@ def print_summary(run: str, source: str, summ, hw) -> None:
 
 
 @app.command()
+@_with_run_source
 def report(
     target: Annotated[str, typer.Argument(metavar="RUN_OR_LOGFILE", help="a run name (logs read from the cluster) or a MaxText log file")],
     out: Annotated[Path, typer.Option("--out", help="directory to write report.md, metrics.png and summary.json into")],
     upload: Annotated[bool, typer.Option("--upload", help="also upload to the spec's artifacts bucket under reports/<run>/")] = False,
-    metrics_file: MetricsFileOpt = None,
-    shape: ShapeOpt = None,
-    pool: PoolOpt = None,
-    slices: SlicesOpt = None,
-    profiler_first_step: ProfFirstOpt = None,
-    profiler_steps: ProfStepsOpt = None,
-    first_steady_step: Annotated[int, typer.Option("--first-steady-step", min=0)] = 2,
-    namespace: NamespaceOpt = None,
-    team: TeamOpt = None,
-    spec: SpecOpt = None,
-    kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None,
+    source: RunSource = RunSource(),
 ) -> None:
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
     from infra.spec import BucketPurpose
-    from workloads.observe import metrics as m
     from workloads.observe import report as rp
 
     bucket = None
     if upload:
-        env = _spec(spec)
+        env = _spec(source.spec)
         b = env.bucket_for(BucketPurpose.ARTIFACTS)
         if b is None:
             raise SpecError("buckets", "no bucket with purpose: artifacts to upload reports to", "add one to the spec, or drop --upload")
         bucket, project = b.name, env.project
-    choice = _shape_choice(spec, shape, pool)
-    run, source, log = _load_run(target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context)
-    hw = _hardware(choice, slices, log)
-    prof = _profiler(log, profiler_first_step, profiler_steps)
-    summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
-    files = rp.write_report(out, rp.RunFacts.from_log(run, source, log), log, summ, profiler=prof, first_steady_step=first_steady_step)
+    check_out_dir(out, "--out")
+    a = source.analyse(target)
+    try:
+        files = rp.write_report(
+            out, rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, profiler=a.profiler, first_steady_step=source.first_steady_step
+        )
+    except OSError as e:
+        raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None
     _out(f"wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}")
     if bucket:
         from workloads.observe.storage import upload as do_upload
 
-        for u in do_upload(files.directory, bucket, f"reports/{run}", project=project):
+        for u in do_upload(files.directory, bucket, f"reports/{a.run}", project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")
 
 
@@ -449,13 +503,16 @@ def _preflight_compile(
     env = _spec(spec)
     # The same plan `render`/`submit` would make: its args and env are what is compiled.
     plan = plan_run(recipe, env, Overrides(slices=slices, pool=pool, sets=tuple(sets), team=team))
-    if plan.kind != "maxtext":
+    if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
-    shape = next(p.shape for p in env.tpu_pools if p.name == plan.pool)
+    if keep_logs is not None:
+        check_out_dir(keep_logs, "--keep-logs")
     venv = maxtext_env.locate(log=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.text:
-        sys.stderr.write(f"compiling {plan.recipe} for {maxtext_env.compile_topology(plan.accelerator_type, plan.generation)} x {plan.slices} with MaxText (about 1-5 min)...\n")
-    result = aot.compile_plan(plan, venv, shape.hbm_bytes_per_device, timeout=timeout, keep_log_dir=keep_logs)
+        topology = maxtext_env.compile_topology(plan.target.shape)
+        sys.stderr.write(f"compiling {plan.program.recipe} for {topology} x {plan.target.slices} with MaxText (about 1-5 min)...\n")
+    # The fit is judged against plan.target.shape's HBM per device (the catalog's figure).
+    result = aot.compile_plan(plan, venv, timeout=timeout, keep_log_dir=keep_logs)
     if output is OutputFormat.json:
         print_json(result.to_dict())
     else:

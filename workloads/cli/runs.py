@@ -44,10 +44,26 @@ HostNetOpt = Annotated[
     bool,
     typer.Option(
         "--host-network/--no-host-network",
-        help="hostNetwork pods (DCN throughput; act as the node SA) or pod network (Workload Identity)",
+        help="hostNetwork pods: more DCN throughput, but they act as the TPU nodes' SA, not the team's "
+        "(only for teams with host_network: true in the spec); default: pod network with the team's own identity",
     ),
 ]
-RestartsOpt = Annotated[int, typer.Option("--max-restarts", help="JobSet restarts after a non-program failure")]
+RestartsOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--max-restarts",
+        help="whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
+        "(exit 1, 2: fails at once); default by capacity: spot/flex-start 3, on-demand/reservation 1",
+    ),
+]
+CheckpointEveryOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--checkpoint-every",
+        metavar="MINUTES",
+        help="minutes between checkpoints (MaxText recipes); default by capacity: spot 15, flex-start 30, on-demand/reservation 60",
+    ),
+]
 TIMEOUT_S = 600.0
 
 
@@ -85,7 +101,8 @@ def _plan(
     name: str | None,
     suffix: str | None,
     host_network: bool,
-    max_restarts: int,
+    max_restarts: int | None,
+    checkpoint_every: float | None = None,
 ) -> "RunPlan":
     from workloads.planning.planner import Overrides, plan_run
 
@@ -101,6 +118,7 @@ def _plan(
         suffix=suffix,
         host_network=host_network,
         max_restarts=max_restarts,
+        checkpoint_every=checkpoint_every,
     )
     return plan_run(recipe, spec, overrides, now=datetime.now(timezone.utc), rand=_random_suffix())
 
@@ -133,8 +151,9 @@ def render(
     priority: PriorityOpt = None,
     name: NameOpt = None,
     suffix: SuffixOpt = None,
-    host_network: HostNetOpt = True,
-    max_restarts: RestartsOpt = 0,
+    host_network: HostNetOpt = False,
+    max_restarts: RestartsOpt = None,
+    checkpoint_every: CheckpointEveryOpt = None,
     spec: SpecOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
@@ -145,6 +164,7 @@ def render(
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
         priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
+        checkpoint_every=checkpoint_every,
     )
     files = render_tree(plan)
     written = write_tree(out, files)
@@ -178,8 +198,9 @@ def submit(
     priority: PriorityOpt = None,
     name: NameOpt = None,
     suffix: SuffixOpt = None,
-    host_network: HostNetOpt = True,
-    max_restarts: RestartsOpt = 0,
+    host_network: HostNetOpt = False,
+    max_restarts: RestartsOpt = None,
+    checkpoint_every: CheckpointEveryOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for admission")] = TIMEOUT_S,
@@ -196,6 +217,7 @@ def submit(
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
         priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
+        checkpoint_every=checkpoint_every,
     )
     # The overlay `render` would write, built from its own text: what is applied is
     # exactly what `kustomize build overlays/<run>` of a rendered tree gives.
@@ -215,6 +237,7 @@ def submit(
             f"({t.nodes} pods, {t.chips} chips), queue {t.local_queue}, priority {t.priority}",
             err=True,
         )
+        typer.echo(f"  {_resilience(plan)}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
@@ -233,6 +256,15 @@ def submit(
             f"{t.namespace}/{plan.name} not admitted after {result.waited_seconds:.0f}s: {result.state} {result.reason}".rstrip()
             + " — it stays queued; follow it with `python -m workloads status`"
         )
+
+
+def _resilience(plan: "RunPlan") -> str:
+    """One line: how the run survives disruptions, and where it resumes from."""
+    pol, c = plan.policy, plan.policy.checkpoint
+    restarts = f"disruptions restart it (free), other failures up to {pol.max_restarts}x, exit codes {', '.join(map(str, pol.program_error_exit_codes))} end it"
+    if c is None:
+        return f"{restarts}; no checkpoints (a restart begins at step 0)"
+    return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.program.output_dir}checkpoints/"
 
 
 def _ref(obj: dict) -> dict:

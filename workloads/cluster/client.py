@@ -1,15 +1,23 @@
 """The one seam between the toolkit and a Kubernetes API server.
 
 Everything that talks to a cluster goes through ``Cluster``: server-side apply of any kind
-(CRDs included), get/list/delete, watches, pod logs, and the Kueue admission wait. The
-official ``kubernetes`` client is used only to load kubeconfigs (certs, tokens, exec auth
-plugins such as gke-gcloud-auth-plugin) and to send requests; it is imported here, lazily, and
-nowhere else, so importing the CLI stays cheap.
+(CRDs included), create/get/list/delete, watches, pod logs, health, and the Kueue admission
+wait. Requests are plain REST calls built from a small resource table (plus discovery for
+kinds the table does not know), which keeps the wire behaviour explicit — method, path,
+query, content type — whatever sends them.
 
-Requests are plain REST calls built from a small resource table (plus discovery for kinds
-the table does not know), which keeps the wire behaviour explicit — method, path, query,
-content type — and lets unit tests swap the transport for a recording fake while integration
-tests point ``Cluster.connect`` at any kubeconfig.
+Two transports send them:
+
+- ``_StdlibTransport``: ``http.client`` + ``ssl`` only, for client-certificate (or no)
+  credentials. ``local up`` uses it (``Cluster.with_client_cert``): it must start in well
+  under a second, and importing the ``kubernetes`` package alone costs about that.
+  ``Cluster.connect`` picks it for kubeconfigs whose user is a client certificate.
+- ``_KubeTransport``: the official ``kubernetes`` client, for every other kubeconfig
+  (bearer tokens, exec auth plugins such as gke-gcloud-auth-plugin). It is imported here,
+  lazily, and nowhere else, so importing the CLI stays cheap.
+
+Unit tests swap in a recording fake Transport; integration tests point ``Cluster.connect``
+at the local cluster's kubeconfig.
 
 Errors: anything the server or the network says becomes ``ClusterError`` with one line;
 404 on delete is a normal outcome, not an error.
@@ -17,30 +25,37 @@ Errors: anything the server or the network says becomes ``ClusterError`` with on
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Protocol
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from urllib.parse import quote, urlencode, urlsplit
 
 from toolkit.errors import ClusterError
+from toolkit.names import (
+    JOBSET_API,
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    K8S_COMPLETION_INDEX_LABEL,
+    KUEUE_GROUP,
+    KUEUE_JOB_UID_LABEL,
+    KUEUE_QUEUE_LABEL,
+    PRIORITY_CLASS_API,
+    TGK,
+    TGK_FIELD_MANAGER,
+)
 from workloads.cluster import status as st
+from workloads.cluster.wait import WaitTimeout, wait_for
+
+if TYPE_CHECKING:
+    import http.client
+    import ssl
 
 __all__ = ["AdmissionResult", "Cluster", "ClusterError", "DeleteResult", "Response", "Transport", "ResourceInfo"]
-
-FIELD_MANAGER = "tpu-gke-toolkit"
-
-# Labels JobSet puts on every pod it creates (JobSet >= 0.5) and the indexed-Job label.
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
-COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-# Kueue labels the Workload it creates for a job with the job's UID.
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-KUEUE_GROUP = "kueue.x-k8s.io"
 
 
 # ------------------------------------------------------------------ transport
@@ -165,6 +180,225 @@ class _KubeTransport:
             raw.release_conn()
 
 
+@dataclass(frozen=True)
+class _Tls:
+    """Where the CA and the client certificate come from: files, or PEM bytes from a kubeconfig."""
+
+    ca_file: Path | None = None
+    ca_data: bytes | None = None
+    cert_file: Path | None = None
+    cert_data: bytes | None = None
+    key_file: Path | None = None
+    key_data: bytes | None = None
+    insecure: bool = False  # insecure-skip-tls-verify
+
+    def context(self) -> "ssl.SSLContext":
+        import ssl
+        import tempfile
+
+        ctx = ssl.create_default_context(
+            cafile=str(self.ca_file) if self.ca_file else None, cadata=self.ca_data.decode() if self.ca_data else None
+        )
+        if self.insecure:
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        if not (self.cert_file or self.cert_data):
+            return ctx
+        # ssl loads a client certificate from files only: inline data goes through a private temp dir.
+        with tempfile.TemporaryDirectory(prefix="tgk-tls-") as tmp:
+            cert, key = self.cert_file, self.key_file
+            if self.cert_data is not None:
+                cert = Path(tmp) / "client.crt"
+                cert.write_bytes(self.cert_data)
+            if self.key_data is not None:
+                key = Path(tmp) / "client.key"
+                key.write_bytes(self.key_data)
+            ctx.load_cert_chain(str(cert), str(key) if key else None)
+        return ctx
+
+
+class _StdlibTransport:
+    """http.client + ssl: an API-server sender with client-certificate (or no) credentials.
+
+    One connection per request (as the small client ``local up`` used before; a TLS handshake
+    on loopback costs about a millisecond), so it is safe from any thread. The TLS context is
+    built on the first request, so a client can be made before its server has started.
+    """
+
+    def __init__(self, server: str, tls: _Tls | None, timeout: float) -> None:
+        u = urlsplit(server)
+        if u.scheme not in ("http", "https") or not u.hostname:
+            raise ClusterError(f"API server address {server!r} is not an http(s) URL — check the kubeconfig's cluster.server")
+        self.server = server
+        self._https = u.scheme == "https"
+        self._host = u.hostname
+        self._port = u.port or (443 if self._https else 80)
+        self._prefix = u.path.rstrip("/")  # servers behind a path prefix (proxies)
+        self._tls = tls or _Tls()
+        self._timeout = timeout
+        self._ctx: ssl.SSLContext | None = None
+
+    def _connection(self, timeout: float | None) -> "http.client.HTTPConnection":
+        import http.client
+
+        if not self._https:
+            return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        if self._ctx is None:
+            try:
+                self._ctx = self._tls.context()
+            except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+                raise ClusterError(
+                    f"cannot load the TLS certificates for {self.server}: {_one_line(e)} — check the kubeconfig's certificate entries"
+                ) from None
+        return http.client.HTTPSConnection(self._host, self._port, context=self._ctx, timeout=timeout)
+
+    def _open(self, method, path, query, body, content_type, timeout) -> "tuple[http.client.HTTPConnection, http.client.HTTPResponse]":
+        import http.client
+
+        url = self._prefix + path + (f"?{urlencode(query)}" if query else "")
+        data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = {"Accept": "application/json", "User-Agent": TGK}
+        if data is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        conn = self._connection(timeout)
+        try:
+            conn.request(method, url, body=data, headers=headers)
+            return conn, conn.getresponse()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            raise _reach_error(self.server, e) from None
+
+    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None) -> Response:
+        import http.client
+
+        conn, resp = self._open(method, path, query, body, content_type, timeout or self._timeout)
+        try:
+            return Response(status=resp.status, body=resp.read() or b"")
+        except (OSError, http.client.HTTPException) as e:
+            raise _reach_error(self.server, e) from None
+        finally:
+            conn.close()
+
+    def stream(self, path, *, query=None, timeout=None) -> Iterator[bytes]:
+        import http.client
+
+        conn, resp = self._open("GET", path, query, None, None, self._timeout)
+        try:
+            if not 200 <= resp.status < 300:
+                raise _api_error(Response(resp.status, resp.read() or b""), f"GET {path}")
+            if conn.sock is not None:
+                conn.sock.settimeout(timeout)  # None: as long as the server keeps it open
+            while line := resp.readline():
+                yield line[:-1] if line.endswith(b"\n") else line
+        except TimeoutError:
+            return  # a watch or follow that went quiet for the read timeout: the caller decides
+        except (OSError, http.client.HTTPException) as e:
+            raise _reach_error(self.server, e) from None
+        finally:
+            conn.close()
+
+
+# ---------------------------------------------------------------- kubeconfig
+
+# What the standard-library transport understands; anything else (tokens, exec plugins,
+# auth providers, proxies) goes to the kubernetes client.
+_STDLIB_USER_KEYS = {"client-certificate", "client-certificate-data", "client-key", "client-key-data"}
+_STDLIB_CLUSTER_KEYS = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify", "extensions"}
+
+
+@dataclass(frozen=True)
+class _KubeconfigContext:
+    path: Path
+    name: str
+    namespace: str
+    cluster: dict
+    user: dict
+
+
+def _read_kubeconfig(path: Path, context: str | None) -> _KubeconfigContext:
+    """The chosen context of one kubeconfig file, with its cluster and user entries."""
+    import yaml
+
+    fix = "check the file or pass another --kubeconfig"
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as e:
+        raise ClusterError(f"kubeconfig {path} cannot be read: {_one_line(e)} — {fix}") from None
+    if not isinstance(doc, dict):
+        raise ClusterError(f"kubeconfig {path} is not usable: it is not a kubeconfig (a YAML mapping) — {fix}")
+    contexts = {c.get("name"): c.get("context") or {} for c in doc.get("contexts") or [] if isinstance(c, dict)}
+    known = ", ".join(str(n) for n in contexts if n)
+    if context and context not in contexts:
+        raise ClusterError(f"context {context!r} is not in {path}; contexts there: {known or 'none'}")
+    name = context or doc.get("current-context")
+    if not name:
+        raise ClusterError(f"{path} has no current-context — pass --context ({known or 'no contexts defined'})")
+    if name not in contexts:
+        raise ClusterError(f"kubeconfig {path} is not usable: current-context {name!r} is not defined (contexts: {known or 'none'}) — {fix}")
+    ctx = contexts[name]
+
+    def entry(section: str, key: str) -> dict:
+        wanted = ctx.get(key)
+        for item in doc.get(section) or []:
+            if isinstance(item, dict) and item.get("name") == wanted:
+                return item.get(key) or {}
+        return {}
+
+    cluster = entry("clusters", "cluster")
+    if not cluster.get("server"):
+        raise ClusterError(f"kubeconfig {path}: context {name!r} has no cluster with a server — fix the context's cluster/user entries")
+    return _KubeconfigContext(path, str(name), ctx.get("namespace") or "default", cluster, entry("users", "user"))
+
+
+def _stdlib_transport(kc: _KubeconfigContext, timeout: float) -> _StdlibTransport | None:
+    """The standard-library transport for a client-certificate (or anonymous) context, else None."""
+    if not set(kc.user) <= _STDLIB_USER_KEYS or not set(kc.cluster) <= _STDLIB_CLUSTER_KEYS:
+        return None
+
+    def file(entry: dict, key: str) -> Path | None:
+        value = entry.get(key)
+        return (kc.path.parent / Path(value).expanduser()) if value else None
+
+    def data(entry: dict, key: str) -> bytes | None:
+        value = entry.get(f"{key}-data")
+        if not value:
+            return None
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            raise ClusterError(f"kubeconfig {kc.path}: {key}-data of context {kc.name!r} is not base64 — fix the context's cluster/user entries") from None
+
+    tls = _Tls(
+        ca_file=file(kc.cluster, "certificate-authority"), ca_data=data(kc.cluster, "certificate-authority"),
+        cert_file=file(kc.user, "client-certificate"), cert_data=data(kc.user, "client-certificate"),
+        key_file=file(kc.user, "client-key"), key_data=data(kc.user, "client-key"),
+        insecure=bool(kc.cluster.get("insecure-skip-tls-verify")),
+    )
+    if bool(tls.cert_file or tls.cert_data) != bool(tls.key_file or tls.key_data):
+        raise ClusterError(f"kubeconfig {kc.path}: user of context {kc.name!r} has a client certificate without its key, or a key without its certificate")
+    return _StdlibTransport(kc.cluster["server"], tls, timeout)
+
+
+def _kube_transport(kc: _KubeconfigContext, timeout: float) -> _KubeTransport:
+    """The kubernetes client's transport: tokens, exec auth plugins, auth providers."""
+    try:
+        from kubernetes import config as kconfig
+        from kubernetes.client import ApiClient, Configuration
+        from kubernetes.config.config_exception import ConfigException
+    except ImportError:  # pragma: no cover - the dependency is pinned
+        raise ClusterError("the kubernetes Python client is not installed — run scripts/setup.sh") from None
+    cfg = Configuration()
+    try:
+        kconfig.load_kube_config(config_file=str(kc.path), context=kc.name, client_configuration=cfg, persist_config=False)
+    except ConfigException as e:
+        raise ClusterError(f"kubeconfig {kc.path}: {_one_line(e)} — fix the context's cluster/user entries") from None
+    except Exception as e:  # exec plugins that fail, unreadable cert files
+        raise ClusterError(f"kubeconfig {kc.path}: cannot load credentials: {_one_line(e)}") from None
+    # Fail fast instead of urllib3's default three retries per request.
+    cfg.retries = False
+    return _KubeTransport(ApiClient(configuration=cfg), timeout)
+
+
 def _status_message(resp: Response) -> str:
     try:
         obj = resp.json()
@@ -223,7 +457,7 @@ _KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "Secret"): ("secrets", True),
     ("v1", "Event"): ("events", True),
     ("batch/v1", "Job"): ("jobs", True),
-    ("scheduling.k8s.io/v1", "PriorityClass"): ("priorityclasses", False),
+    (PRIORITY_CLASS_API, "PriorityClass"): ("priorityclasses", False),
     (JOBSET_API, "JobSet"): ("jobsets", True),
 }
 
@@ -269,49 +503,30 @@ class Cluster:
         """Load a kubeconfig, check the server answers, return a Cluster.
 
         Order of precedence for the file: the argument, $KUBECONFIG (first entry), ~/.kube/config.
-        Every failure (no file, bad YAML, unknown context, unreachable server) is a ClusterError.
+        A client-certificate user is served by the standard library; tokens and exec plugins by
+        the kubernetes client. Every failure (no file, bad YAML, unknown context, unreachable
+        server) is a ClusterError.
         """
         path = _kubeconfig_path(kubeconfig)
         if not path.is_file():
             raise ClusterError(
                 f"no kubeconfig at {path} — pass --kubeconfig, set KUBECONFIG, or run gcloud container clusters get-credentials"
             )
-        try:
-            from kubernetes import config as kconfig
-            from kubernetes.client import Configuration
-            from kubernetes.config.config_exception import ConfigException
-        except ImportError:  # pragma: no cover - the dependency is pinned
-            raise ClusterError("the kubernetes Python client is not installed — run scripts/setup.sh") from None
-
-        try:
-            contexts, active = kconfig.list_kube_config_contexts(config_file=str(path))
-        except ConfigException as e:
-            raise ClusterError(f"kubeconfig {path} is not usable: {_one_line(e)} — check the file or pass another --kubeconfig") from None
-        except Exception as e:  # yaml errors and the like
-            raise ClusterError(f"kubeconfig {path} cannot be read: {_one_line(e)} — check the file or pass another --kubeconfig") from None
-        names = [c.get("name") for c in contexts or []]
-        if context and context not in names:
-            raise ClusterError(f"context {context!r} is not in {path}; contexts there: {', '.join(n for n in names if n) or 'none'}")
-        if not context and not active:
-            raise ClusterError(f"{path} has no current-context — pass --context ({', '.join(n for n in names if n) or 'no contexts defined'})")
-        ctx = next(c for c in contexts if c.get("name") == (context or active.get("name")))
-        namespace = (ctx.get("context") or {}).get("namespace") or "default"
-
-        cfg = Configuration()
-        try:
-            kconfig.load_kube_config(config_file=str(path), context=context, client_configuration=cfg, persist_config=False)
-        except ConfigException as e:
-            raise ClusterError(f"kubeconfig {path}: {_one_line(e)} — fix the context's cluster/user entries") from None
-        except Exception as e:  # exec plugins that fail, unreadable cert files
-            raise ClusterError(f"kubeconfig {path}: cannot load credentials: {_one_line(e)}") from None
-        # Fail fast instead of urllib3's default three retries per request.
-        cfg.retries = False
-        from kubernetes.client import ApiClient
-
-        transport = _KubeTransport(ApiClient(configuration=cfg), timeout)
-        cluster = cls(transport, default_namespace=namespace, context=ctx.get("name"))
+        kc = _read_kubeconfig(path, context)
+        transport = _stdlib_transport(kc, timeout) or _kube_transport(kc, timeout)
+        cluster = cls(transport, default_namespace=kc.namespace, context=kc.name)
         cluster.server_version()  # reachability + credentials, one line on failure
         return cluster
+
+    @classmethod
+    def with_client_cert(
+        cls, server: str, *, ca: Path, cert: Path, key: Path, timeout: float = 30, context: str | None = None
+    ) -> "Cluster":
+        """A Cluster on the standard-library transport, from certificate files; no request is sent.
+
+        For a server that may not be up yet (``local up`` waits for it with ``healthy``).
+        """
+        return cls(_StdlibTransport(server, _Tls(ca_file=ca, cert_file=cert, key_file=key), timeout), context=context)
 
     # ------------------------------------------------------------------- basics
 
@@ -320,6 +535,26 @@ class Cluster:
         if not resp.ok:
             raise _api_error(resp, f"API server {self.transport.server}")
         return str(resp.json().get("gitVersion", "unknown"))
+
+    def healthy(self, path: str = "/readyz") -> bool:
+        """True if the server says "ok" on ``path`` (/readyz, /livez); unreachable is just False."""
+        try:
+            resp = self.transport.request("GET", path, timeout=5)
+        except ClusterError:
+            return False
+        return resp.ok and resp.body.strip() == b"ok"
+
+    def request(self, method: str, path: str, body: Any = None, *, query: list[tuple[str, str]] | None = None) -> Any:
+        """Any JSON call the verbs below do not cover (e.g. reading another API version); the parsed reply."""
+        resp = self.transport.request(method, path, query=query, body=body)
+        if not resp.ok:
+            raise _api_error(resp, f"{method} {path}")
+        return resp.json()
+
+    def forget_discovery(self) -> None:
+        """Drop cached discovery, e.g. after installing CRDs or while they become served."""
+        self._discovered.clear()
+        self._preferred.clear()
 
     def resource(self, api_version: str, kind: str) -> ResourceInfo:
         """Plural and scope of a kind: from the table, else from the group-version's discovery doc."""
@@ -366,7 +601,7 @@ class Cluster:
         self,
         objects: list[dict],
         *,
-        field_manager: str = FIELD_MANAGER,
+        field_manager: str = TGK_FIELD_MANAGER,
         dry_run: bool = False,
         force_conflicts: bool = False,
     ) -> list[dict]:
@@ -398,6 +633,19 @@ class Cluster:
                 raise _api_error(resp, f"apply {where}")
             out.append(resp.json())
         return out
+
+    def create(self, obj: dict, *, field_manager: str = TGK_FIELD_MANAGER, dry_run: bool = False) -> dict:
+        """POST one object (a create, with its status where the kind allows, e.g. a Node); what the server stored."""
+        meta = obj.get("metadata") or {}
+        info = self.resource(obj.get("apiVersion", ""), obj.get("kind", ""))
+        ns = (meta.get("namespace") or self.default_namespace) if info.namespaced else None
+        query = [("fieldManager", field_manager)]
+        if dry_run:
+            query.append(("dryRun", "All"))
+        resp = self.transport.request("POST", info.path(ns), query=query, body=obj)
+        if not resp.ok:
+            raise _api_error(resp, f"create {info.kind} {ns + '/' if ns else ''}{meta.get('name', '')}")
+        return resp.json()
 
     # ----------------------------------------------------------------- read/del
 
@@ -501,7 +749,7 @@ class Cluster:
 
     def find_pod(self, namespace: str, run: str, *, slice_index: int = 0, worker: int = 0) -> dict | None:
         selector = ",".join(
-            [f"{JOBSET_NAME_LABEL}={run}", f"{JOB_INDEX_LABEL}={slice_index}", f"{COMPLETION_INDEX_LABEL}={worker}"]
+            [f"{JOBSET_NAME_LABEL}={run}", f"{JOBSET_JOB_INDEX_LABEL}={slice_index}", f"{K8S_COMPLETION_INDEX_LABEL}={worker}"]
         )
         pods = self.list(self.resource("v1", "Pod"), namespace, label_selector=selector)
         if not pods:
@@ -543,75 +791,72 @@ class Cluster:
         on_progress: Callable[[str], None] | None = None,
         poll: float = 2.0,
     ) -> AdmissionResult:
-        """Follow the JobSet's Workload until Kueue admits it or ``timeout`` passes.
+        """Follow the JobSet's Workload until Kueue admits it (or deactivates it) or ``timeout`` passes.
 
-        Watches Workloads in the namespace (re-listing when a watch ends) rather than
-        sleeping, so admission is seen as soon as Kueue writes it. QuotaReserved without
-        Admitted means admission checks (e.g. a ProvisioningRequest) are still pending.
+        Between polls it watches the Workload (the watch is the wait's sleep), so admission is
+        seen as soon as Kueue writes it. QuotaReserved without Admitted means admission checks
+        (e.g. a ProvisioningRequest) are still pending.
         """
         start = time.monotonic()
-        deadline = start + timeout
-        last_msg = ""
+        uid: str | None = None
+        followed: str | None = None  # the Workload's name, once seen
 
-        def say(msg: str) -> None:
-            nonlocal last_msg
-            if on_progress and msg != last_msg:
-                on_progress(msg)
-            last_msg = msg
+        def seen(wl: dict | None) -> dict | None:
+            nonlocal followed
+            if wl is not None:
+                followed = (wl.get("metadata") or {}).get("name") or followed
+            return wl
 
-        wl_state: st.WorkloadStatus | None = None
-        wl_name: str | None = None
-        while True:
+        def current() -> dict | None:
+            nonlocal uid
             js = self.jobset(namespace, jobset)
             if js is None:
                 raise ClusterError(f"JobSet {namespace}/{jobset} does not exist — submit it first (or check --namespace)")
             uid = (js.get("metadata") or {}).get("uid")
-            wl = self.workload_for(namespace, js)
-            if wl is not None:
-                wl_state = st.workload_status(wl)
-                wl_name = wl_state.name
-                say(wl_state.describe())
-                if wl_state.state in (st.WorkloadState.ADMITTED, st.WorkloadState.FINISHED):
-                    return self._admission(wl_state, True, start)
-                if wl_state.state is st.WorkloadState.INACTIVE:
-                    return self._admission(wl_state, False, start)  # deactivated: Kueue will not retry it
-            else:
-                say(f"waiting for Kueue to create a Workload for JobSet {jobset} (is the queue-name label set and Kueue running?)")
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            rv = None
-            if wl is not None:
-                rv = (wl.get("metadata") or {}).get("resourceVersion")
-            watch_start = time.monotonic()
-            try:
-                for _typ, obj in self.watch(
-                    self.kueue("Workload"), namespace,
-                    label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}" if uid else None,
-                    resource_version=rv, timeout=min(remaining, 30),
-                ):
-                    s = st.workload_status(obj)
-                    wl_name = s.name
-                    say(s.describe())
-                    if s.state in (st.WorkloadState.ADMITTED, st.WorkloadState.FINISHED):
-                        return self._admission(s, True, start)
-                    if time.monotonic() >= deadline:
-                        break
-            except ClusterError:
-                pass  # watch not possible (e.g. RBAC allows list only): poll instead
-            # A watch that ended at once (410 Gone, refused) must not turn this into a busy loop.
-            quick = poll - (time.monotonic() - watch_start)
-            if quick > 0:
-                time.sleep(min(quick, max(0.0, deadline - time.monotonic())))
-        if wl_name is None:
+            return seen(self.workload_for(namespace, js))
+
+        def changes(wl: dict | None, remaining: float) -> Iterator[dict]:
+            for obj in self._workload_changes(namespace, uid, wl, min(remaining, 30)):
+                yield seen(obj)
+
+        def describe(wl: dict | None) -> str:
+            if wl is None:
+                return f"waiting for Kueue to create a Workload for JobSet {jobset} (is the queue-name label set and Kueue running?)"
+            return st.workload_status(wl).describe()
+
+        try:
+            wl = wait_for(
+                current, timeout=timeout, what=f"admission of JobSet {namespace}/{jobset}", interval=poll, between=changes,
+                until=lambda w: w is not None and st.workload_status(w).state in _ADMISSION_OVER,
+                key=describe, on_change=(lambda w: on_progress(describe(w))) if on_progress else None,
+            )
+        except WaitTimeout:
+            return self._not_admitted(namespace, followed, start)
+        final = st.workload_status(wl)
+        # Deactivated (INACTIVE) ends the wait too: Kueue will not retry it.
+        return self._admission(final, final.state in (st.WorkloadState.ADMITTED, st.WorkloadState.FINISHED), start)
+
+    def _workload_changes(self, namespace: str, uid: str | None, after: dict | None, seconds: float) -> Iterator[dict]:
+        """The job's Workload as Kueue changes it after ``after``, for about ``seconds``; nothing if watching is refused."""
+        rv = (after.get("metadata") or {}).get("resourceVersion") if after else None
+        selector = f"{KUEUE_JOB_UID_LABEL}={uid}" if uid else None
+        try:
+            for _typ, obj in self.watch(self.kueue("Workload"), namespace, label_selector=selector, resource_version=rv, timeout=seconds):
+                yield obj
+        except ClusterError:
+            return  # watch not possible (e.g. RBAC allows list only): the wait polls instead
+
+    def _not_admitted(self, namespace: str, workload: str | None, start: float) -> AdmissionResult:
+        """Where a Workload stands when the wait for its admission timed out."""
+        if workload is None:
             return AdmissionResult(False, None, st.WorkloadState.MISSING.value,
-                                   reason="Kueue created no Workload (no kueue.x-k8s.io/queue-name label, or Kueue is not running)",
+                                   reason=f"Kueue created no Workload (no {KUEUE_QUEUE_LABEL} label, or Kueue is not running)",
                                    waited_seconds=time.monotonic() - start)
-        latest = self.get(self.kueue("Workload"), wl_name, namespace)
-        final = st.workload_status(latest) if latest else wl_state
-        if final is None:
-            return AdmissionResult(False, wl_name, st.WorkloadState.MISSING.value, reason="the Workload disappeared (JobSet deleted?)",
+        latest = self.get(self.kueue("Workload"), workload, namespace)
+        if latest is None:
+            return AdmissionResult(False, workload, st.WorkloadState.MISSING.value, reason="the Workload disappeared (JobSet deleted?)",
                                    waited_seconds=time.monotonic() - start)
+        final = st.workload_status(latest)
         return self._admission(final, final.state is st.WorkloadState.ADMITTED, start)
 
     @staticmethod
@@ -624,6 +869,10 @@ class Cluster:
             reason="" if admitted else s.message,
             waited_seconds=time.monotonic() - start,
         )
+
+
+# Workload states that end the wait for admission: admitted (or already done), or deactivated.
+_ADMISSION_OVER = (st.WorkloadState.ADMITTED, st.WorkloadState.FINISHED, st.WorkloadState.INACTIVE)
 
 
 class LogsUnavailable(ClusterError):

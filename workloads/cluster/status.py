@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Mapping
 
-TPU_RESOURCE = "google.com/tpu"
+from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, TPU_RESOURCE
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -157,8 +157,8 @@ def pod_status(pod: Mapping[str, Any]) -> PodStatus:
         detail = str(status["reason"])
     return PodStatus(
         name=str(meta.get("name", "")),
-        slice=_int(labels.get("jobset.sigs.k8s.io/job-index")),
-        worker=_int(labels.get("batch.kubernetes.io/job-completion-index", ann.get("batch.kubernetes.io/job-completion-index"))),
+        slice=_int(labels.get(JOBSET_JOB_INDEX_LABEL)),
+        worker=_int(labels.get(K8S_COMPLETION_INDEX_LABEL, ann.get(K8S_COMPLETION_INDEX_LABEL))),
         phase=phase,
         node=(pod.get("spec") or {}).get("nodeName"),
         ready=_true(_conditions(pod), "Ready"),
@@ -188,6 +188,21 @@ class Condition:
     message: str = ""
 
 
+# Pod phases in the order a slice summary lists them.
+_PHASES = ("Running", "Pending", "Succeeded", "Failed", "Unknown")
+# Waiting reasons every starting pod goes through: not a sign of trouble.
+_ROUTINE_WAITS = ("ContainerCreating", "PodInitializing")
+
+
+def abnormal(pod: PodStatus) -> bool:
+    """A worker worth a line of its own: failed, unknown, restarted, or stuck with a reason."""
+    if pod.phase in ("Failed", "Unknown") or pod.restarts:
+        return True
+    if pod.phase in ("Running", "Succeeded"):
+        return False
+    return bool(pod.detail) and not pod.detail.startswith(_ROUTINE_WAITS)
+
+
 @dataclass(frozen=True)
 class SliceStatus:
     index: int | None
@@ -196,6 +211,38 @@ class SliceStatus:
     @property
     def running(self) -> int:
         return sum(p.phase == "Running" for p in self.pods)
+
+    @property
+    def phases(self) -> dict[str, int]:
+        """Pods per phase, in _PHASES order (other phases after), phases with no pod left out."""
+        counts: dict[str, int] = {}
+        for p in self.pods:
+            counts[p.phase] = counts.get(p.phase, 0) + 1
+        order = [ph for ph in _PHASES if ph in counts] + sorted(ph for ph in counts if ph not in _PHASES)
+        return {ph: counts[ph] for ph in order}
+
+    @property
+    def vms(self) -> int:
+        """TPU VMs (nodes) the slice's pods are placed on."""
+        return len({p.node for p in self.pods if p.node})
+
+    @property
+    def restarts(self) -> int:
+        """Container restarts summed over the slice's pods."""
+        return sum(p.restarts for p in self.pods)
+
+    @property
+    def abnormal(self) -> tuple[PodStatus, ...]:
+        return tuple(p for p in self.pods if abnormal(p))
+
+    def summary(self) -> str:
+        """One line for the whole slice, however many workers it has."""
+        counts = ", ".join(f"{n} {ph}" for ph, n in self.phases.items()) or "no pods"
+        n = len(self.pods)
+        return (
+            f"slice {self.index if self.index is not None else '?'}: {n} worker{'s' if n != 1 else ''} ({counts}), "
+            f"on {self.vms} VM{'s' if self.vms != 1 else ''}, {self.restarts} restart{'s' if self.restarts != 1 else ''}"
+        )
 
 
 @dataclass(frozen=True)
@@ -213,6 +260,18 @@ class RunStatus:
     @property
     def pods(self) -> tuple[PodStatus, ...]:
         return tuple(p for s in self.slices for p in s.pods)
+
+    @property
+    def running(self) -> int:
+        return sum(s.running for s in self.slices)
+
+    def progress(self) -> str:
+        """One line for a live wait: the phase, the running pods once, and what it waits on."""
+        if self.phase in (RunPhase.STARTING, RunPhase.RUNNING):
+            return f"{self.phase.value}: {self.message}"  # the message starts with the pod count
+        if not self.pods:
+            return f"{self.phase.value}: {self.message}"
+        return f"{self.phase.value}: {self.running}/{self.expected_pods or '?'} pods running — {self.message}"
 
     def to_dict(self) -> dict[str, Any]:
         def conv(v: Any) -> Any:

@@ -6,10 +6,12 @@ plays the kubelets of Nodes labelled like GKE TPU slice node pools; JobSet and
 Kueue run as local processes with their webhooks reachable from the apiserver.
 
 Modules: ``certs`` (a private CA and the certificates), ``procs`` (detached
-daemons with pid files), ``kapi`` (a small REST client), ``nodes`` (Node objects
-from the environment spec), ``addons`` (the Kueue / JobSet / kwok install
-objects), ``cluster`` (up / down / status). Nothing here is imported by the CLI
-until a ``local`` command runs.
+daemons with pid files), ``nodes`` (Node objects from the environment spec),
+``addons`` (the Kueue / JobSet / kwok install objects), ``controlplane`` (up /
+down / status). The API server is reached through the toolkit's one client,
+``workloads.cluster.client.Cluster``, on its standard-library transport (no
+``kubernetes`` import, so ``up`` starts at once). Nothing here is imported by
+the CLI until a ``local`` command runs.
 """
 
 from __future__ import annotations

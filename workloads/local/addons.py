@@ -27,6 +27,8 @@ from typing import Any, Iterable
 
 import yaml
 
+from toolkit.names import TGK_LOCAL_PREFIX
+
 KEEP_KINDS = {
     "Namespace",
     "CustomResourceDefinition",
@@ -39,8 +41,8 @@ KUEUE_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
 
 # A pod carrying this label fails (phase Failed, exit code from the annotation,
 # default 1) once Running: lets tests exercise JobSet restarts with kwok.
-FAIL_LABEL = "local.tgk.dev/fail"
-FAIL_EXIT_CODE_ANNOTATION = "local.tgk.dev/exit-code"
+FAIL_LABEL = f"{TGK_LOCAL_PREFIX}/fail"
+FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,14 +34,27 @@ from typing import Any, Callable, Iterator
 
 import yaml
 
-from infra.spec import REPO_ROOT, EnvSpec
+from infra.spec import EnvSpec
+from toolkit import tools
+from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
+from toolkit.names import (
+    JOBSET_API,
+    KUEUE_API,
+    KUEUE_GROUP,
+    KWOK_NODE_SELECTOR,
+    TGK_FIELD_MANAGER,
+    TGK_LOCAL_FIELD_MANAGER,
+    TGK_LOCAL_MANAGED_LABEL,
+)
+from toolkit.paths import cache_dir, script
+from workloads.cluster.client import Cluster
+from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 from workloads.local import LocalClusterError, addons, certs, nodes
-from workloads.local.kapi import ApiError, Kube
 from workloads.local.procs import Daemon, free_port, port_open
+from workloads.render import kueue as kueue_objects
 
-BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-local-cluster.sh"
+BUILD_SCRIPT = script("build-local-cluster.sh")
 BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
-FIELD_MANAGER = "tgk-local"
 CONTEXT = "tgk-local"
 # Stop order; start order is the reverse, with the controllers last.
 DAEMONS = ("kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
@@ -51,18 +63,20 @@ Progress = Callable[[str], None]
 
 
 def default_state_dir() -> Path:
-    cache = Path(os.environ.get("TGK_CACHE") or Path.home() / ".cache" / "tpu-gke-toolkit")
-    return cache / "local-cluster" / "state"
+    return cache_dir() / "local-cluster" / "state"
 
 
 def build_root() -> Path:
     """The versioned cache dir the build script uses (it owns the key)."""
     try:
-        out = subprocess.run(["bash", str(BUILD_SCRIPT), "--key"], capture_output=True, text=True, check=True, timeout=60)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as e:
-        detail = getattr(e, "stderr", "") or str(e)
-        raise LocalClusterError(f"cannot locate the local-cluster build: {detail.strip().splitlines()[-1] if detail.strip() else e}") from None
-    return Path(out.stdout.strip().splitlines()[-1])
+        done = tools.run(["bash", BUILD_SCRIPT, "--key"], timeout=60)
+    except ExternalToolError as e:
+        raise LocalClusterError(f"cannot locate the local-cluster build: {e}") from None
+    if not done.ok:
+        raise LocalClusterError(f"cannot locate the local-cluster build: {tools.last_line(done.stderr) or done.failure()}")
+    if not done.stdout.strip():
+        raise LocalClusterError(f"cannot locate the local-cluster build: {BUILD_SCRIPT.name} --key printed no path")
+    return tools.last_path_line(done)
 
 
 def ensure_built(progress: Progress, *, build: bool = True) -> Path:
@@ -73,9 +87,10 @@ def ensure_built(progress: Progress, *, build: bool = True) -> Path:
     if not build:
         raise LocalClusterError(f"local-cluster binaries are not built in {root} — run scripts/build-local-cluster.sh (cold: ~25 min)")
     progress(f"building the local-cluster binaries into {root} (cold: ~25 min on 2 cores; cached afterwards)")
-    proc = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False)
-    if proc.returncode != 0 or not (root / BUILD_STAMP).is_file():
-        raise LocalClusterError(f"scripts/build-local-cluster.sh failed (exit {proc.returncode}); see its output above")
+    # The build's progress goes to the terminal (stderr); its stdout's last line is the root.
+    done = tools.run(["bash", BUILD_SCRIPT], stderr_to_terminal=True)
+    if not done.ok or not (root / BUILD_STAMP).is_file():
+        raise LocalClusterError(f"scripts/build-local-cluster.sh failed (exit {done.returncode}); see its output above")
     return root
 
 
@@ -103,6 +118,34 @@ class Ports:
             chosen.add(p)
             values[name] = p
         return cls(**values)
+
+
+@dataclass(frozen=True)
+class _Boot:
+    """What every start-up step needs: the build, the state dir, the PKI, the ports, the wait limit."""
+
+    root: Path
+    state_dir: Path
+    pki: certs.Pki
+    ports: Ports
+    timeout: float  # per wait
+
+    def bin(self, name: str) -> str:
+        return str(self.root / "bin" / name)
+
+    def manifest(self, name: str) -> Path:
+        return self.root / "manifests" / name
+
+    def config(self, name: str) -> Path:
+        return self.state_dir / "config" / name
+
+    @property
+    def jobset_certs(self) -> Path:
+        return self.state_dir / "jobset" / "certs"
+
+    @property
+    def kueue_certs(self) -> Path:
+        return self.state_dir / "kueue" / "certs"
 
 
 @dataclass
@@ -141,17 +184,23 @@ class LocalCluster:
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
 
-    def kube(self, who: str = "admin") -> Kube:
+    def client(self, who: str = "admin") -> Cluster:
+        """The toolkit's cluster client on this cluster, speaking as ``who`` (a certs.CLIENTS identity)."""
         st = self._state()
         if not st:
             raise LocalClusterError(f"no local cluster in {self.state_dir} — run 'python -m workloads local up'")
+        return self._client(st["ports"]["apiserver"], who)
+
+    def _client(self, port: int, who: str = "admin") -> Cluster:
+        # The standard-library transport: no kubernetes package import, so `up` starts at once.
         pki = certs.Pki(self.state_dir / "pki")
-        return Kube("127.0.0.1", st["ports"]["apiserver"], pki.ca_cert, pki.client_cert(who), pki.client_key(who))
+        return Cluster.with_client_cert(
+            f"https://127.0.0.1:{port}", ca=pki.ca_cert, cert=pki.client_cert(who), key=pki.client_key(who), context=CONTEXT
+        )
 
     # ----------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
-        st = self._state() or {}
         daemons = {}
         for name in reversed(DAEMONS):
             d = self.daemon(name)
@@ -166,28 +215,29 @@ class LocalCluster:
         }
         if not running:
             out["state"] = "down"
-            return out
-        if len(running) < len(DAEMONS):
+        elif len(running) < len(DAEMONS):
             out["state"] = "degraded"
             out["stopped"] = [n for n in DAEMONS if n not in running]
-            return out
-        kube = self.kube()
-        if not kube.healthy():
-            out["state"] = "degraded"
-            out["problem"] = "kube-apiserver /readyz is not ok"
-            return out
-        node_list = kube.list("v1", "Node")
-        ready = sum(1 for n in node_list if _node_ready(n))
-        out.update(
-            state="up",
-            server=f"https://127.0.0.1:{st['ports']['apiserver']}",
-            version=kube.request("GET", "/version").get("gitVersion"),
-            nodes=len(node_list),
-            nodes_ready=ready,
-            spec=st.get("spec"),
-            started_at=st.get("started_at"),
-        )
+        else:
+            out.update(self._api_status())
         return out
+
+    def _api_status(self) -> dict[str, Any]:
+        """What the apiserver says, once every daemon runs: health, version, nodes."""
+        st = self._state() or {}
+        kube = self.client()
+        if not kube.healthy():
+            return {"state": "degraded", "problem": "kube-apiserver /readyz is not ok"}
+        node_list = kube.list(kube.resource("v1", "Node"))
+        return {
+            "state": "up",
+            "server": f"https://127.0.0.1:{st['ports']['apiserver']}",
+            "version": kube.server_version(),
+            "nodes": len(node_list),
+            "nodes_ready": sum(1 for n in node_list if _node_ready(n)),
+            "spec": st.get("spec"),
+            "started_at": st.get("started_at"),
+        }
 
     # --------------------------------------------------------------------- up
 
@@ -195,14 +245,7 @@ class LocalCluster:
         with self._lock():
             current = self.status()
             if current["state"] == "up":
-                self.progress(f"a healthy local cluster is already running in {self.state_dir}; reusing it")
-                kube = self.kube()
-                self._sync_nodes(kube, spec, timeout)
-                self._apply_queue_objects(spec)
-                st = self._state() or {}
-                st["spec"] = spec_path
-                self.state_file.write_text(json.dumps(st, indent=2))
-                return {**self.status(), "reused": True}
+                return self._reuse(spec, spec_path, timeout)
             if current["state"] == "degraded":
                 problem = current.get("problem") or f"{', '.join(current.get('stopped', []))} not running"
                 raise LocalClusterError(
@@ -219,53 +262,78 @@ class LocalCluster:
             self.progress(f"local cluster up in {time.monotonic() - t0:.1f}s; kubeconfig: {self.kubeconfig}")
             return {**self.status(), "reused": False, "up_seconds": round(time.monotonic() - t0, 1)}
 
+    def _reuse(self, spec: EnvSpec, spec_path: str, timeout: float) -> dict[str, Any]:
+        """A healthy cluster is running: bring its nodes and queues in line with ``spec``."""
+        self.progress(f"a healthy local cluster is already running in {self.state_dir}; reusing it")
+        kube = self.client()
+        self._sync_nodes(kube, spec, timeout)
+        self._apply_queue_objects(kube, spec)
+        st = self._state() or {}
+        st["spec"] = spec_path
+        self.state_file.write_text(json.dumps(st, indent=2))
+        return {**self.status(), "reused": True}
+
     def _start(self, root: Path, spec: EnvSpec, spec_path: str, timeout: float) -> None:
-        bin_dir, manifests = root / "bin", root / "manifests"
+        """Start every component in order, each ready before the next that needs it."""
+        boot = self._prepare(root, spec_path, timeout)
+        self._start_etcd(boot)
+        kube = self._start_apiserver(boot)
+        self._start_controllers(boot)
+        self._start_kwok(boot)
+        self._install_addons(boot, kube)
+        self._start_addons(boot)
+        self._wait_ready(boot, kube, spec)
+
+    def _prepare(self, root: Path, spec_path: str, timeout: float) -> _Boot:
+        """A clean state dir (pki kept), fresh ports, cluster.json and the kubeconfigs."""
         sd = self.state_dir
         for sub in ("etcd", "run", "kueue", "jobset"):
             shutil.rmtree(sd / sub, ignore_errors=True)
         (sd / "logs").mkdir(parents=True, exist_ok=True)
         (sd / "config").mkdir(parents=True, exist_ok=True)
-        pki = certs.ensure_pki(sd / "pki")
-        ports = Ports.pick()
+        boot = _Boot(root, sd, certs.ensure_pki(sd / "pki"), Ports.pick(), timeout)
         state = {
-            "ports": ports.__dict__,
-            "bin_dir": str(bin_dir),
+            "ports": boot.ports.__dict__,
+            "bin_dir": str(root / "bin"),
             "spec": spec_path,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         self.state_file.write_text(json.dumps(state, indent=2))
-        self._write_kubeconfigs(pki, ports.apiserver)
+        self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
+        return boot
 
-        # etcd
+    def _start_etcd(self, boot: _Boot) -> None:
         self.progress("starting etcd")
+        port, peer = boot.ports.etcd, boot.ports.etcd_peer
         self.daemon("etcd").start(
             [
-                str(bin_dir / "etcd"),
+                boot.bin("etcd"),
                 "--name=tgk-local",
-                f"--data-dir={sd / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{ports.etcd}",
-                f"--advertise-client-urls=http://127.0.0.1:{ports.etcd}",
-                f"--listen-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{ports.etcd_peer}",
-                f"--initial-cluster=tgk-local=http://127.0.0.1:{ports.etcd_peer}",
+                f"--data-dir={self.state_dir / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{port}",
+                f"--advertise-client-urls=http://127.0.0.1:{port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=tgk-local=http://127.0.0.1:{peer}",
                 # A throwaway cluster: durability is not worth an fsync per write.
                 "--unsafe-no-fsync",
                 "--quota-backend-bytes=4294967296",
                 "--log-level=warn",
             ]
         )
-        self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{ports.etcd}/health", '"health":"true"'), timeout)
+        self._wait("etcd", lambda: _http_ok(f"http://127.0.0.1:{port}/health", '"health":"true"'), boot.timeout)
 
-        # kube-apiserver
+    def _start_apiserver(self, boot: _Boot) -> Cluster:
+        """kube-apiserver, ready; returns the admin client."""
         self.progress("starting kube-apiserver")
+        pki = boot.pki
         self.daemon("kube-apiserver").start(
             [
-                str(bin_dir / "kube-apiserver"),
-                f"--etcd-servers=http://127.0.0.1:{ports.etcd}",
+                boot.bin("kube-apiserver"),
+                f"--etcd-servers=http://127.0.0.1:{boot.ports.etcd}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
-                f"--secure-port={ports.apiserver}",
+                f"--secure-port={boot.ports.apiserver}",
                 f"--tls-cert-file={pki.serving_cert}",
                 f"--tls-private-key-file={pki.serving_key}",
                 f"--client-ca-file={pki.ca_cert}",
@@ -280,31 +348,34 @@ class LocalCluster:
                 "--endpoint-reconciler-type=none",
                 "--allow-privileged=true",
                 "--profiling=false",
-                f"--cert-dir={sd / 'run'}",
+                f"--cert-dir={self.state_dir / 'run'}",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
             ]
         )
-        kube = Kube("127.0.0.1", ports.apiserver, pki.ca_cert, pki.client_cert("admin"), pki.client_key("admin"))
-        self._wait("kube-apiserver", kube.healthy, timeout)
+        kube = self._client(boot.ports.apiserver)
+        self._wait("kube-apiserver", kube.healthy, boot.timeout)
+        return kube
 
-        # controller-manager and scheduler: start both, then wait for both.
+    def _start_controllers(self, boot: _Boot) -> None:
+        """kube-controller-manager and kube-scheduler: start both, then wait for both."""
         self.progress("starting kube-controller-manager and kube-scheduler")
-        sched_cfg = sd / "config" / "scheduler.yaml"
+        pki, ports = boot.pki, boot.ports
+        sched_cfg = boot.config("scheduler.yaml")
         sched_cfg.write_text(
             yaml.safe_dump(
                 {
                     "apiVersion": "kubescheduler.config.k8s.io/v1",
                     "kind": "KubeSchedulerConfiguration",
-                    "clientConnection": {"kubeconfig": str(sd / "config" / "scheduler.kubeconfig"), "qps": 200, "burst": 400},
+                    "clientConnection": {"kubeconfig": str(boot.config("scheduler.kubeconfig")), "qps": 200, "burst": 400},
                     "leaderElection": {"leaderElect": False},
                 }
             )
         )
         self.daemon("kube-controller-manager").start(
             [
-                str(bin_dir / "kube-controller-manager"),
-                f"--kubeconfig={sd / 'config' / 'controller-manager.kubeconfig'}",
+                boot.bin("kube-controller-manager"),
+                f"--kubeconfig={boot.config('controller-manager.kubeconfig')}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports.controller_manager}",
                 "--leader-elect=false",
@@ -317,81 +388,87 @@ class LocalCluster:
                 "--kube-api-qps=200",
                 "--kube-api-burst=400",
                 "--concurrent-job-syncs=20",
-                f"--cert-dir={sd / 'run' / 'kcm-certs'}",
+                f"--cert-dir={self.state_dir / 'run' / 'kcm-certs'}",
             ]
         )
         self.daemon("kube-scheduler").start(
             [
-                str(bin_dir / "kube-scheduler"),
+                boot.bin("kube-scheduler"),
                 f"--config={sched_cfg}",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={ports.scheduler}",
-                f"--cert-dir={sd / 'run' / 'scheduler-certs'}",
+                f"--cert-dir={self.state_dir / 'run' / 'scheduler-certs'}",
             ]
         )
-        self._wait("kube-controller-manager", lambda: _https_ok(ports.controller_manager, "/healthz"), timeout)
-        self._wait("kube-scheduler", lambda: _https_ok(ports.scheduler, "/healthz"), timeout)
+        self._wait("kube-controller-manager", lambda: _https_ok(ports.controller_manager, "/healthz"), boot.timeout)
+        self._wait("kube-scheduler", lambda: _https_ok(ports.scheduler, "/healthz"), boot.timeout)
 
-        # kwok with its stages
+    def _start_kwok(self, boot: _Boot) -> None:
+        """kwok with its stages (its health is awaited in _wait_ready, after the add-ons started)."""
         self.progress("starting kwok")
-        stages = addons.kwok_stages(addons.load_docs(manifests / "kwok-stages.yaml"))
-        kwok_cfg = sd / "config" / "kwok.yaml"
+        stages = addons.kwok_stages(addons.load_docs(boot.manifest("kwok-stages.yaml")))
+        kwok_cfg = boot.config("kwok.yaml")
         kwok_cfg.write_text(yaml.safe_dump_all(addons.kwok_config_docs(stages), sort_keys=False))
         self.daemon("kwok").start(
             [
-                str(bin_dir / "kwok"),
+                boot.bin("kwok"),
                 f"--kubeconfig={self.kubeconfig}",
                 f"--config={kwok_cfg}",
                 "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={nodes.KWOK_SELECTOR}",
+                f"--manage-nodes-with-annotation-selector={KWOK_NODE_SELECTOR}",
                 # Leases keep the simulated nodes Ready exactly the way kubelets do.
                 "--node-lease-duration-seconds=40",
-                f"--server-address=127.0.0.1:{ports.kwok}",
+                f"--server-address=127.0.0.1:{boot.ports.kwok}",
                 "--cidr=10.64.0.0/14",
                 "--node-ip=127.0.0.1",
             ]
         )
 
-        # JobSet and Kueue: install objects first (their Secrets must exist
-        # before the cert rotators start), then the processes.
-        self.progress("installing JobSet and Kueue CRDs and webhook configurations")
-        jobset_certs, kueue_certs = sd / "jobset" / "certs", sd / "kueue" / "certs"
-        jobset_ca = certs.write_webhook_cert(pki, jobset_certs, f"{addons.JOBSET.service}.{addons.JOBSET.namespace}.svc")
-        for addon, file, port, ca in (
-            (addons.JOBSET, "jobset-install.yaml", ports.jobset_webhook, jobset_ca),
-            (addons.KUEUE, "kueue-install.yaml", ports.kueue_webhook, None),
-        ):
-            for obj in addons.install_objects(addon, addons.load_docs(manifests / file), port, ca):
-                kube.apply(obj, field_manager=FIELD_MANAGER)
-        self.progress("starting JobSet and Kueue")
-        env = {"KUBECONFIG": str(self.kubeconfig)}
-        jcfg = sd / "config" / "jobset.yaml"
-        jcfg.write_text(
-            yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=jobset_certs))
-        )
-        kcfg = sd / "config" / "kueue.yaml"
-        kcfg.write_text(
-            yaml.safe_dump(addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=kueue_certs))
-        )
-        self.daemon("jobset").start([str(bin_dir / "jobset"), f"--config={jcfg}", "--zap-log-level=2"], env=env)
-        self.daemon("kueue").start([str(bin_dir / "kueue"), f"--config={kcfg}", "--zap-log-level=2"], env=env)
+    def _install_addons(self, boot: _Boot, kube: Cluster) -> None:
+        """JobSet's and Kueue's CRDs, Secrets, Services and webhook configurations.
 
+        Installed before their processes start: their Secrets must exist before the cert rotators run.
+        """
+        self.progress("installing JobSet and Kueue CRDs and webhook configurations")
+        jobset_ca = certs.write_webhook_cert(boot.pki, boot.jobset_certs, f"{addons.JOBSET.service}.{addons.JOBSET.namespace}.svc")
+        for addon, file, port, ca in (
+            (addons.JOBSET, "jobset-install.yaml", boot.ports.jobset_webhook, jobset_ca),
+            (addons.KUEUE, "kueue-install.yaml", boot.ports.kueue_webhook, None),
+        ):
+            objs = addons.install_objects(addon, addons.load_docs(boot.manifest(file)), port, ca)
+            kube.apply(objs, field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)  # this tool owns them here
+
+    def _start_addons(self, boot: _Boot) -> None:
+        """The JobSet and Kueue controllers, as local processes."""
+        self.progress("starting JobSet and Kueue")
+        ports = boot.ports
+        env = {"KUBECONFIG": str(self.kubeconfig)}
+        jcfg, kcfg = boot.config("jobset.yaml"), boot.config("kueue.yaml")
+        jcfg.write_text(
+            yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=boot.jobset_certs))
+        )
+        kcfg.write_text(
+            yaml.safe_dump(addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs))
+        )
+        self.daemon("jobset").start([boot.bin("jobset"), f"--config={jcfg}", "--zap-log-level=2"], env=env)
+        self.daemon("kueue").start([boot.bin("kueue"), f"--config={kcfg}", "--zap-log-level=2"], env=env)
+
+    def _wait_ready(self, boot: _Boot, kube: Cluster, spec: EnvSpec) -> None:
+        """kwok and its Ready nodes, JobSet and Kueue with their webhooks reachable, then the spec's queues."""
+        ports, timeout = boot.ports, boot.timeout
         self._wait("kwok", lambda: _http_ok(f"http://127.0.0.1:{ports.kwok}/healthz", "ok"), timeout)
         self._sync_nodes(kube, spec, timeout)
+
         # Kueue's cert rotator fills its Secret and then waits for kubelet to
         # mount it into the cert dir; here we are the kubelet, so every poll
         # copies the current Secret to disk (the webhook server reloads changed files).
         def synced() -> bool:
-            return _sync_cert_secret(kube, addons.KUEUE, kueue_certs)
+            return _sync_cert_secret(kube, addons.KUEUE, boot.kueue_certs)
 
         self._wait("JobSet readiness", lambda: _http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz", "ok"), timeout)
-        self._wait(
-            "Kueue readiness",
-            lambda: synced() and _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz", "ok"),
-            timeout,
-        )
+        self._wait("Kueue readiness", lambda: synced() and _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz", "ok"), timeout)
         self._wait("JobSet and Kueue webhooks reachable from the apiserver", lambda: synced() and _webhooks_answer(kube), timeout)
-        self._apply_queue_objects(spec)
+        self._apply_queue_objects(kube, spec)
 
     def _write_kubeconfigs(self, pki: certs.Pki, port: int) -> None:
         server = f"https://127.0.0.1:{port}"
@@ -423,78 +500,87 @@ class LocalCluster:
             path.write_text(yaml.safe_dump(doc(who), sort_keys=False))
             path.chmod(0o600)
 
-    def _sync_nodes(self, kube: Kube, spec: EnvSpec, timeout: float) -> None:
+    def _sync_nodes(self, kube: Cluster, spec: EnvSpec, timeout: float) -> None:
         wanted = nodes.node_objects(spec)
         names = {n["metadata"]["name"] for n in wanted}
         self.progress(f"creating {len(wanted)} simulated nodes from the spec ({len(wanted) - len(nodes.cpu_nodes(spec))} TPU VMs)")
-        for n in kube.list("v1", "Node", labelSelector=f"{nodes.MANAGED_LABEL}=true"):
+        node_info = kube.resource("v1", "Node")
+        for n in kube.list(node_info, label_selector=f"{TGK_LOCAL_MANAGED_LABEL}=true"):
             if n["metadata"]["name"] not in names:
-                kube.delete("v1", "Node", n["metadata"]["name"])
-        existing = {n["metadata"]["name"] for n in kube.list("v1", "Node")}
+                kube.delete(node_info, n["metadata"]["name"], propagation="Background")
+        existing = {n["metadata"]["name"] for n in kube.list(node_info)}
         for n in wanted:
             if n["metadata"]["name"] in existing:
                 # Status (capacity) is a subresource once the Node exists.
-                kube.apply({k: v for k, v in n.items() if k != "status"}, field_manager=FIELD_MANAGER)
+                kube.apply([{k: v for k, v in n.items() if k != "status"}], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
             else:
-                kube.request("POST", "/api/v1/nodes", n)
+                kube.create(n, field_manager=TGK_LOCAL_FIELD_MANAGER)
 
         def all_ready() -> bool:
-            got = {n["metadata"]["name"]: n for n in kube.list("v1", "Node")}
+            got = {n["metadata"]["name"]: n for n in kube.list(node_info)}
             return all(name in got and _node_ready(got[name]) for name in names)
 
         self._wait(f"{len(names)} nodes Ready (kwok)", all_ready, timeout)
 
-    def _apply_queue_objects(self, spec: EnvSpec) -> None:
-        """Hook: apply the spec's Kueue objects through the toolkit's own code path.
+    def _apply_queue_objects(self, kube: Cluster, spec: EnvSpec) -> None:
+        """Apply the spec's Kueue objects through the toolkit's own code path.
 
         ``workloads.render.kueue.queue_objects(spec)`` (the same objects `queues apply`
-        applies) through ``workloads.cluster.client.Cluster.apply`` (server-side apply).
-        Skipped with a message when that code is not in this checkout.
+        applies) through ``Cluster.apply`` (server-side apply, the toolkit's field manager).
         """
-        try:
-            from workloads.render import kueue as kueue_objects
-            from workloads.cluster.client import Cluster
-        except ModuleNotFoundError as e:
-            self.progress(f"skipping the spec's Kueue objects: {e.name} is not available")
-            return
         objs = kueue_objects.queue_objects(spec)
         self.progress(f"applying {len(objs)} Kueue objects from the spec (workloads.render.kueue.queue_objects)")
-        deadline = time.monotonic() + 60
-        while True:
+        errors: list[ToolkitError] = []
+
+        def applied() -> bool:
             try:
-                Cluster.connect(self.kubeconfig, CONTEXT).apply(objs, field_manager="tpu-gke-toolkit")
-                return
-            except Exception as e:  # noqa: BLE001 - retried, then reported in one line
+                kube.apply(objs, field_manager=TGK_FIELD_MANAGER)
+                return True
+            except ToolkitError as e:
                 # Right after start-up the default ServiceAccount admission or a
                 # webhook CA rotation can still refuse a request for a moment.
-                if time.monotonic() > deadline:
-                    raise LocalClusterError(f"applying the spec's Kueue objects failed: {str(e).splitlines()[0]}") from None
-                time.sleep(1)
+                errors.append(e)
+                kube.forget_discovery()
+                return False
+
+        try:
+            wait_for(applied, timeout=60, what="the spec's Kueue objects to apply", interval=1.0)
+        except WaitTimeout:
+            raise LocalClusterError(f"applying the spec's Kueue objects failed: {str(errors[-1]).splitlines()[0]}") from None
 
     def _wait(self, what: str, check: Callable[[], bool], timeout: float) -> None:
         """Poll ``check`` until true; fail early if a daemon died, with its log tail."""
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        last_note = t0
+        t0 = last_note = time.monotonic()
         self.progress(f"waiting for {what}")
-        while True:
+
+        def ready() -> bool:
+            nonlocal last_note
             try:
                 if check():
-                    self.progress(f"  {what}: ready after {time.monotonic() - t0:.1f}s")
-                    return
-            except LocalClusterError:
-                pass
-            for name in DAEMONS:
-                d = self.daemon(name)
-                if d.pid_file.exists() and not d.alive():
-                    raise LocalClusterError(f"{name} exited during start-up: {d.log_tail(4) or 'no output'} (log: {d.log_file})")
+                    return True
+            except (LocalClusterError, ClusterError):
+                pass  # not up yet
             now = time.monotonic()
-            if now > deadline:
-                raise LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what} (logs in {self.state_dir / 'logs'})")
             if now - last_note > 15:
                 self.progress(f"  still waiting for {what} ({now - t0:.0f}s)")
                 last_note = now
-            time.sleep(0.25)
+            return False
+
+        try:
+            wait_for(ready, timeout=timeout, what=what, interval=0.25, fail=lambda _: self._exited_daemon())
+        except WaitFailed as e:
+            raise LocalClusterError(str(e)) from None
+        except WaitTimeout:
+            raise LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what} (logs in {self.state_dir / 'logs'})") from None
+        self.progress(f"  {what}: ready after {time.monotonic() - t0:.1f}s")
+
+    def _exited_daemon(self) -> str | None:
+        """A daemon that was started and is gone, with its log tail; None while all run."""
+        for name in DAEMONS:
+            d = self.daemon(name)
+            if d.pid_file.exists() and not d.alive():
+                return f"{name} exited during start-up: {d.log_tail(4) or 'no output'} (log: {d.log_file})"
+        return None
 
     # ------------------------------------------------------------------- down
 
@@ -515,7 +601,7 @@ class LocalCluster:
         return stopped
 
 
-def _sync_cert_secret(kube: Kube, addon: addons.Addon, cert_dir: Path) -> bool:
+def _sync_cert_secret(kube: Cluster, addon: addons.Addon, cert_dir: Path) -> bool:
     """Write the addon's webhook cert Secret into its cert dir, as a kubelet volume would.
 
     True once the Secret holds a serving cert and the files match it. Each file
@@ -523,8 +609,8 @@ def _sync_cert_secret(kube: Kube, addon: addons.Addon, cert_dir: Path) -> bool:
     server's file watcher never pairs a new cert with an old key for long.
     """
     try:
-        sec = kube.get("v1", "Secret", addon.secret, addon.namespace)
-    except ApiError:
+        sec = kube.get(kube.resource("v1", "Secret"), addon.secret, addon.namespace)
+    except ClusterError:
         return False
     data = (sec or {}).get("data") or {}
     if not data.get("tls.crt") or not data.get("tls.key"):
@@ -579,7 +665,7 @@ def _https_ok(port: int, path: str) -> bool:
 
 
 _PROBE_JOBSET = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "apiVersion": JOBSET_API,
     "kind": "JobSet",
     "metadata": {"name": "tgk-webhook-probe", "namespace": "default"},
     "spec": {
@@ -599,14 +685,14 @@ _PROBE_JOBSET = {
     },
 }
 _PROBE_LOCALQUEUE = {
-    "apiVersion": "kueue.x-k8s.io/v1beta2",
+    "apiVersion": KUEUE_API,
     "kind": "LocalQueue",
     "metadata": {"name": "tgk-webhook-probe", "namespace": "default"},
     "spec": {"clusterQueue": "tgk-webhook-probe"},
 }
 
 
-def _webhooks_answer(kube: Kube) -> bool:
+def _webhooks_answer(kube: Cluster) -> bool:
     """True once a dry-run create passes through the JobSet and Kueue webhooks.
 
     Both webhook configurations are failurePolicy Fail: until the apiserver can
@@ -615,10 +701,9 @@ def _webhooks_answer(kube: Kube) -> bool:
     """
     try:
         for obj in (_PROBE_JOBSET, _PROBE_LOCALQUEUE):
-            kube.forget_discovery()
-            path = kube.resource_path(obj["apiVersion"], obj["kind"], "default")
-            kube.request("POST", path, obj, params={"dryRun": "All", "fieldManager": FIELD_MANAGER})
-        kube.request("GET", "/apis/kueue.x-k8s.io/v1beta1/clusterqueues")
+            kube.forget_discovery()  # the CRDs were just installed: what is served may still change
+            kube.create(obj, field_manager=TGK_LOCAL_FIELD_MANAGER, dry_run=True)
+        kube.request("GET", f"/apis/{KUEUE_GROUP}/v1beta1/clusterqueues")
         return True
-    except ApiError:
+    except ClusterError:
         return False

@@ -18,33 +18,26 @@ of other machine families, not what TPU7x pods select on).
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from infra import catalog
 from infra.spec import EnvSpec, TpuPoolSpec
-
-KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-KWOK_SELECTOR = f"{KWOK_ANNOTATION}=fake"
-TPU_RESOURCE = "google.com/tpu"
-PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
-# Marks the Nodes `local up` manages, so a re-apply can delete ones the spec dropped.
-MANAGED_LABEL = "local.tgk.dev/managed"
-
-# vCPU and memory of the TPU VM machine types (GCE machine-type tables).
-_TPU_MACHINES: dict[str, tuple[int, str]] = {
-    "ct4p-hightpu-4t": (240, "407Gi"),
-    "ct5lp-hightpu-1t": (24, "48Gi"),
-    "ct5lp-hightpu-4t": (112, "192Gi"),
-    "ct5lp-hightpu-8t": (224, "384Gi"),
-    "ct5p-hightpu-4t": (208, "448Gi"),
-    "ct6e-standard-1t": (44, "176Gi"),
-    "ct6e-standard-4t": (180, "720Gi"),
-    "ct6e-standard-8t": (180, "1440Gi"),
-    "tpu7x-standard-4t": (224, "960Gi"),
-}
-# GiB per vCPU of the general-purpose families' variants.
-_CPU_GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
+from toolkit.names import (
+    GKE_MACHINE_FAMILY_LABEL,
+    GKE_NODEPOOL_LABEL,
+    GKE_PLACEMENT_POLICY_LABEL,
+    GKE_SPOT_LABEL,
+    GKE_TPU_ACCELERATOR_LABEL,
+    GKE_TPU_TOPOLOGY_LABEL,
+    K8S_HOSTNAME_LABEL,
+    K8S_INSTANCE_TYPE_LABEL,
+    K8S_REGION_LABEL,
+    K8S_ZONE_LABEL,
+    KWOK_NODE_ANNOTATION,
+    TGK_LOCAL_MANAGED_LABEL,
+    TPU_RESOURCE,
+    TPU_TAINT,
+)
 
 
 def placement_policy_name(spec: EnvSpec, pool: TpuPoolSpec) -> str | None:
@@ -53,13 +46,9 @@ def placement_policy_name(spec: EnvSpec, pool: TpuPoolSpec) -> str | None:
 
 
 def _machine_resources(machine_type: str) -> tuple[int, str]:
-    if machine_type in _TPU_MACHINES:
-        return _TPU_MACHINES[machine_type]
-    m = re.match(r"^[a-z0-9]+-(standard|highmem|highcpu)-(\d+)$", machine_type)
-    if m:
-        vcpu = int(m.group(2))
-        return vcpu, f"{vcpu * _CPU_GIB_PER_VCPU[m.group(1)]}Gi"
-    return 8, "32Gi"
+    """(vCPU, memory quantity) of a node of ``machine_type``, from the catalog's machine table."""
+    size = catalog.machine_size(machine_type, default=catalog.LOCAL_NODE_FALLBACK_SIZE)
+    return size.vcpu, f"{size.memory_gib}Gi"
 
 
 def _node_name(cluster: str, pool: str, index: int) -> str:
@@ -82,14 +71,15 @@ def _node(
         "metadata": {
             "name": name,
             "labels": {
-                "kubernetes.io/hostname": name,
+                K8S_HOSTNAME_LABEL: name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
                 "type": "kwok",
-                MANAGED_LABEL: "true",
+                # Marks the Nodes `local up` manages, so a re-apply can delete ones the spec dropped.
+                TGK_LOCAL_MANAGED_LABEL: "true",
                 **labels,
             },
-            "annotations": {KWOK_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
         },
         "spec": {"taints": taints} if taints else {},
         # Capacity is taken from the Node as created; kwok's node stage keeps it.
@@ -103,24 +93,24 @@ def tpu_nodes(spec: EnvSpec, pool: TpuPoolSpec) -> list[dict[str, Any]]:
     zone = spec.pool_zone(pool)
     cpu, memory = _machine_resources(shape.machine_type)
     base = {
-        "cloud.google.com/gke-tpu-accelerator": shape.accelerator_label,
-        "cloud.google.com/gke-tpu-topology": shape.topology,
-        "cloud.google.com/machine-family": shape.machine_type.split("-")[0],
-        "node.kubernetes.io/instance-type": shape.machine_type,
-        "topology.kubernetes.io/region": spec.region,
-        "topology.kubernetes.io/zone": zone,
+        GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label,
+        GKE_TPU_TOPOLOGY_LABEL: shape.topology,
+        GKE_MACHINE_FAMILY_LABEL: shape.machine_type.split("-")[0],
+        K8S_INSTANCE_TYPE_LABEL: shape.machine_type,
+        K8S_REGION_LABEL: spec.region,
+        K8S_ZONE_LABEL: zone,
     }
     if pool.capacity.mode == "spot":
-        base["cloud.google.com/gke-spot"] = "true"
+        base[GKE_SPOT_LABEL] = "true"
     policy = placement_policy_name(spec, pool)
     if policy:
-        base[PLACEMENT_POLICY_LABEL] = policy
-    taint = [{"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}]
+        base[GKE_PLACEMENT_POLICY_LABEL] = policy
+    taint = [dict(TPU_TAINT)]
     out = []
     for node_pool in pool.node_pool_names():
         for i in range(shape.nodes):
             name = _node_name(spec.cluster.name, node_pool, i)
-            labels = {**base, "cloud.google.com/gke-nodepool": node_pool}
+            labels = {**base, GKE_NODEPOOL_LABEL: node_pool}
             out.append(
                 _node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint)
             )
@@ -136,11 +126,11 @@ def cpu_nodes(spec: EnvSpec) -> list[dict[str, Any]]:
         for i in range(pool.max_nodes):
             name = _node_name(spec.cluster.name, pool.name, z * pool.max_nodes + i)
             labels = {
-                "cloud.google.com/gke-nodepool": pool.name,
-                "cloud.google.com/machine-family": pool.machine_type.split("-")[0],
-                "node.kubernetes.io/instance-type": pool.machine_type,
-                "topology.kubernetes.io/region": spec.region,
-                "topology.kubernetes.io/zone": zone,
+                GKE_NODEPOOL_LABEL: pool.name,
+                GKE_MACHINE_FAMILY_LABEL: pool.machine_type.split("-")[0],
+                K8S_INSTANCE_TYPE_LABEL: pool.machine_type,
+                K8S_REGION_LABEL: spec.region,
+                K8S_ZONE_LABEL: zone,
             }
             out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.cpu_max_pods_per_node, taints=[]))
     return out

@@ -36,7 +36,7 @@ from typing import Any
 from infra.catalog import GIB
 from toolkit.errors import ToolkitError
 from workloads.maxtext import env as maxtext_env
-from workloads.planning.planner import RunPlan
+from workloads.planning.model import RunPlan
 
 FINISHED = "Finished train_compile.py successfully!"
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_COMPILE_FAILED = 0, 1, 2, 4
@@ -199,15 +199,19 @@ def _arg(args: tuple[str, ...], key: str) -> str | None:
 
 
 def command(plan: RunPlan, venv: Path, workdir: Path) -> tuple[list[str], dict[str, str]]:
-    if plan.kind != "maxtext":
-        raise ToolkitError(f"recipe {plan.recipe} runs a plain command, not MaxText — there is nothing to compile ahead of time")
-    args = maxtext_env.local_args(plan.args, workdir, maxtext_env.topology_args(plan.accelerator_type, plan.generation, plan.slices))
+    program, target = plan.program, plan.target
+    if not program.is_maxtext:
+        raise ToolkitError(f"recipe {program.recipe} runs a plain command, not MaxText — there is nothing to compile ahead of time")
+    args = maxtext_env.local_args(program.args, workdir, maxtext_env.topology_args(target.shape, target.slices))
     argv = [str(maxtext_env.python(venv)), "-m", maxtext_env.TRAIN_COMPILE_MODULE, *args]
-    return argv, maxtext_env.local_env(plan.env)
+    return argv, maxtext_env.local_env(program.env)
 
 
-def compile_plan(plan: RunPlan, venv: Path, hbm_bytes_per_device: int, *, timeout: float = 1800, keep_log_dir: Path | None = None) -> AotResult:
-    """Compile ``plan`` for its topology; a fits/does-not-fit result, or an error."""
+def compile_plan(plan: RunPlan, venv: Path, *, timeout: float = 1800, keep_log_dir: Path | None = None) -> AotResult:
+    """Compile ``plan`` for its topology; a fits/does-not-fit result against the HBM per
+    device of the plan's slice shape (the catalog's figure), or an error."""
+    program, target = plan.program, plan.target
+    hbm_bytes_per_device = target.shape.hbm_bytes_per_device
     workdir = Path(tempfile.mkdtemp(prefix="tgk-aot-"))
     try:
         argv, env = command(plan, venv, workdir)
@@ -218,7 +222,7 @@ def compile_plan(plan: RunPlan, venv: Path, hbm_bytes_per_device: int, *, timeou
         if not checked["ok"]:
             raise MaxTextRejected(f"MaxText rejects the rendered command: {checked['error']}")
         done = maxtext_env.run(argv, env, workdir, "train_compile", timeout=timeout)
-        stdout, stderr = done.stdout(), done.stderr()
+        stdout, stderr = done.stdout_text(), done.stderr_text()
         log_dir = None
         if keep_log_dir is not None:
             keep_log_dir.mkdir(parents=True, exist_ok=True)
@@ -226,12 +230,12 @@ def compile_plan(plan: RunPlan, venv: Path, hbm_bytes_per_device: int, *, timeou
             shutil.copyfile(done.stderr_path, keep_log_dir / "train_compile.stderr")
             log_dir = str(keep_log_dir)
         common = dict(
-            recipe=plan.recipe,
-            compile_topology=maxtext_env.compile_topology(plan.accelerator_type, plan.generation),
-            slices=plan.slices,
-            devices=plan.devices,
-            per_device_batch_size=plan.per_device_batch_size,
-            remat_policy=_arg(plan.args, "remat_policy"),
+            recipe=program.recipe,
+            compile_topology=maxtext_env.compile_topology(target.shape),
+            slices=target.slices,
+            devices=target.devices,
+            per_device_batch_size=program.sizing.per_device_batch_size if program.sizing else None,
+            remat_policy=_arg(program.args, "remat_policy"),
             hbm_bytes_per_device=hbm_bytes_per_device,
             compile_seconds=round(done.seconds, 1),
             peak_rss_bytes=done.peak_rss_bytes,

@@ -2,7 +2,8 @@
 
 MaxText (Python >= 3.12, ~2.8 GB of jax/libtpu) lives in its own venv built by
 ``scripts/setup-maxtext.sh``; the toolkit never imports it, it runs that venv's python
-as a subprocess with an argument list. This module is the one place that:
+as a subprocess with an argument list, through the toolkit's one runner
+(``toolkit.tools.run``). This module is the one place that:
 
 - finds (or builds on demand) that venv: ``$TGK_MAXTEXT_VENV``, else the setup script;
 - turns a RunPlan's args/env — exactly what the JobSet runs — into a local invocation.
@@ -29,18 +30,17 @@ is checked.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import threading
-import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
+from toolkit import tools
 from toolkit.errors import ExternalToolError, ToolkitError
+from toolkit.paths import script
 
-REPO = Path(__file__).resolve().parents[2]
-SETUP_SCRIPT = REPO / "scripts" / "setup-maxtext.sh"
+if TYPE_CHECKING:
+    from infra.catalog import SliceShape
+
+SETUP_SCRIPT = script("setup-maxtext.sh")
 DRIVER = Path(__file__).resolve().parent / "driver.py"
 MAXTEXT_VERSION = "0.2.5"
 TRAIN_COMPILE_MODULE = "maxtext.trainers.pre_train.train_compile"
@@ -48,7 +48,7 @@ INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 
 # Catalog generation -> MaxText's compile_topology prefix (utils/accelerator_to_spec_map.py).
 # MaxText counts chips for v5e/v6e and TensorCores for v4/v5p/tpu7x, like the Cloud
-# accelerator types, so only v5e's "v5litepod" prefix differs.
+# accelerator types (SliceShape.accelerator_count), so only v5e's "v5litepod" prefix differs.
 _TOPOLOGY_PREFIX = {"v5e": "v5e", "v6e": "v6e", "v4": "v4", "v5p": "v5p", "tpu7x": "tpu7x"}
 
 
@@ -61,12 +61,12 @@ class MaxTextEnvError(ExternalToolError):
     exit_code = 4
 
 
-def compile_topology(accelerator_type: str, generation: str) -> str:
-    """MaxText's compile_topology name for a slice, e.g. v5litepod-16 -> v5e-16."""
+def compile_topology(shape: "SliceShape") -> str:
+    """MaxText's compile_topology name for a slice, e.g. v5e 4x4 (v5litepod-16) -> v5e-16."""
+    generation = shape.generation.name
     if generation not in _TOPOLOGY_PREFIX:
         raise ToolkitError(f"no MaxText compile topology for generation {generation!r}")
-    count = accelerator_type.rsplit("-", 1)[-1]
-    return f"{_TOPOLOGY_PREFIX[generation]}-{count}"
+    return f"{_TOPOLOGY_PREFIX[generation]}-{shape.accelerator_count}"
 
 
 def locate(*, log=None) -> Path:
@@ -86,12 +86,14 @@ def locate(*, log=None) -> Path:
         raise MaxTextEnvError(f"no MaxText venv: set TGK_MAXTEXT_VENV to a venv with maxtext[tpu]=={MAXTEXT_VERSION} (Python 3.12)")
     if log is not None:
         log(f"locating the MaxText {MAXTEXT_VERSION} venv (scripts/setup-maxtext.sh; the first build takes a few minutes)")
-    proc = subprocess.run(["bash", str(SETUP_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
-        raise MaxTextEnvError(f"scripts/setup-maxtext.sh failed (exit {proc.returncode}): {tail}")
-    lines = proc.stdout.strip().splitlines()
-    venv = Path(lines[-1]) if lines else Path()
+    try:
+        done = tools.run(["bash", SETUP_SCRIPT])
+    except ExternalToolError as e:  # bash itself could not be started
+        raise MaxTextEnvError(str(e)) from None
+    if not done.ok:
+        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
+        raise MaxTextEnvError(f"scripts/setup-maxtext.sh failed (exit {done.returncode}): {tail}")
+    venv = tools.last_path_line(done)
     if not (venv / "bin" / "python").exists():
         raise MaxTextEnvError(f"scripts/setup-maxtext.sh printed {venv} but it holds no bin/python")
     return venv
@@ -155,77 +157,26 @@ def local_env(plan_env: Iterable[tuple[str, str]], extra: Mapping[str, str] | No
 # ----------------------------------------------------------------- running
 
 
-@dataclass(frozen=True)
-class Completed:
-    argv: tuple[str, ...]
-    returncode: int
-    seconds: float
-    peak_rss_bytes: int  # of the child process tree that was waited for (ru_maxrss)
-    stdout_path: Path
-    stderr_path: Path
-    timed_out: bool = False
+def run(argv: Sequence[str], env: Mapping[str, str], workdir: Path, name: str, *, timeout: float | None = None) -> tools.Completed:
+    """Run a command in ``workdir`` with output to ``workdir/<name>.{stdout,stderr}``.
 
-    def stdout(self) -> str:
-        return self.stdout_path.read_text(errors="replace")
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(errors="replace")
-
-
-def run(argv: Sequence[str], env: Mapping[str, str], workdir: Path, name: str, *, timeout: float | None = None) -> Completed:
-    """Run a command with output to ``workdir/<name>.{stdout,stderr}``; measure time and peak RSS.
-
-    Output goes to files, not pipes: MaxText logs megabytes to stderr and a full pipe would
-    stall it. ``os.wait4`` gives this child's own rusage, so the peak RSS is the run's,
-    not the maximum over every child this process ever had.
+    Through the one runner (``toolkit.tools.run``): files, not pipes (MaxText logs
+    megabytes to stderr and a full pipe would stall it); the child's own peak RSS
+    (``wait4``); a timeout kills its whole process group and sets ``timed_out``. A
+    program that cannot be started is a MaxTextEnvError (exit 4).
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    out_path, err_path = workdir / f"{name}.stdout", workdir / f"{name}.stderr"
-    timed_out = threading.Event()
-    start = time.monotonic()
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        try:
-            proc = subprocess.Popen(list(argv), env=dict(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=workdir, start_new_session=True)
-        except OSError as e:
-            raise MaxTextEnvError(f"cannot start {argv[0]}: {e.strerror}") from None
-
-        def _kill() -> None:
-            timed_out.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, _kill) if timeout else None
-        if timer:
-            timer.start()
-        try:
-            _, status, usage = os.wait4(proc.pid, 0)
-        except KeyboardInterrupt:
-            _kill()
-            proc.wait()
-            raise
-        finally:
-            if timer:
-                timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-    return Completed(
-        argv=tuple(argv),
-        returncode=proc.returncode,
-        seconds=time.monotonic() - start,
-        peak_rss_bytes=usage.ru_maxrss * 1024,  # Linux reports KiB
-        stdout_path=out_path,
-        stderr_path=err_path,
-        timed_out=timed_out.is_set(),
-    )
+    try:
+        return tools.run(argv, env=env, cwd=workdir, timeout=timeout, log_dir=workdir, log_name=name)
+    except ExternalToolError as e:
+        raise MaxTextEnvError(str(e)) from None
 
 
 # ----------------------------------------------------------------- validation
 
 
-def topology_args(plan_accelerator_type: str, generation: str, slices: int) -> dict[str, str]:
+def topology_args(shape: "SliceShape", slices: int) -> dict[str, str]:
     """What makes MaxText size the config for the plan's target instead of this CPU."""
-    return {"compile_topology": compile_topology(plan_accelerator_type, generation), "compile_topology_num_slices": str(slices)}
+    return {"compile_topology": compile_topology(shape), "compile_topology_num_slices": str(slices)}
 
 
 def validate(cases: Sequence[tuple[str, Sequence[str], Mapping[str, str]]], venv: Path, workdir: Path, *, timeout: float = 600) -> dict[str, dict]:
@@ -243,11 +194,11 @@ def validate(cases: Sequence[tuple[str, Sequence[str], Mapping[str, str]]], venv
     env = local_env(())
     done = run([str(python(venv)), str(DRIVER), "validate", str(cases_path)], env, workdir, "validate", timeout=timeout)
     results: dict[str, dict] = {}
-    for line in done.stdout().splitlines():
+    for line in done.stdout_text().splitlines():
         if line.startswith("{"):
             rec = json.loads(line)
             results[rec["id"]] = rec
     if done.returncode != 0 or done.timed_out:
-        tail = " | ".join(done.stderr().strip().splitlines()[-3:])
+        tail = " | ".join(done.stderr_text().strip().splitlines()[-3:])
         raise MaxTextEnvError(f"MaxText config validation process failed (exit {done.returncode}, timed out: {done.timed_out}): {tail}")
     return results

@@ -8,8 +8,17 @@ tiny-run overrides (replacing the plan's value in place, or appended):
   seq 64, per-device batch 2, dot-product attention): trains in ~20 s on 2 cores;
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
-- ``dataset_type=synthetic``, ``enable_checkpointing=false``: no data, no checkpoint
-  writes; ``metrics_file=<out>/metrics.jsonl`` on.
+- ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
+- checkpointing as the plan has it (on for training recipes: async saves, the plan's
+  retention and autocheckpoint), into a local directory instead of the bucket
+  (``base_output_directory=<checkpoint dir>``), every ``max(1, steps // 3)`` steps
+  unless ``--set checkpoint_period=N`` asked otherwise: the plan's period is sized for
+  TPU step times and would span the whole tiny run. The same run name and directory
+  resume from the latest saved step, exactly as a restarted JobSet does (MaxText logs
+  "restoring from this run's directory step N"; ``LocalRun.restored_step``).
+- ``skip_jax_distributed_system=true``: with checkpointing on, MaxText calls
+  ``jax.distributed.initialize()``, which needs a TPU's (or a cluster's) coordinator;
+  one CPU process has none. JAX's preemption sync point then answers "not preempted".
 
 The ICI mesh stays the plan's: XLA is told to expose as many CPU devices as one slice
 has (``--xla_force_host_platform_device_count``), so ``ici_*_parallelism`` runs
@@ -22,14 +31,16 @@ Output goes through the same parser, summary and report code as a cluster run
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import ExternalToolError, ToolkitError
+from toolkit.tools import last_line
 from workloads.maxtext import env as maxtext_env
-from workloads.planning.planner import RunPlan
+from workloads.planning.model import RunPlan
 
 TINY_MODEL: dict[str, str] = {
     "base_emb_dim": "64",
@@ -43,10 +54,17 @@ TINY_MODEL: dict[str, str] = {
     "per_device_batch_size": "2",
     "attention": "dot_product",
 }
-TINY_RUN: dict[str, str] = {"dataset_type": "synthetic", "enable_checkpointing": "false"}
+TINY_RUN: dict[str, str] = {"dataset_type": "synthetic", "skip_jax_distributed_system": "true"}
 LOG_NAME = "maxtext.log"
 METRICS_NAME = "metrics.jsonl"
 COMMAND_NAME = "command.txt"
+CHECKPOINTS_NAME = "checkpoints"  # default checkpoint directory, under --out
+
+# MaxText 0.2.5 (maxtext/common/checkpointing.py) when it resumes, and Orbax when the load is done.
+RESTORE_LINE = re.compile(r"restoring from this run's directory step (\d+)")
+RESTORE_START = "checkpoint manager exists so trying to load this run's existing checkpoint"
+RESTORE_DONE = re.compile(r"Finished load in [0-9.]+ seconds")
+_ABSL_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
 
 
 class LocalRunError(ExternalToolError):
@@ -63,37 +81,114 @@ class LocalRun:
     metrics_path: Path
     seconds: float
     peak_rss_bytes: int
+    checkpoint_dir: Path | None = None  # base_output_directory; MaxText saves in <it>/<run name>/checkpoints/
+    restored_step: int | None = None  # the step MaxText resumed from (None: it started at step 0)
+    restore_seconds: float | None = None  # MaxText's "trying to load" line to Orbax's "Finished load"
+
+    @property
+    def first_step(self) -> int:
+        return 0 if self.restored_step is None else self.restored_step + 1
 
 
-def tiny_overrides(plan: RunPlan, metrics_path: Path) -> dict[str, str]:
+def tiny_period(steps: int) -> int:
+    """Checkpoint period of a tiny run: a few saves within it, so a kill mid-run loses little."""
+    return max(1, steps // 3)
+
+
+def checkpoint_overrides(plan: RunPlan, checkpoint_dir: Path | None, period: int | None = None) -> dict[str, str]:
+    """The plan's checkpointing, into ``checkpoint_dir``, every ``period`` steps (default ``tiny_period``)."""
+    c = plan.policy.checkpoint
+    if c is None or checkpoint_dir is None:
+        return {"enable_checkpointing": "false"}
+    args = c.maxtext_args()
+    args["checkpoint_period"] = str(period or tiny_period(plan.program.steps))
+    return {"base_output_directory": str(checkpoint_dir), **args}
+
+
+def tiny_overrides(plan: RunPlan, metrics_path: Path, checkpoint_dir: Path | None = None, period: int | None = None) -> dict[str, str]:
     extra = dict(TINY_MODEL)
-    model_name = next((a.split("=", 1)[1] for a in plan.args if a.startswith("model_name=")), "default")
+    model_name = next((a.split("=", 1)[1] for a in plan.program.args if a.startswith("model_name=")), "default")
     if model_name != "default":
         extra["override_model_config"] = "true"
     extra.update(TINY_RUN)
+    extra.update(checkpoint_overrides(plan, checkpoint_dir, period))
     extra["metrics_file"] = str(metrics_path)
     return extra
 
 
-def command(plan: RunPlan, venv: Path, workdir: Path, out_dir: Path) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of the tiny local run of ``plan``."""
-    if plan.kind != "maxtext":
-        raise ToolkitError(f"recipe {plan.recipe} runs a plain command, not MaxText — run-local --tiny needs a MaxText recipe")
-    if plan.slices != 1:
-        raise ToolkitError(f"run-local: {plan.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
-    assert plan.command[:2] == ("python3", "-m"), plan.command  # the planner renders MaxText as a module run
-    args = maxtext_env.local_args(plan.args, workdir, tiny_overrides(plan, out_dir / METRICS_NAME))
-    env = maxtext_env.local_env(plan.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={plan.devices_per_slice}"})
+def run_checkpoints(checkpoint_dir: Path, run_name: str) -> Path:
+    """Where MaxText keeps a run's steps (one directory per committed step)."""
+    return Path(checkpoint_dir) / run_name / "checkpoints"
+
+
+def saved_steps(checkpoint_dir: Path, run_name: str) -> list[int]:
+    """Committed steps (Orbax writes a temporary directory and renames it when the save is done)."""
+    root = run_checkpoints(checkpoint_dir, run_name)
+    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+
+
+def _absl_seconds(line: str) -> float | None:
+    m = _ABSL_TIME.match(line)
+    return int(m[1]) * 3600 + int(m[2]) * 60 + float(m[3]) if m else None
+
+
+def restore_facts(log: str) -> tuple[int | None, float | None]:
+    """(restored step, seconds restoring) from a MaxText log; (None, None) for a fresh start."""
+    step = start = None
+    for line in log.splitlines():
+        if RESTORE_START in line:
+            start = _absl_seconds(line)
+        m = RESTORE_LINE.search(line)
+        if m:
+            step = int(m[1])
+        elif step is not None and RESTORE_DONE.search(line):
+            end = _absl_seconds(line)
+            if start is None or end is None:
+                return step, None
+            return step, round((end - start) % 86400, 3)
+    return step, None
+
+
+def command(
+    plan: RunPlan, venv: Path, workdir: Path, out_dir: Path, checkpoint_dir: Path | None = None, period: int | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off)."""
+    program, target = plan.program, plan.target
+    if not program.is_maxtext:
+        raise ToolkitError(f"recipe {program.recipe} runs a plain command, not MaxText — run-local --tiny needs a MaxText recipe")
+    if target.slices != 1:
+        raise ToolkitError(f"run-local: {target.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
+    assert program.command[:2] == ("python3", "-m"), program.command  # the planner renders MaxText as a module run
+    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, out_dir / METRICS_NAME, checkpoint_dir, period))
+    env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}"})
     # The plan's interpreter is the image's python3; here it is the MaxText venv's.
-    return [str(maxtext_env.python(venv)), *plan.command[1:], *args], env
+    return [str(maxtext_env.python(venv)), *program.command[1:], *args], env
 
 
-def run_tiny(plan: RunPlan, venv: Path, out_dir: Path, *, timeout: float = 900, keep_workdir: bool = False) -> LocalRun:
+def run_tiny(
+    plan: RunPlan,
+    venv: Path,
+    out_dir: Path,
+    *,
+    timeout: float = 900,
+    keep_workdir: bool = False,
+    checkpoint_dir: Path | None = None,
+    checkpoint_period: int | None = None,
+) -> LocalRun:
+    """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``."""
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
+    if plan.policy.checkpoint is not None:
+        checkpoint_dir = Path(checkpoint_dir or out_dir / CHECKPOINTS_NAME).resolve()
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    else:
+        checkpoint_dir = None
+    # MaxText appends to the metrics file (truncating only at step 0): a resumed run's
+    # file must hold its own steps, as its log does.
+    (out_dir / METRICS_NAME).unlink(missing_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
-        argv, env = command(plan, venv, workdir, out_dir)
+        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period)
         (out_dir / COMMAND_NAME).write_text(
             "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
         )
@@ -105,18 +200,23 @@ def run_tiny(plan: RunPlan, venv: Path, out_dir: Path, *, timeout: float = 900, 
         if done.timed_out:
             raise LocalRunError(f"local MaxText run timed out after {timeout:g} s — log: {log_path}")
         if done.returncode != 0:
-            raise LocalRunError(f"local MaxText run exited {done.returncode}: {last_error(done.stderr())} — log: {log_path}")
+            raise LocalRunError(f"local MaxText run exited {done.returncode}: {last_error(done.stderr_text())} — log: {log_path}")
         metrics_path = out_dir / METRICS_NAME
         if not metrics_path.exists():
             raise LocalRunError(f"MaxText finished but wrote no metrics file {metrics_path} — log: {log_path}")
-        return LocalRun(plan, tuple(argv), env, out_dir, log_path, metrics_path, done.seconds, done.peak_rss_bytes)
+        restored, restore_s = restore_facts(log_path.read_text(errors="replace"))
+        return LocalRun(
+            plan, tuple(argv), env, out_dir, log_path, metrics_path, done.seconds, done.peak_rss_bytes,
+            checkpoint_dir=checkpoint_dir, restored_step=restored, restore_seconds=restore_s,
+        )
     finally:
         if not keep_workdir:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
 def last_error(stderr: str) -> str:
-    """The line of a MaxText/Python failure worth showing: its config error or final exception."""
+    """The line of a MaxText/Python failure worth showing: its config error or final
+    exception, else the last line (``toolkit.tools.last_line``, as for any tool)."""
     lines = [l.strip() for l in stderr.splitlines() if l.strip()]
     for l in reversed(lines):
         if "MAXTEXT CONFIG ERROR" in l:
@@ -125,4 +225,4 @@ def last_error(stderr: str) -> str:
         head = l.split(":", 1)[0]
         if head.endswith(("Error", "Exception", "Oom")) and " " not in head:
             return l[:500]
-    return lines[-1][:500] if lines else "no output"
+    return last_line(stderr) or "no output"

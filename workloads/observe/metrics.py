@@ -17,6 +17,13 @@ Pure functions over text. Two sources, both from MaxText 0.2.5
 The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
 compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
 MFU = TFLOP/s per device / peak per device.
+
+Throughput is total work over total time: the steady steps' tokens (or TFLOPs) summed,
+divided by their seconds summed. It is never the mean of the per-step rates, where one
+short step with a huge rate outweighs many ordinary ones. Each step's work is what MaxText
+says it did (``perf/per_device_tokens``, ``perf/per_device_tflops`` in the metrics file) or,
+from a log alone, its rate times its seconds. The per-step rates' median and range are kept
+beside the figure to show how steady the steady state was.
 """
 
 from __future__ import annotations
@@ -294,6 +301,22 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class Spread:
+    """How the steady steps' own figures vary: their median, lowest and highest."""
+
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, xs: list[float]) -> "Spread | None":
+        return cls(statistics.median(xs), min(xs), max(xs)) if xs else None
+
+    def scaled(self, k: float) -> "Spread":
+        return Spread(self.median * k, self.low * k, self.high * k)
+
+
+@dataclass(frozen=True)
 class Summary:
     steps_seen: int
     first_step: int | None
@@ -303,6 +326,7 @@ class Summary:
     excluded: Mapping[int, str]
     step_seconds_mean: float | None
     step_seconds_median: float | None
+    # Total work / total time over the steady steps (not a mean of the per-step rates).
     tflops_per_device: float | None
     tokens_per_device: float | None
     loss_first: float | None
@@ -314,8 +338,15 @@ class Summary:
     tflops_per_chip: float | None = None
     tokens_per_chip: float | None = None
     mfu: float | None = None
-    # tokens/s/chip recomputed as total_weights / step seconds / chips: should match tokens_per_chip
+    # tokens/s/chip recomputed as total_weights / step seconds / chips (summed over the steady
+    # steps): should match tokens_per_chip
     tokens_per_chip_from_weights: float | None = None
+    # The per-step figures behind the totals: median and range over the steady steps.
+    step_seconds_spread: Spread | None = None
+    tflops_per_device_spread: Spread | None = None
+    tokens_per_device_spread: Spread | None = None
+    tflops_per_chip_spread: Spread | None = None
+    tokens_per_chip_spread: Spread | None = None
 
     @property
     def loss_drop_pct(self) -> float | None:
@@ -332,6 +363,29 @@ class Summary:
 
 def _mean(xs: list[float]) -> float | None:
     return statistics.fmean(xs) if xs else None
+
+
+# The metrics file's per-step work (per device); from a log alone it is rate x seconds.
+_WORK_KEYS = {"tflops_per_device": "per_device_tflops", "tokens_per_device": "per_device_tokens"}
+
+
+def throughput(steps: Iterable[StepMetrics], rate: str) -> tuple[float | None, Spread | None]:
+    """(total work / total time, spread of the per-step rates) of ``rate`` over ``steps``.
+
+    ``rate`` is ``"tflops_per_device"`` or ``"tokens_per_device"``. A step counts when it has
+    both that rate and a positive, finite step time.
+    """
+    work = seconds = 0.0
+    rates: list[float] = []
+    for s in steps:
+        r = getattr(s, rate)
+        if r is None or not math.isfinite(r) or s.seconds is None or not math.isfinite(s.seconds) or s.seconds <= 0:
+            continue
+        done = s.extra.get(_WORK_KEYS[rate])
+        work += done if done is not None and math.isfinite(done) else r * s.seconds
+        seconds += s.seconds
+        rates.append(r)
+    return (work / seconds if seconds > 0 else None), Spread.of(rates)
 
 
 def _slope(points: list[tuple[int, float]]) -> float | None:
@@ -369,12 +423,10 @@ def summarize(
             steady.append(s)
 
     secs = [s.seconds for s in steady if s.seconds is not None]
-    tflops = [s.tflops_per_device for s in steady if s.tflops_per_device is not None]
-    tokens = [s.tokens_per_device for s in steady if s.tokens_per_device is not None]
     losses = [(s.step, s.loss) for s in recs if s.loss is not None and math.isfinite(s.loss)]
 
-    tflops_dev = _mean(tflops)
-    tokens_dev = _mean(tokens)
+    tflops_dev, tflops_spread = throughput(steady, "tflops_per_device")
+    tokens_dev, tokens_spread = throughput(steady, "tokens_per_device")
     summary = Summary(
         steps_seen=len(recs),
         first_step=recs[0].step if recs else None,
@@ -389,21 +441,28 @@ def summarize(
         loss_last=losses[-1][1] if losses else None,
         loss_min=min(v for _, v in losses) if losses else None,
         loss_slope_per_step=_slope(losses),
+        step_seconds_spread=Spread.of(secs),
+        tflops_per_device_spread=tflops_spread,
+        tokens_per_device_spread=tokens_spread,
     )
     if hardware is None:
         return summary
-    per_weights = [
-        s.total_weights / s.seconds / hardware.chips
-        for s in steady
-        if hardware.chips and s.total_weights is not None and s.seconds
-    ]
+    per = hardware.devices_per_chip
+    weighed = [s for s in steady if s.total_weights is not None and s.seconds]
+    weight_seconds = sum(s.seconds for s in weighed if s.seconds)
     return replace(
         summary,
         hardware=hardware,
-        tflops_per_chip=tflops_dev * hardware.devices_per_chip if tflops_dev is not None else None,
-        tokens_per_chip=tokens_dev * hardware.devices_per_chip if tokens_dev is not None else None,
+        tflops_per_chip=tflops_dev * per if tflops_dev is not None else None,
+        tokens_per_chip=tokens_dev * per if tokens_dev is not None else None,
+        tflops_per_chip_spread=tflops_spread.scaled(per) if tflops_spread else None,
+        tokens_per_chip_spread=tokens_spread.scaled(per) if tokens_spread else None,
         mfu=tflops_dev / hardware.peak_tflops_per_device if tflops_dev is not None and hardware.peak_tflops_per_device else None,
-        tokens_per_chip_from_weights=_mean(per_weights),
+        tokens_per_chip_from_weights=(
+            sum(s.total_weights for s in weighed if s.total_weights is not None) / weight_seconds / hardware.chips
+            if hardware.chips and weight_seconds > 0
+            else None
+        ),
     )
 
 

@@ -133,30 +133,67 @@ def _ready(node: Mapping[str, Any]) -> bool:
     return False
 
 
-def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *, slices: int | None = None) -> Report:
-    shape = pool.shape
-    want_slices = slices or pool.slices
-    chips_needed = want_slices * shape.chips
-    checks: list[Check] = []
-    report = dict(pool=pool.name, shape=f"{shape.accelerator_type} ({shape.key})", slices=want_slices, namespace=team.ns)
+@dataclass(frozen=True)
+class _Ask:
+    """What is being checked: a pool's shape, how many slices, for which team."""
 
+    spec: EnvSpec
+    pool: TpuPoolSpec
+    team: TeamSpec
+    slices: int
+
+    @property
+    def shape(self) -> SliceShape:
+        return self.pool.shape
+
+    @property
+    def chips(self) -> int:
+        return self.slices * self.shape.chips
+
+    @property
+    def scales_from_zero(self) -> bool:
+        return self.pool.autoscaling or isinstance(self.pool.capacity, FlexStart)
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("labels") or {}
+
+
+def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *, slices: int | None = None) -> Report:
+    ask = _Ask(spec, pool, team, slices or pool.slices)
+    checks: list[Check] = []
     if not snap.kueue_served:
         checks.append(Check("kueue", Result.FAIL, "the cluster does not serve kueue.x-k8s.io", f"install Kueue {spec.versions.kueue} and its CRDs (see python -m workloads local for a local cluster)"))
-    # ResourceFlavor ------------------------------------------------------------
-    matching = {_name(f) for f in snap.resource_flavors if flavor_matches(f, shape)}
-    if matching:
-        checks.append(Check("resource-flavor", Result.PASS, f"{', '.join(sorted(matching))} selects {ACCELERATOR_LABEL}={shape.accelerator_label}, {TOPOLOGY_LABEL}={shape.topology}"))
-    else:
-        checks.append(Check("resource-flavor", Result.FAIL, f"no ResourceFlavor with nodeLabels {shape.accelerator_label}/{shape.topology}", QUEUES_FIX))
+    matching = {_name(f) for f in snap.resource_flavors if flavor_matches(f, ask.shape)}
+    checks.append(_flavor_check(ask, matching))
+    checks.extend(_queue_checks(ask, snap, matching))
+    tpu_nodes = [
+        n for n in snap.nodes
+        if _labels(n).get(ACCELERATOR_LABEL) == ask.shape.accelerator_label and _labels(n).get(TOPOLOGY_LABEL) == ask.shape.topology
+    ]
+    checks.extend(_node_checks(ask, tpu_nodes))
+    checks.append(_zone_check(ask, tpu_nodes))
+    shape = ask.shape
+    return Report(pool=pool.name, shape=f"{shape.accelerator_type} ({shape.key})", slices=ask.slices, namespace=team.ns, checks=tuple(checks))
 
-    # LocalQueue -> ClusterQueue ------------------------------------------------
+
+def _flavor_check(ask: _Ask, matching: set[str]) -> Check:
+    shape = ask.shape
+    if matching:
+        return Check("resource-flavor", Result.PASS, f"{', '.join(sorted(matching))} selects {ACCELERATOR_LABEL}={shape.accelerator_label}, {TOPOLOGY_LABEL}={shape.topology}")
+    return Check("resource-flavor", Result.FAIL, f"no ResourceFlavor with nodeLabels {shape.accelerator_label}/{shape.topology}", QUEUES_FIX)
+
+
+def _queue_checks(ask: _Ask, snap: Snapshot, matching: set[str]) -> list[Check]:
+    """The team's LocalQueue, the ClusterQueue it points at, and its quota for the shape."""
+    team = ask.team
     lq = next((q for q in snap.local_queues if _name(q) == team.queue), None)
     cq_name = ((lq or {}).get("spec") or {}).get("clusterQueue")
+    checks: list[Check] = []
     if lq is None:
         checks.append(Check("local-queue", Result.FAIL, f"no LocalQueue {team.queue!r} in namespace {team.ns!r}", QUEUES_FIX))
     else:
         checks.append(Check("local-queue", Result.PASS, f"{team.ns}/{team.queue} -> ClusterQueue {cq_name}"))
-
     cqs = {_name(c): c for c in snap.cluster_queues}
     candidates = [cqs[cq_name]] if cq_name in cqs else ([] if lq is not None else list(cqs.values()))
     if lq is not None and cq_name not in cqs:
@@ -165,48 +202,49 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
         checks.append(Check("cluster-queue", Result.FAIL, "no ClusterQueue exists", QUEUES_FIX))
     else:
         best = max(candidates, key=lambda c: _tpu_quota(c, matching)[0])
-        quota, covered, listed = _tpu_quota(best, matching)
-        name = _name(best)
-        if not listed:
-            checks.append(Check("cluster-queue", Result.FAIL, f"ClusterQueue {name} does not list a flavor for {shape.key}", QUEUES_FIX))
-        elif quota < chips_needed and _cohort_quota(best, snap.cluster_queues, matching) >= chips_needed:
-            checks.append(Check("cluster-queue", Result.WARN,
-                                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {shape.key} of {chips_needed:g} needed; "
-                                f"the rest must be borrowed from cohort {_cohort(best)} while the other teams leave it unused",
-                                "raise the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices"))
-        elif quota < chips_needed:
-            checks.append(Check("cluster-queue", Result.FAIL,
-                                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {shape.key}; {want_slices} slice(s) need {chips_needed:g}",
-                                "raise the pool's slices or the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices"))
-        else:
-            checks.append(Check("cluster-queue", Result.PASS, f"ClusterQueue {name}: {quota:g} {TPU_RESOURCE} >= {chips_needed:g} needed"))
-            missing = [r for r in ("cpu", "memory") if r not in covered]
-            if missing:
-                checks.append(Check("cluster-queue-resources", Result.WARN,
-                                    f"ClusterQueue {name} does not cover {', '.join(missing)}; pods that request them cannot be admitted",
-                                    f"add {', '.join(missing)} to coveredResources ({QUEUES_FIX})"))
+        checks.extend(_quota_checks(ask, best, snap, matching))
+    return checks
 
-    # Nodes ---------------------------------------------------------------------
-    tpu_nodes = [
-        n for n in snap.nodes
-        if ((n.get("metadata") or {}).get("labels") or {}).get(ACCELERATOR_LABEL) == shape.accelerator_label
-        and ((n.get("metadata") or {}).get("labels") or {}).get(TOPOLOGY_LABEL) == shape.topology
-    ]
+
+def _quota_checks(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: set[str]) -> list[Check]:
+    quota, covered, listed = _tpu_quota(cq, matching)
+    name, key, need = _name(cq), ask.shape.key, ask.chips
+    if not listed:
+        return [Check("cluster-queue", Result.FAIL, f"ClusterQueue {name} does not list a flavor for {key}", QUEUES_FIX)]
+    if quota < need and _cohort_quota(cq, snap.cluster_queues, matching) >= need:
+        return [Check("cluster-queue", Result.WARN,
+                      f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key} of {need:g} needed; "
+                      f"the rest must be borrowed from cohort {_cohort(cq)} while the other teams leave it unused",
+                      "raise the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices")]
+    if quota < need:
+        return [Check("cluster-queue", Result.FAIL,
+                      f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key}; {ask.slices} slice(s) need {need:g}",
+                      "raise the pool's slices or the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices")]
+    checks = [Check("cluster-queue", Result.PASS, f"ClusterQueue {name}: {quota:g} {TPU_RESOURCE} >= {need:g} needed")]
+    missing = [r for r in ("cpu", "memory") if r not in covered]
+    if missing:
+        checks.append(Check("cluster-queue-resources", Result.WARN,
+                            f"ClusterQueue {name} does not cover {', '.join(missing)}; pods that request them cannot be admitted",
+                            f"add {', '.join(missing)} to coveredResources ({QUEUES_FIX})"))
+    return checks
+
+
+def _node_checks(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> list[Check]:
+    """Enough complete, ready node pools of the shape, each VM advertising its chips."""
+    shape, pool = ask.shape, ask.pool
     by_pool: dict[str, list[Mapping[str, Any]]] = {}
     for n in tpu_nodes:
-        by_pool.setdefault(((n.get("metadata") or {}).get("labels") or {}).get(NODEPOOL_LABEL, "?"), []).append(n)
+        by_pool.setdefault(_labels(n).get(NODEPOOL_LABEL, "?"), []).append(n)
     full_pools = [p for p, ns in by_pool.items() if sum(_ready(n) for n in ns) >= shape.nodes]
-    scales_from_zero = pool.autoscaling or isinstance(pool.capacity, FlexStart)
-    need_nodes = want_slices * shape.nodes
     ready = sum(_ready(n) for n in tpu_nodes)
     detail = (f"{ready} ready {shape.accelerator_label}/{shape.topology} nodes in {len(full_pools)} complete node pool(s); "
-              f"{want_slices} slice(s) need {need_nodes} nodes in {want_slices} pool(s) of {shape.nodes}")
-    if len(full_pools) >= want_slices:
-        checks.append(Check("nodes", Result.PASS, detail))
-    elif scales_from_zero:
-        checks.append(Check("nodes", Result.WARN, detail + " (pool scales from zero: nodes appear once the run is admitted)"))
+              f"{ask.slices} slice(s) need {ask.slices * shape.nodes} nodes in {ask.slices} pool(s) of {shape.nodes}")
+    if len(full_pools) >= ask.slices:
+        checks = [Check("nodes", Result.PASS, detail)]
+    elif ask.scales_from_zero:
+        checks = [Check("nodes", Result.WARN, detail + " (pool scales from zero: nodes appear once the run is admitted)")]
     else:
-        checks.append(Check("nodes", Result.FAIL, detail, f"create the node pools: python -m infra deploy (pool {pool.name}: {', '.join(pool.node_pool_names())})"))
+        checks = [Check("nodes", Result.FAIL, detail, f"create the node pools: python -m infra deploy (pool {pool.name}: {', '.join(pool.node_pool_names())})")]
     bad_alloc = [
         _name(n) for n in tpu_nodes
         if _quantity(((n.get("status") or {}).get("allocatable") or {}).get(TPU_RESOURCE, 0)) < shape.chips_per_vm
@@ -215,18 +253,20 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
         checks.append(Check("node-tpu-resource", Result.FAIL,
                             f"{len(bad_alloc)} node(s) report fewer than {shape.chips_per_vm} allocatable {TPU_RESOURCE} (e.g. {bad_alloc[0]})",
                             "wait for the TPU device plugin to start, or recreate the node"))
+    return checks
 
-    # Zone ----------------------------------------------------------------------
-    zone = spec.pool_zone(pool)
-    zones = sorted({((n.get("metadata") or {}).get("labels") or {}).get(ZONE_LABEL, "?") for n in tpu_nodes})
+
+def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
+    key, pool = ask.shape.key, ask.pool
+    zone = ask.spec.pool_zone(pool)
+    zones = sorted({_labels(n).get(ZONE_LABEL, "?") for n in tpu_nodes})
     if not tpu_nodes:
-        checks.append(Check("zone", Result.WARN if scales_from_zero else Result.FAIL, f"no {shape.key} nodes to compare with the spec's zone {zone}", "" if scales_from_zero else "create the node pools first"))
-    elif zones == [zone]:
-        checks.append(Check("zone", Result.PASS, f"all {shape.key} nodes are in {zone}"))
-    else:
-        checks.append(Check("zone", Result.FAIL, f"{shape.key} nodes are in {', '.join(zones)} but the spec puts pool {pool.name} in {zone}",
-                            f"set tpu_pools[{pool.name}].zone to the nodes' zone, or recreate the pool in {zone}"))
-    return Report(checks=tuple(checks), **report)
+        fail = not ask.scales_from_zero
+        return Check("zone", Result.FAIL if fail else Result.WARN, f"no {key} nodes to compare with the spec's zone {zone}", "create the node pools first" if fail else "")
+    if zones == [zone]:
+        return Check("zone", Result.PASS, f"all {key} nodes are in {zone}")
+    return Check("zone", Result.FAIL, f"{key} nodes are in {', '.join(zones)} but the spec puts pool {pool.name} in {zone}",
+                 f"set tpu_pools[{pool.name}].zone to the nodes' zone, or recreate the pool in {zone}")
 
 
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
-from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
+from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Spread, Summary
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MARKDOWN_NAME = "report.md"
@@ -65,6 +65,14 @@ def _fmt(v: float | None, digits: int = 3) -> str:
     return f"{v:,.{digits}f}"
 
 
+def _median(sp: Spread | None, digits: int = 3) -> str:
+    return "–" if sp is None else _fmt(sp.median, digits)
+
+
+def _range(sp: Spread | None, digits: int = 3) -> str:
+    return "–" if sp is None else f"{_fmt(sp.low, digits)}–{_fmt(sp.high, digits)}"
+
+
 def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f}%"
 
@@ -105,6 +113,8 @@ def render_markdown(
         steady_range=_steady_range(summary.steady_steps),
         plot_name=plot_name,
         fmt=_fmt,
+        med=_median,
+        rng=_range,
         pct=_pct,
         per_chip=lambda v: v * per if (v is not None and per) else None,
     )
@@ -135,7 +145,7 @@ def plot(log: RunLog, summary: Summary, path: Path) -> Path:
     if tp_out:
         ax_tp.plot(*zip(*tp_out), "o", ms=4, mfc="none", color="tab:gray", label="compile / profiler / rampup")
     if summary.tokens_per_device is not None:
-        ax_tp.axhline(summary.tokens_per_device * per, ls="--", lw=1, color="tab:green", alpha=0.6)
+        ax_tp.axhline(summary.tokens_per_device * per, ls="--", lw=1, color="tab:green", alpha=0.6, label="steady state: total tokens / total time")
     ax_tp.set_ylabel(f"tokens/s per {unit}")
     ax_tp.set_xlabel("step")
     ax_tp.grid(alpha=0.3)

@@ -5,8 +5,8 @@
                        and the team's namespace, queue, priority and identity
             + Program  what runs: image, command, args, env, recipe, steps
                        (+ MaxText sizing: mesh, batch, parameters, HBM estimate)
-            + Policy   how it is kept running: failure handling, restarts, TTL,
-                       pod networking
+            + Policy   how it is kept running: failure handling, restarts,
+                       checkpointing, TTL, pod networking
 
 ``workloads.planning.planner.plan_run`` is the one function that builds it; each
 runtime renderer (``workloads.render.jobset`` today) reads it and adds nothing
@@ -22,9 +22,30 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 
-# Exit codes that mean "the program itself is wrong": rerunning it cannot help.
+# Exit codes that mean "the program itself is wrong": rerunning it cannot help
+# (Python exits 1 on an uncaught exception, 2 on a usage error). A recipe may add more.
 PROGRAM_ERROR_EXIT_CODES = (1, 2)
 DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, status) for 3 days
+
+# Restarts allowed for failures that are neither a disruption (free) nor a program
+# error (fatal): signal deaths, OOM kills, a peer lost mid-collective. Spot and
+# flex-start slices vanish often enough that such knock-on failures are expected (a
+# peer slice can crash before the preempted one is reported); on on-demand and
+# reserved capacity one retry covers a transient crash without looping on a
+# deterministic one.
+DEFAULT_MAX_RESTARTS: dict[str, int] = {"spot": 3, "flex-start": 3, "on-demand": 1, "reservation": 1}
+
+# Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
+# ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
+# slices lose work only to maintenance, for which Google advises about hourly.
+DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "on-demand": 60, "reservation": 60}
+DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
+AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
+
+# Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
+# report, on purpose. A slower real step makes checkpoints *more* frequent in time than
+# asked (the period is in steps), never less.
+ASSUMED_MFU = 0.35
 
 
 @dataclass(frozen=True)
@@ -106,7 +127,11 @@ class MaxTextSizing:
 
 @dataclass(frozen=True)
 class Program:
-    """What runs in every worker: the same image, command, args and env."""
+    """What runs in every worker: the same image, command, args and env.
+
+    ``estimated_step_seconds``: the planner's step time, from the catalog's peak FLOP/s
+    at ``assumed_mfu`` (None for a plain command: nothing to estimate).
+    """
 
     recipe: str
     kind: str  # "maxtext" or "command"
@@ -117,20 +142,53 @@ class Program:
     steps: int
     output_dir: str | None = None
     sizing: MaxTextSizing | None = None
+    estimated_step_seconds: float | None = None
+    assumed_mfu: float | None = None
 
     @property
     def is_maxtext(self) -> bool:
         return self.kind == "maxtext"
+
+    @property
+    def estimated_run_seconds(self) -> float | None:
+        """Steps x estimated step time (compile and checkpoint restores not included)."""
+        return None if self.estimated_step_seconds is None else self.steps * self.estimated_step_seconds
+
+
+@dataclass(frozen=True)
+class Checkpointing:
+    """When and how a MaxText run saves its state, so a restarted JobSet resumes.
+
+    ``every_minutes`` is what was asked (``--checkpoint-every`` or the capacity mode's
+    default); ``period_steps`` is what MaxText is given (``checkpoint_period``): the
+    minutes over the estimated step time, between one step and the whole run.
+    """
+
+    every_minutes: float
+    period_steps: int
+    keep: int  # max_num_checkpoints_to_keep
+    async_save: bool = True  # async_checkpointing: training continues while a save uploads
+    autocheckpoint: bool = False  # enable_autocheckpoint: also save at the preemption step
+
+    def maxtext_args(self) -> dict[str, str]:
+        return {
+            "enable_checkpointing": "true",
+            "async_checkpointing": "true" if self.async_save else "false",
+            "checkpoint_period": str(self.period_steps),
+            "max_num_checkpoints_to_keep": str(self.keep),
+            "enable_autocheckpoint": "true" if self.autocheckpoint else "false",
+        }
 
 
 @dataclass(frozen=True)
 class Policy:
     """How the run is kept alive and cleaned up, whichever runtime carries it."""
 
-    max_restarts: int
+    max_restarts: int  # restarts for failures that are neither disruptions nor program errors
     ttl_seconds: int = DEFAULT_TTL_SECONDS
-    program_error_exit_codes: tuple[int, ...] = PROGRAM_ERROR_EXIT_CODES
+    program_error_exit_codes: tuple[int, ...] = PROGRAM_ERROR_EXIT_CODES  # 1, 2 + the recipe's fatal_exit_codes
     host_network: bool = True
+    checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
 
 
 @dataclass(frozen=True)
@@ -165,10 +223,32 @@ class RunPlan:
             "steps": p.steps,
             "output_dir": p.output_dir,
             "host_network": self.policy.host_network,
+            "max_restarts": self.policy.max_restarts,
+            "program_error_exit_codes": list(self.policy.program_error_exit_codes),
+            "checkpoint": self._checkpoint_summary(),
         }
+        if p.estimated_step_seconds is not None:
+            out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
+            out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
+            out["assumed_mfu"] = p.assumed_mfu
         if p.sizing:
             out["mesh"] = {"ici": dict(p.sizing.ici), "dcn": dict(p.sizing.dcn)}
             out["per_device_batch_size"] = p.sizing.per_device_batch_size
             out["global_batch_size"] = p.sizing.global_batch_size
             out["hbm_per_device"] = p.sizing.hbm.as_dict()
+        return out
+
+    def _checkpoint_summary(self) -> dict[str, Any] | None:
+        c = self.policy.checkpoint
+        if c is None:
+            return None
+        out: dict[str, Any] = {
+            "every_minutes": c.every_minutes,
+            "period_steps": c.period_steps,
+            "keep": c.keep,
+            "async": c.async_save,
+            "autocheckpoint": c.autocheckpoint,
+        }
+        if self.program.output_dir:
+            out["directory"] = f"{self.program.output_dir}checkpoints/"
         return out

@@ -21,6 +21,19 @@ that cannot fit, leaving the real verdict to MaxText's AOT compile):
 Calibration (MaxText 0.2.5 AOT, maxtext-6b): v5e at batch 4 measured ~13.8 GiB,
 estimate 11.3 GiB (fits); batch 16 failed CompileTimeHbmOom, estimate 20.3 GiB
 (rejected). Temporaries of the layer being recomputed are left out on purpose.
+
+Step time (per step, the whole run; model FLOPs, as MFU is defined):
+
+    flops = 6 x params x tokens                       (forward + backward of every weight)
+          + 6 x layers x seq x query_heads x head_dim x tokens
+                                                      (causal attention scores and values)
+    step  = flops / (chips x catalog peak bf16 FLOP/s x ASSUMED_MFU)
+
+Checkpointing (MaxText runs; on unless enable_checkpointing=false): every
+``--checkpoint-every`` minutes (default by capacity mode, model.py), as a
+``checkpoint_period`` in steps of the estimated step time, into
+``<checkpoints bucket>/<run name>/checkpoints/``: the run name is stable, so a
+restarted JobSet finds its own latest step and resumes there.
 """
 
 from __future__ import annotations
@@ -34,8 +47,16 @@ from typing import Any
 from infra.catalog import GIB, SliceShape
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
+from infra.access import write_problem
 from workloads.planning.model import (
+    ASSUMED_MFU,
+    AUTOCHECKPOINT_CAPACITY,
+    DEFAULT_CHECKPOINT_MINUTES,
+    DEFAULT_CHECKPOINTS_KEPT,
+    DEFAULT_MAX_RESTARTS,
     DEFAULT_TTL_SECONDS,
+    PROGRAM_ERROR_EXIT_CODES,
+    Checkpointing,
     HbmEstimate,
     MaxTextSizing,
     Policy,
@@ -67,6 +88,7 @@ POD_NAME_RANDOM = len("-abcde")  # the Job controller's generateName suffix
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
+_PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 _IMAGE_TAGGED = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 
 
@@ -83,8 +105,9 @@ class Overrides:
     priority: str | None = None
     name: str | None = None
     suffix: str | None = None
-    host_network: bool = True
-    max_restarts: int = 0
+    host_network: bool = False  # pod network: the team's own identity (see _check_host_network)
+    max_restarts: int | None = None  # None: by the pool's capacity mode (model.DEFAULT_MAX_RESTARTS)
+    checkpoint_every: float | None = None  # minutes; None: by capacity mode (model.DEFAULT_CHECKPOINT_MINUTES)
     ttl_seconds: int = DEFAULT_TTL_SECONDS
 
 
@@ -127,10 +150,49 @@ def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 
 def _int(key: str, value: str, where: str) -> int:
-    try:
-        return int(value)
-    except ValueError:
-        raise PlanError(where, f"{key}={value!r} is not an integer", f"write it like {key}=4") from None
+    # Plain ASCII digits only: int() also takes ' 4', '4_0' and '٤', which reach MaxText as written.
+    if not _PLAIN_INT.match(value):
+        raise PlanError(where, f"{key}={value!r} is not a plain integer", f"write it like {key}=4 (digits only)")
+    if len(value.lstrip("-")) > len(str(INT32_MAX)):  # and int() refuses strings of 4300+ digits
+        raise PlanError(where, f"{key}={value[:12]}... has {len(value)} digits, beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
+    return int(value)
+
+
+# The domain of every --set key the planner reads (the others go to MaxText as written).
+# Sizes are int32 in MaxText's configs and JAX shapes; the bound also keeps the HBM
+# estimate's floats finite.
+INT32_MAX = 2**31 - 1
+_POSITIVE_INT_KEYS = MODEL_KEYS | {"max_target_length"}
+_GCS_PATH = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/\S*)?$")
+
+
+def _check_domain(key: str, value: str) -> None:
+    """A --set value the planner reads, in its domain: one PlanError naming the key otherwise."""
+    if key in _POSITIVE_INT_KEYS:
+        n = _int(key, value, "--set")
+        if n < 1:
+            raise PlanError("--set", f"{key}={value} must be a positive integer", f"use a {key} of at least 1")
+        if n > INT32_MAX:
+            raise PlanError("--set", f"{key}={value} is beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
+    elif key == "per_device_batch_size":
+        try:
+            pdb = float(value)
+        except ValueError:
+            raise PlanError("--set", f"per_device_batch_size={value!r} is not a number", "write it like per_device_batch_size=4") from None
+        if not (math.isfinite(pdb) and pdb > 0):
+            raise PlanError("--set", f"per_device_batch_size={value!r} must be a positive finite number", "use e.g. per_device_batch_size=1")
+        if pdb > INT32_MAX:
+            raise PlanError("--set", f"per_device_batch_size={value!r} is beyond any batch MaxText can use", f"use at most {INT32_MAX}")
+    elif key == "override_model_config":
+        if value.lower() not in ("true", "false"):
+            raise PlanError("--set", f"override_model_config={value!r} is neither true nor false", "write override_model_config=true")
+    elif key == "base_output_directory":
+        if not _GCS_PATH.match(value):
+            raise PlanError("--set", f"base_output_directory={value!r} is not a gs:// path", "use gs://BUCKET/PATH")
+    elif mesh_key(key) is not None:
+        degree = _int(key, value, "--set")
+        if degree != FILL and degree < 1:
+            raise PlanError("--set", f"{key}={degree} must be >= 1 or -1", "use a positive degree, or -1 for the rest")
 
 
 def _resolve_axes(level: str, rule: dict[str, int], target: int, unit: str, sources: dict[str, str]) -> dict[str, int]:
@@ -163,8 +225,17 @@ def _resolve_axes(level: str, rule: dict[str, int], target: int, unit: str, sour
     return degrees
 
 
-def _check_divides(total: int, dim: int, what: str, keys: str, where: str) -> None:
+def _check_divides(total: int, dim: int, what: str, keys: str, where: str, set_dim: str | None = None) -> None:
+    """``set_dim``: the dimension's key when a --set changed it (and not the mesh): the message names it."""
     if total > 1 and dim % total:
+        if set_dim:
+            lower = dim - dim % total
+            near = f"{lower} or {lower + total}" if lower else str(total)
+            raise PlanError(
+                where,
+                f"{set_dim}={dim} cannot be split by {keys} = {total} ({what})",
+                f"use a {set_dim} that is a multiple of {total} (e.g. {near}), or a mesh that divides {dim}",
+            )
         raise PlanError(where, f"{keys} = {total} cannot split {what} ({dim})", f"use a degree that divides {dim}")
 
 
@@ -230,16 +301,17 @@ def plan_run(
     recipe = load_recipe(recipe_name)
     slices = _check_counts(recipe, o)
     team = spec.team(o.team)
+    _check_host_network(o, team)
     priority = _priority(o, team)
     choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
     name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes), now or datetime(2000, 1, 1), rand)
     target = _target(spec, choice, slices, team, priority)
-    program = _program(recipe, spec, o, target, name)
+    program, checkpoint = _program(recipe, spec, o, target, name)
     return RunPlan(
         name=name,
         target=target,
         program=program,
-        policy=Policy(max_restarts=o.max_restarts, ttl_seconds=o.ttl_seconds, host_network=o.host_network),
+        policy=_policy(recipe, o, target, checkpoint),
         labels=(
             (names.K8S_MANAGED_BY_LABEL, names.TGK),
             (names.K8S_APP_NAME_LABEL, recipe.name.replace(".", "-")),
@@ -250,6 +322,20 @@ def plan_run(
     )
 
 
+def _check_host_network(o: Overrides, team: TeamSpec) -> None:
+    """hostNetwork pods act as the TPU nodes' SA, not the team's: only for teams that opted in.
+
+    Their namespace enforces Pod Security ``baseline`` (workloads.render.kueue), which
+    would refuse the pods after Kueue admitted the run.
+    """
+    if o.host_network and not team.host_network:
+        raise PlanError(
+            "--host-network",
+            f"team {team.name!r} keeps its own identity: hostNetwork pods would act as the TPU nodes' service account, and its namespace refuses them",
+            "drop --host-network, or set host_network: true on the team in the spec (its buckets are then granted to the node service account)",
+        )
+
+
 def _check_counts(recipe: Recipe, o: Overrides) -> int:
     """The slice count; the flags that are plain numbers are checked first."""
     if o.slices is not None and o.slices < 1:
@@ -257,9 +343,30 @@ def _check_counts(recipe: Recipe, o: Overrides) -> int:
     steps = recipe.steps if o.steps is None else o.steps
     if steps < 1:
         raise PlanError("--steps", f"must be at least 1, got {steps}", "pass a positive step count")
-    if o.max_restarts < 0:
-        raise PlanError("--max-restarts", f"must be >= 0, got {o.max_restarts}", "pass 0 to fail fast")
+    if o.max_restarts is not None and o.max_restarts < 0:
+        raise PlanError(
+            "--max-restarts", f"must be >= 0, got {o.max_restarts}", "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default"
+        )
+    every = o.checkpoint_every
+    if every is not None and not (math.isfinite(every) and every > 0):
+        raise PlanError(
+            "--checkpoint-every",
+            f"must be a number of minutes above 0, got {every:g}",
+            "pass e.g. --checkpoint-every 30, or leave it out for the capacity mode's default (turn checkpointing off with --set enable_checkpointing=false)",
+        )
     return o.slices or 1
+
+
+def _policy(recipe: Recipe, o: Overrides, target: Target, checkpoint: Checkpointing | None) -> Policy:
+    """Restarts by capacity mode unless --max-restarts; program errors = 1, 2 + the recipe's fatal codes."""
+    max_restarts = DEFAULT_MAX_RESTARTS[target.capacity] if o.max_restarts is None else o.max_restarts
+    return Policy(
+        max_restarts=max_restarts,
+        ttl_seconds=o.ttl_seconds,
+        program_error_exit_codes=tuple(sorted({*PROGRAM_ERROR_EXIT_CODES, *recipe.fatal_exit_codes})),
+        host_network=o.host_network,
+        checkpoint=checkpoint,
+    )
 
 
 def _priority(o: Overrides, team: TeamSpec) -> str:
@@ -288,7 +395,8 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
     )
 
 
-def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str) -> Program:
+def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str) -> tuple[Program, Checkpointing | None]:
+    """The program, and how it checkpoints (None: it does not)."""
     env: dict[str, str] = dict(recipe.env)
     flags = recipe.libtpu_flags(target.shape.generation.name)
     if flags:
@@ -303,15 +411,19 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
     if recipe.kind is Kind.COMMAND:
         if o.sets:
             raise PlanError("--set", f"recipe {recipe.name} runs a plain command, not MaxText; it takes no --set", "drop --set or pick a MaxText recipe")
+        if o.checkpoint_every is not None:
+            raise PlanError("--checkpoint-every", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop --checkpoint-every or pick a MaxText recipe")
         assert recipe.command is not None  # guaranteed by the recipe model
-        return Program(command=tuple(recipe.command), args=(), **common)
+        return Program(command=tuple(recipe.command), args=(), **common), None
     return _maxtext_program(recipe, spec, o, target, name, common)
 
 
 # ------------------------------------------------------------------ MaxText
 
 
-def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]) -> Program:
+def _maxtext_program(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]
+) -> tuple[Program, Checkpointing | None]:
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
@@ -326,8 +438,12 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
     global_batch = _global_batch(pdb, batch_where, shape.devices * slices, totals)
     params = model.params()
     hbm = _hbm(model, params, pdb, seq, totals, shape, batch_where)
-    base_out = _output_base(spec, sets)
-    args = _maxtext_args(mt, model, sets, name=name, base_out=base_out, pdb=pdb, steps=common["steps"], ici=ici, dcn=dcn)
+    step_s = estimate_step_seconds(model, params, global_batch * seq, seq, target)
+    checkpoint = _checkpointing(recipe, mt, sets, o, target, step_s, common["steps"])
+    if checkpoint is not None:
+        _check_checkpoint_bucket(spec, sets, spec.team(target.team), o.host_network)
+    base_out = _output_base(spec, sets, spec.team(target.team))
+    args = _maxtext_args(mt, model, sets, name=name, base_out=base_out, pdb=pdb, steps=common["steps"], ici=ici, dcn=dcn, checkpoint=checkpoint)
     sizing = MaxTextSizing(
         ici=tuple((a, ici[a]) for a in MESH_AXES if ici[a] != 1 or a == "fsdp"),
         dcn=tuple((a, dcn[a]) for a in MESH_AXES if dcn[a] != 1 or a == "data"),
@@ -341,8 +457,10 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
         output_dir=f"{base_out}/{name}/",
         sizing=sizing,
+        estimated_step_seconds=step_s,
+        assumed_mfu=ASSUMED_MFU,
         **common,
-    )
+    ), checkpoint
 
 
 def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str]) -> None:
@@ -359,8 +477,7 @@ def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str]) -> None:
                 f"{key} changes preset model {mt.model_name}, which MaxText refuses without override_model_config=true",
                 "add --set override_model_config=true, or use a model_name=default recipe",
             )
-        if key == "base_output_directory" and not value.startswith("gs://"):
-            raise PlanError("--set", f"base_output_directory={value!r} is not a gs:// path", "use gs://BUCKET/PATH")
+        _check_domain(key, value)
 
 
 def _model(mt: MaxTextSpec, sets: dict[str, str]) -> ModelDims:
@@ -383,6 +500,8 @@ def _mesh(
     for level in ("ici", "dcn"):
         for axis in rules[level]:
             sources[f"{level}_{axis}_parallelism"] = f"{recipe_where} parallelism.{level}.{axis}"
+    for key in sets.keys() & _POSITIVE_INT_KEYS:
+        sources[key] = "--set"  # a model dimension the sharding checks may blame
     for key, value in sets.items():
         mk = mesh_key(key)
         if mk is None:
@@ -402,19 +521,31 @@ def _mesh(
 
 @dataclass(frozen=True)
 class _AxisBlame:
-    """Which flag or recipe field a sharding error is blamed on: a --set that changed the axis wins."""
+    """Which flag or recipe field a sharding error is blamed on.
+
+    A --set that changed one of the axes wins; then a --set that changed the dimension
+    being split (``dim``, e.g. base_emb_dim); then the recipe field that set the axis.
+    """
 
     recipe: Recipe
     sources: dict[str, str]
     ici: dict[str, int]
     dcn: dict[str, int]
 
-    def __call__(self, *axes: str) -> str:
+    def axis_set(self, *axes: str) -> bool:
         levels = {"ici": self.ici, "dcn": self.dcn}
-        for a in axes:
-            for level, degrees in levels.items():
-                if self.sources.get(f"{level}_{a}_parallelism") == "--set" and degrees[a] != 1:
-                    return "--set"
+        return any(
+            self.sources.get(f"{level}_{a}_parallelism") == "--set" and degrees[a] != 1 for a in axes for level, degrees in levels.items()
+        )
+
+    def dim_set(self, dim: str, *axes: str) -> bool:
+        """The dimension, not the mesh, came from --set: the message names the dimension."""
+        return self.sources.get(dim) == "--set" and not self.axis_set(*axes)
+
+    def __call__(self, *axes: str, dim: str | None = None) -> str:
+        levels = {"ici": self.ici, "dcn": self.dcn}
+        if self.axis_set(*axes) or (dim is not None and self.sources.get(dim) == "--set"):
+            return "--set"
         for a in axes:
             for level in levels:
                 key = f"{level}_{a}_parallelism"
@@ -424,15 +555,19 @@ class _AxisBlame:
 
 
 def _check_sharding(model: ModelDims, seq: int, totals: dict[str, int], where: _AxisBlame) -> None:
+    def split(total: int, dim_key: str, dim: int, what: str, keys: str, *axes: str) -> None:
+        set_dim = dim_key if where.dim_set(dim_key, *axes) else None
+        _check_divides(total, dim, what, keys, where(*axes, dim=dim_key), set_dim=set_dim)
+
     tensor = totals["tensor"]
-    _check_divides(tensor, model.base_num_query_heads, "the query heads", "tensor parallelism (ici x dcn)", where("tensor"))
-    _check_divides(tensor, model.base_mlp_dim, "the MLP dimension", "tensor parallelism (ici x dcn)", where("tensor"))
+    split(tensor, "base_num_query_heads", model.base_num_query_heads, "the query heads", "tensor parallelism (ici x dcn)", "tensor")
+    split(tensor, "base_mlp_dim", model.base_mlp_dim, "the MLP dimension", "tensor parallelism (ici x dcn)", "tensor")
     fsdp = totals["fsdp"] * totals["fsdp_transpose"]
-    _check_divides(fsdp, model.base_emb_dim, "the embedding dimension", "fsdp x fsdp_transpose (ici x dcn)", where("fsdp", "fsdp_transpose"))
-    _check_divides(totals["pipeline"], model.base_num_decoder_layers, "the decoder layers", "pipeline parallelism", where("pipeline"))
-    _check_divides(totals["expert"], model.num_experts, "the experts", "expert parallelism", where("expert"))
+    split(fsdp, "base_emb_dim", model.base_emb_dim, "the embedding dimension", "fsdp x fsdp_transpose (ici x dcn)", "fsdp", "fsdp_transpose")
+    split(totals["pipeline"], "base_num_decoder_layers", model.base_num_decoder_layers, "the decoder layers", "pipeline parallelism", "pipeline")
+    split(totals["expert"], "num_experts", model.num_experts, "the experts", "expert parallelism", "expert")
     seq_split = totals["sequence"] * totals["context"]
-    _check_divides(seq_split, seq, "the sequence length", "sequence x context parallelism", where("sequence", "context"))
+    split(seq_split, "max_target_length", seq, "the sequence length", "sequence x context parallelism", "sequence", "context")
 
 
 def _per_device_batch(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], shape: SliceShape) -> tuple[float, str]:
@@ -481,25 +616,25 @@ def _hbm(model: ModelDims, params: int, pdb: float, seq: int, totals: dict[str, 
     return hbm
 
 
-def _output_base(spec: EnvSpec, sets: dict[str, str]) -> str:
-    """--set base_output_directory, else the spec's checkpoints (or artifacts) bucket."""
+def _output_base(spec: EnvSpec, sets: dict[str, str], team: TeamSpec) -> str:
+    """--set base_output_directory, else the team's checkpoints (or artifacts) bucket: the only ones its pods may write."""
     if "base_output_directory" in sets:
         return sets["base_output_directory"].rstrip("/")
-    bucket = spec.bucket_for(BucketPurpose.CHECKPOINTS) or spec.bucket_for(BucketPurpose.ARTIFACTS)
+    bucket = spec.bucket_for(BucketPurpose.CHECKPOINTS, team) or spec.bucket_for(BucketPurpose.ARTIFACTS, team)
     if bucket is None:
         raise PlanError(
             "buckets",
-            "the spec has no checkpoints or artifacts bucket for MaxText's output",
-            "add a bucket with purpose: checkpoints, or --set base_output_directory=gs://BUCKET/PATH",
+            f"the spec has no checkpoints or artifacts bucket of team {team.name} for MaxText's output",
+            f"add a bucket with purpose: checkpoints (and team: {team.name} if the spec has several teams), or --set base_output_directory=gs://BUCKET/PATH",
         )
     return f"gs://{bucket.name}"
 
 
 def _maxtext_args(
     mt: MaxTextSpec, model: ModelDims, sets: dict[str, str], *, name: str, base_out: str, pdb: float, steps: int,
-    ici: dict[str, int], dcn: dict[str, int],
+    ici: dict[str, int], dcn: dict[str, int], checkpoint: Checkpointing | None = None,
 ) -> dict[str, str]:
-    """Argument order: identity, model, recipe args, sizing, mesh; --set replaces in place or appends."""
+    """Argument order: identity, model, recipe args, sizing, checkpointing, mesh; --set replaces in place or appends."""
     args: dict[str, str] = {"run_name": name, "base_output_directory": base_out, "model_name": mt.model_name}
     if mt.model_name == "default":
         for key in ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size", "max_target_length"):
@@ -508,13 +643,123 @@ def _maxtext_args(
         args[key] = _fmt(value)
     args["per_device_batch_size"] = _fmt(pdb)
     args["steps"] = str(steps)
+    # Always explicit: base.yml turns checkpointing on, and a recipe key keeps its place.
+    args.update(checkpoint.maxtext_args() if checkpoint else {"enable_checkpointing": "false"})
     for level, degrees in (("ici", ici), ("dcn", dcn)):
         for axis in MESH_AXES:
             # base.yml defaults ici_fsdp and dcn_data to -1: always write them out.
             if degrees[axis] != 1 or (level, axis) in (("ici", "fsdp"), ("dcn", "data")):
                 args[f"{level}_{axis}_parallelism"] = str(degrees[axis])
     for key, value in sets.items():
-        if mesh_key(key) or key in MODEL_KEYS or key in ("per_device_batch_size", "base_output_directory"):
+        if mesh_key(key) or key in MODEL_KEYS or key in CHECKPOINT_KEYS or key in ("per_device_batch_size", "base_output_directory"):
             continue  # already resolved above
         args[key] = value
     return args
+
+
+# ------------------------------------------------------------ checkpointing
+
+# MaxText keys the planner writes from plan.policy.checkpoint; a recipe arg or --set on
+# one of them is read into that policy (so the plan and the args cannot disagree).
+CHECKPOINT_KEYS = ("enable_checkpointing", "async_checkpointing", "checkpoint_period", "max_num_checkpoints_to_keep", "enable_autocheckpoint")
+
+
+def estimate_step_seconds(model: ModelDims, params: int, tokens: int, seq: int, target: Target) -> float:
+    """Seconds per training step of the whole run (model FLOPs at ASSUMED_MFU; see the module doc)."""
+    attention = 6 * model.base_num_decoder_layers * seq * model.base_num_query_heads * model.head_dim
+    flops = (6 * params + attention) * tokens
+    rate = target.chips * target.shape.peak_tflops_per_chip * 1e12 * ASSUMED_MFU
+    return flops / rate
+
+
+def _checkpointing(
+    recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], o: Overrides, target: Target, step_s: float, steps: int
+) -> Checkpointing | None:
+    """--set wins over the recipe's args, which win over the capacity mode's defaults."""
+    given = {k: _fmt(v) for k, v in mt.args.items() if k in CHECKPOINT_KEYS}
+    where = {k: f"recipe {recipe.name} args.{k}" for k in given}
+    for k in CHECKPOINT_KEYS:
+        if k in sets:
+            given[k], where[k] = sets[k], "--set"
+    if not _flag(given, where, "enable_checkpointing", True):
+        if o.checkpoint_every is not None:
+            raise PlanError("--checkpoint-every", f"checkpointing is off ({where['enable_checkpointing']}: enable_checkpointing=false)", "drop one of the two")
+        return None
+    if "checkpoint_period" in given:
+        if o.checkpoint_every is not None:
+            raise PlanError("--checkpoint-every", f"checkpoint_period={given['checkpoint_period']} ({where['checkpoint_period']}) also sets the period", "give one: --checkpoint-every MINUTES or checkpoint_period=STEPS")
+        period = _count(given, where, "checkpoint_period")
+        if period > steps:
+            raise PlanError(where["checkpoint_period"], f"checkpoint_period={period} is longer than the run ({steps} steps)", f"use at most {steps}, or --checkpoint-every MINUTES")
+        every = round(period * step_s / 60, 2)
+    else:
+        every = DEFAULT_CHECKPOINT_MINUTES[target.capacity] if o.checkpoint_every is None else o.checkpoint_every
+        period = _period_steps(every, step_s, steps, explicit=o.checkpoint_every is not None)
+    return Checkpointing(
+        every_minutes=every,
+        period_steps=period,
+        keep=_count(given, where, "max_num_checkpoints_to_keep") if "max_num_checkpoints_to_keep" in given else DEFAULT_CHECKPOINTS_KEPT,
+        async_save=_flag(given, where, "async_checkpointing", True),
+        autocheckpoint=_flag(given, where, "enable_autocheckpoint", target.capacity in AUTOCHECKPOINT_CAPACITY),
+    )
+
+
+def _period_steps(every_minutes: float, step_s: float, steps: int, *, explicit: bool) -> int:
+    """Whole steps in the period, rounded down (never less often than asked).
+
+    A default is brought into [1, steps]; an explicit --checkpoint-every outside that
+    range is an error (it asked for something the run cannot do).
+    """
+    raw = every_minutes * 60 / step_s
+    if explicit and raw < 1:
+        raise PlanError(
+            "--checkpoint-every",
+            f"{every_minutes:g} min is shorter than one step (~{step_s:.1f} s estimated at {ASSUMED_MFU:.0%} MFU)",
+            f"pass at least {math.ceil(step_s / 60 * 100) / 100:g}",
+        )
+    run_minutes = steps * step_s / 60
+    if explicit and math.floor(raw) > steps:
+        raise PlanError(
+            "--checkpoint-every",
+            f"{every_minutes:g} min is longer than the whole run (~{run_minutes:.1f} min: {steps} steps x ~{step_s:.1f} s at {ASSUMED_MFU:.0%} MFU)",
+            f"pass at most {math.floor(run_minutes * 100) / 100:g}, or leave it out (a run always saves its last step)",
+        )
+    return min(max(1, math.floor(raw)), steps)
+
+
+def _flag(given: dict[str, str], where: dict[str, str], key: str, default: bool) -> bool:
+    if key not in given:
+        return default
+    value = given[key].lower()
+    if value not in ("true", "false"):
+        raise PlanError(where[key], f"{key}={given[key]!r} is neither true nor false", f"write {key}=true or {key}=false")
+    return value == "true"
+
+
+def _count(given: dict[str, str], where: dict[str, str], key: str) -> int:
+    if not _PLAIN_INT.match(given[key]) or int(given[key]) < 1:
+        raise PlanError(where[key], f"{key}={given[key]!r} is not a whole number of at least 1", f"write it like {key}=3")
+    return int(given[key])
+
+
+def _check_checkpoint_bucket(spec: EnvSpec, sets: dict[str, str], team: TeamSpec, host_network: bool) -> None:
+    """Checkpoints need a bucket the run's pods can write: the team's checkpoints bucket.
+
+    A --set base_output_directory outside the spec is the user's to vouch for.
+    """
+    if "base_output_directory" in sets:
+        name = sets["base_output_directory"].removeprefix("gs://").split("/", 1)[0]
+        bucket = next((b for b in spec.buckets if b.name == name), None)
+        where = "--set"
+    else:
+        bucket = spec.bucket_for(BucketPurpose.CHECKPOINTS, team)
+        where = "buckets"
+        if bucket is None:
+            raise PlanError(
+                "buckets",
+                f"checkpointing is on but team {team.name} has no bucket with purpose: checkpoints in the spec",
+                f"add one (with team: {team.name} if the spec has several teams), or --set enable_checkpointing=false to run without checkpoints",
+            )
+    problem = None if bucket is None else write_problem(spec, bucket, team, host_network)
+    if problem:
+        raise PlanError(where, f"checkpoints cannot be saved: {problem}", "write them to a bucket of the run's team (buckets[].team), or --set enable_checkpointing=false")

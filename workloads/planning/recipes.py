@@ -17,11 +17,12 @@ import math
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
+from infra.spec import YamlFileError, read_capped
 from toolkit.errors import ToolkitError
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
@@ -47,6 +48,13 @@ MESH_AXES: tuple[str, ...] = (
 FILL = -1  # "all the devices the other axes leave", as in MaxText's base.yml
 
 MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
+
+# The MaxText training image, name:tag inside the spec's Artifact Registry repository: the one
+# place its tag is written. cloudbuild/image-maxtext.yaml reads it (and builds that MaxText
+# version into it); every recipe whose image.registry names it must pull exactly this tag.
+MAXTEXT_VERSION = "0.2.5"
+MAXTEXT_IMAGE_NAME = "maxtext"
+MAXTEXT_IMAGE = f"{MAXTEXT_IMAGE_NAME}:{MAXTEXT_VERSION}"
 
 
 class RecipeError(ToolkitError):
@@ -156,6 +164,10 @@ class MaxTextSpec(_Model):
                 raise ValueError(f"args.{k} is not a MaxText key")
             if k in PLANNER_KEYS or k in MODEL_KEYS or k == "per_device_batch_size" or _mesh_key(k):
                 raise ValueError(f"args.{k} is set by the planner or the model/per_device_batch/parallelism blocks; move it there")
+        # Keys the planner reads, in their domain (the rest go to MaxText as they are).
+        seq = v.get("max_target_length")
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+            raise ValueError(f"args.max_target_length is {seq!r}; it must be a positive integer (the sequence length)")
         return v
 
     def batch_for(self, hbm_gib_per_device: float) -> float | None:
@@ -170,14 +182,17 @@ class Recipe(_Model):
     image: ImageRef
     steps: int = Field(..., ge=1)
     shapes: list[str] = Field(default_factory=list, description="preferred slice shapes (catalog keys, e.g. v5e-4x4), best first")
-    generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), description="generations the recipe runs on")
+    generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), min_length=1, description="generations the recipe runs on")
     min_chips_per_slice: int = Field(1, ge=1)
     libtpu_init_args: dict[str, list[str]] = Field(
         default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest"
     )
     env: dict[str, str] = Field(default_factory=dict)
+    fatal_exit_codes: list[int] = Field(
+        default_factory=list, description="exit codes that end the run at once, besides 1 and 2 (program errors: a rerun cannot help)"
+    )
     maxtext: MaxTextSpec | None = None
-    command: list[str] | None = Field(None, min_length=1)
+    command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
 
     @field_validator("generations")
     @classmethod
@@ -186,6 +201,16 @@ class Recipe(_Model):
             if g not in GENERATIONS:
                 raise ValueError(f"unknown generation {g!r}; use {', '.join(GENERATIONS)}")
         return v
+
+    @field_validator("fatal_exit_codes")
+    @classmethod
+    def _fatal(cls, v: list[int]) -> list[int]:
+        for code in v:
+            if not 1 <= code <= 127:
+                # 128+N is a death by signal N (137 an OOM kill or SIGKILL, 143 SIGTERM): the
+                # platform's doing, never the program's, so it must stay restartable.
+                raise ValueError(f"{code} is not a program exit code; use 1-127 (128 and up are deaths by signal, which stay restartable)")
+        return sorted(set(v))
 
     @field_validator("libtpu_init_args")
     @classmethod
@@ -244,7 +269,8 @@ def _format(e: ValidationError, name: str) -> str:
     first = e.errors(include_url=False)[0]
     where = ".".join(str(p) for p in first["loc"])
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    return f"recipe {name}: {where}: {msg}" if where else f"recipe {name}: {msg}"
+    fix = f" — fix it in workloads/recipes/{name}.yaml"
+    return f"recipe {name}: {where}: {msg}{fix}" if where else f"recipe {name}: {msg}{fix}"
 
 
 @lru_cache(maxsize=None)
@@ -256,14 +282,33 @@ def load_recipe(name: str) -> Recipe:
     if name not in names:
         raise RecipeError(f"recipe: no recipe {name!r}{suggest(name, names)} — use one of {', '.join(names)}")
     path = RECIPES_DIR / f"{name}.yaml"
-    data = yamlio.load(path.read_text())
+    try:
+        data = yamlio.load(read_capped(path))
+    except OSError as e:
+        raise RecipeError(f"recipe {name}: cannot read {path}: {e.strerror} — check the file and its permissions") from None
+    except YamlFileError as e:
+        where = f"{e.key_path}: " if e.key_path else f"{path.name} "
+        raise RecipeError(f"recipe {name}: {where}{e.problem} — {e.fix}") from None
+    if not isinstance(data, dict):
+        raise RecipeError(f"recipe {name}: {path.name} is not a YAML mapping — start from workloads/recipes/maxtext-6b.yaml")
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
         raise RecipeError(_format(e, name)) from None
     if recipe.name != name:
         raise RecipeError(f"recipe {name}: name is {recipe.name!r} but the file is {path.name}; make them agree")
+    check_image(recipe)
     return recipe
+
+
+def check_image(recipe: Recipe) -> None:
+    """A recipe that pulls the MaxText image pulls the tag the image pipeline pushes."""
+    reg = recipe.image.registry
+    if reg is not None and reg.split(":", 1)[0] == MAXTEXT_IMAGE_NAME and reg != MAXTEXT_IMAGE:
+        raise RecipeError(
+            f"recipe {recipe.name}: image.registry: {reg} is not the image cloudbuild/image-maxtext.yaml pushes"
+            f" ({MAXTEXT_IMAGE}) — use {MAXTEXT_IMAGE}, or move MAXTEXT_IMAGE in workloads/planning/recipes.py"
+        )
 
 
 def all_recipes() -> list[Recipe]:

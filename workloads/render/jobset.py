@@ -17,12 +17,26 @@ made here (and why):
   leave them stale); the coordinator is worker 0 of slice 0 by its stable DNS name.
   JobSet's ``spec.coordinator`` is not used: it writes ``<pod>.<jobset>`` into a
   *label*, whose 63-character limit would cap run names near 26 characters.
-- Failure handling: a Job podFailurePolicy ignores disruptions (preemption,
-  maintenance: the pod is replaced without counting as a failure) and fails the
-  Job at once on exit codes 1-2 (a Python error or bad config: rerunning the same
-  program cannot help); JobSet then fails the whole run on that reason instead of
-  spending ``maxRestarts`` on it. Other failures (signals, OOM kills, lost peers)
-  restart the JobSet up to ``maxRestarts`` times.
+- Failure handling (JobSet v0.10.1 on Kubernetes 1.34): a multi-host JAX program
+  cannot take a replacement pod, and GKE recreates a multi-host slice as a unit, so
+  every failure ends the child Job at once (``backoffLimit: 0``) and JobSet decides:
+
+    child Job podFailurePolicy            Job failure message (Kubernetes 1.34)       JobSet rule
+    0 FailJob on DisruptionTarget=True    "Pod <ns>/<pod> has condition               disruption: RestartJobSetAndIgnoreMaxRestarts
+      (preemption, maintenance,            DisruptionTarget matching FailJob rule
+      eviction, node loss)                 at index 0"
+    1 FailJob on exit code in 1, 2 and    "Container workload for pod <ns>/<pod>      program_error: FailJobSet (the Job's
+      the recipe's fatal_exit_codes        failed with exit code N matching FailJob    message names the exit code)
+                                           rule at index 1"
+    (none: counted, backoffLimit 0)       reason BackoffLimitExceeded                  other_failure: RestartJobSet, counts
+                                                                                       toward maxRestarts
+
+  Both FailJob rules give the same reason (``PodFailurePolicy``), so the JobSet rules
+  tell them apart by the message (``onJobFailureMessagePatterns``, new in JobSet
+  v0.10), anchored on the rule index this module rendered. Disruption is checked
+  first on both levels: a disrupted pod that also exited 1 on SIGTERM is a disruption,
+  and a disrupted slice outranks a peer slice that crashed because of it, as long as
+  its Job has failed by the time JobSet looks (see ``failure_policy``).
 """
 
 from __future__ import annotations
@@ -36,9 +50,25 @@ from workloads.planning.planner import REPLICATED_JOB
 RUNTIME = "jobset"
 MEGASCALE_PORT = 8080
 TPU_RUNTIME_PORT = 8471
-# The JobSet failure-policy rule that ends a run on a program error (JobSet's
-# webhook accepts only names made of letters, digits and underscores).
+# JobSet failure-policy rule names (JobSet's webhook refuses '-': letters, digits and '_').
+DISRUPTION_RULE = "disruption"
 PROGRAM_ERROR_RULE = "program_error"
+OTHER_FAILURE_RULE = "other_failure"
+# The child Job's podFailurePolicy rules, in order: the Job controller's failure
+# message names the index of the rule that matched, and the JobSet rules match on it.
+DISRUPTION_INDEX = 0
+PROGRAM_ERROR_INDEX = 1
+JOB_FAILURE_REASON = "PodFailurePolicy"  # the Job condition reason of any FailJob match
+
+
+def disruption_message_pattern() -> str:
+    """RE2 for Kubernetes 1.34's message for a FailJob pod-condition match (pkg/controller/job/pod_failure_policy.go)."""
+    return rf"^Pod \S+ has condition DisruptionTarget matching FailJob rule at index {DISRUPTION_INDEX}$"
+
+
+def program_error_message_pattern() -> str:
+    """RE2 for Kubernetes 1.34's message for a FailJob exit-code match of the workload container."""
+    return rf"^Container {names.WORKLOAD_CONTAINER} for pod \S+ failed with exit code \d+ matching FailJob rule at index {PROGRAM_ERROR_INDEX}$"
 
 
 def coordinator_address(plan: RunPlan) -> str:
@@ -116,19 +146,22 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
 
 
 def pod_failure_policy(plan: RunPlan) -> dict[str, Any]:
-    return {
-        "rules": [
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
-            {
-                "action": "FailJob",
-                "onExitCodes": {
-                    "containerName": names.WORKLOAD_CONTAINER,
-                    "operator": "In",
-                    "values": list(plan.policy.program_error_exit_codes),
-                },
-            },
-        ]
+    """Every classified failure ends the Job at once; the rule index tells JobSet which it was.
+
+    ``status: "True"`` is always written: the API server requires it (HTTP 422
+    ``onPodConditions[0].status: Required value`` otherwise).
+    """
+    rules: list[dict[str, Any]] = [{}, {}]
+    rules[DISRUPTION_INDEX] = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    rules[PROGRAM_ERROR_INDEX] = {
+        "action": "FailJob",
+        "onExitCodes": {
+            "containerName": names.WORKLOAD_CONTAINER,
+            "operator": "In",
+            "values": list(plan.policy.program_error_exit_codes),
+        },
     }
+    return {"rules": rules}
 
 
 def job_spec(plan: RunPlan) -> dict[str, Any]:
@@ -147,10 +180,31 @@ def job_spec(plan: RunPlan) -> dict[str, Any]:
 
 
 def failure_policy(plan: RunPlan) -> dict[str, Any]:
+    """JobSet's rules, first match wins (over all failed Jobs, rule by rule).
+
+    A disruption restarts the whole JobSet without spending ``maxRestarts``; a program
+    error fails it with the Job's message in its status; anything else restarts it up
+    to ``plan.policy.max_restarts`` times (``Recreate``: every slice comes back).
+    Known race: when one slice is preempted and a peer slice's JAX dies of the lost
+    collective with exit code 1 *before* the preempted Job is marked failed, JobSet
+    sees only the peer's Job and fails the run as a program error.
+    """
     return {
         "maxRestarts": plan.policy.max_restarts,
         "rules": [
-            {"name": PROGRAM_ERROR_RULE, "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]},
+            {
+                "name": DISRUPTION_RULE,
+                "action": "RestartJobSetAndIgnoreMaxRestarts",
+                "onJobFailureReasons": [JOB_FAILURE_REASON],
+                "onJobFailureMessagePatterns": [disruption_message_pattern()],
+            },
+            {
+                "name": PROGRAM_ERROR_RULE,
+                "action": "FailJobSet",
+                "onJobFailureReasons": [JOB_FAILURE_REASON],
+                "onJobFailureMessagePatterns": [program_error_message_pattern()],
+            },
+            {"name": OTHER_FAILURE_RULE, "action": "RestartJobSet"},
         ],
     }
 

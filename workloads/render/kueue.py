@@ -15,9 +15,16 @@ one team this is just one queue owning everything. Each ClusterQueue admits only
 its team's namespace, so a job cannot spend another team's quota by naming its
 LocalQueue.
 
+Identity and isolation: each team's KSA is annotated with that team's own Google
+SA (``infra.naming.team_service_account_email``; the stack binds it to this KSA
+only and grants it only the team's buckets). A pod on the host network would
+bypass that and act as the TPU node's SA, so a team's Namespace enforces the Pod
+Security Standard ``baseline`` (which forbids hostNetwork) unless the team opted
+in with ``host_network: true``; only then are its buckets granted to the node SA.
+
 CPU and memory are covered (a queue covering only google.com/tpu rejects pods
 that request CPU or memory, e.g. through a LimitRange); their quota is the TPU
-VMs' own size times nodes, from the machine table below — finite, and never the
+VMs' own size times nodes, from infra.catalog's machine table — finite, and never the
 limiting resource for a TPU job.
 """
 
@@ -26,9 +33,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from infra.catalog import SliceShape
+from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
 from toolkit.errors import SpecError
-from infra.naming import service_account_email
+from infra.naming import team_service_account_email
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
 from toolkit.names import (
     GKE_TPU_ACCELERATOR_LABEL,
@@ -42,23 +49,6 @@ from toolkit.names import (
 )
 
 
-# vCPU and memory (GiB) of each TPU VM type, from the Compute Engine machine pages.
-# Only sizes the ClusterQueue's cpu/memory quota; a type missing here gets the
-# fallback, which is at least as large as every listed 4-chip VM.
-TPU_VM_SIZES: dict[str, tuple[int, int]] = {
-    "ct4p-hightpu-4t": (240, 407),
-    "ct5lp-hightpu-1t": (24, 48),
-    "ct5lp-hightpu-4t": (112, 192),
-    "ct5lp-hightpu-8t": (224, 384),
-    "ct5p-hightpu-4t": (208, 448),
-    "ct6e-standard-1t": (44, 176),
-    "ct6e-standard-4t": (180, 720),
-    "ct6e-standard-8t": (180, 1440),
-    "tpu7x-standard-4t": (224, 960),
-}
-FALLBACK_VM_SIZE = (240, 1440)
-
-
 def flavor_name(shape: SliceShape) -> str:
     return shape.key
 
@@ -67,9 +57,21 @@ def cluster_queue_name(team: TeamSpec) -> str:
     return f"{team.name}-cq"
 
 
-def workload_gsa_email(spec: EnvSpec) -> str:
-    """The Workload Identity GSA the team KSAs are bound to by the infra stack."""
-    return service_account_email(spec.project, spec.cluster.name, "workload")
+# Pod Security Admission (built into kube-apiserver): the level a namespace enforces.
+PSA_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+PSA_WARN_LABEL = "pod-security.kubernetes.io/warn"
+
+
+def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
+    """The Google SA ``team``'s KSA acts as through Workload Identity (bound by the infra stack)."""
+    return team_service_account_email(spec.project, spec.cluster.name, team.name)
+
+
+def pod_security_labels(team: TeamSpec) -> dict[str, str]:
+    """``baseline`` (no hostNetwork, hostPath, privileged...) unless the team opted in to hostNetwork runs."""
+    if team.host_network:
+        return {PSA_ENFORCE_LABEL: "privileged", PSA_WARN_LABEL: "baseline"}
+    return {PSA_ENFORCE_LABEL: "baseline"}
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -87,16 +89,15 @@ def priority_classes() -> list[dict[str, Any]]:
 
 
 def namespaces(spec: EnvSpec) -> list[dict[str, Any]]:
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.ns}} for t in spec.teams]
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.ns, "labels": pod_security_labels(t)}} for t in spec.teams]
 
 
 def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
-    email = workload_gsa_email(spec)
     return [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
-            "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {GKE_WORKLOAD_IDENTITY_ANNOTATION: email}},
+            "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {GKE_WORKLOAD_IDENTITY_ANNOTATION: workload_gsa_email(spec, t)}},
         }
         for t in spec.teams
     ]
@@ -130,7 +131,8 @@ def team_quota(spec: EnvSpec, team: TeamSpec) -> dict[str, dict[str, Any]]:
     nodes = _nodes_by_shape(spec)
     out: dict[str, dict[str, Any]] = {}
     for key, shape in spec.shapes().items():
-        vcpu, mem_gib = TPU_VM_SIZES.get(shape.machine_type, FALLBACK_VM_SIZE)
+        size = machine_size(shape.machine_type, default=QUOTA_FALLBACK_SIZE)
+        vcpu, mem_gib = size.vcpu, size.memory_gib
         share = team.quota_share
         out[key] = {
             TPU_RESOURCE: math.floor(chips[key] * share + 1e-9),

@@ -51,8 +51,12 @@ def dump_all(objs: Iterable[Any]) -> str:
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def load(text: str) -> Any:
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
+def load(text: str | bytes) -> Any:
+    """One document, safely. Bytes must be UTF-8; a key given twice in a mapping is refused
+    (PyYAML would keep the last silently). Failures are ``infra.spec.YamlFileError``."""
+    from infra.spec import load_yaml  # the spec's rules for every YAML file a user hands in
+
+    return load_yaml(text, _Loader)
 
 
 def load_all(text: str) -> list[Any]:

@@ -1,0 +1,236 @@
+"""Wall time and peak memory of the everyday commands, each in a fresh process (not a test).
+
+    source scripts/env.sh
+    $venv/bin/python scripts/bench_everyday.py [--runs 5] [--pools 1,16,64] [--xpk PATH] [-o json]
+
+Measures, with the median of ``--runs`` fresh processes each (a user's command is a
+fresh interpreter, and for synth a fresh jsii node runtime too):
+
+- ``python -m infra synth`` of examples/default.yaml                 (aim <= 2 s, never > 3 s)
+- the same for generated specs with 1, 16 and 64 TPU pools            (flat in the pool count)
+- ``python -m workloads submit maxtext-6b --slices 2 --dry-run``      (aim <= 0.2 s)
+- the same with ``--slices 64`` against a generated 64-slice spec    (aim <= 0.3 s)
+- ``python -m infra --help`` and ``python -m workloads --help``       (aim <= 0.2 s)
+- with ``--xpk PATH``: ``xpk workload create --dry-run`` for the same 2-slice job
+
+Peak memory is the largest sum of the resident sets of the command's process tree
+(Python and the jsii node child), sampled every 20 ms; short commands can finish
+between samples, so it is at least the largest single process's ru_maxrss from
+wait4. The numbers depend on the machine and on what else runs on it: compare
+numbers taken in the same run (before/after a change: run it twice on one machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+SPEC_64 = """\
+project: bench-project
+region: us-west4
+zones: [us-west4-a]
+cluster: {name: bench}
+tpu_pools:
+  - {name: v5e-16, type: v5litepod-16, slices: 64, capacity: spot}
+teams:
+  - {name: research, namespace: research}
+buckets:
+  - {name: bench-project-ckpt, purpose: checkpoints}
+"""
+
+
+def _pools_spec(pools: int) -> str:
+    """examples/default.yaml with ``pools`` one-slice v5e pools instead of its own."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
+    data["cluster"]["name"] = "bench"
+    data["tpu_pools"] = [{"name": f"p{i}", "type": "v5litepod-16", "slices": 1, "capacity": "spot"} for i in range(pools)]
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+# ------------------------------------------------------------------ sampling
+
+
+def _children_of(pids: set[int]) -> set[int]:
+    """``pids`` and every descendant (one /proc scan per level; no psutil in the venv)."""
+    parent: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # the command name is in parentheses and may hold spaces: the ppid follows the last ')'
+        parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    out, frontier = set(pids), set(pids)
+    while frontier:
+        frontier = {pid for pid, ppid in parent.items() if ppid in frontier and pid not in out}
+        out |= frontier
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
+    """(wall seconds, peak bytes) of one fresh run of ``argv``; raises when it fails."""
+    peak = 0
+    stop = threading.Event()
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+    def sample() -> None:
+        nonlocal peak
+        tree: set[int] = {proc.pid}
+        tick = 0
+        while not stop.wait(0.02):
+            if tick % 5 == 0:  # rescan for new children every 100 ms; read known ones every 20 ms
+                tree = _children_of({proc.pid})
+            tick += 1
+            peak = max(peak, sum(_rss(p) for p in tree))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    stop.set()
+    sampler.join()
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip()[-2000:]}")
+    return wall, max(peak, usage.ru_maxrss * 1024)
+
+
+@dataclass
+class Result:
+    name: str
+    argv: list[str]
+    walls: list[float] = field(default_factory=list)
+    peaks: list[int] = field(default_factory=list)
+    target_s: float | None = None
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.walls)
+
+    @property
+    def peak_mib(self) -> float:
+        return max(self.peaks) / 2**20
+
+    def row(self) -> dict:
+        return {
+            "name": self.name,
+            "median_s": round(self.median_s, 3),
+            "min_s": round(min(self.walls), 3),
+            "max_s": round(max(self.walls), 3),
+            "peak_mib": round(self.peak_mib, 1),
+            "runs": len(self.walls),
+            "target_s": self.target_s,
+            "argv": self.argv,
+        }
+
+
+def measure(name: str, argv: list[str], runs: int, env: dict[str, str], target_s: float | None = None) -> Result:
+    r = Result(name, argv, target_s=target_s)
+    for _ in range(runs):
+        wall, peak = _run_once(argv, env)
+        r.walls.append(wall)
+        r.peaks.append(peak)
+    print(f"  {name}: {r.median_s:.3f} s", file=sys.stderr, flush=True)
+    return r
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--runs", type=int, default=5, help="fresh processes per command (median); at least 5")
+    ap.add_argument("--pools", default="1,16,64", help="pool counts for the synth size sweep ('' to skip)")
+    ap.add_argument("--xpk", help="an xpk executable to time for the same 2-slice job (xpk's --dry-run)")
+    ap.add_argument("--only", default="", help="comma-separated name prefixes to run (synth, submit, help, xpk)")
+    ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    args = ap.parse_args()
+    if args.runs < 1:
+        ap.error("--runs must be >= 1")
+    env = dict(os.environ)
+    if not env.get("JSII_NODE"):
+        print("warning: JSII_NODE is unset; `source scripts/env.sh` first to measure what users run", file=sys.stderr)
+    py = sys.executable
+    only = tuple(p for p in args.only.split(",") if p)
+    results: list[Result] = []
+
+    def want(name: str) -> bool:
+        return not only or name.startswith(only)
+
+    with tempfile.TemporaryDirectory(prefix="tgk-bench-") as tmp_:
+        tmp = Path(tmp_)
+        spec64 = tmp / "spec-64.yaml"
+        spec64.write_text(SPEC_64)
+        n = args.runs
+        if want("synth"):
+            out = tmp / "out"
+            results.append(
+                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, env, 2.0)
+            )
+            for pools in (int(x) for x in args.pools.split(",") if x):
+                path = tmp / f"pools-{pools}.yaml"
+                path.write_text(_pools_spec(pools))
+                results.append(measure(f"synth {pools} pools", [py, "-m", "infra", "synth", "--spec", str(path), "--out", str(out)], n, env, 2.0))
+        if want("submit"):
+            results.append(
+                measure("submit maxtext-6b --slices 2 --dry-run", [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--dry-run"], n, env, 0.2)
+            )
+            results.append(
+                measure(
+                    "submit maxtext-6b --slices 64 --dry-run",
+                    [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec64)],
+                    n,
+                    env,
+                    0.3,
+                )
+            )
+        if want("help"):
+            results.append(measure("python -m infra --help", [py, "-m", "infra", "--help"], n, env, 0.2))
+            results.append(measure("python -m workloads --help", [py, "-m", "workloads", "--help"], n, env, 0.2))
+        if args.xpk and want("xpk"):
+            # The same job as `submit maxtext-6b --slices 2`: two v5e 4x4 slices; xpk's
+            # --dry-run prints the commands and the JobSet without calling gcloud or kubectl.
+            xpk_argv = [
+                args.xpk, "workload", "create", "--dry-run", "--project", "my-tpu-project", "--zone", "us-west4-a",
+                "--cluster", "tpu-dev", "--workload", "bench-6b", "--tpu-type", "v5litepod-16", "--num-slices", "2",
+                "--docker-image", "python:3.11", "--command", "python3 -m maxtext.trainers.pre_train.train",
+            ]  # fmt: skip
+            results.append(measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, env))
+
+    if args.output == "json":
+        print(json.dumps([r.row() for r in results], indent=2))
+        return 0
+    print(f"{'command':<44} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9} {'aim s':>6}")
+    for r in results:
+        aim = f"{r.target_s:.1f}" if r.target_s else "-"
+        print(f"{r.name:<44} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.peak_mib:>9.0f} {aim:>6}")
+    print(f"(median of {args.runs} fresh processes each; peak = largest sampled RSS sum of the process tree)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""toolkit: the external-program runner, the cache directory, and names defined once."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from toolkit import names, paths, tools
+from toolkit.errors import ExternalToolError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_run_captures_and_trims_the_failure_line() -> None:
+    done = tools.run(["bash", "-c", "echo out; printf '╷\\n│ Error: bad thing\\n╵\\n\\n' >&2; exit 3"])
+    assert (done.returncode, done.ok, done.stdout) == (3, False, "out\n")
+    err = done.failure("terraform plan")
+    assert isinstance(err, ExternalToolError) and str(err) == "`terraform plan` failed with exit code 3: Error: bad thing"
+
+
+def test_run_to_log_files_measures_the_child(tmp_path: Path) -> None:
+    done = tools.run(["python3", "-c", "b = bytearray(64 * 2**20); print('x')"], log_dir=tmp_path, log_name="job")
+    assert done.ok and (tmp_path / "job.stdout").read_text() == "x\n" and done.stdout_text() == "x\n"
+    assert done.peak_rss_bytes > 64 * 2**20
+
+
+def test_timeout_kills_the_process_group(tmp_path: Path) -> None:
+    marker = tmp_path / "child-alive"
+    done = tools.run(["bash", "-c", f"(sleep 3; touch {marker}) & sleep 30"], timeout=0.5)
+    assert done.timed_out and not done.ok and "timed out" in str(done.failure())
+    subprocess.run(["sleep", "3.5"], check=True)
+    assert not marker.exists()  # the grandchild went with the group
+
+
+def test_missing_program_and_check() -> None:
+    with pytest.raises(ExternalToolError, match="cannot run 'no-such-tool-xyz'"):
+        tools.run(["no-such-tool-xyz"])
+    with pytest.raises(ExternalToolError, match="^`false` failed with exit code 1$"):
+        tools.run(["false"], check=True, what="false")
+
+
+def test_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("TGK_CACHE", str(tmp_path))
+    assert paths.cache_dir() == tmp_path
+    monkeypatch.delenv("TGK_CACHE")
+    assert paths.cache_dir() == Path.home() / ".cache" / "tpu-gke-toolkit"
+
+
+def test_cache_default_is_spelled_once_in_python() -> None:
+    spelled = [
+        str(p.relative_to(REPO))
+        for p in REPO.rglob("*.py")
+        if "tests" not in p.parts and p.name != "paths.py" and "tpu-gke-toolkit\"" in p.read_text() and ".cache" in p.read_text()
+    ]
+    assert spelled == []
+
+
+def test_gke_and_toolkit_names_are_defined_once() -> None:
+    """Every label/API string in toolkit.names appears in no other toolkit module as a literal."""
+    literals = {v for k, v in vars(names).items() if k.isupper() and isinstance(v, str) and ("/" in v or "." in v)}
+    offenders = []
+    for p in [*REPO.joinpath("workloads").rglob("*.py"), *REPO.joinpath("infra").rglob("*.py"), *REPO.joinpath("modules").rglob("*.py")]:
+        text = p.read_text()
+        for lit in literals:
+            if re.search(r"[\"']" + re.escape(lit) + r"[\"']", text):
+                offenders.append(f"{p.relative_to(REPO)}: {lit}")
+    assert offenders == []
