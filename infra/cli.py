@@ -16,15 +16,9 @@ from typing import Annotated
 
 import typer
 
-from toolkit.clikit import Output, OutputFormat, SpecOpt, confirm, print_json, run
+from toolkit.clikit import Output, OutputFormat, SpecOpt, confirm, make_app, print_json, run
 
-app = typer.Typer(
-    name="infra",
-    help="Provision the GKE + TPU environment described by an environment spec.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+app = make_app("infra", "Provision the GKE + TPU environment described by an environment spec.")
 
 OutOpt = Annotated[Path, typer.Option("--out", help="directory for the synthesized stack")]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="print what would run; change nothing")]

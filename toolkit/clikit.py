@@ -32,6 +32,23 @@ SpecOpt = Annotated[
 Output = Annotated[OutputFormat, typer.Option("--output", "-o", help="text or json")]
 
 
+def make_app(name: str, help: str, **settings: Any) -> typer.Typer:
+    """A Typer app with the settings both CLIs share.
+
+    Plain click help: rich's help renderer costs ~150 ms per ``--help``. Errors are
+    printed by :func:`run`, never by Typer's pretty traceback.
+    """
+    return typer.Typer(
+        name=name,
+        help=help,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        **settings,
+    )
+
+
 def debug_enabled() -> bool:
     return os.environ.get("TGK_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
 

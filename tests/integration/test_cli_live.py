@@ -12,6 +12,7 @@ The cluster is the tier's shared one (tests/integration/conftest.py); nothing he
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from pathlib import Path
 
@@ -133,7 +134,9 @@ def test_submit_through_the_cli_runs_to_completion(kubeconfig: Path, cluster, tp
         assert not [line for line in lines if line.lstrip().startswith("worker ")]
         n = pool.shape.nodes
         for i, line in enumerate(slices):
-            assert line == f"  slice {i}: {n} worker{'s' if n != 1 else ''} ({n} Succeeded), on {n} VM{'s' if n != 1 else ''}, 0 restarts"
+            m = re.fullmatch(rf"  slice {i}: {n} workers \({n} Succeeded\), on (\d+) VMs?, 0 restarts", line)
+            # kwok finishes pods at once, so a later worker may reuse a VM an earlier one left.
+            assert m and 1 <= int(m.group(1)) <= n, line
 
         st = json.loads(wl("status", run, "-o", "json", *kc).stdout)
         assert st["phase"] == "Succeeded" and st["workload"]["state"] in ("admitted", "finished")

@@ -12,17 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.clikit import Output, OutputFormat, SpecOpt, run  # noqa: F401  re-exported for the command modules
+from toolkit.clikit import Output, OutputFormat, SpecOpt, make_app, run  # noqa: F401  re-exported for the command modules
 
-app = typer.Typer(
-    name="workloads",
-    help="Plan, render, submit and follow MaxText runs on GKE TPUs through Kueue.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # Plain click help: rich's help renderer costs ~150 ms per --help (startup budget 0.3 s).
-    rich_markup_mode=None,
-)
+app = make_app("workloads", "Plan, render, submit and follow MaxText runs on GKE TPUs through Kueue.")
 
 # Options every command shares; import these instead of redefining them.
 DryRun = Annotated[bool, typer.Option("--dry-run", help="print exactly what would be applied; change nothing")]

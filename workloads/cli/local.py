@@ -15,13 +15,10 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.clikit import OutputFormat, print_json
+from toolkit.clikit import make_app
 from workloads.cli import Output, SpecOpt, app, check_out_dir
 
-local_app = typer.Typer(
-    name="local",
-    help="A simulated GKE TPU cluster on a real local control plane (kwok nodes, JobSet, Kueue).",
-    no_args_is_help=True,
-)
+local_app = make_app("local", "A simulated GKE TPU cluster on a real local control plane (kwok nodes, JobSet, Kueue).")
 app.add_typer(local_app, name="local")
 
 StateDirOpt = Annotated[

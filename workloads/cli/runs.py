@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, print_json
+from toolkit.clikit import OutputFormat, make_app, print_json
 from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
 
@@ -22,12 +22,7 @@ if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.planning.planner import RunPlan
 
-queues_app = typer.Typer(
-    name="queues",
-    help="Kueue objects derived from the spec (flavors, queues, priorities).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+queues_app = make_app("queues", "Kueue objects derived from the spec (flavors, queues, priorities).")
 app.add_typer(queues_app, name="queues")
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe name (see `recipes`)", show_default=False)]

@@ -1,0 +1,76 @@
+"""Goodput from MaxText logs: attempts split at restores, every second in one bucket."""
+
+from __future__ import annotations
+
+import pytest
+
+from workloads.observe import goodput as gp
+
+REPO_LOG = "tests/data/maxtext/tiny_cpu.log"
+
+
+def _line(t: float, msg: str) -> str:
+    h, rem = divmod(t, 3600)
+    m, s = divmod(rem, 60)
+    return f"I1123 {int(h):02d}:{int(m):02d}:{s:09.6f} 1 train.py:1] {msg}"
+
+
+def _attempt(start: float, first_step: int, last_step: int, *, init: float, compile_extra: float, step: float, restored: int | None):
+    lines = [_line(start, "start")]
+    if restored is not None:
+        lines.append(_line(start + 1, f"restoring from this run's directory step {restored}"))
+    t = start + init
+    for k, n in enumerate(range(first_step, last_step + 1)):
+        secs = step + (compile_extra if k == 0 else 0.0)
+        t += secs
+        lines.append(_line(t, f"completed step: {n}, seconds: {secs:.3f}, TFLOP/s/device: 1.0, Tokens/s/device: 10.0, loss: 5.0"))
+        if n % 10 == 0:
+            lines.append(_line(t, f"Started an asynchronous checkpoint save for step {n}"))
+    return lines, t
+
+
+def test_single_attempt_buckets_add_up() -> None:
+    lines, end = _attempt(0.0, 0, 19, init=5.0, compile_extra=30.0, step=1.0, restored=None)
+    g = gp.from_log("\n".join(lines))
+    assert g.attempts == 1 and g.steps_redone == 0 and g.last_checkpoint == 10
+    assert g.startup == pytest.approx(5.0 + 30.0)
+    assert g.productive == pytest.approx(20.0)
+    assert g.total == pytest.approx(end) and g.queueing == 0.0 and "queueing unknown" in g.notes[0]
+    assert g.productive + g.startup + g.restarts + g.redone + g.other == pytest.approx(g.total)
+
+
+def test_preempted_attempt_redoes_steps_past_the_checkpoint() -> None:
+    # Attempt 1 reaches step 25 (checkpoint at 20), is preempted; attempt 2 restores 20 after a 60 s gap.
+    a1, end1 = _attempt(0.0, 0, 25, init=5.0, compile_extra=30.0, step=1.0, restored=None)
+    a2, end2 = _attempt(end1 + 60.0, 21, 40, init=8.0, compile_extra=30.0, step=1.0, restored=20)
+    timeline = gp.Timeline(created=-12.0, admitted=0.0)
+    g = gp.from_log("\n".join(a1 + a2), timeline)
+    assert g.attempts == 2
+    assert g.steps_redone == 5  # steps 21-25 ran twice
+    assert g.redone == pytest.approx(5.0)
+    assert g.restarts == pytest.approx(60.0)
+    assert g.queueing == pytest.approx(12.0)
+    assert g.startup == pytest.approx(5.0 + 30.0 + 8.0 + 30.0)
+    assert g.productive == pytest.approx(26.0 + 15.0)  # steps 0-25 once, 26-40 once
+    assert g.productive + g.startup + g.restarts + g.redone + g.queueing + g.other == pytest.approx(g.total)
+    assert 0 < g.goodput < 1 and g.last_checkpoint == 40
+
+
+def test_step_going_back_without_a_restore_line_is_a_new_attempt() -> None:
+    a1, end1 = _attempt(0.0, 0, 9, init=1.0, compile_extra=2.0, step=1.0, restored=None)
+    a2, _ = _attempt(end1 + 5.0, 0, 9, init=1.0, compile_extra=2.0, step=1.0, restored=None)
+    g = gp.from_log("\n".join(a1 + a2))
+    assert g.attempts == 2 and g.steps_redone == 10
+
+
+def test_real_tiny_run_log() -> None:
+    text = open(REPO_LOG).read()
+    g = gp.from_log(text)
+    assert g.attempts == 1 and g.steps_redone == 0
+    assert g.productive > 0 and g.startup > g.productive  # a tiny CPU run is mostly start-up and compile
+    assert g.productive + g.startup + g.other == pytest.approx(g.total)
+
+
+def test_no_timed_lines() -> None:
+    g = gp.from_log("completed step: 1, seconds: 1.0\n")
+    assert g.attempts == 0 and g.goodput is None
