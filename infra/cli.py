@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from toolkit.clikit import Output, OutputFormat, SpecOpt, confirm, make_app, print_json, run
+from toolkit.clikit import Output, OutputFormat, SpecOpt, check_out_dir, confirm, make_app, print_json, run
 
 app = make_app("infra", "Provision the GKE + TPU environment described by an environment spec.")
 
@@ -33,31 +33,11 @@ def _load(spec: Path | None):
     return load_spec(spec)
 
 
-def _check_out(out: Path) -> None:
-    """Refuse an --out that cannot be created or written to, writing nothing (a probe directory
-    in the nearest existing ancestor is removed at once; as root, permission bits say nothing)."""
-    from toolkit.errors import FieldError
-
-    fix = "pass a directory you can write to (it is created if missing)"
-    try:
-        p = Path(os.path.abspath(out))
-        if p.exists() and not p.is_dir():
-            raise FieldError("--out", f"{out} is a file, not a directory", fix)
-        base = p
-        while not base.exists():
-            base = base.parent
-        if not base.is_dir():
-            raise FieldError("--out", f"cannot create {out}: {base} is a file, not a directory", fix)
-        os.rmdir(tempfile.mkdtemp(prefix=".tgk-probe-", dir=base))
-    except OSError as e:
-        raise FieldError("--out", f"cannot write to {out}: {e.strerror or e}", fix) from None
-
-
 def _synth_into(spec_obj, out: Path) -> Path:
     """Synthesize into a scratch dir, then move into place: a failed synth writes nothing."""
     from toolkit.errors import FieldError
 
-    _check_out(out)  # before CDK loads: a bad --out costs nothing
+    check_out_dir(out)  # before CDK loads: a bad --out costs nothing
     from infra.stack import synth
 
     try:

@@ -19,11 +19,11 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from infra import catalog
 from infra import naming
+from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, key_text as _key_text, load_yaml, read_capped  # noqa: F401  re-exported
 from toolkit.errors import CatalogError, SpecError
 from toolkit.names import KUEUE_QUEUE_LABEL
 
@@ -408,6 +408,37 @@ class VersionsSpec(_Model):
     jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
 
 
+class WaitForPodsReadySpec(_Model):
+    """Kueue's all-or-nothing guard: a run whose pods are not all ready in time gives its quota back.
+
+    ``timeout_seconds`` covers a first start (autoscaled TPU pools create their nodes
+    only after admission, so it must exceed slice provisioning); ``recovery_timeout_seconds``
+    covers a running run that lost pods (a preempted slice being recreated). Past either,
+    Kueue evicts the Workload, suspends the job and requeues it with exponential backoff
+    (``backoff_base_seconds`` doubling up to ``backoff_max_seconds``); ``requeue_limit``
+    requeues before Kueue deactivates it (null: requeue until capacity returns).
+    """
+
+    enabled: bool = True
+    timeout_seconds: int = Field(1200, ge=30)
+    recovery_timeout_seconds: int = Field(1200, ge=30)
+    backoff_base_seconds: int = Field(60, ge=1)
+    backoff_max_seconds: int = Field(3600, ge=1)
+    requeue_limit: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _backoff(self) -> "WaitForPodsReadySpec":
+        if self.backoff_max_seconds < self.backoff_base_seconds:
+            raise FieldValueError("backoff_max_seconds", f"{self.backoff_max_seconds} is below backoff_base_seconds ({self.backoff_base_seconds})", "raise backoff_max_seconds")
+        return self
+
+
+class KueueSpec(_Model):
+    """Settings of the Kueue controller itself (not of its queues)."""
+
+    wait_for_pods_ready: WaitForPodsReadySpec = Field(default_factory=WaitForPodsReadySpec)
+
+
 # ------------------------------------------------------------------- the spec
 
 
@@ -433,6 +464,7 @@ class EnvSpec(_Model):
     cloud_build: CloudBuildSpec = Field(default_factory=CloudBuildSpec)
     state: StateSpec = Field(default_factory=StateSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)
+    kueue: KueueSpec = Field(default_factory=KueueSpec)
 
     @field_validator("labels")
     @classmethod
@@ -749,12 +781,6 @@ def _capacity_mode(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
-def _key_text(key: Any) -> str:
-    """A key as it goes into a field path: quoted when it holds a line break or other unprintable character."""
-    text = str(key)
-    return text if text.isprintable() and text.strip() else repr(text)
-
-
 def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
     prev: Any = None
@@ -897,117 +923,3 @@ def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
         return parse_spec(data, source=str(p))
     except SpecError as e:
         raise SpecError(e.field, e.problem, e.fix) from None
-
-
-# ------------------------------------------------------------- reading YAML files
-# Shared with the recipe loader (workloads.planning.recipes): one set of rules for
-# every YAML file a user can hand the toolkit.
-
-MAX_YAML_BYTES = 8 * 1024 * 1024  # a spec or recipe is a few KiB; more is not one
-
-
-class YamlFileError(ValueError):
-    """A file that is not UTF-8 YAML text, or a key given twice.
-
-    ``key_path`` is the duplicated key's path (``tpu_pools[0].capacity``), else "" (the
-    whole file is wrong).
-    """
-
-    def __init__(self, problem: str, fix: str, key_path: str = "") -> None:
-        self.problem, self.fix, self.key_path = problem, fix, key_path
-        super().__init__(f"{key_path + ': ' if key_path else ''}{problem} — {fix}")
-
-
-def read_capped(path: Path, limit: int | None = None) -> bytes:
-    """The file's bytes; more than ``limit`` (MAX_YAML_BYTES) is refused before it is all read (a device, a dump)."""
-    limit = MAX_YAML_BYTES if limit is None else limit
-    with open(path, "rb") as f:
-        raw = f.read(limit + 1)
-    if len(raw) > limit:
-        raise YamlFileError(f"is over {limit // 1024} KiB, far more than a YAML spec or recipe", "pass the YAML file itself")
-    return raw
-
-
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
-
-
-def decode_text(raw: bytes) -> str:
-    """UTF-8 text (a UTF-8 byte-order mark is dropped); anything else is a YamlFileError saying what it is."""
-    if raw.startswith(b"\x1f\x8b"):
-        raise YamlFileError("is gzip-compressed, not YAML text", "decompress it (gunzip) and pass the .yaml file")
-    for bom, encoding in _BOMS:
-        if raw.startswith(bom):
-            raise YamlFileError(f"is {encoding} text, not UTF-8", f"save it as UTF-8 (e.g. iconv -f {encoding} -t UTF-8)")
-    if b"\x00" in raw:
-        half = len(raw) // 2
-        zeros = sorted((raw[0::2].count(0), raw[1::2].count(0)))
-        if half >= 4 and zeros[1] >= 0.4 * half and zeros[0] <= 0.05 * half:  # ASCII as UTF-16: every other byte NUL
-            raise YamlFileError("looks like UTF-16 text without a byte-order mark, not UTF-8", "save it as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
-        raise YamlFileError("is binary, not YAML text (it holds NUL bytes)", "pass a YAML text file")
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise YamlFileError(f"is not UTF-8 text (byte 0x{raw[e.start]:02x} on line {line})", "save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
-
-
-_MERGE_TAG = "tag:yaml.org,2002:merge"
-
-
-def _refuse_duplicate_keys(loader: Any, node: yaml.Node, path: str, seen: set[int]) -> None:
-    """Walk the composed document; a mapping key given twice is a YamlFileError at its path."""
-    if id(node) in seen:  # an alias: already walked (and it may point at itself)
-        return
-    seen.add(id(node))
-    if isinstance(node, yaml.MappingNode):
-        first: dict[Any, int] = {}
-        for key_node, value_node in node.value:
-            if key_node.tag == _MERGE_TAG:  # '<<: *base': explicit keys may override merged ones
-                _refuse_duplicate_keys(loader, value_node, path, seen)
-                continue
-            child = path
-            if isinstance(key_node, yaml.ScalarNode):
-                key = loader.construct_object(key_node, deep=True)
-                child = f"{path}.{_key_text(key)}" if path else _key_text(key)
-                if key in first:
-                    raise YamlFileError(
-                        f"is given twice (lines {first[key] + 1} and {key_node.start_mark.line + 1}); YAML would silently keep the last",
-                        "keep one of them",
-                        key_path=child,
-                    )
-                first[key] = key_node.start_mark.line
-            _refuse_duplicate_keys(loader, value_node, child, seen)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _refuse_duplicate_keys(loader, item, f"{path}[{i}]", seen)
-
-
-def load_yaml(source: bytes | str, loader: type = yaml.SafeLoader) -> Any:
-    """One YAML document, safely, from UTF-8 text; a key given twice in a mapping is an error.
-
-    Every failure is a YamlFileError: not UTF-8 text, not YAML (with the line), a duplicate key.
-    """
-    text = decode_text(source) if isinstance(source, bytes) else source
-    ld = None
-    try:
-        ld = loader(text)
-        node = ld.get_single_node()
-        if node is None:
-            return None
-        _refuse_duplicate_keys(ld, node, "", set())
-        return ld.construct_document(node)
-    except yaml.reader.ReaderError as e:
-        line = text[: e.position].count("\n") + 1 if isinstance(e.position, int) else "?"
-        raise YamlFileError(
-            f"holds the character #x{e.character:04x} on line {line}, which YAML does not allow in a file", "remove it or save the file as plain UTF-8 text"
-        ) from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = " ".join(str(getattr(e, "problem", None) or "").split())
-        raise YamlFileError(f"not valid YAML{where}" + (f" ({problem})" if problem else ""), "fix the YAML syntax") from None
-    except RecursionError:
-        raise YamlFileError("is nested too deeply to be a spec or recipe", "fix the YAML structure") from None
-    finally:
-        if ld is not None:
-            ld.dispose()

@@ -7,7 +7,8 @@
 // (the kernel finds a type by walking `closure[namespace][Type]`), so the result
 // is the same objects, loaded on demand. Anything that does not look exactly like
 // the generated index (a name->directory table of namespace exports) is loaded
-// the normal way.
+// the normal way. With TGK_LAZY_PROVIDER_DEBUG set, the process reports at exit
+// how many namespaces it loaded (tests/test_synth.py reads it).
 "use strict";
 
 const fs = require("fs");
@@ -54,6 +55,12 @@ Module._extensions[".js"] = function lazyProviderIndex(module, filename) {
   const table = namespaces(fs.readFileSync(filename, "utf8"));
   if (!table) return load(module, filename);
   const exports = module.exports;
+  const loaded = [];
+  if (process.env.TGK_LAZY_PROVIDER_DEBUG) {
+    process.on("exit", () => {
+      process.stderr.write(`tgk-lazy-provider: loaded ${loaded.length} of ${table.length} namespaces: ${loaded.join(",")}\n`);
+    });
+  }
   Object.defineProperty(exports, "__esModule", { value: true });
   for (const [name, rel] of table) {
     Object.defineProperty(exports, name, {
@@ -61,7 +68,8 @@ Module._extensions[".js"] = function lazyProviderIndex(module, filename) {
       configurable: true,
       get() {
         const value = module.require(rel);
-        Object.defineProperty(exports, name, { enumerable: true, configurable: true, writable: false, value });
+        loaded.push(name);
+        Object.defineProperty(exports, name, { enumerable: true, configurable: true, writable: true, value });
         return value;
       },
     });

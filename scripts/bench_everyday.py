@@ -1,7 +1,7 @@
 """Wall time and peak memory of the everyday commands, each in a fresh process (not a test).
 
     source scripts/env.sh
-    $venv/bin/python scripts/bench_everyday.py [--runs 5] [--pools 1,16,64] [--xpk PATH] [-o json]
+    $venv/bin/python scripts/bench_everyday.py [--runs 5] [--pools 1,16,64] [--xpk PATH] [--compare DIR] [-o json]
 
 Measures, with the median of ``--runs`` fresh processes each (a user's command is a
 fresh interpreter, and for synth a fresh jsii node runtime too):
@@ -14,10 +14,13 @@ fresh interpreter, and for synth a fresh jsii node runtime too):
 - with ``--xpk PATH``: ``xpk workload create --dry-run`` for the same 2-slice job
 
 Peak memory is the largest sum of the resident sets of the command's process tree
-(Python and the jsii node child), sampled every 20 ms; short commands can finish
+(Python and the jsii node children), sampled every 20 ms; short commands can finish
 between samples, so it is at least the largest single process's ru_maxrss from
-wait4. The numbers depend on the machine and on what else runs on it: compare
-numbers taken in the same run (before/after a change: run it twice on one machine).
+wait4. CPU is user + system time of the whole tree (wait4), which a busy machine
+disturbs less than wall time; the load average is printed with the results.
+
+``--compare DIR`` runs every command in another checkout too (e.g. a copy of the tree
+before a change), alternating the two run by run, so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -92,12 +95,12 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def _run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
-    """(wall seconds, peak bytes) of one fresh run of ``argv``; raises when it fails."""
+def _run_once(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds, peak bytes) of one fresh run of ``argv``; raises when it fails."""
     peak = 0
     stop = threading.Event()
     start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def sample() -> None:
         nonlocal peak
@@ -118,15 +121,17 @@ def _run_once(argv: list[str], env: dict[str, str]) -> tuple[float, int]:
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({proc.returncode}): {err.strip()[-2000:]}")
-    return wall, max(peak, usage.ru_maxrss * 1024)
+        raise SystemExit(f"{' '.join(argv)} (in {cwd}) failed ({proc.returncode}): {err.strip()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, max(peak, usage.ru_maxrss * 1024)
 
 
 @dataclass
 class Result:
     name: str
     argv: list[str]
+    tree: str = ""
     walls: list[float] = field(default_factory=list)
+    cpus: list[float] = field(default_factory=list)
     peaks: list[int] = field(default_factory=list)
     target_s: float | None = None
 
@@ -135,13 +140,19 @@ class Result:
         return statistics.median(self.walls)
 
     @property
+    def cpu_s(self) -> float:
+        return statistics.median(self.cpus)
+
+    @property
     def peak_mib(self) -> float:
         return max(self.peaks) / 2**20
 
     def row(self) -> dict:
         return {
             "name": self.name,
+            "tree": self.tree,
             "median_s": round(self.median_s, 3),
+            "cpu_s": round(self.cpu_s, 3),
             "min_s": round(min(self.walls), 3),
             "max_s": round(max(self.walls), 3),
             "peak_mib": round(self.peak_mib, 1),
@@ -151,14 +162,20 @@ class Result:
         }
 
 
-def measure(name: str, argv: list[str], runs: int, env: dict[str, str], target_s: float | None = None) -> Result:
-    r = Result(name, argv, target_s=target_s)
+def measure(
+    name: str, argv: list[str], runs: int, env: dict[str, str], target_s: float | None = None, trees: tuple[Path, ...] = (REPO,)
+) -> list[Result]:
+    """One Result per tree; the trees take turns, run by run."""
+    results = [Result(name, argv, tree=str(t), target_s=target_s) for t in trees]
     for _ in range(runs):
-        wall, peak = _run_once(argv, env)
-        r.walls.append(wall)
-        r.peaks.append(peak)
-    print(f"  {name}: {r.median_s:.3f} s", file=sys.stderr, flush=True)
-    return r
+        for tree, r in zip(trees, results):
+            wall, cpu, peak = _run_once(argv, env, tree)
+            r.walls.append(wall)
+            r.cpus.append(cpu)
+            r.peaks.append(peak)
+    for r in results:
+        print(f"  {name} [{r.tree}]: {r.median_s:.3f} s", file=sys.stderr, flush=True)
+    return results
 
 
 def main() -> int:
@@ -167,6 +184,7 @@ def main() -> int:
     ap.add_argument("--pools", default="1,16,64", help="pool counts for the synth size sweep ('' to skip)")
     ap.add_argument("--xpk", help="an xpk executable to time for the same 2-slice job (xpk's --dry-run)")
     ap.add_argument("--only", default="", help="comma-separated name prefixes to run (synth, submit, help, xpk)")
+    ap.add_argument("--compare", type=Path, help="another checkout to measure alongside this one (e.g. the tree before a change)")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = ap.parse_args()
     if args.runs < 1:
@@ -177,6 +195,8 @@ def main() -> int:
     py = sys.executable
     only = tuple(p for p in args.only.split(",") if p)
     results: list[Result] = []
+    trees = (REPO,) if args.compare is None else (args.compare.resolve(), REPO)
+    load_before = os.getloadavg()
 
     def want(name: str) -> bool:
         return not only or name.startswith(only)
@@ -188,29 +208,28 @@ def main() -> int:
         n = args.runs
         if want("synth"):
             out = tmp / "out"
-            results.append(
-                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, env, 2.0)
+            results += (
+                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, env, 2.0, trees)
             )
             for pools in (int(x) for x in args.pools.split(",") if x):
                 path = tmp / f"pools-{pools}.yaml"
                 path.write_text(_pools_spec(pools))
-                results.append(measure(f"synth {pools} pools", [py, "-m", "infra", "synth", "--spec", str(path), "--out", str(out)], n, env, 2.0))
+                results += measure(f"synth {pools} pools", [py, "-m", "infra", "synth", "--spec", str(path), "--out", str(out)], n, env, 2.0, trees)
         if want("submit"):
-            results.append(
-                measure("submit maxtext-6b --slices 2 --dry-run", [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--dry-run"], n, env, 0.2)
+            results += measure(
+                "submit maxtext-6b --slices 2 --dry-run", [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--dry-run"], n, env, 0.2, trees
             )
-            results.append(
-                measure(
-                    "submit maxtext-6b --slices 64 --dry-run",
-                    [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec64)],
-                    n,
-                    env,
-                    0.3,
-                )
+            results += measure(
+                "submit maxtext-6b --slices 64 --dry-run",
+                [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec64)],
+                n,
+                env,
+                0.3,
+                trees,
             )
         if want("help"):
-            results.append(measure("python -m infra --help", [py, "-m", "infra", "--help"], n, env, 0.2))
-            results.append(measure("python -m workloads --help", [py, "-m", "workloads", "--help"], n, env, 0.2))
+            results += measure("python -m infra --help", [py, "-m", "infra", "--help"], n, env, 0.2, trees)
+            results += measure("python -m workloads --help", [py, "-m", "workloads", "--help"], n, env, 0.2, trees)
         if args.xpk and want("xpk"):
             # The same job as `submit maxtext-6b --slices 2`: two v5e 4x4 slices; xpk's
             # --dry-run prints the commands and the JobSet without calling gcloud or kubectl.
@@ -219,16 +238,22 @@ def main() -> int:
                 "--cluster", "tpu-dev", "--workload", "bench-6b", "--tpu-type", "v5litepod-16", "--num-slices", "2",
                 "--docker-image", "python:3.11", "--command", "python3 -m maxtext.trainers.pre_train.train",
             ]  # fmt: skip
-            results.append(measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, env))
+            results += measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, env)
 
+    load = (load_before, os.getloadavg())
     if args.output == "json":
-        print(json.dumps([r.row() for r in results], indent=2))
+        print(json.dumps({"loadavg": load, "results": [r.row() for r in results]}, indent=2))
         return 0
-    print(f"{'command':<44} {'median s':>9} {'min s':>7} {'max s':>7} {'peak MiB':>9} {'aim s':>6}")
+    label = {str(trees[0]): "before", str(REPO): "after"} if args.compare is not None else {}
+    print(f"{'command':<44} {'tree':<7} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>6} {'peak MiB':>9} {'aim s':>6}")
     for r in results:
         aim = f"{r.target_s:.1f}" if r.target_s else "-"
-        print(f"{r.name:<44} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.peak_mib:>9.0f} {aim:>6}")
-    print(f"(median of {args.runs} fresh processes each; peak = largest sampled RSS sum of the process tree)")
+        tree = label.get(r.tree, "")
+        print(
+            f"{r.name:<44} {tree:<7} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.cpu_s:>6.2f} {r.peak_mib:>9.0f} {aim:>6}"
+        )
+    print(f"(median of {args.runs} fresh processes each; cpu = median user+sys of the process tree; peak = largest sampled RSS sum)")
+    print(f"(load average before {load[0][0]:.1f}, after {load[1][0]:.1f} on {os.cpu_count()} CPUs)")
     return 0
 
 

@@ -271,7 +271,10 @@ def test_workloads_commands_exist():
 def test_provision_order():
     steps = load(CB / "provision.yaml")["steps"]
     anc = ancestors(steps)
-    order = ["state-bucket", "tf-init", "tf-plan", "tf-apply", "credentials", "install-jobset-kueue", "kueue-objects"]
+    order = [
+        "state-bucket", "tf-init", "tf-plan", "tf-apply", "credentials", "install-jobset-kueue",
+        "kueue-config-read", "kueue-config-merge", "kueue-config-apply", "kueue-objects",
+    ]
     for before, after in zip(order, order[1:]):
         assert before in anc[after], f"{after} must run after {before}"
     assert "synth" in anc["tf-init"] and "spec-env" in anc["state-bucket"]
@@ -381,6 +384,32 @@ def test_provision_installs_the_spec_versions(versions, tmp_path: Path, shims: P
 
     env = (ws / ".tgk" / "env.sh").read_text()
     assert f"export TGK_CLUSTER={spec.cluster.name}" in env and f"export TGK_REGION={spec.region}" in env
+
+
+def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, monkeypatch):
+    """The release's Kueue configuration, read from the cluster, comes back with the spec's waitForPodsReady."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    release_config = (
+        "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: kueue-system\n"
+        "integrations:\n  frameworks: [batch/job, jobset.x-k8s.io/jobset]\n"
+    )
+    _shim(shims, "kubectl", f'echo "kubectl $*" >> "$TGK_TEST_LOG"\ncase "$*" in *"get configmap"*) printf \'%s\' "{release_config}";; esac\n')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples" / "default.yaml")}
+    for step in ("spec-env", "kueue-config-read", "kueue-config-merge", "kueue-config-apply"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    merged = yaml.safe_load((ws / ".tgk" / "kueue-config.merged.yaml").read_text())
+    assert merged["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]  # the release's own settings kept
+    w = merged["waitForPodsReady"]
+    assert w["timeout"] == "1200s" and w["recoveryTimeout"] == "1200s" and w["requeuingStrategy"]["timestamp"] == "Eviction"
+    calls = log.read_text()
+    assert "controller_manager_config\\.yaml" in calls or "controller_manager_config\\\\.yaml" in calls
+    assert "rollout restart deployment/kueue-controller-manager" in calls
+    assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.merged.yaml" in calls
 
 
 def test_spec_env_refuses_a_bad_spec(tmp_path: Path, shims: Path, monkeypatch):

@@ -85,9 +85,11 @@ def test_not_enough_quota_for_more_slices() -> None:
 
 
 def test_cohort_borrowing_is_a_warning() -> None:
+    data = SPEC.model_dump(mode="json", exclude_none=True)
     two_teams = parse_spec({
-        **SPEC.model_dump(mode="json", exclude_none=True),
+        **data,
         "teams": [{"name": "research", "quota_share": 0.5}, {"name": "prod", "quota_share": 0.5}],
+        "buckets": [{**b, "team": "research"} for b in data.get("buckets", [])],  # with two teams a bucket names its team
     })
     team = two_teams.teams[0]
     snap = pf.Snapshot(True, nodes=_nodes(), **_rendered(two_teams, team))

@@ -319,10 +319,10 @@ def test_load_yaml_says_what_the_bytes_are(raw, needle):
 
 
 def test_spec_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
-    import infra.spec as spec_mod
+    import toolkit.yamlfile as yamlfile
 
     big = tmp_path / "big.yaml"
     big.write_bytes(b"#" * 2048)
-    monkeypatch.setattr(spec_mod, "MAX_YAML_BYTES", 1024)
+    monkeypatch.setattr(yamlfile, "MAX_YAML_BYTES", 1024)
     with pytest.raises(SpecError, match="over 1 KiB"):
         load_spec(big)

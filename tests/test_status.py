@@ -179,9 +179,22 @@ def test_a_slice_of_one_worker_reads_in_the_singular() -> None:
         (_jobset(replicas=1, parallelism=1), ADMITTED_WL, [_pod(0, 0)], "Running: 1/1 pods running"),
         (_jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m"}]), ADMITTED_WL, [_pod(0, 0)],
          "Failed: 1/8 pods running — FailedJobs: m"),
+        (_jobset(conditions=[{"type": "Completed", "status": "True", "message": "jobset completed successfully"}]), ADMITTED_WL,
+         [_pod(0, 0, phase="Succeeded")], "Succeeded: jobset completed successfully"),
     ],
 )
 def test_progress_line_says_the_pod_count_once(jobset, wl, pods, want) -> None:
     line = st.run_status("research", "r1", jobset, wl, pods).progress()
     assert line.startswith(want)
     assert line.count("pods running") <= 1
+
+
+def test_a_finished_worker_is_not_named_as_the_stuck_one() -> None:
+    done = {"containerStatuses": [{"restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]}
+    creating = {"containerStatuses": [{"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+    pods = [_pod(0, 0, phase="Succeeded", **done), _pod(0, 1, phase="Pending", **creating), _pod(0, 2)]
+    r = st.run_status("research", "r1", _jobset(replicas=1), ADMITTED_WL, pods)
+    assert r.phase is st.RunPhase.STARTING and r.message == "1/4 pods running"
+    pods.append(_pod(0, 3, phase="Pending", containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ErrImagePull"}}}]))
+    r = st.run_status("research", "r1", _jobset(replicas=1), ADMITTED_WL, pods)
+    assert r.message == "1/4 pods running; r1-slice-0-3-x: ErrImagePull"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -227,6 +228,34 @@ def test_resynth_is_identical(stacks, tmp_path):
     spec, doc, _ = stacks["default"]
     again = json.loads(synth(spec, tmp_path).read_text())
     assert again == doc
+
+
+def _synth_cli(spec: str, out: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env}
+    full.pop("NODE_OPTIONS", None)  # what a user's shell has: infra.stack adds the preload itself
+    return subprocess.run(
+        [sys.executable, "-m", "infra", "synth", "--spec", spec, "--out", str(out)], cwd=REPO, env=full, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_provider_namespaces_load_on_demand(tmp_path):
+    """modules/_lazy_provider.cjs: a synth loads the ~15 resource namespaces it uses, not all ~1,800."""
+    proc = _synth_cli("examples/default.yaml", tmp_path, TGK_LAZY_PROVIDER_DEBUG="1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (line,) = [x for x in proc.stderr.splitlines() if "tgk-lazy-provider: loaded" in x]
+    loaded, total = map(int, re.search(r"loaded (\d+) of (\d+) namespaces", line).groups())
+    assert total > 1000 and 0 < loaded <= 30, line
+
+
+def test_lazy_provider_synthesizes_the_same_json(tmp_path):
+    """The on-demand provider index and the provider's own eager one give byte-identical stacks."""
+    lazy, eager = tmp_path / "lazy", tmp_path / "eager"
+    for out, flag in ((lazy, "1"), (eager, "0")):
+        proc = _synth_cli("examples/v6e-reservation.yaml", out, TGK_LAZY_PROVIDER=flag, TGK_LAZY_PROVIDER_DEBUG="1")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert ("tgk-lazy-provider: loaded" in proc.stderr) is (flag == "1")
+    (a,), (b,) = lazy.glob("stacks/*/cdk.tf.json"), eager.glob("stacks/*/cdk.tf.json")
+    assert a.read_bytes() == b.read_bytes()
 
 
 def test_stack_id_override(stacks, tmp_path):

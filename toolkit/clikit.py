@@ -49,6 +49,31 @@ def make_app(name: str, help: str, **settings: Any) -> typer.Typer:
     )
 
 
+def check_out_dir(path: Path, flag: str = "--out") -> None:
+    """Refuse an output directory that cannot be created or written to, before any work is done.
+
+    Writes nothing: the nearest existing ancestor gets a probe directory that is removed at
+    once (as root, permission bits say nothing; /proc, read-only mounts and files do).
+    """
+    import tempfile
+
+    from toolkit.errors import FieldError
+
+    fix = "pass a directory you can write to (it is created if missing)"
+    try:
+        p = Path(os.path.abspath(path))
+        if p.exists() and not p.is_dir():
+            raise FieldError(flag, f"{path} is a file, not a directory", fix)
+        base = p
+        while not base.exists():
+            base = base.parent
+        if not base.is_dir():
+            raise FieldError(flag, f"cannot create {path}: {base} is a file, not a directory", fix)
+        os.rmdir(tempfile.mkdtemp(prefix=".tgk-probe-", dir=base))
+    except OSError as e:
+        raise FieldError(flag, f"cannot write to {path}: {e.strerror or e}", fix) from None
+
+
 def debug_enabled() -> bool:
     return os.environ.get("TGK_DEBUG", "") not in ("", "0") or "--debug" in sys.argv
 

@@ -83,31 +83,178 @@ def test_kueue_and_jobset_do_not_share_ports_or_cert_dirs(tmp_path):
     assert k["featureGates"] == {"VisibilityOnDemand": False}
 
 
-def test_kwok_stages_are_instant_by_default_and_fail_stage_is_exclusive():
-    published = [
-        {
+def _published() -> list[dict]:
+    def pod_stage(name: str, delay: dict) -> dict:
+        return {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Stage",
-            "metadata": {"name": "pod-complete"},
-            "spec": {
-                "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-                "selector": {"matchExpressions": []},
-                "delay": {"durationMilliseconds": 1000, "jitterDurationMilliseconds": 5000, "durationFrom": {"expressionFrom": "x"}},
-            },
-        },
+            "metadata": {"name": name},
+            "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Pod"}, "selector": {"matchExpressions": []}, "delay": delay},
+        }
+
+    return [
+        pod_stage("pod-complete", {"durationMilliseconds": 1000, "jitterDurationMilliseconds": 5000, "durationFrom": {"expressionFrom": "x"}}),
+        pod_stage("pod-delete", {"durationMilliseconds": 1000, "jitterDurationFrom": {"expressionFrom": ".metadata.deletionTimestamp"}}),
         {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Stage",
             "metadata": {"name": "node-heartbeat-with-lease"},
-            "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"}, "delay": {"durationMilliseconds": 600000}},
+            "spec": {"resourceRef": {"apiGroup": "v1", "kind": "Node"}, "selector": {"matchExpressions": []}, "delay": {"durationMilliseconds": 600000}},
         },
     ]
-    out = addons.kwok_stages(published)
-    complete = out[0]["spec"]
+
+
+def _keys(stage: dict) -> dict[str, dict]:
+    return {e["key"]: e for e in stage["spec"]["selector"]["matchExpressions"]}
+
+
+def test_kwok_stages_are_instant_by_default_and_end_pods_like_a_kubelet():
+    out = {st["metadata"]["name"]: st for st in addons.kwok_stages(_published())}
+    complete = out["pod-complete"]["spec"]
     assert complete["delay"] == {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": "x"}}
-    assert {"key": f'.metadata.labels["{addons.FAIL_LABEL}"]', "operator": "DoesNotExist"} in complete["selector"]["matchExpressions"]
-    assert out[1]["spec"]["delay"] == {"durationMilliseconds": 600000}  # node stages untouched
-    assert out[-1]["metadata"]["name"] == "tgk-pod-fail"
+    keys = _keys(out["pod-complete"])
+    # Pods labelled to fail, rehearsal pods (they end at their finish time) and disrupted pods never "complete".
+    assert keys[f'.metadata.labels["{addons.FAIL_LABEL}"]']["operator"] == "DoesNotExist"
+    assert keys[f'.metadata.labels["{addons.REHEARSAL_LABEL}"]']["operator"] == "DoesNotExist"
+    assert [e for k, e in keys.items() if "DisruptionTarget" in k] == [{"key": addons._DISRUPTED, "operator": "In", "values": ["false"]}]
+    # pod-delete: only once the containers stopped, and at once (no grace-period jitter).
+    delete = out["pod-delete"]["spec"]
+    assert delete["delay"] == {"durationMilliseconds": 0}
+    assert _keys(out["pod-delete"])[".status.phase"] == {"key": ".status.phase", "operator": "NotIn", "values": ["Pending", "Running"]}
+    # Node stages: untouched delays, and a node marked down stays down.
+    node = out["node-heartbeat-with-lease"]["spec"]
+    assert node["delay"] == {"durationMilliseconds": 600000}
+    assert _keys(out["node-heartbeat-with-lease"])[f'.metadata.annotations["{addons.NODE_DOWN_ANNOTATION}"]']["operator"] == "DoesNotExist"
+    assert list(out)[-3:] == ["tgk-pod-fail", "tgk-pod-terminate", "tgk-rehearsal-complete"]
+
+
+def test_terminate_stage_stops_deleted_or_disrupted_pods_with_sigterm():
+    st = {s["metadata"]["name"]: s for s in addons.kwok_stages([])}["tgk-pod-terminate"]
+    keys = _keys(st)
+    assert keys[".status.phase"]["values"] == ["Pending", "Running"]
+    (deleted_or_disrupted,) = [k for k in keys if "deletionTimestamp" in k]
+    assert "DisruptionTarget" in deleted_or_disrupted and keys[deleted_or_disrupted]["values"] == ["true"]
+    tpl = st["spec"]["next"]["statusTemplate"]
+    assert "phase: Failed" in tpl and f"$code := {addons.SIGTERM_EXIT_CODE}" in tpl
+    assert "conditions" not in tpl  # a strategic merge patch: the DisruptionTarget condition stays
+    done = {s["metadata"]["name"]: s for s in addons.kwok_stages([])}["tgk-rehearsal-complete"]
+    assert done["spec"]["delay"]["durationFrom"] == {"expressionFrom": f'.metadata.annotations["{addons.FINISH_AT_ANNOTATION}"]'}
+    assert _keys(done)[f'.metadata.annotations["{addons.FINISH_AT_ANNOTATION}"]']["operator"] == "Exists"
+
+
+# ------------------------------------------------------------------ rehearsals (pure)
+
+
+def _plan(recipe: str = "maxtext-6b", slices: int = 2):
+    from infra.spec import DEFAULT_SPEC_PATH
+    from workloads.planning.planner import Overrides, plan_run
+
+    return plan_run(recipe, load_spec(DEFAULT_SPEC_PATH), Overrides(slices=slices, name="rh-pure"))
+
+
+def test_rehearsal_seconds_come_from_the_plan_scaled_or_from_the_flag(monkeypatch):
+    from toolkit.errors import FieldError
+    from workloads.local import rehearsal
+
+    plan = _plan()
+    monkeypatch.delenv(rehearsal.TIME_FACTOR_ENV, raising=False)
+    est = plan.program.estimated_run_seconds
+    assert rehearsal.rehearsal_seconds(plan) == pytest.approx(est * rehearsal.DEFAULT_TIME_FACTOR)
+    assert rehearsal.rehearsal_seconds(plan, 7) == 7.0
+    monkeypatch.setenv(rehearsal.TIME_FACTOR_ENV, "0.01")
+    assert rehearsal.rehearsal_seconds(plan) == pytest.approx(est * 0.01)
+    monkeypatch.setenv(rehearsal.TIME_FACTOR_ENV, "1000")
+    assert rehearsal.rehearsal_seconds(plan) == rehearsal.MAX_SECONDS
+    monkeypatch.setenv(rehearsal.TIME_FACTOR_ENV, "fast")
+    with pytest.raises(FieldError, match=rehearsal.TIME_FACTOR_ENV):
+        rehearsal.rehearsal_seconds(plan)
+    monkeypatch.delenv(rehearsal.TIME_FACTOR_ENV)
+    assert rehearsal.rehearsal_seconds(_plan("hello-tpu", 1)) == rehearsal.COMMAND_SECONDS
+    with pytest.raises(FieldError, match="--rehearse-seconds"):
+        rehearsal.rehearsal_seconds(plan, -1)
+
+
+def test_decorate_adds_only_the_rehearsal_label_and_annotation():
+    import copy
+
+    from workloads.local import rehearsal
+    from workloads.render.jobset import run_objects
+
+    plan = _plan()
+    gke = run_objects(plan)
+    kept = copy.deepcopy(gke)
+    local = rehearsal.decorate(gke, plan, seconds=9)
+    assert gke == kept  # what GKE gets is untouched
+    meta = local[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]
+    assert meta["labels"].pop(addons.REHEARSAL_LABEL) == "true"
+    facts = rehearsal.Rehearsal.from_annotation(meta["annotations"].pop(addons.REHEARSAL_ANNOTATION))
+    if not meta["annotations"]:
+        meta.pop("annotations")
+    assert local == kept
+    assert facts.run == "rh-pure" and facts.workers == plan.target.nodes == 8 and facts.steps == plan.program.steps
+    assert facts.wall_seconds == 9 and facts.step_seconds == pytest.approx(plan.program.estimated_step_seconds)
+    assert facts.checkpoint_period == plan.policy.checkpoint.period_steps and facts.autocheckpoint
+    assert rehearsal.Rehearsal.from_annotation(facts.to_annotation()) == facts
+
+
+def test_rehearsal_log_is_maxtext_format_and_follows_the_plan():
+    from workloads.local import rehearsal
+    from workloads.observe import metrics
+    from workloads.observe.metrics import Hardware
+
+    plan = _plan()
+    r = rehearsal.Rehearsal.of(plan, 10.0)
+    log = rehearsal.MaxTextLog(r, "rh-pure-slice-0-0-abcde", 0)
+    t0 = 1_700_000_000.0
+    lines = log.start(t0) + log.joined(t0, 41)
+    for step in range(42, r.steps):
+        lines += log.step(rehearsal.step_end(r, t0, 42, step), step, 42)
+    assert all(" stderr F " in line and line.endswith("\n") for line in lines)  # CRI records, as kwok reads them
+    text = "".join(line.split(" stderr F ", 1)[1] for line in lines)
+    assert "restoring from this run's directory step 41" in text
+    run = metrics.parse_log(text)
+    assert [s.step for s in run.steps] == list(range(42, 100))
+    assert run.num_devices == plan.target.devices and run.config["run_name"] == "rh-pure"
+    steady = [s for s in run.steps if s.step >= 44]
+    summ = metrics.summarize(steady, hardware=Hardware.from_shape(plan.target.shape, 2), first_steady_step=44)
+    assert summ.step_seconds_median == pytest.approx(plan.program.estimated_step_seconds, rel=0.02)
+    assert summ.mfu == pytest.approx(plan.program.assumed_mfu, rel=0.03)
+    # The clock: every step the same wall time; the attempt ends after the steps left.
+    assert rehearsal.finish_time(r, t0, 42) == pytest.approx(t0 + 58 * r.wall_step_seconds)
+    assert rehearsal.steps_done_by(r, t0, 42, t0 + 3.5 * r.wall_step_seconds) == 45
+    assert log.preempted(t0, 44) and "save for step 44" in log.preempted(t0, 44)[-1]
+
+
+def test_rehearse_seconds_is_refused_off_the_local_cluster():
+    from toolkit.errors import FieldError
+    from workloads.cli.runs import _rehearsal
+
+    class Other:
+        context = "gke_my-project_us-east5_tpu-dev"
+
+    objs = [{"kind": "JobSet"}]
+    with pytest.raises(FieldError) as err:
+        _rehearsal(objs, None, Other(), 5.0)  # type: ignore[arg-type]
+    assert str(err.value).startswith("--rehearse-seconds: the context is 'gke_my-project_us-east5_tpu-dev'")
+    assert _rehearsal(objs, None, Other(), None) == (objs, "")  # type: ignore[arg-type]
+
+
+def test_replacement_records_the_nodes_as_local_up_made_them(tmp_path):
+    from workloads.local import disrupt
+
+    spec = load_spec(EXAMPLES_DIR / "default.yaml")
+    node = nodes.tpu_nodes(spec, spec.tpu_pools[0])[0]
+    live = {
+        **node,
+        "metadata": {**node["metadata"], "uid": "u1", "resourceVersion": "9"},
+        "spec": {"unschedulable": True, "taints": node["spec"]["taints"] + [dict(disrupt.IMPENDING_TERMINATION_TAINT)]},
+    }
+    snap = disrupt._snapshot(live)
+    assert snap == node
+    rec = disrupt.Replacement(pool="p", nodes=[snap], preempted_at=1.0, down_at=2.0, up_at=6.0)
+    path = rec.save(tmp_path)
+    assert path == disrupt.replacements_dir(tmp_path) / "p.json"
+    assert disrupt.Replacement.load(path) == rec
 
 
 def test_cli_registers_local_without_heavy_imports():

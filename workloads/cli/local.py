@@ -1,4 +1,4 @@
-"""``python -m workloads local up | down | status``: the simulated GKE TPU cluster.
+"""``python -m workloads local up | down | status | preempt``: the simulated GKE TPU cluster.
 
 A real control plane (etcd, kube-apiserver, controller-manager, scheduler) plus
 kwok-simulated TPU nodes, JobSet and Kueue, all on 127.0.0.1, built from the Go
@@ -92,3 +92,40 @@ def down(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> N
 def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> None:
     """Show whether the local cluster runs, its processes and memory, and the kubeconfig."""
     _print_status(_cluster(state_dir, quiet=True).status(), output)
+
+
+@local_app.command("preempt")
+def preempt(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],
+    slice_index: Annotated[int, typer.Option("--slice", min=0, help="slice (JobSet job index) whose node pool GKE takes away")] = 0,
+    maintenance: Annotated[
+        bool, typer.Option("--maintenance", help="a maintenance event: the node pool is drained through the Eviction API (default: a spot preemption, the kubelet's node shutdown)")
+    ] = False,
+    replace_after: Annotated[
+        float, typer.Option("--replace-after", min=0, metavar="SECONDS", help="seconds until the replaced nodes are back and Ready")
+    ] = 5.0,
+    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")] = None,
+    team: Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")] = None,
+    spec: SpecOpt = None,
+    state_dir: StateDirOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Do to a run's slice what GKE does on a preemption or maintenance: pods disrupted, nodes NotReady, replaced, Ready again."""
+    from infra.spec import load_spec
+    from workloads.local import LocalClusterError
+    from workloads.local.disrupt import preempt as do_preempt
+
+    ns = namespace or load_spec(spec).team(team).ns
+    lc = _cluster(state_dir, quiet=True)
+    kube = lc.client()
+    if not lc.daemon("rehearsal").alive():
+        raise LocalClusterError(f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (nothing would bring the nodes back) — run 'python -m workloads local down' and 'local up'")
+    res = do_preempt(kube, lc.state_dir, ns, run, slice_index, maintenance=maintenance, replace_after=replace_after)
+    if output is OutputFormat.json:
+        print_json(res.to_dict())
+        return
+    how = "drained through the Eviction API (maintenance)" if maintenance else "terminated by the kubelet's node shutdown (spot preemption)"
+    sys.stdout.write(
+        f"preempted {res.namespace}/{res.run} slice {res.slice}: {len(res.pods)} pods {how}; "
+        f"node pool {res.pool} ({len(res.nodes)} nodes) goes NotReady and is replaced, Ready again at {res.to_dict()['back_at']}\n"
+    )

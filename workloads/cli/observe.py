@@ -10,6 +10,8 @@ a preflight with failing rows).
 
 from __future__ import annotations
 
+import dataclasses
+
 import inspect
 import sys
 from dataclasses import dataclass, fields
@@ -256,6 +258,20 @@ def _wait_finished(cluster, ns: str, run: str, timeout: float):
         raise typer.Exit(1) from None
 
 
+def _last_checkpoint(cluster, ns: str, run: str) -> int | None:
+    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown)."""
+    from workloads.cluster.client import ClusterError
+    from workloads.observe.goodput import last_checkpoint
+
+    try:
+        pod = cluster.find_pod(ns, run)
+        if pod is None:
+            return None
+        return last_checkpoint("\n".join(cluster.logs(ns, pod["metadata"]["name"], tail_lines=2000)))
+    except ClusterError:
+        return None
+
+
 @app.command()
 def status(
     run: Annotated[str, typer.Argument(help="run (JobSet) name")],
@@ -273,6 +289,7 @@ def status(
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
     st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
+    st = dataclasses.replace(st, last_checkpoint=_last_checkpoint(cluster, ns, run))
     if output is OutputFormat.json:
         print_json(st.to_dict())
         return
@@ -281,8 +298,13 @@ def status(
         w = st.workload
         fl = ", ".join(f"{k}={v}" for k, v in w.flavors.items())
         _out(f"  workload  {w.name}: {w.state.value} (queue {w.queue or '?'}{', flavor ' + fl if fl else ''})")
-    if st.restarts:
-        _out(f"  restarts  {st.restarts}")
+    if st.restarts or st.last_failure:
+        budget = f" of maxRestarts {st.max_restarts}" if st.max_restarts is not None else ""
+        _out(f"  restarts  {st.restarts} ({st.restarts_counted} counted{budget}, {st.restarts - st.restarts_counted} free: disruptions)")
+    if st.last_failure:
+        _out(f"  last failure  {st.last_failure}")
+    if st.last_checkpoint is not None:
+        _out(f"  last checkpoint  step {st.last_checkpoint}")
     for c in st.conditions:
         if c.status.lower() == "true":
             _out(f"  condition {c.type}: {c.reason} {c.message}".rstrip())

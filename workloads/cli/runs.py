@@ -59,6 +59,15 @@ CheckpointEveryOpt = Annotated[
         help="minutes between checkpoints (MaxText recipes); default by capacity: spot 15, flex-start 30, on-demand/reservation 60",
     ),
 ]
+RehearseOpt = Annotated[
+    Optional[float],
+    typer.Option(
+        "--rehearse-seconds",
+        min=0,
+        metavar="SECONDS",
+        help="local cluster only: how long the run's pods stay Running (default: the plan's estimated run time x the rehearsal time factor)",
+    ),
+]
 TIMEOUT_S = 600.0
 
 
@@ -196,6 +205,7 @@ def submit(
     host_network: HostNetOpt = False,
     max_restarts: RestartsOpt = None,
     checkpoint_every: CheckpointEveryOpt = None,
+    rehearse_seconds: RehearseOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
     timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for admission")] = TIMEOUT_S,
@@ -224,6 +234,7 @@ def submit(
     from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
+    objects, rehearsal_note = _rehearsal(objects, plan, cluster, rehearse_seconds)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     t = plan.target
     if output is OutputFormat.text:
@@ -233,6 +244,8 @@ def submit(
             err=True,
         )
         typer.echo(f"  {_resilience(plan)}", err=True)
+        if rehearsal_note:
+            typer.echo(f"  {rehearsal_note}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
@@ -251,6 +264,20 @@ def submit(
             f"{t.namespace}/{plan.name} not admitted after {result.waited_seconds:.0f}s: {result.state} {result.reason}".rstrip()
             + " — it stays queued; follow it with `python -m workloads status`"
         )
+
+
+def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | None) -> tuple[list[dict], str]:
+    """On the local cluster (its kubeconfig context) the run becomes a rehearsal; elsewhere it is applied as rendered."""
+    from toolkit.errors import FieldError
+    from workloads.local import CONTEXT
+
+    if cluster.context != CONTEXT:
+        if seconds is not None:
+            raise FieldError("--rehearse-seconds", f"the context is {cluster.context!r}, not the local cluster's ({CONTEXT})", "drop it: a real cluster runs as long as the run takes")
+        return objects, ""
+    from workloads.local import rehearsal
+
+    return rehearsal.decorate(objects, plan, seconds=seconds), rehearsal.summary(plan, seconds)
 
 
 def _resilience(plan: "RunPlan") -> str:
@@ -314,3 +341,35 @@ def queues_apply(
         for o in objects:
             ref = _ref(o)
             typer.echo(f"applied {ref['kind']} {ref.get('namespace', '') + '/' if ref.get('namespace') else ''}{ref['name']}")
+
+
+@queues_app.command("manager-config")
+def queues_manager_config(
+    merge: Annotated[
+        Optional[Path],
+        typer.Option("--merge", help="Kueue controller configuration YAML to lay the spec's settings over (e.g. the release's kueue-manager-config)"),
+    ] = None,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+) -> None:
+    """Kueue's controller settings from the spec (waitForPodsReady), alone or merged into a configuration file."""
+    from toolkit.errors import FieldError
+    from workloads.render import yamlio
+    from workloads.render.kueue import manager_settings, merge_manager_config
+
+    settings = manager_settings(_spec(spec))
+    config: dict = settings
+    if merge is not None:
+        try:
+            base = yamlio.load(merge.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as e:
+            raise FieldError("--merge", f"cannot read {merge}: {getattr(e, 'strerror', None) or e}", "pass the Kueue configuration YAML file") from None
+        except Exception as e:  # a YAML syntax error
+            raise FieldError("--merge", f"{merge} is not YAML: {str(e).splitlines()[0]}", "pass the Kueue configuration YAML file") from None
+        if not isinstance(base, dict) or base.get("kind") != "Configuration":
+            raise FieldError("--merge", f"{merge} is not a Kueue Configuration", "pass the controller_manager_config.yaml of kueue-manager-config")
+        config = merge_manager_config(base, settings)
+    if output is OutputFormat.json:
+        print_json(config)
+    else:
+        typer.echo(yamlio.dump(config), nl=False)

@@ -319,10 +319,14 @@ def _read_kubeconfig(path: Path, context: str | None) -> _KubeconfigContext:
     """The chosen context of one kubeconfig file, with its cluster and user entries."""
     import yaml
 
+    from toolkit.yamlfile import load_yaml, read_capped
+    from toolkit.errors import ToolkitError
+
     fix = "check the file or pass another --kubeconfig"
     try:
-        doc = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as e:
+        # The spec's reader: refuses binary, gzip and UTF-16 files with one line.
+        doc = load_yaml(read_capped(path))
+    except (OSError, yaml.YAMLError, ToolkitError) as e:
         raise ClusterError(f"kubeconfig {path} cannot be read: {_one_line(e)} — {fix}") from None
     if not isinstance(doc, dict):
         raise ClusterError(f"kubeconfig {path} is not usable: it is not a kubeconfig (a YAML mapping) — {fix}")
@@ -745,7 +749,16 @@ class Cluster:
             wl = self.workload_for(namespace, js)
         except ClusterError:
             wl = None  # Kueue not installed: still show the JobSet and its pods
-        return st.run_status(namespace, run, js, wl, self.pods(namespace, run))
+        return st.run_status(namespace, run, js, wl, self.pods(namespace, run), self.events(namespace, "JobSet", run))
+
+    def events(self, namespace: str, kind: str, name: str) -> list[dict]:
+        """Events about one object; none (not an error) when the server will not list them."""
+        try:
+            return self.list(
+                self.resource("v1", "Event"), namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
+            )
+        except ClusterError:
+            return []
 
     def find_pod(self, namespace: str, run: str, *, slice_index: int = 0, worker: int = 0) -> dict | None:
         selector = ",".join(

@@ -252,7 +252,11 @@ class RunStatus:
     phase: RunPhase
     message: str
     expected_pods: int = 0
-    restarts: int = 0  # JobSet-level restarts (failurePolicy)
+    restarts: int = 0  # JobSet-level restarts (failurePolicy), free ones included
+    restarts_counted: int = 0  # the restarts that count toward maxRestarts
+    max_restarts: int | None = None
+    last_failure: str = ""  # why the run last restarted or failed, when the cluster says
+    last_checkpoint: int | None = None  # the last checkpoint step the run's log shows, when known
     conditions: tuple[Condition, ...] = ()
     workload: WorkloadStatus | None = None
     slices: tuple[SliceStatus, ...] = ()
@@ -269,7 +273,7 @@ class RunStatus:
         """One line for a live wait: the phase, the running pods once, and what it waits on."""
         if self.phase in (RunPhase.STARTING, RunPhase.RUNNING):
             return f"{self.phase.value}: {self.message}"  # the message starts with the pod count
-        if not self.pods:
+        if not self.pods or self.phase is RunPhase.SUCCEEDED:
             return f"{self.phase.value}: {self.message}"
         return f"{self.phase.value}: {self.running}/{self.expected_pods or '?'} pods running — {self.message}"
 
@@ -295,12 +299,29 @@ def expected_pods(jobset: Mapping[str, Any]) -> int:
     return total
 
 
+def last_failure(jobset: Mapping[str, Any], events: list[Mapping[str, Any]] = ()) -> str:
+    """Why the run last failed or restarted: the Failed condition, else the newest Warning event on the JobSet."""
+    for c in (jobset.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Failed" and str(c.get("status")) == "True":
+            return " ".join(f"{c.get('reason') or 'Failed'}: {c.get('message') or ''}".split()).rstrip(":")
+    warnings = [e for e in events if e.get("type") == "Warning"]
+    if not warnings:
+        return ""
+
+    def when(e: Mapping[str, Any]) -> str:
+        return str(e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+
+    e = max(warnings, key=when)
+    return " ".join(f"{e.get('reason') or 'Warning'}: {e.get('message') or ''}".split()).rstrip(":")
+
+
 def run_status(
     namespace: str,
     run: str,
     jobset: Mapping[str, Any] | None,
     workload: Mapping[str, Any] | None,
     pods: list[Mapping[str, Any]],
+    events: list[Mapping[str, Any]] = (),
 ) -> RunStatus:
     if jobset is None:
         return RunStatus(namespace, run, RunPhase.NOT_FOUND, f"no JobSet {run!r} in namespace {namespace!r}")
@@ -332,7 +353,8 @@ def run_status(
     elif want and running >= want:
         phase, msg = RunPhase.RUNNING, f"{running}/{want} pods running"
     else:
-        stuck = next((p for p in pstats if p.phase != "Running" and p.detail), None)
+        # The first worker that is stuck or failed (a finished or routinely starting one is not).
+        stuck = next((p for p in pstats if p.phase != "Running" and p.detail and abnormal(p)), None)
         msg = f"{running}/{want} pods running"
         if stuck:
             msg += f"; {stuck.name}: {stuck.detail}"
@@ -344,6 +366,9 @@ def run_status(
         message=" ".join(str(msg).split()),
         expected_pods=want,
         restarts=int((jobset.get("status") or {}).get("restarts") or 0),
+        restarts_counted=int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0),
+        max_restarts=((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts"),
+        last_failure=last_failure(jobset, list(events)),
         conditions=conditions,
         workload=wl,
         slices=slices,

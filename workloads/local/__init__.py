@@ -7,8 +7,10 @@ Kueue run as local processes with their webhooks reachable from the apiserver.
 
 Modules: ``certs`` (a private CA and the certificates), ``procs`` (detached
 daemons with pid files), ``nodes`` (Node objects from the environment spec),
-``addons`` (the Kueue / JobSet / kwok install objects), ``controlplane`` (up /
-down / status). The API server is reached through the toolkit's one client,
+``addons`` (the Kueue / JobSet / kwok install objects and kwok's stages),
+``controlplane`` (up / down / status), ``rehearsal`` (a run's simulated duration
+and MaxText log, pure), ``rehearsald`` (the daemon that plays them and replaces
+preempted nodes), ``disrupt`` (``local preempt``: what GKE does to a slice). The API server is reached through the toolkit's one client,
 ``workloads.cluster.client.Cluster``, on its standard-library transport (no
 ``kubernetes`` import, so ``up`` starts at once). Nothing here is imported by
 the CLI until a ``local`` command runs.
@@ -17,6 +19,10 @@ the CLI until a ``local`` command runs.
 from __future__ import annotations
 
 from toolkit.errors import ToolkitError
+
+# The kubeconfig context `local up` writes: how the CLI knows it talks to the local cluster
+# (``submit`` then makes the run a rehearsal: workloads.local.rehearsal).
+CONTEXT = "tgk-local"
 
 
 class LocalClusterError(ToolkitError):

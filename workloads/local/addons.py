@@ -43,6 +43,20 @@ KUEUE_FRAMEWORKS = ["batch/job", "jobset.x-k8s.io/jobset"]
 # default 1) once Running: lets tests exercise JobSet restarts with kwok.
 FAIL_LABEL = f"{TGK_LOCAL_PREFIX}/fail"
 FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
+# A rehearsal pod (``submit`` on the local cluster, workloads.local.rehearsal) carries
+# this label and its plan as an annotation of the same name; it runs until the
+# rehearsal daemon has written FINISH_AT_ANNOTATION (an RFC 3339 time) on it, and
+# kwok's complete stage fires at that time, not before.
+REHEARSAL_LABEL = f"{TGK_LOCAL_PREFIX}/rehearsal"
+REHEARSAL_ANNOTATION = REHEARSAL_LABEL
+FINISH_AT_ANNOTATION = f"{TGK_LOCAL_PREFIX}/finish-at"
+# A Node carrying this annotation is down (its VM is gone): kwok's node stages leave
+# it alone, so the NotReady status `local preempt` gives it stays. kwok keeps the Node
+# in its care otherwise (it sees the Node's deletion and takes the new one at once).
+NODE_DOWN_ANNOTATION = f"{TGK_LOCAL_PREFIX}/node-down"
+# What a kubelet's container runtime reports for a container stopped with SIGTERM
+# (deletion, eviction, node shutdown): 128 + 15.
+SIGTERM_EXIT_CODE = 143
 
 
 @dataclass(frozen=True)
@@ -147,74 +161,147 @@ def jobset_config(*, webhook_port: int, health_port: int, cert_dir: Path) -> dic
     }
 
 
-def _fail_stage() -> dict[str, Any]:
-    return {
-        "apiVersion": "kwok.x-k8s.io/v1alpha1",
-        "kind": "Stage",
-        "metadata": {"name": "tgk-pod-fail"},
-        "spec": {
-            "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
-            "selector": {
-                "matchExpressions": [
-                    {"key": f'.metadata.labels["{FAIL_LABEL}"]', "operator": "In", "values": ["true"]},
-                    {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
-                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                ]
-            },
-            "delay": {
-                "durationMilliseconds": 0,
-                "durationFrom": {"expressionFrom": '.metadata.annotations["pod-fail.stage.kwok.x-k8s.io/delay"]'},
-            },
-            "next": {
-                "statusTemplate": (
-                    "{{ $now := Now }}\n"
-                    "{{ $annotations := or .metadata.annotations dict }}\n"
-                    f'{{{{ $code := or ( index $annotations "{FAIL_EXIT_CODE_ANNOTATION}" ) 1 }}}}\n'
-                    "containerStatuses:\n"
-                    "{{ range $index, $item := .spec.containers }}\n"
-                    "- image: {{ $item.image | Quote }}\n"
-                    "  name: {{ $item.name | Quote }}\n"
-                    "  ready: false\n"
-                    "  restartCount: 0\n"
-                    "  started: false\n"
-                    "  state:\n"
-                    "    terminated:\n"
-                    "      exitCode: {{ $code }}\n"
-                    "      finishedAt: {{ $now | Quote }}\n"
-                    "      reason: Error\n"
-                    "      startedAt: {{ $now | Quote }}\n"
-                    "{{ end }}\n"
-                    "phase: Failed\n"
-                )
-            },
-        },
+def _terminated_status(exit_code: str, reason: str, phase: str) -> str:
+    """A statusTemplate: every container terminated with ``exit_code`` (a template expression), the pod in ``phase``.
+
+    kwok applies it as a strategic merge patch of the status: conditions it does not
+    name (DisruptionTarget, set by whoever disrupted the pod) are kept.
+    """
+    return (
+        "{{ $now := Now }}\n"
+        "{{ $annotations := or .metadata.annotations dict }}\n"
+        f"{{{{ $code := {exit_code} }}}}\n"
+        "containerStatuses:\n"
+        "{{ range $index, $item := .spec.containers }}\n"
+        "- image: {{ $item.image | Quote }}\n"
+        "  name: {{ $item.name | Quote }}\n"
+        "  ready: false\n"
+        "  restartCount: 0\n"
+        "  started: false\n"
+        "  state:\n"
+        "    terminated:\n"
+        "      exitCode: {{ $code }}\n"
+        "      finishedAt: {{ $now | Quote }}\n"
+        f"      reason: {reason}\n"
+        "      startedAt: {{ $now | Quote }}\n"
+        "{{ end }}\n"
+        f"phase: {phase}\n"
+    )
+
+
+def _pod_stage(name: str, match: list[dict[str, Any]], status_template: str, delay_from: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "resourceRef": {"apiGroup": "v1", "kind": "Pod"},
+        "selector": {"matchExpressions": match},
     }
+    if delay_from:
+        spec["delay"] = {"durationMilliseconds": 0, "durationFrom": {"expressionFrom": delay_from}}
+    spec["next"] = {"statusTemplate": status_template}
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def _key(expression: str, operator: str, *values: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"key": expression, "operator": operator}
+    if values:
+        out["values"] = list(values)
+    return out
+
+
+# jq over a pod: true when something disrupted it (preemption, eviction, node shutdown, podgc).
+_DISRUPTED = '[.status.conditions[]? | select(.type == "DisruptionTarget" and .status == "True")] | length > 0'
+_NOT_DELETED = _key(".metadata.deletionTimestamp", "DoesNotExist")
+_RUNNING = _key(".status.phase", "In", "Running")
+_NOT_DISRUPTED = _key(_DISRUPTED, "In", "false")
+
+
+def _fail_stage() -> dict[str, Any]:
+    return _pod_stage(
+        "tgk-pod-fail",
+        [_key(f'.metadata.labels["{FAIL_LABEL}"]', "In", "true"), _NOT_DELETED, _RUNNING, _NOT_DISRUPTED],
+        _terminated_status(f'or ( index $annotations "{FAIL_EXIT_CODE_ANNOTATION}" ) 1', "Error", "Failed"),
+        delay_from='.metadata.annotations["pod-fail.stage.kwok.x-k8s.io/delay"]',
+    )
+
+
+def _terminate_stage() -> dict[str, Any]:
+    """The kubelet's part when a pod is deleted or disrupted: stop its containers, phase Failed.
+
+    Deletion (the Eviction API, a Job or JobSet deleting its pods, kubectl delete) and
+    disruption (a DisruptionTarget condition, as the kubelet's node-shutdown manager sets
+    it) both end with the containers terminated by SIGTERM and the pod Failed, its
+    DisruptionTarget condition kept: what the Job controller's podFailurePolicy reads.
+    The pod object then goes through the pod-delete stage, once its finalizers are gone.
+    """
+    deleted_or_disrupted = f"(.metadata.deletionTimestamp != null) or ({_DISRUPTED})"
+    return _pod_stage(
+        "tgk-pod-terminate",
+        [_key(".status.phase", "In", "Pending", "Running"), _key(deleted_or_disrupted, "In", "true")],
+        _terminated_status(str(SIGTERM_EXIT_CODE), "Error", "Failed"),
+    )
+
+
+def _rehearsal_complete_stage() -> dict[str, Any]:
+    """A rehearsal pod succeeds at the time the rehearsal daemon wrote on it (never before it wrote one)."""
+    return _pod_stage(
+        "tgk-rehearsal-complete",
+        [
+            _key(f'.metadata.labels["{REHEARSAL_LABEL}"]', "In", "true"),
+            _key(f'.metadata.annotations["{FINISH_AT_ANNOTATION}"]', "Exists"),
+            _key(f'.metadata.labels["{FAIL_LABEL}"]', "DoesNotExist"),
+            _NOT_DELETED,
+            _RUNNING,
+            _NOT_DISRUPTED,
+        ],
+        _terminated_status("0", "Completed", "Succeeded"),
+        # An absolute time: kwok re-plans the stage on every pod update, and an RFC 3339
+        # value keeps the same end whatever updates come in between.
+        delay_from=f'.metadata.annotations["{FINISH_AT_ANNOTATION}"]',
+    )
 
 
 def kwok_stages(published: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """kwok's published stages, made instant by default, plus the fail stage.
+    """kwok's published stages, made instant by default and kubelet-like, plus the toolkit's own.
 
     The general pod stages wait 1 s plus up to 5 s of random jitter at every
     step; that jitter would dominate the benchmarks. Their defaults are zeroed
     here; the per-pod annotations (``pod-complete.stage.kwok.x-k8s.io/delay``
     and friends) still set delays where a test wants a pod to keep running.
-    Pods labelled to fail are kept away from the complete stage.
+    Changes that make a kwok pod end the way a kubelet ends it:
+
+    - pod-complete leaves alone pods labelled to fail, rehearsal pods (they complete
+      at their finish time, ``tgk-rehearsal-complete``) and disrupted pods;
+    - pod-delete removes only pods whose containers have stopped (``tgk-pod-terminate``
+      stops them first), and at once: a kubelet removes a pod as soon as its containers
+      have exited, not at the end of the grace period;
+    - the node stages leave a Node marked down (``NODE_DOWN_ANNOTATION``) NotReady.
     """
     out = []
     for st in published:
         st = copy.deepcopy(st)
         spec = st.get("spec", {})
         is_pod = spec.get("resourceRef", {}).get("kind") == "Pod"
+        is_node = spec.get("resourceRef", {}).get("kind") == "Node"
         delay = spec.get("delay")
         if is_pod and delay:
             delay["durationMilliseconds"] = 0
             delay.pop("jitterDurationMilliseconds", None)
-        if is_pod and st["metadata"]["name"] == "pod-complete":
-            spec["selector"]["matchExpressions"].append(
-                {"key": f'.metadata.labels["{FAIL_LABEL}"]', "operator": "DoesNotExist"}
+        name = st["metadata"]["name"]
+        if is_node:
+            spec.setdefault("selector", {}).setdefault("matchExpressions", []).append(
+                _key(f'.metadata.annotations["{NODE_DOWN_ANNOTATION}"]', "DoesNotExist")
             )
+        if is_pod and name == "pod-complete":
+            spec["selector"]["matchExpressions"] += [
+                _key(f'.metadata.labels["{FAIL_LABEL}"]', "DoesNotExist"),
+                _key(f'.metadata.labels["{REHEARSAL_LABEL}"]', "DoesNotExist"),
+                _NOT_DISRUPTED,
+            ]
+        if is_pod and name == "pod-delete":
+            if delay:
+                delay.pop("jitterDurationFrom", None)
+            spec["selector"]["matchExpressions"].append(_key(".status.phase", "NotIn", "Pending", "Running"))
         out.append(st)
-    out.append(_fail_stage())
+    out += [_fail_stage(), _terminate_stage(), _rehearsal_complete_stage()]
     return out
 
 
@@ -227,6 +314,8 @@ def kwok_config_docs(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "nodeLeaseParallelism": 4,
                 "podPlayStageParallelism": 8,
                 "nodePlayStageParallelism": 4,
+                # The kubelet API (/containerLogs): pod logs through the apiserver.
+                "enableDebuggingHandlers": True,
             },
         },
         *stages,

@@ -8,15 +8,24 @@ signal with a generous deadline; none is a fixed sleep):
   controller-manager,      GET /healthz on their secure ports is "ok"
   scheduler
   kwok                     GET /healthz; then every Node from the spec is Ready
+                           (kwok also serves pod logs: the apiserver reaches it
+                           as each Node's kubelet port, and per-pod ``Logs``
+                           objects name the files)
   JobSet, Kueue            GET /readyz; then a server-side dry-run create of a
                            JobSet and of a Kueue LocalQueue goes through their
                            mutating/validating webhooks (and Kueue's conversion
                            webhook), i.e. the apiserver really reaches them
   queues                   the spec's Kueue objects are applied (workloads.render.kueue)
+  rehearsal                the rehearsal daemon (workloads.local.rehearsald) has
+                           finished its first pass: it runs rehearsal pods for
+                           their planned time, writes their logs, and replaces
+                           preempted slices' nodes
 
 State lives in one directory (default ``$TGK_CACHE/local-cluster/state``):
 ``pki/``, ``etcd/`` (wiped by ``down``), ``logs/<daemon>.log``,
-``run/<daemon>.pid``, ``kubeconfig`` and ``cluster.json`` (ports, bin dir, spec).
+``run/<daemon>.pid``, ``kubeconfig``, ``cluster.json`` (ports, bin dir, spec,
+layout), ``pod-logs/`` (what rehearsal pods print) and ``rehearsal/`` (the
+daemon's checkpoints and pending node replacements).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,18 +56,21 @@ from toolkit.names import (
     TGK_LOCAL_FIELD_MANAGER,
     TGK_LOCAL_MANAGED_LABEL,
 )
-from toolkit.paths import cache_dir, script
+from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import LocalClusterError, addons, certs, nodes
+from workloads.local import CONTEXT, LocalClusterError, addons, certs, nodes
 from workloads.local.procs import Daemon, free_port, port_open
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
 BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
-CONTEXT = "tgk-local"
 # Stop order; start order is the reverse, with the controllers last.
-DAEMONS = ("kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+DAEMONS = ("rehearsal", "kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+# What a running cluster was started with; `up` restarts a cluster of another layout
+# (started by an older toolkit: no rehearsal daemon, no pod logs).
+LAYOUT = 3
+KWOK_LOGS_CRD = "kwok/crd/bases/kwok.x-k8s.io_logs.yaml"  # under the build's manifests/
 
 Progress = Callable[[str], None]
 
@@ -244,6 +257,11 @@ class LocalCluster:
     def up(self, spec: EnvSpec, *, spec_path: str, build: bool = True, timeout: float = 300.0) -> dict[str, Any]:
         with self._lock():
             current = self.status()
+            layout = (self._state() or {}).get("layout")
+            if current["state"] in ("up", "degraded") and layout != LAYOUT:
+                self.progress(f"the running local cluster was started by an older toolkit (layout {layout}, now {LAYOUT}); restarting it")
+                self._stop_all()
+                current = self.status()
             if current["state"] == "up":
                 return self._reuse(spec, spec_path, timeout)
             if current["state"] == "degraded":
@@ -279,15 +297,16 @@ class LocalCluster:
         self._start_etcd(boot)
         kube = self._start_apiserver(boot)
         self._start_controllers(boot)
-        self._start_kwok(boot)
+        self._start_kwok(boot, kube)
         self._install_addons(boot, kube)
         self._start_addons(boot)
         self._wait_ready(boot, kube, spec)
+        self._start_rehearsal(boot)
 
     def _prepare(self, root: Path, spec_path: str, timeout: float) -> _Boot:
         """A clean state dir (pki kept), fresh ports, cluster.json and the kubeconfigs."""
         sd = self.state_dir
-        for sub in ("etcd", "run", "kueue", "jobset"):
+        for sub in ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal"):
             shutil.rmtree(sd / sub, ignore_errors=True)
         (sd / "logs").mkdir(parents=True, exist_ok=True)
         (sd / "config").mkdir(parents=True, exist_ok=True)
@@ -297,6 +316,7 @@ class LocalCluster:
             "bin_dir": str(root / "bin"),
             "spec": spec_path,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "layout": LAYOUT,
         }
         self.state_file.write_text(json.dumps(state, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
@@ -351,6 +371,8 @@ class LocalCluster:
                 f"--cert-dir={self.state_dir / 'run'}",
                 "--max-requests-inflight=800",
                 "--max-mutating-requests-inflight=400",
+                # kwok's Nodes report 127.0.0.1 and kwok's port (logs); never a host name.
+                "--kubelet-preferred-address-types=InternalIP",
             ]
         )
         kube = self._client(boot.ports.apiserver)
@@ -403,9 +425,15 @@ class LocalCluster:
         self._wait("kube-controller-manager", lambda: _https_ok(ports.controller_manager, "/healthz"), boot.timeout)
         self._wait("kube-scheduler", lambda: _https_ok(ports.scheduler, "/healthz"), boot.timeout)
 
-    def _start_kwok(self, boot: _Boot) -> None:
-        """kwok with its stages (its health is awaited in _wait_ready, after the add-ons started)."""
+    def _start_kwok(self, boot: _Boot, kube: Cluster) -> None:
+        """kwok with its stages (its health is awaited in _wait_ready, after the add-ons started).
+
+        kwok is every Node's kubelet endpoint (``--node-port``: the apiserver asks it for
+        pod logs) and serves each pod's log from the file its ``Logs`` object names
+        (``--enable-crds=Logs``; the rehearsal daemon creates them).
+        """
         self.progress("starting kwok")
+        kube.apply(addons.load_docs(boot.manifest(KWOK_LOGS_CRD)), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         stages = addons.kwok_stages(addons.load_docs(boot.manifest("kwok-stages.yaml")))
         kwok_cfg = boot.config("kwok.yaml")
         kwok_cfg.write_text(yaml.safe_dump_all(addons.kwok_config_docs(stages), sort_keys=False))
@@ -419,6 +447,8 @@ class LocalCluster:
                 # Leases keep the simulated nodes Ready exactly the way kubelets do.
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{boot.ports.kwok}",
+                f"--node-port={boot.ports.kwok}",
+                "--enable-crds=Logs",
                 "--cidr=10.64.0.0/14",
                 "--node-ip=127.0.0.1",
             ]
@@ -469,6 +499,20 @@ class LocalCluster:
         self._wait("Kueue readiness", lambda: synced() and _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz", "ok"), timeout)
         self._wait("JobSet and Kueue webhooks reachable from the apiserver", lambda: synced() and _webhooks_answer(kube), timeout)
         self._apply_queue_objects(kube, spec)
+
+    def _start_rehearsal(self, boot: _Boot) -> None:
+        """The rehearsal daemon (workloads.local.rehearsald), ready once its first pass is done."""
+        from workloads.local import rehearsald
+
+        self.progress("starting the rehearsal daemon")
+        ready = rehearsald.ready_file(self.state_dir)
+        ready.unlink(missing_ok=True)
+        self.daemon("rehearsal").start(
+            [sys.executable, "-m", "workloads.local.rehearsald", "--state-dir", str(self.state_dir)],
+            env={"PYTHONPATH": str(REPO_ROOT)},
+            cwd=REPO_ROOT,
+        )
+        self._wait("the rehearsal daemon", ready.is_file, boot.timeout)
 
     def _write_kubeconfigs(self, pki: certs.Pki, port: int) -> None:
         server = f"https://127.0.0.1:{port}"

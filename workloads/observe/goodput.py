@@ -240,5 +240,11 @@ def breakdown(runs: list[Attempt], timeline: Timeline | None = None, *, first_st
     )
 
 
+def last_checkpoint(text: str) -> int | None:
+    """The highest checkpoint step a log says was saved (or started saving), else None."""
+    steps = [int(m.group(1)) for m in _SAVE.finditer(text)]
+    return max(steps) if steps else None
+
+
 def from_log(text: str, timeline: Timeline | None = None, *, first_steady_step: int = 2) -> Goodput:
     return breakdown(attempts(text), timeline, first_steady_step=first_steady_step)

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
-from infra.spec import YamlFileError, read_capped
+from toolkit.yamlfile import YamlFileError, read_capped
 from toolkit.errors import ToolkitError
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"

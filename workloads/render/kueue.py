@@ -205,3 +205,48 @@ def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
         *cluster_queues(spec),
         *local_queues(spec),
     ]
+
+
+def _duration(seconds: float) -> str:
+    """A Go duration string (Kueue's config reads metav1.Duration)."""
+    return f"{max(1, round(seconds))}s"
+
+
+def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any]:
+    """The parts of Kueue's own Configuration (config.kueue.x-k8s.io/v1beta2) the spec decides.
+
+    Merged into the controller's configuration by ``local up`` and by the Cloud Build
+    provision pipeline (``python -m workloads queues manager-config``). ``time_scale``
+    shrinks the timeouts for the local rehearsal, which runs GKE's timeline faster.
+    In v1beta2 the block's presence turns the feature on; there is no ``enable`` field.
+    """
+    w = spec.kueue.wait_for_pods_ready
+    if not w.enabled:
+        return {}
+    strategy: dict[str, Any] = {
+        "timestamp": "Eviction",
+        "backoffBaseSeconds": max(1, round(w.backoff_base_seconds * time_scale)),
+        "backoffMaxSeconds": max(1, round(w.backoff_max_seconds * time_scale)),
+    }
+    if w.requeue_limit is not None:
+        strategy["backoffLimitCount"] = w.requeue_limit
+    return {
+        "waitForPodsReady": {
+            "timeout": _duration(w.timeout_seconds * time_scale),
+            "recoveryTimeout": _duration(w.recovery_timeout_seconds * time_scale),
+            # Admission of other runs goes on while one waits: TPU slices are independent.
+            "blockAdmission": False,
+            "requeuingStrategy": strategy,
+        }
+    }
+
+
+def merge_manager_config(config: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``settings`` laid over it (nested maps merged, everything else replaced)."""
+    out = dict(config)
+    for key, value in settings.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_manager_config(out[key], value)
+        else:
+            out[key] = value
+    return out

@@ -53,8 +53,8 @@ _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def load(text: str | bytes) -> Any:
     """One document, safely. Bytes must be UTF-8; a key given twice in a mapping is refused
-    (PyYAML would keep the last silently). Failures are ``infra.spec.YamlFileError``."""
-    from infra.spec import load_yaml  # the spec's rules for every YAML file a user hands in
+    (PyYAML would keep the last silently). Failures are ``toolkit.yamlfile.YamlFileError``."""
+    from toolkit.yamlfile import load_yaml  # the rules for every YAML file a user hands in
 
     return load_yaml(text, _Loader)
 

@@ -1,0 +1,312 @@
+"""A rehearsal that runs like a training run, on the local cluster (real control plane, kwok nodes).
+
+* ``submit`` on the local cluster: every worker of every slice Running at the same time,
+  each on a TPU VM of its own, for the rehearsal time; each serves a MaxText-format log
+  through the apiserver (``logs``), which ``metrics`` and ``report`` read;
+* ``local preempt`` (spot preemption and ``--maintenance``): the slice's pods get
+  ``DisruptionTarget``, end Failed (exit 143) and are removed; the slice's nodes go
+  NotReady and come back as new Ready nodes; the whole JobSet restarts once, without
+  spending ``maxRestarts`` (0 here), every slice is admitted and Running again, the
+  log restores the saved step and continues, and the run completes;
+* an eviction through the Eviction API from outside (what ``kubectl drain`` does) ends
+  the same way;
+* bad input to ``local preempt``: one line naming the argument or flag, exit 2, nothing
+  changed.
+
+Program errors failing at once and unknown failures stopping at ``maxRestarts`` are in
+test_local_cluster.py. Waits poll or watch with deadlines; nothing is timed against a
+budget (the preemption-to-Running figure is scripts/bench_preempt.py's).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+import pytest
+
+from infra.spec import DEFAULT_SPEC_PATH, load_spec
+from tests.conftest import run_module
+from toolkit.errors import ToolkitError
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL
+from workloads.cluster import wait
+from workloads.local.addons import SIGTERM_EXIT_CODE
+from workloads.local.disrupt import replacements_dir
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+NS = "research"
+ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
+RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
+STEP = re.compile(r"completed step: (\d+),")
+
+
+def wl(*args: str, timeout: float = 300):
+    return run_module("workloads", *args, timeout=timeout)
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
+    try:
+        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
+    except wait.WaitTimeout as e:
+        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
+
+
+class Recorder(threading.Thread):
+    """Every version of the watched objects, in order: what a test asserts the history on."""
+
+    def __init__(self, cluster, info, namespace: str | None, selector: str | None = None) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.info, self.namespace, self.selector = cluster, info, namespace, selector
+        self.events: list[tuple[float, str, dict[str, Any]]] = []
+        self._halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        rv = None
+        while not self._halt.is_set():
+            try:
+                for typ, obj in self.cluster.watch(self.info, self.namespace, label_selector=self.selector, resource_version=rv, timeout=3):
+                    self.events.append((time.monotonic(), typ, obj))
+                    rv = (obj.get("metadata") or {}).get("resourceVersion") or rv
+                    if self._halt.is_set():
+                        return
+            except ToolkitError:
+                time.sleep(0.2)
+                rv = None
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=10)
+
+    def history(self, uid: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(typ, obj) for _, typ, obj in self.events if obj["metadata"].get("uid") == uid]
+
+
+def _cond(obj: dict, type_: str) -> dict | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == type_), None)
+
+
+def _pods(cluster, run: str, attempt: str | None = None) -> list[dict]:
+    pods = cluster.pods(NS, run)
+    return [p for p in pods if attempt is None or p["metadata"]["labels"].get(ATTEMPT) == attempt]
+
+
+def _all_running(cluster, run: str, attempt: str, n: int) -> list[dict] | None:
+    pods = [p for p in _pods(cluster, run, attempt) if not p["metadata"].get("deletionTimestamp")]
+    return pods if len(pods) == n and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+
+def _finished(cluster, run: str) -> str | None:
+    js = cluster.jobset(NS, run)
+    for t in ("Completed", "Failed"):
+        c = _cond(js or {}, t)
+        if c and c.get("status") == "True":
+            return t
+    return None
+
+
+def _log(cluster, run: str, slice_index: int = 0, worker: int = 0) -> str:
+    pod = cluster.find_pod(NS, run, slice_index=slice_index, worker=worker)
+    return "\n".join(cluster.logs(NS, pod["metadata"]["name"])) if pod else ""
+
+
+def _last_step(text: str) -> int:
+    steps = STEP.findall(text)
+    return int(steps[-1]) if steps else -1
+
+
+@pytest.fixture()
+def run_name(cluster):
+    name = f"rh-{secrets.token_hex(3)}"
+    yield name
+    cluster.delete_jobset(NS, name)
+    wait_for(lambda: cluster.jobset(NS, name) is None and not cluster.pods(NS, name), 120, f"JobSet {name} and its pods to go")
+
+
+def _submit(kubeconfig: Path, run: str, seconds: float, *extra: str) -> None:
+    sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--rehearse-seconds", str(seconds), "--kubeconfig", str(kubeconfig), *extra)
+    assert sub.returncode == 0, (sub.stdout, sub.stderr)
+    assert f"every worker Running for {seconds:.1f} s (--rehearse-seconds)" in sub.stderr, sub.stderr
+
+
+# ------------------------------------------------------------------ a rehearsal run
+
+
+@pytest.mark.usefixtures("tpu_quota")
+def test_rehearsal_workers_run_together_on_their_own_vms_and_serve_maxtext_logs(cluster, kubeconfig, run_name, tmp_path) -> None:
+    seconds = 6.0
+    pods_seen = Recorder(cluster, cluster.resource("v1", "Pod"), NS, f"{JOBSET_NAME_LABEL}={run_name}")
+    try:
+        _submit(kubeconfig, run_name, seconds)
+        running = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running at once")
+        t_all = time.monotonic()
+        # Every worker on a TPU VM of its own; each slice on a node pool of its own.
+        assert len({p["spec"]["nodeName"] for p in running}) == 8
+        node_pool = {n["metadata"]["name"]: n["metadata"]["labels"][GKE_NODEPOOL_LABEL] for n in cluster.list(cluster.resource("v1", "Node"))}
+        pools = {p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL]: {node_pool[p["spec"]["nodeName"]]} for p in running}
+        assert len(pools) == 2 and all(len(v) == 1 for v in pools.values()) and pools["0"] != pools["1"], pools
+        assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+        # Not before its time (a loaded machine only makes it later).
+        assert time.monotonic() - t_all >= 0.8 * seconds
+    finally:
+        pods_seen.stop()
+    # Every worker was Running until every other one had started: they overlap.
+    started, ended = [], []
+    for p in running:
+        uid = p["metadata"]["uid"]
+        times = [t for t, _, obj in pods_seen.events if obj["metadata"]["uid"] == uid and obj["status"].get("phase") == "Running"]
+        done = [t for t, _, obj in pods_seen.events if obj["metadata"]["uid"] == uid and obj["status"].get("phase") == "Succeeded"]
+        assert times and done, pods_seen.history(uid)[-1:]
+        started.append(min(times))
+        ended.append(min(done))
+    assert max(started) < min(ended)
+
+    # The logs through the apiserver (kwok serves each worker's file), MaxText's format.
+    logs = wl("logs", run_name, "--slice", "1", "--worker", "3", "--kubeconfig", str(kubeconfig))
+    assert logs.returncode == 0, logs.stderr
+    assert "No existing checkpoints found, not restoring checkpoint." in logs.stdout
+    assert [int(s) for s in STEP.findall(logs.stdout)] == list(range(100))
+    assert "Started an asynchronous checkpoint save for step 99" in logs.stdout
+
+    met = wl("metrics", run_name, "--pool", "v5e-16", "-o", "json", "--kubeconfig", str(kubeconfig))
+    assert met.returncode == 0, met.stderr
+    doc = json.loads(met.stdout)
+    text = json.dumps(doc)
+    assert '"steps_seen": 100' in text, text[:500]
+    mfu = re.search(r'"mfu": ([0-9.]+)', text)
+    assert mfu and 0.33 <= float(mfu.group(1)) <= 0.37, text[:800]  # the planner's assumed MFU (0.35)
+
+    rep = wl("report", run_name, "--pool", "v5e-16", "--out", str(tmp_path / "report"), "--kubeconfig", str(kubeconfig))
+    assert rep.returncode == 0, rep.stderr
+    assert (tmp_path / "report" / "report.md").is_file()
+
+
+# ------------------------------------------------------------------ preemption and maintenance
+
+
+@pytest.mark.usefixtures("tpu_quota")
+@pytest.mark.parametrize("maintenance", [False, True], ids=["spot-preemption", "maintenance"])
+def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(cluster, local_cluster, kubeconfig, run_name, maintenance) -> None:
+    node_info = cluster.resource("v1", "Node")
+    pods_seen = Recorder(cluster, cluster.resource("v1", "Pod"), NS, f"{JOBSET_NAME_LABEL}={run_name}")
+    nodes_seen = Recorder(cluster, node_info, None)
+    try:
+        _submit(kubeconfig, run_name, 12.0, "--max-restarts", "0")
+        first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
+        wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
+        victims = {p["metadata"]["uid"] for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"}
+        args = ["local", "preempt", run_name, "--slice", "1", "--replace-after", "2", "--state-dir", str(local_cluster.state_dir), "-o", "json"]
+        pre = wl(*args, *(["--maintenance"] if maintenance else []))
+        assert pre.returncode == 0, (pre.stdout, pre.stderr)
+        res = json.loads(pre.stdout)
+        assert res["slice"] == 1 and len(res["pods"]) == 4 and len(res["nodes"]) == 4
+        old_uids = {n["metadata"]["name"]: n["metadata"]["uid"] for n in cluster.list(node_info) if n["metadata"]["name"] in res["nodes"]}
+
+        # The whole JobSet restarts once: every slice admitted and Running again, a new attempt.
+        wait_for(lambda: _all_running(cluster, run_name, "1", 8), 180, "all 8 workers of the restarted JobSet Running")
+        js = cluster.jobset(NS, run_name)
+        assert js["status"].get("restarts") == 1
+        assert not js["status"].get("restartsCountTowardsMax")  # free: maxRestarts is 0 and the run goes on
+        assert _cond(cluster.workload_for(NS, js), "Admitted")["status"] == "True"
+        restarted = wait_for(lambda: (t := _log(cluster, run_name)) and STEP.search(t) and t, 60, "the restarted run's first step", interval=0.5)
+        restored = RESTORED.search(restarted)
+        assert restored, restarted[-2000:]
+        first_step = int(STEP.search(restarted).group(1))
+        assert first_step == int(restored.group(1)) + 1 >= 10
+
+        assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+        assert _last_step(_log(cluster, run_name)) == 99
+        assert cluster.jobset(NS, run_name)["status"].get("restarts") == 1
+    finally:
+        pods_seen.stop()
+        nodes_seen.stop()
+
+    # Each preempted pod: DisruptionTarget (the reason says who), stopped by SIGTERM, Failed, then removed.
+    reason = "EvictionByEvictionAPI" if maintenance else "TerminationByKubelet"
+    for uid in victims:
+        history = pods_seen.history(uid)
+        failed = [o for _, o in history if o["status"].get("phase") == "Failed"]
+        assert failed, [o["status"].get("phase") for _, o in history]
+        cond = _cond(failed[-1], "DisruptionTarget")
+        assert cond and cond["status"] == "True" and cond["reason"] == reason, failed[-1]["status"]
+        codes = {c["state"]["terminated"]["exitCode"] for c in failed[-1]["status"]["containerStatuses"]}
+        assert codes == {SIGTERM_EXIT_CODE}
+        assert history[-1][0] == "DELETED"  # not Terminating forever
+    # The slice's node pool: NotReady, then new Nodes (same names) Ready.
+    for name, old_uid in old_uids.items():
+        versions = [o for _, _, o in nodes_seen.events if o["metadata"]["name"] == name]
+        assert any(o["metadata"]["uid"] == old_uid and (_cond(o, "Ready") or {}).get("status") == "Unknown" for o in versions), name
+        new = cluster.get(node_info, name)
+        assert new["metadata"]["uid"] != old_uid and _cond(new, "Ready")["status"] == "True" and not new["spec"].get("unschedulable")
+    assert not list(replacements_dir(local_cluster.state_dir).glob("*.json"))
+
+
+@pytest.mark.usefixtures("tpu_quota")
+def test_an_outside_eviction_behaves_like_preempt(cluster, kubeconfig, run_name) -> None:
+    pod_info = cluster.resource("v1", "Pod")
+    pods_seen = Recorder(cluster, pod_info, NS, f"{JOBSET_NAME_LABEL}={run_name}")
+    try:
+        _submit(kubeconfig, run_name, 10.0, "--max-restarts", "0")
+        first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
+        victims = [p for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"]
+        # What `kubectl drain` does to each pod: a policy/v1 Eviction.
+        for p in victims:
+            name = p["metadata"]["name"]
+            cluster.request("POST", pod_info.path(NS, name, "eviction"), {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}})
+        wait_for(lambda: _all_running(cluster, run_name, "1", 8), 180, "all 8 workers of the restarted JobSet Running")
+        assert cluster.jobset(NS, run_name)["status"].get("restarts") == 1
+        assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+        assert not cluster.jobset(NS, run_name)["status"].get("restartsCountTowardsMax")
+    finally:
+        pods_seen.stop()
+    for p in victims:
+        history = pods_seen.history(p["metadata"]["uid"])
+        failed = [o for _, o in history if o["status"].get("phase") == "Failed"]
+        assert failed and _cond(failed[-1], "DisruptionTarget")["reason"] == "EvictionByEvictionAPI"
+        assert {c["state"]["terminated"]["exitCode"] for c in failed[-1]["status"]["containerStatuses"]} == {SIGTERM_EXIT_CODE}
+        assert history[-1][0] == "DELETED"
+
+
+# ------------------------------------------------------------------ bad input
+
+
+def test_preempt_refuses_an_unknown_run_or_slice_and_changes_nothing(cluster, local_cluster) -> None:
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render import jobset as manifests
+
+    spec = load_spec(DEFAULT_SPEC_PATH)
+    name = f"rh-bad-{secrets.token_hex(2)}"
+    plan = plan_run("hello-tpu", spec, Overrides(slices=1, name=name))
+    (js,) = manifests.run_objects(plan)
+    js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "no-such-queue"  # never admitted: takes no quota
+    sd = str(local_cluster.state_dir)
+    node_info = cluster.resource("v1", "Node")
+
+    def nodes_state() -> list[tuple]:
+        return sorted((n["metadata"]["name"], n["metadata"]["uid"], bool(n["spec"].get("unschedulable"))) for n in cluster.list(node_info))
+
+    before = nodes_state()
+    try:
+        cluster.apply([js])
+        cases = [
+            (["local", "preempt", "no-such-run", "--state-dir", sd], "error: RUN: no run 'no-such-run' in namespace 'research'"),
+            (["local", "preempt", name, "--slice", "3", "--state-dir", sd], f"error: --slice: run '{name}' has 1 slice (0..0), not 3"),
+            (["local", "preempt", name, "--state-dir", sd], "error: --slice: slice 0 of run"),
+        ]
+        for args, start in cases:
+            r = wl(*args)
+            assert r.returncode == 2, (args, r.stdout, r.stderr)
+            (line,) = r.stderr.strip().splitlines()
+            assert line.startswith(start) and " — " in line, line
+            assert r.stdout == ""
+        assert nodes_state() == before
+        assert not list(replacements_dir(local_cluster.state_dir).glob("*.json"))
+    finally:
+        cluster.delete_jobset(NS, name)

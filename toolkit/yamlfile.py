@@ -1,0 +1,130 @@
+"""Reading the YAML files a user hands the toolkit: specs, recipes, kubeconfigs, Kueue configs.
+
+One set of rules for all of them: UTF-8 text only (gzip, UTF-16/32 and binary files are
+named as what they are), a size cap, and a key given twice in a mapping is an error
+instead of YAML's silent "last one wins". Every failure is a ``YamlFileError`` with a
+problem and a fix, which each caller turns into its own one-line error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def key_text(key: Any) -> str:
+    """A key as it goes into a field path: quoted when it holds a line break or other unprintable character."""
+    text = str(key)
+    return text if text.isprintable() and text.strip() else repr(text)
+
+
+MAX_YAML_BYTES = 8 * 1024 * 1024  # a spec or recipe is a few KiB; more is not one
+
+
+class YamlFileError(ValueError):
+    """A file that is not UTF-8 YAML text, or a key given twice.
+
+    ``key_path`` is the duplicated key's path (``tpu_pools[0].capacity``), else "" (the
+    whole file is wrong).
+    """
+
+    def __init__(self, problem: str, fix: str, key_path: str = "") -> None:
+        self.problem, self.fix, self.key_path = problem, fix, key_path
+        super().__init__(f"{key_path + ': ' if key_path else ''}{problem} — {fix}")
+
+
+def read_capped(path: Path, limit: int | None = None) -> bytes:
+    """The file's bytes; more than ``limit`` (MAX_YAML_BYTES) is refused before it is all read (a device, a dump)."""
+    limit = MAX_YAML_BYTES if limit is None else limit
+    with open(path, "rb") as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise YamlFileError(f"is over {limit // 1024} KiB, far more than a YAML spec or recipe", "pass the YAML file itself")
+    return raw
+
+
+_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
+
+
+def decode_text(raw: bytes) -> str:
+    """UTF-8 text (a UTF-8 byte-order mark is dropped); anything else is a YamlFileError saying what it is."""
+    if raw.startswith(b"\x1f\x8b"):
+        raise YamlFileError("is gzip-compressed, not YAML text", "decompress it (gunzip) and pass the .yaml file")
+    for bom, encoding in _BOMS:
+        if raw.startswith(bom):
+            raise YamlFileError(f"is {encoding} text, not UTF-8", f"save it as UTF-8 (e.g. iconv -f {encoding} -t UTF-8)")
+    if b"\x00" in raw:
+        half = len(raw) // 2
+        zeros = sorted((raw[0::2].count(0), raw[1::2].count(0)))
+        if half >= 4 and zeros[1] >= 0.4 * half and zeros[0] <= 0.05 * half:  # ASCII as UTF-16: every other byte NUL
+            raise YamlFileError("looks like UTF-16 text without a byte-order mark, not UTF-8", "save it as UTF-8 (e.g. iconv -f UTF-16LE -t UTF-8)")
+        raise YamlFileError("is binary, not YAML text (it holds NUL bytes)", "pass a YAML text file")
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise YamlFileError(f"is not UTF-8 text (byte 0x{raw[e.start]:02x} on line {line})", "save it as UTF-8 (e.g. iconv -f LATIN1 -t UTF-8)") from None
+
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _refuse_duplicate_keys(loader: Any, node: yaml.Node, path: str, seen: set[int]) -> None:
+    """Walk the composed document; a mapping key given twice is a YamlFileError at its path."""
+    if id(node) in seen:  # an alias: already walked (and it may point at itself)
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[Any, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE_TAG:  # '<<: *base': explicit keys may override merged ones
+                _refuse_duplicate_keys(loader, value_node, path, seen)
+                continue
+            child = path
+            if isinstance(key_node, yaml.ScalarNode):
+                key = loader.construct_object(key_node, deep=True)
+                child = f"{path}.{key_text(key)}" if path else key_text(key)
+                if key in first:
+                    raise YamlFileError(
+                        f"is given twice (lines {first[key] + 1} and {key_node.start_mark.line + 1}); YAML would silently keep the last",
+                        "keep one of them",
+                        key_path=child,
+                    )
+                first[key] = key_node.start_mark.line
+            _refuse_duplicate_keys(loader, value_node, child, seen)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _refuse_duplicate_keys(loader, item, f"{path}[{i}]", seen)
+
+
+def load_yaml(source: bytes | str, loader: type = yaml.SafeLoader) -> Any:
+    """One YAML document, safely, from UTF-8 text; a key given twice in a mapping is an error.
+
+    Every failure is a YamlFileError: not UTF-8 text, not YAML (with the line), a duplicate key.
+    """
+    text = decode_text(source) if isinstance(source, bytes) else source
+    ld = None
+    try:
+        ld = loader(text)
+        node = ld.get_single_node()
+        if node is None:
+            return None
+        _refuse_duplicate_keys(ld, node, "", set())
+        return ld.construct_document(node)
+    except yaml.reader.ReaderError as e:
+        line = text[: e.position].count("\n") + 1 if isinstance(e.position, int) else "?"
+        raise YamlFileError(
+            f"holds the character #x{e.character:04x} on line {line}, which YAML does not allow in a file", "remove it or save the file as plain UTF-8 text"
+        ) from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        problem = " ".join(str(getattr(e, "problem", None) or "").split())
+        raise YamlFileError(f"not valid YAML{where}" + (f" ({problem})" if problem else ""), "fix the YAML syntax") from None
+    except RecursionError:
+        raise YamlFileError("is nested too deeply to be a spec or recipe", "fix the YAML structure") from None
+    finally:
+        if ld is not None:
+            ld.dispose()

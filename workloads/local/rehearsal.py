@@ -1,0 +1,323 @@
+"""Rehearsal runs: on the local cluster a run's pods run for a simulated time and print MaxText's log.
+
+Pure: a RunPlan in, pod-template decorations and log lines out. On real GKE nothing here
+is used: ``submit`` calls ``decorate`` only when its kubeconfig context is the local
+cluster's (``controlplane.CONTEXT``), so the rendered manifests stay what GKE gets.
+
+How long a rehearsal runs (``rehearsal_seconds``): ``submit --rehearse-seconds N`` sets it;
+otherwise it is the plan's estimated run time (``plan.program.estimated_run_seconds``:
+steps x the planner's step time) x ``time_factor()`` (default ``DEFAULT_TIME_FACTOR``,
+``$TGK_REHEARSAL_TIME_FACTOR`` overrides it), capped at ``MAX_SECONDS``; a plain command
+(no step estimate) runs ``COMMAND_SECONDS``. Every step takes the same wall time, the
+rehearsal time over the steps.
+
+What ``decorate`` adds to the pod template: the ``REHEARSAL_LABEL`` (kwok's plain
+complete stage leaves these pods alone) and the ``Rehearsal`` facts as JSON in the
+annotation of the same name. The rehearsal daemon (``rehearsald``) reads them back: it
+starts the clock when every worker of the run is Running (a JAX program starts when all
+its processes have joined), writes each worker's log step by step on that clock, and
+writes the finish time on the pods, at which kwok makes them Succeeded.
+
+The log (``MaxTextLog``) has what MaxText 0.2.5 prints and ``workloads.observe.metrics``
+parses: absl-prefixed lines, the ``Config param`` lines, ``Num_devices``, the checkpoint
+manager's restore (or no-restore) line, one ``completed step:`` line per step with the
+plan's step time (the first step of an attempt carries the compilation), TFLOP/s and
+tokens/s per device consistent with it (the planner's peak x assumed MFU), and
+checkpoint saves every ``checkpoint_period`` steps, at a preemption (autocheckpoint) and
+at the end. The timestamps are the rehearsal's clock; the step times are the plan's.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import FieldError
+from workloads.local.addons import REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+
+if TYPE_CHECKING:
+    from workloads.planning.model import RunPlan
+
+TIME_FACTOR_ENV = "TGK_REHEARSAL_TIME_FACTOR"
+# maxtext-6b on the default spec: 100 steps x 6.5 s = 650 s of TPU time -> ~20 s here.
+DEFAULT_TIME_FACTOR = 0.03
+MAX_SECONDS = 600.0  # however long the plan, a rehearsal stays a rehearsal
+COMMAND_SECONDS = 5.0  # a plain command: nothing to estimate its time from
+DEFAULT_SEQ = 2048  # MaxText's max_target_length when neither the recipe nor --set gives it
+COMPILE_FACTOR = 3.0  # the first step of an attempt includes XLA compilation
+WARMUP_FACTOR = 1.2  # ... and the second is still a little slow
+JITTER = 0.015  # steady steps vary by up to +-1.5 % around the plan's step time
+
+
+def time_factor() -> float:
+    """The rehearsal time factor: ``$TGK_REHEARSAL_TIME_FACTOR`` if set (a positive number), else the default."""
+    raw = os.environ.get(TIME_FACTOR_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIME_FACTOR
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value <= 0:
+        raise FieldError(TIME_FACTOR_ENV, f"{raw!r} is not a positive number", f"unset it or set e.g. {TIME_FACTOR_ENV}={DEFAULT_TIME_FACTOR}")
+    return value
+
+
+def rehearsal_seconds(plan: "RunPlan", seconds: float | None = None, factor: float | None = None) -> float:
+    """How long the run takes on the local cluster (see the module docstring)."""
+    if seconds is not None:
+        if not math.isfinite(seconds) or seconds < 0:
+            raise FieldError("--rehearse-seconds", f"{seconds:g} is not a duration", "pass 0 or more seconds")
+        return float(seconds)
+    estimated = plan.program.estimated_run_seconds
+    if estimated is None:
+        return COMMAND_SECONDS
+    return min(MAX_SECONDS, estimated * (time_factor() if factor is None else factor))
+
+
+@dataclass(frozen=True)
+class Rehearsal:
+    """What the rehearsal daemon needs to play a run: the plan's facts, as one annotation."""
+
+    run: str
+    kind: str  # "maxtext" or "command"
+    workers: int  # pods of the whole run (every slice)
+    steps: int
+    wall_seconds: float  # the whole run on the local cluster
+    step_seconds: float | None = None  # the plan's step time (what the log reports)
+    checkpoint_period: int | None = None  # steps between saves; None: no checkpoints
+    async_checkpoint: bool = True
+    autocheckpoint: bool = False  # also save at a preemption (SIGTERM)
+    tflops_per_device: float | None = None  # steady state, at the plan's step time
+    tokens_per_step: int | None = None  # global batch x sequence length (MaxText's total_weights)
+    devices: int = 0
+    params: int | None = None
+    config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
+    command: str = ""  # a plain command, shown in its log
+
+    @property
+    def wall_step_seconds(self) -> float:
+        return self.wall_seconds / max(1, self.steps)
+
+    def to_annotation(self) -> str:
+        d = asdict(self)
+        d["config"] = [list(kv) for kv in self.config]
+        return json.dumps({k: v for k, v in d.items() if v not in (None, "", [], ())}, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def from_annotation(cls, text: str) -> "Rehearsal":
+        d = json.loads(text)
+        d["config"] = tuple((str(k), str(v)) for k, v in d.get("config") or ())
+        return cls(**d)
+
+    @classmethod
+    def of(cls, plan: "RunPlan", wall_seconds: float) -> "Rehearsal":
+        p, t, c = plan.program, plan.target, plan.policy.checkpoint
+        common = dict(run=plan.name, workers=t.nodes, wall_seconds=round(wall_seconds, 3), devices=t.devices)
+        if not p.is_maxtext or p.estimated_step_seconds is None:
+            return cls(kind="command", steps=1, command=" ".join(p.command + p.args), **common)
+        config = tuple(tuple(a.split("=", 1)) for a in p.args if "=" in a)
+        seq = int(dict(config).get("max_target_length", DEFAULT_SEQ))
+        sizing = p.sizing
+        return cls(
+            kind="maxtext",
+            steps=p.steps,
+            step_seconds=p.estimated_step_seconds,
+            checkpoint_period=c.period_steps if c else None,
+            async_checkpoint=c.async_save if c else True,
+            autocheckpoint=c.autocheckpoint if c else False,
+            tflops_per_device=t.shape.peak_tflops_per_device * (p.assumed_mfu or 0.0),
+            tokens_per_step=sizing.global_batch_size * seq if sizing else None,
+            params=sizing.params if sizing else None,
+            config=config,  # type: ignore[arg-type]
+            **common,
+        )
+
+
+def decorate(objects: list[dict[str, Any]], plan: "RunPlan", *, seconds: float | None = None) -> list[dict[str, Any]]:
+    """The run's objects with its pods made rehearsal pods (label + annotation); the input is left as it is."""
+    facts = Rehearsal.of(plan, rehearsal_seconds(plan, seconds))
+    out = copy.deepcopy(objects)
+    for obj in out:
+        if obj.get("kind") != "JobSet":
+            continue
+        for rj in obj["spec"]["replicatedJobs"]:
+            meta = rj["template"]["spec"]["template"].setdefault("metadata", {})
+            meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
+            meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
+    return out
+
+
+def summary(plan: "RunPlan", seconds: float | None = None) -> str:
+    """One line for ``submit``: how long the rehearsal runs and where that comes from."""
+    wall = rehearsal_seconds(plan, seconds)
+    p = plan.program
+    if seconds is not None:
+        why = "--rehearse-seconds"
+    elif p.estimated_run_seconds is None:
+        why = "a plain command: no step-time estimate"
+    else:
+        why = f"{p.steps} steps x {p.estimated_step_seconds:.2f} s planned x time factor {time_factor():g}" + (f", capped at {MAX_SECONDS:g} s" if wall >= MAX_SECONDS else "")
+    return f"rehearsal on the local cluster: every worker Running for {wall:.1f} s ({why}); MaxText-format logs via `logs`"
+
+
+# ------------------------------------------------------------------ the clock
+
+
+def finish_time(r: Rehearsal, t0: float, first_step: int) -> float:
+    """When an attempt that started (every worker Running) at ``t0`` from ``first_step`` ends."""
+    return t0 + max(0, r.steps - first_step) * r.wall_step_seconds
+
+
+def steps_done_by(r: Rehearsal, t0: float, first_step: int, now: float) -> int:
+    """The steps an attempt has completed by ``now``: ``first_step`` .. result-1."""
+    if now < t0:
+        return first_step
+    done = first_step + int((now - t0) / r.wall_step_seconds + 1e-9) if r.wall_step_seconds > 0 else r.steps
+    return min(r.steps, done)
+
+
+def step_end(r: Rehearsal, t0: float, first_step: int, step: int) -> float:
+    return t0 + (step - first_step + 1) * r.wall_step_seconds
+
+
+# ------------------------------------------------------------------ the log
+
+
+def _unit(*key: object) -> float:
+    """A stable number in [0, 1) for ``key``: the same run and step always look the same."""
+    digest = hashlib.sha256("/".join(map(str, key)).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def step_seconds(r: Rehearsal, step: int, first_step: int) -> float:
+    base = r.step_seconds or 0.0
+    if step == first_step:
+        return base * COMPILE_FACTOR
+    if step == first_step + 1:
+        return base * WARMUP_FACTOR
+    return base * (1 + JITTER * (2 * _unit(r.run, "t", step) - 1))
+
+
+def loss(r: Rehearsal, step: int) -> float:
+    """A training curve: fast early drop, flattening out, a little noise; the same for a step whatever the attempt."""
+    scale = max(1.0, r.steps / 4)
+    return 2.1 + 8.7 * math.exp(-step / scale) + 0.02 * (2 * _unit(r.run, "l", step) - 1)
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%m%d %H:%M:%S.%f")
+
+
+def _cri_time(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+
+
+@dataclass(frozen=True)
+class MaxTextLog:
+    """One worker's log, line by line, in the CRI file format kwok serves (``<time> stderr F <line>``)."""
+
+    r: Rehearsal
+    pod: str
+    worker: int  # JAX process index over the whole run
+
+    @property
+    def _tid(self) -> int:
+        return 139_000_000_000_000 + int(_unit(self.pod, "tid") * 1e12)
+
+    def line(self, t: float, source: str, msg: str, level: str = "I") -> str:
+        """An absl line (as MaxText's max_logging prints it), framed as one CRI log record."""
+        return f"{_cri_time(t)} stderr F {level}{_stamp(t)} {self._tid} {source}] {msg}\n"
+
+    def start(self, t: float) -> list[str]:
+        """What a worker prints from its start until every process has joined."""
+        r = self.r
+        if r.kind != "maxtext":
+            return [self.line(t, "rehearsal.py:1", f"process {self.worker}/{r.workers}: rehearsal of: {r.command}")]
+        out = [self.line(t, "max_utils.py:298", "Attempting to initialize the jax distributed system for TPU backend...")]
+        out += [self.line(t, "pyconfig.py:591", f"Config param {k}: {v}") for k, v in sorted(r.config)]
+        out += [
+            self.line(t, "max_utils.py:835", "System Information: Jax Version: rehearsal"),
+            self.line(t, "max_utils.py:837", "System Information: Jax Backend: tpu"),
+        ]
+        return out
+
+    def joined(self, t: float, restored: int | None) -> list[str]:
+        """Every process has joined: the mesh, the checkpoint manager, the restore (or not)."""
+        r = self.r
+        if r.kind != "maxtext":
+            return []
+        out = [self.line(t, "maxtext_utils.py:2098", f"Num_devices: {r.devices}, shape ({r.devices},)")]
+        if r.checkpoint_period is None:
+            out.append(self.line(t, "checkpointing.py:540", "Checkpointing disabled, not creating checkpoint manager."))
+        else:
+            out.append(self.line(t, "checkpointing.py:590", "Checkpoint manager created!"))
+            out.append(self.line(t, "checkpointing.py:701", "checkpoint manager exists so trying to load this run's existing checkpoint"))
+            if restored is None:
+                out.append(self.line(t, "checkpointing.py:803", "No existing checkpoints found, not restoring checkpoint."))
+            else:
+                out.append(self.line(t, "checkpointing.py:705", f"restoring from this run's directory step {restored}"))
+        if r.params:
+            out.append(self.line(t, "metric_logger.py:425", f"number parameters: {r.params / 1e9:.3f} billion"))
+        return out
+
+    def step(self, t: float, step: int, first_step: int) -> list[str]:
+        """The ``completed step`` line of ``step`` (and a checkpoint save when one is due)."""
+        r = self.r
+        if r.kind != "maxtext":
+            return [self.line(t, "rehearsal.py:2", f"process {self.worker}/{r.workers}: done")]
+        secs = step_seconds(r, step, first_step)
+        tflops = (r.tflops_per_device or 0.0) * (r.step_seconds or 0.0) / secs if secs else 0.0
+        weights = r.tokens_per_step or 0
+        tokens = weights / max(1, r.devices) / secs if secs else 0.0
+        lo = loss(r, step)
+        out = [
+            self.line(
+                t,
+                "metric_logger.py:265",
+                f"completed step: {step}, seconds: {secs:.3f}, TFLOP/s/device: {tflops:.3f}, Tokens/s/device: {tokens:.3f}, "
+                f"total_weights: {weights}, loss: {lo:.3f}, lm_loss: {lo:.3f}, perplexity: {math.exp(min(lo, 50)):.3f}",
+            )
+        ]
+        if r.checkpoint_period and step % r.checkpoint_period == 0:
+            out += self.save(t, step)
+        return out
+
+    def save(self, t: float, step: int) -> list[str]:
+        """MaxText's checkpoint save of ``step`` (print_save_message and the wait before it)."""
+        done = (
+            f"Started an asynchronous checkpoint save for step {step}" if self.r.async_checkpoint else f"Saved a checkpoint at step {step}."
+        )
+        return [
+            self.line(t, "checkpointing.py:1310", f"Waiting for step {step} to finish before checkpoint..."),
+            self.line(t, "checkpointing.py:1314", f"Waited 0.0{int(_unit(self.pod, step) * 900) + 100} seconds for step {step} to finish before starting checkpointing."),
+            self.line(t, "checkpointing.py:596" if self.r.async_checkpoint else "checkpointing.py:598", done),
+        ]
+
+    def final_save_step(self) -> int | None:
+        """The step MaxText force-saves after the last one (None: checkpoints off, or the period already saved it)."""
+        r = self.r
+        last = r.steps - 1
+        if r.kind != "maxtext" or not r.checkpoint_period or last < 0 or last % r.checkpoint_period == 0:
+            return None
+        return last
+
+    def preempted(self, t: float, last_done: int | None) -> list[str]:
+        """SIGTERM: with autocheckpoint, MaxText saves the step it reached, then exits."""
+        r = self.r
+        if r.kind != "maxtext" or not r.checkpoint_period or not r.autocheckpoint or last_done is None:
+            return []
+        return self.save(t, last_done)
+
+
+def saved_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
+    """Steps an attempt saved by the period while completing ``first_step`` .. ``done``-1."""
+    if r.kind != "maxtext" or not r.checkpoint_period:
+        return []
+    return [s for s in range(first_step, done) if s % r.checkpoint_period == 0]

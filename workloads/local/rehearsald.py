@@ -1,0 +1,361 @@
+"""The rehearsal daemon: what a training run's processes and GKE's node-pool repair do, on kwok.
+
+``local up`` runs it like its other daemons (``python -m workloads.local.rehearsald
+--state-dir DIR``; its log is ``<state>/logs/rehearsal.log``). Every ``POLL_S`` it:
+
+- follows the rehearsal pods (``submit`` on the local cluster labels them; see
+  ``workloads.local.rehearsal``). A run's clock starts when every worker of the
+  attempt (the JobSet's restart attempt) is Running: a JAX program starts when all its
+  processes have joined. Each worker's log is written on that clock, step by step, to
+  ``<state>/pod-logs/<namespace>/<pod>.log``, which a kwok ``Logs`` object (owned by
+  the pod) names, so ``kubectl logs`` / ``workloads logs`` read it through the
+  apiserver and kwok like a kubelet's. The finish time goes on each pod
+  (``FINISH_AT_ANNOTATION``); kwok completes the pod then.
+- keeps each run's checkpoints (``<state>/rehearsal/runs/<jobset uid>.json``): a save
+  every ``checkpoint_period`` steps, at a SIGTERM with autocheckpoint (a disrupted or
+  deleted pod), and at the end. A restarted attempt restores the latest and continues
+  from the step after it, and its log says so.
+- replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
+  pods are gone, back and Ready at the time ``preempt`` recorded.
+
+Why a daemon rather than ``preempt`` waiting: the logs must grow while the run runs,
+the finish time is only known once every worker is up (after a preemption, when the
+replaced nodes are back), and a replacement must finish even if the command that
+asked for it is interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import ToolkitError
+from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
+from workloads.local import disrupt
+from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
+from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by
+
+POLL_S = 0.25
+JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+KWOK_API = "kwok.x-k8s.io/v1alpha1"
+_STEP_RE = re.compile(r"completed step: (\d+),")
+
+
+def ready_file(state_dir: Path) -> Path:
+    return state_dir / "rehearsal" / "ready"
+
+
+def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
+    return state_dir / "pod-logs" / namespace / f"{pod}.log"
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _say(msg: str) -> None:
+    sys.stderr.write(f"{time.strftime('%H:%M:%S')} {msg}\n")
+    sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ a run's checkpoints
+
+
+@dataclass
+class RunBook:
+    """One run (JobSet uid): its latest checkpoint and the clock of each attempt."""
+
+    path: Path
+    saved: int | None = None
+    attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt -> t0, first, restored
+
+    @classmethod
+    def open(cls, path: Path) -> "RunBook":
+        try:
+            d = json.loads(path.read_text())
+            return cls(path, d.get("saved"), d.get("attempts") or {})
+        except (OSError, ValueError):
+            return cls(path)
+
+    def save_step(self, step: int | None) -> None:
+        if step is not None and (self.saved is None or step > self.saved):
+            self.saved = step
+            self.write()
+
+    def write(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts}))
+        os.replace(tmp, self.path)
+
+
+# ------------------------------------------------------------------ one worker
+
+
+@dataclass
+class Worker:
+    namespace: str
+    name: str
+    uid: str
+    run_uid: str
+    attempt: str
+    r: Rehearsal
+    log: MaxTextLog
+    path: Path
+    started: bool = False  # start lines written
+    joined: bool = False  # the attempt's clock has started and its lines are written
+    next_step: int | None = None
+    ended: bool = False
+
+    def write(self, lines: list[str]) -> None:
+        if lines:
+            with open(self.path, "a") as f:
+                f.writelines(lines)
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    """pending | running | stopping (SIGTERM: deleted, disrupted, or stopped by it) | crashed | succeeded."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if phase == "Succeeded":
+        return "succeeded"
+    if phase == "Failed":
+        codes = {((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in status.get("containerStatuses") or []}
+        return "stopping" if disrupted or SIGTERM_EXIT_CODE in codes else "crashed"
+    if phase == "Running":
+        return "stopping" if disrupted or pod["metadata"].get("deletionTimestamp") else "running"
+    return "pending"
+
+
+def _resume_point(path: Path) -> int | None:
+    """The step after the last one already in a log file (a daemon restarted mid-run), else None."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return None
+    steps = _STEP_RE.findall(text)
+    return int(steps[-1]) + 1 if steps else None
+
+
+# ------------------------------------------------------------------ the daemon
+
+
+class Rehearsals:
+    def __init__(self, state_dir: Path, kube) -> None:
+        self.state_dir = state_dir
+        self.kube = kube
+        self.workers: dict[str, Worker] = {}
+        self.books: dict[str, RunBook] = {}
+        self._logs_info = None
+
+    def book(self, run_uid: str) -> RunBook:
+        if run_uid not in self.books:
+            self.books[run_uid] = RunBook.open(self.state_dir / "rehearsal" / "runs" / f"{run_uid}.json")
+        return self.books[run_uid]
+
+    # -------------------------------------------------------------- pods
+
+    def tick(self, now: float) -> None:
+        pods = self.kube.list(self.kube.resource("v1", "Pod"), None, label_selector=f"{REHEARSAL_LABEL}=true")
+        live: set[str] = set()
+        groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
+        for pod in pods:
+            w = self._worker(pod)
+            if w is None:
+                continue
+            live.add(w.uid)
+            groups[(w.run_uid, w.attempt)].append((w, pod))
+        for uid in list(self.workers):
+            if uid not in live:
+                del self.workers[uid]
+        for (run_uid, attempt), members in groups.items():
+            self._attempt(run_uid, attempt, members, now)
+
+    def _worker(self, pod: dict[str, Any]) -> Worker | None:
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if uid in self.workers:
+            return self.workers[uid]
+        if not (pod.get("spec") or {}).get("nodeName"):
+            return None  # not placed yet: no kubelet, no log
+        try:
+            r = Rehearsal.from_annotation((meta.get("annotations") or {})[REHEARSAL_ANNOTATION])
+        except (KeyError, ValueError, TypeError) as e:
+            _say(f"{meta.get('namespace')}/{meta.get('name')}: unreadable rehearsal annotation ({e}); ignored")
+            return None
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        replicas = int(annotations.get(JOBSET_REPLICAS_ANNOTATION) or 1)
+        per_slice = max(1, r.workers // max(1, replicas))
+        index = int(labels.get(JOBSET_JOB_INDEX_LABEL, 0)) * per_slice + int(labels.get(K8S_COMPLETION_INDEX_LABEL, 0))
+        ns, name = meta["namespace"], meta["name"]
+        path = pod_log_file(self.state_dir, ns, name)
+        w = Worker(
+            namespace=ns, name=name, uid=uid, run_uid=labels.get(JOBSET_UID_LABEL, r.run), attempt=labels.get(RESTART_ATTEMPT_LABEL, "0"),
+            r=r, log=MaxTextLog(r, name, index), path=path,
+        )
+        resumed = _resume_point(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if resumed is not None:
+            w.started = w.joined = True
+            w.next_step = resumed
+        else:
+            path.touch()
+        self._logs_object(pod, path)
+        self.workers[uid] = w
+        return w
+
+    def _logs_object(self, pod: dict[str, Any], path: Path) -> None:
+        """kwok's ``Logs`` for the pod: its workload container's log is ``path``; deleted with the pod."""
+        meta = pod["metadata"]
+        obj = {
+            "apiVersion": KWOK_API,
+            "kind": "Logs",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}],
+            },
+            "spec": {"logs": [{"logsFile": str(path), "follow": True}]},
+        }
+        try:
+            self.kube.create(obj, field_manager="tgk-rehearsal")
+        except ToolkitError as e:
+            if "already exists" not in str(e):
+                raise
+
+    def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any]]], now: float) -> None:
+        book = self.book(run_uid)
+        r = members[0][0].r
+        phases = {w.uid: _phase(pod) for w, pod in members}
+        for w, _ in members:
+            if not w.started and phases[w.uid] in ("running", "stopping", "succeeded"):
+                w.write(w.log.start(now))
+                w.started = True
+        clock = book.attempts.get(attempt)
+        if clock is not None and not any(w.uid in clock.get("uids", ()) for w, _ in members):
+            clock = None  # the same attempt number, new pods (e.g. after a Kueue eviction): a new start
+        if clock is None and sum(1 for p in phases.values() if p == "running") >= r.workers:
+            first = 0 if book.saved is None else book.saved + 1
+            clock = {"t0": now, "first": min(first, r.steps), "restored": book.saved, "uids": sorted(phases)}
+            book.attempts[attempt] = clock
+            book.write()
+            restored = f" (restored step {book.saved})" if book.saved is not None else ""
+            _say(f"run {r.run} attempt {attempt}: all {r.workers} workers running; steps {clock['first']}..{r.steps - 1}{restored}, until {iso(finish_time(r, now, clock['first']))}")
+        if clock is None:
+            for w, _ in members:
+                if phases[w.uid] not in ("pending", "running"):
+                    w.ended = True
+            return
+        t0, first = float(clock["t0"]), int(clock["first"])
+        finish = iso(finish_time(r, t0, first))
+        for w, pod in members:
+            phase = phases[w.uid]
+            if w.ended:
+                continue
+            if not w.joined:
+                if phase not in ("running", "stopping", "succeeded"):
+                    w.ended = phase == "crashed"
+                    continue
+                w.write(w.log.joined(t0, clock.get("restored")))
+                w.joined = True
+                w.next_step = first
+            if phase == "running" and (pod["metadata"].get("annotations") or {}).get(FINISH_AT_ANNOTATION) != finish:
+                self._finish_at(pod, finish)
+            done = r.steps if phase == "succeeded" else steps_done_by(r, t0, first, now)
+            self._steps(w, book, t0, first, done)
+            if phase == "stopping":
+                # SIGTERM: with autocheckpoint MaxText saves the step it reached, then exits.
+                last = done - 1 if done > first else None
+                lines = w.log.preempted(now, last)
+                w.write(lines)
+                if lines:
+                    book.save_step(last)
+                w.ended = True
+            elif phase == "crashed":
+                w.ended = True
+            elif phase == "succeeded":
+                final = w.log.final_save_step()
+                if final is not None:
+                    w.write(w.log.save(now, final))
+                    book.save_step(final)
+                w.ended = True
+
+    def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int) -> None:
+        start = w.next_step if w.next_step is not None else first
+        if done <= start:
+            return
+        lines: list[str] = []
+        for step in range(start, done):
+            lines += w.log.step(step_end(w.r, t0, first, step), step, first)
+        w.write(lines)
+        w.next_step = done
+        saves = saved_steps(w.r, start, done)
+        if saves:
+            book.save_step(saves[-1])
+
+    def _finish_at(self, pod: dict[str, Any], finish: str) -> None:
+        meta = pod["metadata"]
+        path = self.kube.resource("v1", "Pod").path(meta["namespace"], meta["name"])
+        try:
+            disrupt.patch(self.kube, path, {"metadata": {"annotations": {FINISH_AT_ANNOTATION: finish}}})
+        except ToolkitError as e:
+            _say(f"{meta['namespace']}/{meta['name']}: cannot set its finish time ({e}); retrying")
+
+    # -------------------------------------------------------------- nodes
+
+    def replace_nodes(self, now: float) -> None:
+        for path in disrupt.pending(self.state_dir):
+            try:
+                record = disrupt.Replacement.load(path)
+            except (OSError, ValueError, TypeError) as e:
+                _say(f"{path.name}: unreadable replacement record ({e}); dropped")
+                path.unlink(missing_ok=True)
+                continue
+            before = (record.down, record.created)
+            if disrupt.advance(self.kube, record, now):
+                _say(f"node pool {record.pool}: {len(record.nodes)} nodes replaced, Ready and schedulable")
+                path.unlink(missing_ok=True)
+            elif (record.down, record.created) != before:
+                step = "recreated (cordoned until kwok holds them)" if record.created else f"NotReady; back at {iso(record.up_at)}"
+                _say(f"node pool {record.pool}: {step}")
+                record.save(self.state_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m workloads.local.rehearsald", description=__doc__.splitlines()[0])
+    ap.add_argument("--state-dir", type=Path, required=True)
+    args = ap.parse_args(argv)
+    from workloads.local.controlplane import LocalCluster
+
+    state_dir = args.state_dir
+    kube = LocalCluster(state_dir).client()
+    daemon = Rehearsals(state_dir, kube)
+    ready = ready_file(state_dir)
+    _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
+    while True:
+        now = time.time()
+        for step in (daemon.tick, daemon.replace_nodes):
+            try:
+                step(now)
+            except (ToolkitError, OSError) as e:
+                _say(f"{step.__name__}: {e}")
+        if not ready.is_file():
+            ready.parent.mkdir(parents=True, exist_ok=True)
+            ready.write_text(f"{os.getpid()}\n")
+        time.sleep(max(0.0, POLL_S - (time.time() - now)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
