@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.cluster.client import Cluster
     from infra.catalog import SliceShape
+    from workloads.observe.goodput import Goodput, Timeline
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
@@ -127,8 +128,8 @@ def _load_run(
     team: str | None,
     kubeconfig: Path | None,
     context: str | None,
-) -> tuple[str, str, "RunLog"]:
-    """(run name, source, parsed log) from a local file or, for a run name, worker 0's log."""
+) -> tuple[str, str, "RunLog", str, "Timeline | None"]:
+    """(run name, source, parsed log, its text, cluster timeline) from a local file or, for a run name, worker 0's log."""
     from workloads.observe import metrics as m
 
     metrics_text = _read(metrics_file, "--metrics-file") if metrics_file else None
@@ -140,14 +141,44 @@ def _load_run(
         else:
             log = m.load(text, metrics_text)
         run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
-        return run, str(path), log
+        return run, str(path), log, text, None
     ns = _namespace(spec_path, namespace, team)
     cluster = _connect(kubeconfig, context)
     pod = cluster.find_pod(ns, target)
     if pod is None:
         raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
     text = "\n".join(cluster.logs(ns, pod["metadata"]["name"]))
-    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text)
+    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, _timeline(cluster, ns, target)
+
+
+def _timeline(cluster, ns: str, run: str):
+    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown)."""
+    from datetime import datetime
+
+    from workloads.cluster.client import ClusterError
+    from workloads.observe.goodput import Timeline
+
+    def epoch(ts: str | None) -> float | None:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if ts else None
+
+    try:
+        js = cluster.jobset(ns, run)
+        wl = cluster.workload_for(ns, js) if js else None
+    except ClusterError:
+        return None
+    if js is None:
+        return None
+    admitted = None
+    status = (wl or {}).get("status") or {}
+    # After an eviction the Admitted time is the re-admission's: created -> admitted would not be queueing.
+    if not status.get("requeueState") and not (status.get("schedulingStats") or {}).get("evictions"):
+        admitted = next((epoch(c.get("lastTransitionTime")) for c in status.get("conditions") or []
+                         if c.get("type") == "Admitted" and c.get("status") == "True"), None)
+    st = js.get("status") or {}
+    return Timeline(
+        created=epoch((js.get("metadata") or {}).get("creationTimestamp")), admitted=admitted,
+        restarts=int(st.get("restarts") or 0), restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
+    )
 
 
 def _profiler(log: "RunLog", first: int | None, steps: int | None):
@@ -171,6 +202,7 @@ class Analysis:
     hardware: Hardware | None
     profiler: ProfilerWindow | None
     summary: Summary
+    goodput: Goodput
 
 
 @dataclass(frozen=True)
@@ -198,14 +230,17 @@ class RunSource:
         from workloads.observe import metrics as m
 
         choice = _shape_choice(self.spec, self.shape, self.pool)
-        run, source, log = _load_run(
+        from workloads.observe import goodput
+
+        run, source, log, text, timeline = _load_run(
             target, metrics_file=self.metrics_file, spec_path=self.spec, namespace=self.namespace, team=self.team,
             kubeconfig=self.kubeconfig, context=self.context,
         )
         hw = _hardware(choice, self.slices, log)
         prof = _profiler(log, self.profiler_first_step, self.profiler_steps)
         summ = m.summarize(log.steps, hardware=hw, first_steady_step=self.first_steady_step, profiler=prof)
-        return Analysis(run, source, log, hw, prof, summ)
+        good = goodput.from_log(text or "", timeline, first_steady_step=self.first_steady_step)
+        return Analysis(run, source, log, hw, prof, summ, good)
 
 
 def _with_run_source(command: Callable[..., None]) -> Callable[..., None]:
@@ -357,9 +392,23 @@ def metrics(
 
     a = source.analyse(target)
     if output is OutputFormat.json:
-        print_json(summary_document(RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary))
+        print_json(summary_document(RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, a.goodput))
         return
     print_summary(a.run, a.source, a.summary, a.hardware)
+    print_goodput(a.goodput)
+
+
+def print_goodput(g) -> None:
+    """Where the run's wall time went (workloads.observe.goodput)."""
+    if not g.attempts:
+        return
+    pct = "–" if g.goodput is None else f"{100 * g.goodput:.1f}%"
+    ckpt = f", last checkpoint step {g.last_checkpoint}" if g.last_checkpoint is not None else ""
+    _out(f"  goodput        {pct} of {g.total:,.1f} s ({g.attempts} attempt{'s' if g.attempts != 1 else ''}, {g.steps_redone} steps redone{ckpt})")
+    _out(f"    productive {g.productive:,.1f} s, queueing {g.queueing:,.1f} s, start-up/compile {g.startup:,.1f} s, "
+         f"restarts {g.restarts:,.1f} s, redone {g.redone:,.1f} s, other {g.other:,.1f} s")
+    for n in g.notes:
+        _out(f"    ({n})")
 
 
 def print_summary(run: str, source: str, summ, hw) -> None:
@@ -407,7 +456,8 @@ def report(
     a = source.analyse(target)
     try:
         files = rp.write_report(
-            out, rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, profiler=a.profiler, first_steady_step=source.first_steady_step
+            out, rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, profiler=a.profiler,
+            first_steady_step=source.first_steady_step, goodput=a.goodput,
         )
     except OSError as e:
         raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from workloads.observe.goodput import Goodput
 from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Spread, Summary
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -98,6 +99,7 @@ def render_markdown(
     profiler: ProfilerWindow | None = None,
     first_steady_step: int = 2,
     plot_name: str = PLOT_NAME,
+    goodput: Goodput | None = None,
 ) -> str:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
     hw: Hardware | None = summary.hardware
@@ -117,6 +119,7 @@ def render_markdown(
         rng=_range,
         pct=_pct,
         per_chip=lambda v: v * per if (v is not None and per) else None,
+        goodput=goodput,
     )
 
 
@@ -165,20 +168,21 @@ def write_report(
     *,
     profiler: ProfilerWindow | None = None,
     first_steady_step: int = 2,
+    goodput: Goodput | None = None,
 ) -> ReportFiles:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / MARKDOWN_NAME
-    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step))
+    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step, goodput=goodput))
     png = plot(log, summary, out_dir / PLOT_NAME)
     js = out_dir / JSON_NAME
-    js.write_text(json.dumps(summary_document(facts, log, summary), indent=2) + "\n")
+    js.write_text(json.dumps(summary_document(facts, log, summary, goodput), indent=2) + "\n")
     return ReportFiles(out_dir, md, png, js)
 
 
-def summary_document(facts: RunFacts, log: RunLog, summary: Summary) -> dict[str, Any]:
+def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Goodput | None = None) -> dict[str, Any]:
     """What ``metrics -o json`` prints and ``summary.json`` holds."""
-    return {
+    doc = {
         "run": facts.run,
         "source": facts.source,
         "config": dict(facts.config_facts),
@@ -186,6 +190,9 @@ def summary_document(facts: RunFacts, log: RunLog, summary: Summary) -> dict[str
         "steps": [_step_dict(s) for s in log.steps],
         "evals": [asdict(e) | {"extra": dict(e.extra)} for e in log.evals],
     }
+    if goodput is not None:
+        doc["goodput"] = goodput.to_dict()
+    return doc
 
 
 def _step_dict(s: Any) -> Mapping[str, Any]:
