@@ -53,9 +53,16 @@ def test_a_team_namespace_refuses_host_network_pods(cluster):
 
 def test_an_opted_in_team_namespace_admits_them(cluster):
     labels = kueue.pod_security_labels(TeamSpec(name="optin", host_network=True))
-    cluster.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPTED_IN_NS, "labels": labels}}], field_manager=TGK_FIELD_MANAGER)
+    pod = _on_host_network(_worker_pod(OPTED_IN_NS, "psa-host-network"))
+    cluster.apply(
+        [
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPTED_IN_NS, "labels": labels}},
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": pod["spec"]["serviceAccountName"], "namespace": OPTED_IN_NS}},
+        ],
+        field_manager=TGK_FIELD_MANAGER,
+    )
     try:
-        stored = cluster.create(_on_host_network(_worker_pod(OPTED_IN_NS, "psa-host-network")), dry_run=True)
+        stored = cluster.create(pod, dry_run=True)
         assert stored["spec"]["hostNetwork"] is True
     finally:
         cluster.delete(cluster.resource("v1", "Namespace"), OPTED_IN_NS)

@@ -215,11 +215,19 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
         assert js["status"].get("restarts") == 1
         assert not js["status"].get("restartsCountTowardsMax")  # free: maxRestarts is 0 and the run goes on
         assert _cond(cluster.workload_for(NS, js), "Admitted")["status"] == "True"
-        restarted = wait_for(lambda: (t := _log(cluster, run_name)) and STEP.search(t) and t, 60, "the restarted run's first step", interval=0.5)
+        # Worker 0's log holds both attempts (as Cloud Logging keeps them): the second
+        # restores the checkpoint saved at the preemption and goes on from the next step.
+        def restarted_steps() -> str | None:
+            text = _log(cluster, run_name)
+            at = RESTORED.search(text)
+            return text if at and STEP.search(text, at.end()) else None
+
+        restarted = wait_for(restarted_steps, 60, "the restarted run's first step", interval=0.5)
         restored = RESTORED.search(restarted)
-        assert restored, restarted[-2000:]
-        first_step = int(STEP.search(restarted).group(1))
-        assert first_step == int(restored.group(1)) + 1 >= 10
+        before = [int(s) for s in STEP.findall(restarted[: restored.start()])]
+        assert before and before == list(range(before[-1] + 1)), before
+        assert int(restored.group(1)) == before[-1] >= 10  # autocheckpoint: saved at the step reached
+        assert int(STEP.search(restarted, restored.end()).group(1)) == int(restored.group(1)) + 1
 
         assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
         assert _last_step(_log(cluster, run_name)) == 99
@@ -227,6 +235,11 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
     finally:
         pods_seen.stop()
         nodes_seen.stop()
+
+    met = wl("metrics", run_name, "--pool", "v5e-16", "-o", "json", "--kubeconfig", str(kubeconfig))
+    assert met.returncode == 0, met.stderr
+    good = json.loads(met.stdout)["goodput"]
+    assert good["attempts"] == 2 and good["restarts"] > 0 and 0 < good["goodput"] < 1, good
 
     # Each preempted pod: DisruptionTarget (the reason says who), stopped by SIGTERM, Failed, then removed.
     reason = "EvictionByEvictionAPI" if maintenance else "TerminationByKubelet"

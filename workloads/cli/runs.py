@@ -271,9 +271,10 @@ def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | N
     from toolkit.errors import FieldError
     from workloads.local import CONTEXT
 
-    if cluster.context != CONTEXT:
+    context = getattr(cluster, "context", None)
+    if context != CONTEXT:
         if seconds is not None:
-            raise FieldError("--rehearse-seconds", f"the context is {cluster.context!r}, not the local cluster's ({CONTEXT})", "drop it: a real cluster runs as long as the run takes")
+            raise FieldError("--rehearse-seconds", f"the context is {context!r}, not the local cluster's ({CONTEXT})", "drop it: a real cluster runs as long as the run takes")
         return objects, ""
     from workloads.local import rehearsal
 

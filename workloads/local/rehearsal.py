@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import os
+import shlex
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -121,7 +122,7 @@ class Rehearsal:
         p, t, c = plan.program, plan.target, plan.policy.checkpoint
         common = dict(run=plan.name, workers=t.nodes, wall_seconds=round(wall_seconds, 3), devices=t.devices)
         if not p.is_maxtext or p.estimated_step_seconds is None:
-            return cls(kind="command", steps=1, command=" ".join(p.command + p.args), **common)
+            return cls(kind="command", steps=1, command=shlex.join(p.command + p.args), **common)
         config = tuple(tuple(a.split("=", 1)) for a in p.args if "=" in a)
         seq = int(dict(config).get("max_target_length", DEFAULT_SEQ))
         sizing = p.sizing
@@ -232,7 +233,8 @@ class MaxTextLog:
         return 139_000_000_000_000 + int(_unit(self.pod, "tid") * 1e12)
 
     def line(self, t: float, source: str, msg: str, level: str = "I") -> str:
-        """An absl line (as MaxText's max_logging prints it), framed as one CRI log record."""
+        """An absl line (as MaxText's max_logging prints it), framed as one CRI log record (one line: no newline inside)."""
+        msg = msg.replace("\r", "").replace("\n", "\\n")
         return f"{_cri_time(t)} stderr F {level}{_stamp(t)} {self._tid} {source}] {msg}\n"
 
     def start(self, t: float) -> list[str]:

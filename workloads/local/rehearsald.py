@@ -1,22 +1,26 @@
 """The rehearsal daemon: what a training run's processes and GKE's node-pool repair do, on kwok.
 
 ``local up`` runs it like its other daemons (``python -m workloads.local.rehearsald
---state-dir DIR``; its log is ``<state>/logs/rehearsal.log``). Every ``POLL_S`` it:
+--state-dir DIR``; its log is ``<state>/logs/rehearsal.log``). Every ``POLL_S``
+(``IDLE_POLL_S`` while there is nothing to play) it:
 
 - follows the rehearsal pods (``submit`` on the local cluster labels them; see
   ``workloads.local.rehearsal``). A run's clock starts when every worker of the
   attempt (the JobSet's restart attempt) is Running: a JAX program starts when all its
-  processes have joined. Each worker's log is written on that clock, step by step, to
-  ``<state>/pod-logs/<namespace>/<pod>.log``, which a kwok ``Logs`` object (owned by
-  the pod) names, so ``kubectl logs`` / ``workloads logs`` read it through the
-  apiserver and kwok like a kubelet's. The finish time goes on each pod
+  processes have joined; it stops for all when one worker stops (preempted, deleted,
+  crashed): the others wait in a collective. Each worker's log is written on that
+  clock, step by step, to ``<state>/pod-logs/<namespace>/<pod>.log``, which a kwok
+  ``Logs`` object (owned by the pod) names, so ``kubectl logs`` / ``workloads logs``
+  read it through the apiserver and kwok like a kubelet's. A restarted worker's log begins with the lines
+  of its earlier pods, as Cloud Logging keeps every attempt of a worker (what
+  ``metrics`` and the goodput breakdown read). The finish time goes on each pod
   (``FINISH_AT_ANNOTATION``); kwok completes the pod then.
 - keeps each run's checkpoints (``<state>/rehearsal/runs/<jobset uid>.json``): a save
   every ``checkpoint_period`` steps, at a SIGTERM with autocheckpoint (a disrupted or
   deleted pod), and at the end. A restarted attempt restores the latest and continues
   from the step after it, and its log says so.
 - replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
-  pods are gone, back and Ready at the time ``preempt`` recorded.
+  pods have stopped, back and Ready at the time ``preempt`` recorded.
 
 Why a daemon rather than ``preempt`` waiting: the logs must grow while the run runs,
 the finish time is only known once every worker is up (after a preemption, when the
@@ -30,6 +34,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -44,7 +49,8 @@ from workloads.local import disrupt
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by
 
-POLL_S = 0.25
+POLL_S = 0.25  # while rehearsal pods or node replacements are about
+IDLE_POLL_S = 1.0  # while there are none: a pass costs a LIST, on 2 shared cores
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 KWOK_API = "kwok.x-k8s.io/v1alpha1"
@@ -77,13 +83,14 @@ class RunBook:
 
     path: Path
     saved: int | None = None
-    attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt -> t0, first, restored
+    attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt -> t0, first, restored, uids
+    logs: dict[str, str] = field(default_factory=dict)  # worker (JAX process index) -> its latest pod's log file
 
     @classmethod
     def open(cls, path: Path) -> "RunBook":
         try:
             d = json.loads(path.read_text())
-            return cls(path, d.get("saved"), d.get("attempts") or {})
+            return cls(path, d.get("saved"), d.get("attempts") or {}, d.get("logs") or {})
         except (OSError, ValueError):
             return cls(path)
 
@@ -95,7 +102,7 @@ class RunBook:
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts}))
+        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts, "logs": self.logs}))
         os.replace(tmp, self.path)
 
 
@@ -157,7 +164,6 @@ class Rehearsals:
         self.kube = kube
         self.workers: dict[str, Worker] = {}
         self.books: dict[str, RunBook] = {}
-        self._logs_info = None
 
     def book(self, run_uid: str) -> RunBook:
         if run_uid not in self.books:
@@ -165,6 +171,10 @@ class Rehearsals:
         return self.books[run_uid]
 
     # -------------------------------------------------------------- pods
+
+    @property
+    def busy(self) -> bool:
+        return any(not w.ended for w in self.workers.values()) or bool(disrupt.pending(self.state_dir))
 
     def tick(self, now: float) -> None:
         pods = self.kube.list(self.kube.resource("v1", "Pod"), None, label_selector=f"{REHEARSAL_LABEL}=true")
@@ -207,11 +217,23 @@ class Rehearsals:
         )
         resumed = _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if resumed is not None:
+        if resumed is not None:  # the daemon restarted mid-run: go on where the log ends
             w.started = w.joined = True
             w.next_step = resumed
         else:
-            path.touch()
+            # A worker's log holds every attempt, as Cloud Logging keeps the lines of each pod
+            # of a worker: the new pod's log begins with the previous pod's.
+            book = self.book(w.run_uid)
+            before = book.logs.get(str(index))
+            if before and before != str(path) and Path(before).is_file():
+                shutil.copyfile(before, path)
+            else:
+                path.touch()
+            book.logs[str(index)] = str(path)
+            book.write()
+        # Only a pod seen running is played: one that already ended (seen first after a daemon
+        # restart, or stopped before it ever ran) keeps the log it has.
+        w.ended = _phase(pod) not in ("pending", "running")
         self._logs_object(pod, path)
         self.workers[uid] = w
         return w
@@ -240,7 +262,7 @@ class Rehearsals:
         r = members[0][0].r
         phases = {w.uid: _phase(pod) for w, pod in members}
         for w, _ in members:
-            if not w.started and phases[w.uid] in ("running", "stopping", "succeeded"):
+            if not w.started and not w.ended and phases[w.uid] in ("running", "stopping", "succeeded"):
                 w.write(w.log.start(now))
                 w.started = True
         clock = book.attempts.get(attempt)
@@ -260,6 +282,11 @@ class Rehearsals:
             return
         t0, first = float(clock["t0"]), int(clock["first"])
         finish = iso(finish_time(r, t0, first))
+        if "stopped" not in clock and any(phases[w.uid] in ("stopping", "crashed") for w, _ in members):
+            # One process gone stops them all: the others wait in a collective until they are stopped too.
+            clock["stopped"] = now
+            book.write()
+        horizon = min(now, float(clock.get("stopped", now)))
         for w, pod in members:
             phase = phases[w.uid]
             if w.ended:
@@ -273,7 +300,7 @@ class Rehearsals:
                 w.next_step = first
             if phase == "running" and (pod["metadata"].get("annotations") or {}).get(FINISH_AT_ANNOTATION) != finish:
                 self._finish_at(pod, finish)
-            done = r.steps if phase == "succeeded" else steps_done_by(r, t0, first, now)
+            done = r.steps if phase == "succeeded" else steps_done_by(r, t0, first, horizon)
             self._steps(w, book, t0, first, done)
             if phase == "stopping":
                 # SIGTERM: with autocheckpoint MaxText saves the step it reached, then exits.
@@ -354,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         if not ready.is_file():
             ready.parent.mkdir(parents=True, exist_ok=True)
             ready.write_text(f"{os.getpid()}\n")
-        time.sleep(max(0.0, POLL_S - (time.time() - now)))
+        time.sleep(max(0.0, (POLL_S if daemon.busy else IDLE_POLL_S) - (time.time() - now)))
 
 
 if __name__ == "__main__":
