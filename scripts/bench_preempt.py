@@ -9,9 +9,10 @@ intermediate times: the JobSet's restart (its new attempt's pods exist) and the 
 pool back (every replaced Node Ready and schedulable).
 
 Two series: with the default node replacement delay (`local preempt`'s
---replace-after, 5 s: the figure a user sees) and with 0 (what the control plane and
-kwok add on top of the delay). A spot preemption (the kubelet's node shutdown) by
-default; --maintenance drains through the Eviction API instead.
+--replace-after, 5 s: the figure a user sees) and with 0 (the replacement's own floor:
+the nodes stay NotReady 1 s and are created again 1 s after they went; the rest is the
+control plane and kwok). A spot preemption (the kubelet's node shutdown) by default;
+--maintenance drains through the Eviction API instead.
 
 Runs in its own state dir (default $TGK_CACHE/local-cluster/bench-preempt-state) and
 takes the cluster down at the end. Usage:

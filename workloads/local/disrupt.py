@@ -25,12 +25,16 @@
      whose kubelet stopped; kwok's node stages leave a node marked down alone); a pod
      still there is finished as the pod GC finishes orphans (Failed,
      ``DeletionByPodGC``, deleted);
-   - up, ``replace_after`` seconds after the preemption: the Node objects are deleted
-     and created again with the same names, labels, taints and capacity, cordoned as a
-     registering node is until it is Ready; kwok's node stage makes them Ready, and once
-     kwok holds their leases they are uncordoned. (A pod bound to a kwok node before
-     kwok holds its lease is never played: kwok lists the node's pods once, when it
-     takes the lease, and skips them if its lease cache is a moment behind.)
+   - gone, ``NOTREADY_HOLD_S`` later: the Node objects and their leases are deleted (the
+     VMs are gone);
+   - up, ``replace_after`` seconds after the preemption (and at least ``RECREATE_GAP_S``
+     after they went): the Nodes are created again with the same names, labels, taints
+     and capacity, cordoned as a registering node is until it is Ready; kwok's node stage
+     makes them Ready, and once kwok holds their new leases they are uncordoned. (A pod
+     bound to a kwok node before kwok holds its lease is never played: kwok lists the
+     node's pods once, when it takes the lease, and skips them if its lease cache is a
+     moment behind; an old lease kwok renews just before it is deleted costs a whole
+     renewal period, 10 s.)
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,6 +55,8 @@ from workloads.local.addons import NODE_DOWN_ANNOTATION
 DEFAULT_REPLACE_AFTER_S = 5.0  # preemption -> the slice's nodes Ready again (GKE: minutes)
 NOTREADY_AFTER_S = 1.0  # the earliest the nodes go NotReady after the preemption notice
 DOWN_WAIT_S = 30.0  # the longest the nodes wait for their pods to stop before going NotReady anyway
+NOTREADY_HOLD_S = 1.0  # NotReady -> the Node objects deleted
+RECREATE_GAP_S = 1.0  # deleted -> created again, at the least: kwok's caches let go of the old ones
 LEASE_SETTLE_S = 0.5  # a new node's lease is this old before the node takes pods
 IMPENDING_TERMINATION_TAINT = {"key": "cloud.google.com/impending-node-termination", "value": "true", "effect": "NoSchedule"}
 SHUTDOWN_MESSAGE = "Pod was terminated in response to imminent node shutdown."
@@ -106,9 +112,9 @@ class Replacement:
     down_at: float
     up_at: float
     maintenance: bool = False
-    down: bool = False  # the NotReady step is done
+    down: float | None = None  # when the nodes went NotReady
+    gone: float | None = None  # when the Node objects (and leases) were deleted
     created: bool = False  # the Nodes exist again (cordoned until kwok holds their leases)
-    notes: list[str] = field(default_factory=list)
 
     def save(self, state_dir: Path) -> Path:
         d = replacements_dir(state_dir)
@@ -246,7 +252,7 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
     """Do the replacement steps that are due; True once the nodes are back (the record is done)."""
     node_info = kube.resource("v1", "Node")
     names = [n["metadata"]["name"] for n in record.nodes]
-    if not record.down:
+    if record.down is None:
         if now < record.down_at:
             return False
         left = {name: pods_on(kube, name) for name in names}
@@ -254,12 +260,20 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
         if running and now < record.preempted_at + DOWN_WAIT_S:
             return False  # kwok (the kubelet) is still stopping them
         _take_down(kube, node_info, names, left)
-        record.down = True
-    if now < record.up_at:
+        record.down = now
+        return False
+    if record.gone is None:
+        if now < record.down + NOTREADY_HOLD_S:
+            return False
+        lease_info = kube.resource("coordination.k8s.io/v1", "Lease")
+        for name in names:
+            kube.delete(node_info, name, propagation="Background")
+            kube.delete(lease_info, name, "kube-node-lease", propagation="Background")
+        record.gone = now
         return False
     if not record.created:
-        for snap in record.nodes:
-            kube.delete(node_info, snap["metadata"]["name"], propagation="Background")
+        if now < max(record.up_at, record.gone + RECREATE_GAP_S):
+            return False
         for snap in record.nodes:
             name = snap["metadata"]["name"]
             node = {**snap, "spec": {**snap.get("spec", {}), "unschedulable": True}}
@@ -268,7 +282,7 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
             except ClusterError:
                 if kube.get(node_info, name) is None:
                     raise
-                return False  # the old one is still being deleted: the next pass creates it
+                # Created by an earlier pass that did not finish: it stays.
         record.created = True
         return False
     for name in names:

@@ -2,7 +2,7 @@
 
 Pure: a RunPlan in, pod-template decorations and log lines out. On real GKE nothing here
 is used: ``submit`` calls ``decorate`` only when its kubeconfig context is the local
-cluster's (``controlplane.CONTEXT``), so the rendered manifests stay what GKE gets.
+cluster's (``workloads.local.CONTEXT``), so the rendered manifests stay what GKE gets.
 
 How long a rehearsal runs (``rehearsal_seconds``): ``submit --rehearse-seconds N`` sets it;
 otherwise it is the plan's estimated run time (``plan.program.estimated_run_seconds``:

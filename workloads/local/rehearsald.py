@@ -350,12 +350,17 @@ class Rehearsals:
                 _say(f"{path.name}: unreadable replacement record ({e}); dropped")
                 path.unlink(missing_ok=True)
                 continue
-            before = (record.down, record.created)
+            before = (record.down, record.gone, record.created)
             if disrupt.advance(self.kube, record, now):
                 _say(f"node pool {record.pool}: {len(record.nodes)} nodes replaced, Ready and schedulable")
                 path.unlink(missing_ok=True)
-            elif (record.down, record.created) != before:
-                step = "recreated (cordoned until kwok holds them)" if record.created else f"NotReady; back at {iso(record.up_at)}"
+            elif (record.down, record.gone, record.created) != before:
+                if record.created:
+                    step = "created again (cordoned until kwok holds them)"
+                elif record.gone is not None:
+                    step = "Nodes deleted"
+                else:
+                    step = f"NotReady; back at {iso(record.up_at)}"
                 _say(f"node pool {record.pool}: {step}")
                 record.save(self.state_dir)
 
