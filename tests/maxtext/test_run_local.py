@@ -3,6 +3,8 @@ goes through the cluster path's metrics and report code."""
 
 from __future__ import annotations
 
+import itertools
+
 import json
 from pathlib import Path
 
@@ -54,5 +56,6 @@ def test_text_output_is_the_metrics_summary(maxtext_venv, tmp_path):
     # Same lines `metrics` prints for the files the run wrote.
     again = run_module("workloads", "metrics", str(tmp_path / "maxtext.log"), "--metrics-file", str(tmp_path / "metrics.jsonl"))
     assert again.returncode == 0, again.stderr
-    summary = [l for l in lines[1:] if not l.startswith("ran in ")]  # run-local adds its timing line
+    # The indented summary block; run-local then adds its own (unindented) resume and timing lines.
+    summary = list(itertools.takewhile(lambda l: l.startswith("  "), lines[1:]))
     assert summary and again.stdout.splitlines()[1 : 1 + len(summary)] == summary  # `metrics` adds goodput after
