@@ -19,13 +19,23 @@ from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog
 from infra import naming
+from infra.pricing import PriceOverrides, check_overrides
 from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, key_text as _key_text, load_yaml, read_capped  # noqa: F401  re-exported
 from toolkit.errors import CatalogError, SpecError
-from toolkit.names import KUEUE_QUEUE_LABEL
+from toolkit.names import (
+    KUEUE_QUEUE_LABEL,
+    TGK_ACCELERATOR_TYPE_LABEL,
+    TGK_CAPACITY_LABEL,
+    TGK_GROUP_SIZE_LABEL,
+    TGK_POOL_LABEL,
+    TGK_RESERVATION_LABEL,
+    TGK_SLICE_INDEX_LABEL,
+    TGK_TOPOLOGY_LABEL,
+)
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = REPO_ROOT / "examples"
@@ -208,6 +218,53 @@ def _capacity_shorthand(v: Any) -> Any:
     return {"mode": v} if isinstance(v, str) else v
 
 
+_CAPACITY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Capacity)
+# Node-pool name tags of the capacity options of a pool with a fallback list.
+_OPTION_TAGS = {"on-demand": "od", "spot": "spot", "flex-start": "flex"}
+# Most interruption-prone first: a run that may land on any option is planned for the worst.
+_RUN_MODE_ORDER = ("spot", "flex-start", "on-demand", "reservation")
+GKE_NODE_POOL_NAME_MAX = 40
+
+
+def _option_key(cap: Any) -> str:
+    return f"reservation {cap.name}" if isinstance(cap, Reservation) else cap.mode
+
+
+def _parse_capacity_list(items: list[Any]) -> list[Any]:
+    """``capacity: [a, b, ...]``: each option validated, errors named ``capacity[k]...``, no repeats."""
+    if not items:
+        raise FieldValueError("capacity", "is an empty list", "list at least one option, e.g. [spot], or write capacity: spot")
+    out = []
+    for k, item in enumerate(items):
+        try:
+            out.append(_CAPACITY_ADAPTER.validate_python(_capacity_shorthand(item)))
+        except ValidationError as e:
+            err = e.errors(include_url=False)[0]
+            problem, fix = _problem_and_fix({**err, "loc": ("capacity", *err["loc"])})
+            where = _loc(("capacity", *err["loc"])).removeprefix("capacity")
+            raise FieldValueError(f"capacity[{k}]{where}", problem, fix) from None
+    seen: dict[str, int] = {}
+    for k, cap in enumerate(out):
+        key = _option_key(cap)
+        if key in seen:
+            raise FieldValueError(f"capacity[{k}]", f"repeats capacity[{seen[key]}] ({key})", "list each capacity option once")
+        seen[key] = k
+    return out
+
+
+class CapacityOption(BaseModel):
+    """One capacity option of a pool, in priority order: its node pools and its Kueue flavor."""
+
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    index: int
+    capacity: Any  # one of OnDemand, Spot, FlexStart, Reservation
+    tag: str  # "" for a pool with one option (its node pools keep the plain <pool>-<slice> names)
+
+    @property
+    def mode(self) -> str:
+        return str(self.capacity.mode)
+
+
 class TpuPoolSpec(_Model):
     """A group of identical TPU slices: one GKE node pool per slice."""
 
@@ -223,11 +280,25 @@ class TpuPoolSpec(_Model):
     disk_size_gb: int = Field(100, ge=10, le=65536)
 
     _shape: catalog.SliceShape = PrivateAttr()
+    # capacity: [a, b, c] keeps a in `capacity` (what single-option code reads) and b, c here.
+    _fallback: tuple[Any, ...] = PrivateAttr(default=())
 
     @field_validator("capacity", mode="before")
     @classmethod
     def _shorthand(cls, v: Any) -> Any:
         return _capacity_shorthand(v)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _capacity_list(cls, data: Any, handler: Any) -> "TpuPoolSpec":
+        """``capacity`` may be a list of options in priority order (reservations first, then on-demand, spot, flex-start)."""
+        options = data.get("capacity") if isinstance(data, dict) else None
+        if not isinstance(options, list):
+            return handler(data)
+        parsed = _parse_capacity_list(options)
+        pool = handler({**data, "capacity": parsed[0].model_dump()})
+        pool._fallback = tuple(parsed[1:])
+        return pool
 
     @model_validator(mode="after")
     def _resolve(self) -> "TpuPoolSpec":
@@ -299,12 +370,59 @@ class TpuPoolSpec(_Model):
     def shape(self) -> catalog.SliceShape:
         return self._shape
 
+    @property
+    def capacities(self) -> tuple[Any, ...]:
+        """The capacity options in priority order (one for a pool without a fallback list)."""
+        return (self.capacity, *self._fallback)
+
+    @property
+    def has_fallback(self) -> bool:
+        return bool(self._fallback)
+
+    @property
+    def run_mode(self) -> str:
+        """The capacity mode a run on this pool is planned for: the most interruption-prone of its options."""
+        modes = {c.mode for c in self.capacities}
+        return next(m for m in _RUN_MODE_ORDER if m in modes)
+
+    def capacity_options(self) -> list[CapacityOption]:
+        out, reservations = [], 0
+        for k, cap in enumerate(self.capacities):
+            if not self.has_fallback:
+                tag = ""
+            elif isinstance(cap, Reservation):
+                tag, reservations = ("res" if reservations == 0 else f"res{reservations}"), reservations + 1
+            else:
+                tag = _OPTION_TAGS[cap.mode]
+            out.append(CapacityOption(index=k, capacity=cap, tag=tag))
+        return out
+
+    def option_node_pool_names(self, option: CapacityOption) -> list[str]:
+        """One GKE node pool per slice of one capacity option: <pool>-<slice>, or <pool>-<tag>-<slice> in a fallback list."""
+        stem = f"{self.name}-{option.tag}" if option.tag else self.name
+        return [f"{stem}-{i}" for i in range(self.slices)]
+
     def node_pool_names(self) -> list[str]:
-        return [f"{self.name}-{i}" for i in range(self.slices)]
+        return [n for o in self.capacity_options() for n in self.option_node_pool_names(o)]
+
+    def node_labels(self, option: CapacityOption, index: int) -> dict[str, str]:
+        """The toolkit's labels on every node of slice ``index`` of ``option`` (its multislice group, its capacity)."""
+        labels = {
+            TGK_POOL_LABEL: self.name,
+            TGK_GROUP_SIZE_LABEL: str(self.slices),
+            TGK_SLICE_INDEX_LABEL: str(index),
+            TGK_ACCELERATOR_TYPE_LABEL: self.shape.accelerator_type,
+            TGK_TOPOLOGY_LABEL: self.shape.topology,
+            TGK_CAPACITY_LABEL: option.mode,
+        }
+        if isinstance(option.capacity, Reservation):
+            labels[TGK_RESERVATION_LABEL] = option.capacity.name
+        return labels
 
     @property
     def total_nodes(self) -> int:
-        return self.slices * self.shape.nodes
+        """Every VM the pool can hold: each capacity option has node pools for all its slices."""
+        return self.slices * self.shape.nodes * len(self.capacities)
 
     @property
     def total_chips(self) -> int:
@@ -465,6 +583,7 @@ class EnvSpec(_Model):
     state: StateSpec = Field(default_factory=StateSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)
     kueue: KueueSpec = Field(default_factory=KueueSpec)
+    prices: PriceOverrides | None = Field(None, description="USD per chip-hour rates that win over infra/prices.yaml (with the day they were taken)")
 
     @field_validator("labels")
     @classmethod
@@ -484,6 +603,7 @@ class EnvSpec(_Model):
         self._check_buckets_and_ci()
         self._check_derived_names()
         self._check_network()
+        check_overrides(self)  # with a prices: section, every pool must get a price
         return self
 
     def _check_zones(self) -> None:
@@ -504,15 +624,9 @@ class EnvSpec(_Model):
             for n in pool.node_pool_names():
                 pool_names[n] = f"{where}.name"
             pool_names[pool.name] = f"{where}.name"
-            zone = pool.zone or self.zones[0]
             if pool.zone and pool.zone not in self.zones:
                 raise SpecError(f"{where}.zone", f"{pool.zone!r} is not one of the cluster's zones {self.zones}", "add it to zones or pick one of them")
-            if isinstance(pool.capacity, Reservation) and pool.capacity.zone != zone:
-                raise SpecError(
-                    f"{where}.capacity.zone",
-                    f"reservation {pool.capacity.name!r} is in {pool.capacity.zone} but the pool runs in {zone}",
-                    f"set the pool's zone to {pool.capacity.zone} (and list it in zones) or use a reservation in {zone}",
-                )
+            self._check_capacity_options(where, pool)
             key = pool.shape.key
             if key in seen and seen[key] != pool.shape.machine_type:
                 raise SpecError(
@@ -524,6 +638,35 @@ class EnvSpec(_Model):
 
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
+
+    def _check_capacity_options(self, where: str, pool: TpuPoolSpec) -> None:
+        """Every reservation in the pool's zone; a fallback pool's node pool names fit GKE and its shape is its own."""
+        zone = self.pool_zone(pool)
+        for o in pool.capacity_options():
+            cap = o.capacity
+            field = f"{where}.capacity[{o.index}]" if pool.has_fallback else f"{where}.capacity"
+            if isinstance(cap, Reservation) and cap.zone != zone:
+                raise SpecError(
+                    f"{field}.zone",
+                    f"reservation {cap.name!r} is in {cap.zone} but the pool runs in {zone}",
+                    f"set the pool's zone to {cap.zone} (and list it in zones) or use a reservation in {zone}",
+                )
+        if not pool.has_fallback:
+            return
+        longest = max(pool.node_pool_names(), key=len)
+        if len(longest) > GKE_NODE_POOL_NAME_MAX:
+            raise SpecError(
+                f"{where}.name",
+                f"makes the node pool name {longest!r}, {len(longest)} characters; GKE allows {GKE_NODE_POOL_NAME_MAX}",
+                f"shorten the name by {len(longest) - GKE_NODE_POOL_NAME_MAX} characters",
+            )
+        other = next((p for p in self.tpu_pools if p is not pool and p.shape.key == pool.shape.key), None)
+        if other is not None:
+            raise SpecError(
+                f"{where}.capacity",
+                f"a capacity list needs its shape to itself, but pool {other.name!r} is also {pool.shape.key}",
+                f"merge the two pools into one with a capacity list, or give {other.name!r} no other pool of its shape",
+            )
 
     def _check_gke_version(self) -> None:
         floor = self.gke_version_floor

@@ -27,7 +27,7 @@ from constructs import Construct  # noqa: E402
 from infra.access import BUCKET_ROLES  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id, workload_policy_name  # noqa: E402
-from infra.spec import BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
@@ -39,15 +39,7 @@ from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
 from modules.tpu_pool import Capacity, Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import (  # noqa: E402
-    TGK,
-    TGK_ACCELERATOR_TYPE_LABEL,
-    TGK_CAPACITY_LABEL,
-    TGK_GROUP_SIZE_LABEL,
-    TGK_POOL_LABEL,
-    TGK_SLICE_INDEX_LABEL,
-    TGK_TOPOLOGY_LABEL,
-)
+from toolkit.names import TGK  # noqa: E402
 
 _PLACEMENT = {
     CatalogPlacement.NONE: Placement.NONE,
@@ -63,21 +55,12 @@ _PLACEMENT = {
 _BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = BUCKET_ROLES
 
 
-def tpu_node_labels(pool: TpuPoolSpec, index: int) -> dict[str, str]:
-    """The toolkit's labels on every node of slice ``index`` of ``pool`` (its multislice group)."""
-    shape = pool.shape
-    return {
-        TGK_POOL_LABEL: pool.name,
-        TGK_GROUP_SIZE_LABEL: str(pool.slices),
-        TGK_SLICE_INDEX_LABEL: str(index),
-        TGK_ACCELERATOR_TYPE_LABEL: shape.accelerator_type,
-        TGK_TOPOLOGY_LABEL: shape.topology,
-        TGK_CAPACITY_LABEL: pool.capacity.mode,
-    }
+def tpu_node_labels(pool: TpuPoolSpec, index: int, option: CapacityOption | None = None) -> dict[str, str]:
+    """The toolkit's labels on every node of slice ``index`` of ``pool`` (of its first capacity option by default)."""
+    return pool.node_labels(option or pool.capacity_options()[0], index)
 
 
-def _capacity(spec: EnvSpec, pool: TpuPoolSpec) -> tuple[Capacity, str | None]:
-    cap = pool.capacity
+def _capacity(spec: EnvSpec, cap: object) -> tuple[Capacity, str | None]:
     if isinstance(cap, Spot):
         return Capacity.SPOT, None
     if isinstance(cap, FlexStart):
@@ -319,9 +302,11 @@ def _tpu_pools(
     slices: dict[str, list[TpuSlice]] = {}
     for pool in ctx.spec.tpu_pools:
         policy_name = _workload_policy(ctx, pool, policies)
+        # One node pool per slice and capacity option: Kueue's flavors (one per option) pick among them.
         slices[pool.name] = [
-            _tpu_slice(ctx, pool, i, node_pool, cluster_id, node_sa_email, policy_name)
-            for i, node_pool in enumerate(pool.node_pool_names())
+            _tpu_slice(ctx, pool, option, i, node_pool, cluster_id, node_sa_email, policy_name)
+            for option in pool.capacity_options()
+            for i, node_pool in enumerate(pool.option_node_pool_names(option))
         ]
     return policies, slices
 
@@ -350,15 +335,20 @@ def _workload_policy(ctx: _Context, pool: TpuPoolSpec, policies: dict[str, Workl
 def _tpu_slice(
     ctx: _Context,
     pool: TpuPoolSpec,
+    option: CapacityOption,
     index: int,
     node_pool: str,
     cluster_id: str,
     node_sa_email: str,
     policy_name: str | None,
 ) -> TpuSlice:
-    """Slice ``index`` of ``pool``: the node pool ``node_pool``."""
+    """Slice ``index`` of ``pool`` from capacity ``option``: the node pool ``node_pool``.
+
+    Fallback options (after the first) scale from zero: their VMs exist only while a
+    run Kueue placed on that option's flavor needs them.
+    """
     spec, shape = ctx.spec, pool.shape
-    capacity, reservation = _capacity(spec, pool)
+    capacity, reservation = _capacity(spec, option.capacity)
     return TpuSlice(
         ctx.stack,
         f"tpu-{node_pool}",
@@ -375,10 +365,10 @@ def _tpu_slice(
             workload_policy=policy_name,
             capacity=capacity,
             reservation=reservation,
-            autoscaling=pool.autoscaling,
+            autoscaling=pool.autoscaling or option.index > 0,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,
             disk_size_gb=pool.disk_size_gb,
-            node_labels=tpu_node_labels(pool, index),
+            node_labels=pool.node_labels(option, index),
             resource_labels={**ctx.labels, "tpu-pool": pool.name},
         ),
     )

@@ -179,10 +179,21 @@ def test_find_pod_selects_by_jobset_labels_and_takes_the_newest() -> None:
     t = FakeTransport({("GET", "/api/v1/namespaces/research/pods"): pods})
     pod = Cluster(t).find_pod("research", "r1", slice_index=1, worker=3)
     assert pod["metadata"]["name"] == "new"
-    sel = t.calls[0]["query"]["labelSelector"].split(",")
+    sel = t.calls[-1]["query"]["labelSelector"].split(",")
     assert sorted(sel) == sorted([
         "jobset.sigs.k8s.io/jobset-name=r1", "jobset.sigs.k8s.io/job-index=1", "batch.kubernetes.io/job-completion-index=3"
     ])
+
+
+def test_find_pod_of_a_plain_job_run_selects_by_the_job_name_and_worker() -> None:
+    pods = {"items": [{"metadata": {"name": "r1-2-abcde", "creationTimestamp": "2026-01-01T00:00:00Z"}}]}
+    t = FakeTransport({
+        ("GET", "/apis/batch/v1/namespaces/research/jobs/r1"): {"kind": "Job", "metadata": {"name": "r1"}},
+        ("GET", "/api/v1/namespaces/research/pods"): pods,
+    })
+    assert Cluster(t).find_pod("research", "r1", worker=2)["metadata"]["name"] == "r1-2-abcde"
+    sel = t.calls[-1]["query"]["labelSelector"].split(",")
+    assert sorted(sel) == ["batch.kubernetes.io/job-completion-index=2", "batch.kubernetes.io/job-name=r1"]
 
 
 def test_logs_stream_lines_and_unavailable_logs_are_one_line() -> None:

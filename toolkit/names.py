@@ -39,6 +39,9 @@ K8S_REGION_LABEL = "topology.kubernetes.io/region"
 K8S_INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 K8S_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 K8S_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+K8S_JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller puts it on every pod of a Job
+K8S_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_API = "batch/v1"
 K8S_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 K8S_APP_NAME_LABEL = "app.kubernetes.io/name"
 PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
@@ -76,10 +79,16 @@ TGK_SLICE_INDEX_LABEL = f"{TGK_NODE_LABEL_PREFIX}/slice-index"
 TGK_ACCELERATOR_TYPE_LABEL = f"{TGK_NODE_LABEL_PREFIX}/accelerator-type"
 TGK_TOPOLOGY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/topology"  # not GKE_TPU_TOPOLOGY_LABEL: ours, for people and scripts
 TGK_CAPACITY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/capacity"
+# The reservation a node pool consumes (reservation capacity only): Kueue flavors of a fallback list select on it.
+TGK_RESERVATION_LABEL = f"{TGK_NODE_LABEL_PREFIX}/reservation"
 # The local rehearsal cluster's own marks (never on a real cluster).
 TGK_LOCAL_PREFIX = "local.tgk.dev"
 TGK_LOCAL_MANAGED_LABEL = f"{TGK_LOCAL_PREFIX}/managed"
 TGK_LOCAL_FIELD_MANAGER = "tgk-local"
+
+# GKE's TPU tutorial env for a plain Indexed Job: this worker's index, and every worker's DNS name.
+TPU_WORKER_ID_ENV = "TPU_WORKER_ID"
+TPU_WORKER_HOSTNAMES_ENV = "TPU_WORKER_HOSTNAMES"
 
 # The name of the one container of every TPU worker pod; `logs` and `status` look for it.
 WORKLOAD_CONTAINER = "workload"

@@ -481,21 +481,24 @@ def delete(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Delete a run's JobSet (its Jobs, pods and Kueue Workload go with it). Already gone is fine."""
+    """Delete a run (its JobSet, Job + headless Service, or RayJob; pods and Kueue Workload go with it). Already gone is fine."""
     ns = _namespace(spec, namespace, team)
     # Ask before connecting: a refusal needs no cluster.
     if not dry_run:
-        confirm(f"delete JobSet {ns}/{run} and its pods?", yes=yes)
-    res = _connect(kubeconfig, context).delete_jobset(ns, run, dry_run=dry_run)
+        confirm(f"delete run {ns}/{run} and its pods?", yes=yes)
+    results = _connect(kubeconfig, context).delete_run(ns, run, dry_run=dry_run)
+    res = results[0]
     if output is OutputFormat.json:
-        print_json({"kind": res.kind, "namespace": ns, "name": run, "deleted": res.deleted, "dry_run": res.dry_run})
+        print_json({"kind": res.kind, "namespace": ns, "name": run, "deleted": res.deleted, "dry_run": res.dry_run,
+                    "also": [{"kind": r.kind, "name": r.name, "deleted": r.deleted} for r in results[1:]]})
         return
     if not res.deleted:
-        _out(f"JobSet {ns}/{run} does not exist (already deleted)")
-    elif dry_run:
-        _out(f"would delete JobSet {ns}/{run} (server-side dry run passed)")
-    else:
-        _out(f"deleted JobSet {ns}/{run}")
+        _out(f"no run {ns}/{run} (JobSet, Job or RayJob): already deleted")
+        return
+    for r in results:
+        if not r.deleted:
+            continue
+        _out(f"would delete {r.kind} {ns}/{r.name} (server-side dry run passed)" if dry_run else f"deleted {r.kind} {ns}/{r.name}")
 
 
 @app.command()

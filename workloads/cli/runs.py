@@ -68,6 +68,10 @@ RehearseOpt = Annotated[
         help="local cluster only: how long the run's pods stay Running (default: the plan's estimated run time x the rehearsal time factor)",
     ),
 ]
+RuntimeOpt = Annotated[
+    Optional[str],
+    typer.Option("--runtime", help="jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first"),
+]
 TIMEOUT_S = 600.0
 
 
@@ -107,6 +111,7 @@ def _plan(
     host_network: bool,
     max_restarts: int | None,
     checkpoint_every: float | None = None,
+    runtime: str | None = None,
 ) -> "RunPlan":
     from workloads.planning.planner import Overrides, plan_run
 
@@ -123,6 +128,7 @@ def _plan(
         host_network=host_network,
         max_restarts=max_restarts,
         checkpoint_every=checkpoint_every,
+        runtime=runtime,
     )
     return plan_run(recipe, spec, overrides, now=datetime.now(timezone.utc), rand=_random_suffix())
 
@@ -158,6 +164,7 @@ def render(
     host_network: HostNetOpt = False,
     max_restarts: RestartsOpt = None,
     checkpoint_every: CheckpointEveryOpt = None,
+    runtime: RuntimeOpt = None,
     spec: SpecOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
@@ -168,7 +175,7 @@ def render(
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
         priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=checkpoint_every, runtime=runtime,
     )
     files = render_tree(plan)
     written = write_tree(out, files)
@@ -205,6 +212,7 @@ def submit(
     host_network: HostNetOpt = False,
     max_restarts: RestartsOpt = None,
     checkpoint_every: CheckpointEveryOpt = None,
+    runtime: RuntimeOpt = None,
     rehearse_seconds: RehearseOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
@@ -222,7 +230,7 @@ def submit(
     plan = _plan(
         recipe, _spec(spec), slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
         priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every,
+        checkpoint_every=checkpoint_every, runtime=runtime,
     )
     # The overlay `render` would write, built from its own text: what is applied is
     # exactly what `kustomize build overlays/<run>` of a rendered tree gives.
@@ -283,8 +291,12 @@ def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | N
 
 def _resilience(plan: "RunPlan") -> str:
     """One line: how the run survives disruptions, and where it resumes from."""
+    from workloads.planning.model import RUNTIME_JOB
+
     pol, c = plan.policy, plan.policy.checkpoint
     restarts = f"disruptions restart it (free), other failures up to {pol.max_restarts}x, exit codes {', '.join(map(str, pol.program_error_exit_codes))} end it"
+    if plan.runtime == RUNTIME_JOB:
+        restarts = f"a plain Job: any pod failure ends it (only a Kueue preemption restarts it whole); resubmit with --name {plan.name} to resume"
     if c is None:
         return f"{restarts}; no checkpoints (a restart begins at step 0)"
     return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.program.output_dir}checkpoints/"
@@ -293,6 +305,12 @@ def _resilience(plan: "RunPlan") -> str:
 def _ref(obj: dict) -> dict:
     meta = obj["metadata"]
     return {"kind": obj["kind"], "name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
+
+
+def _kind(plan: "RunPlan"):
+    from workloads.cluster.runkinds import BY_RUNTIME
+
+    return BY_RUNTIME[plan.runtime]
 
 
 def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
@@ -304,7 +322,7 @@ def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
             if not quiet:
                 typer.echo(f"  {msg}", err=True)
 
-        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=say)
+        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=say, kind=_kind(plan))
 
     from rich.console import Console
 
@@ -313,7 +331,7 @@ def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
         def progress(msg: str) -> None:
             status.update(f"{plan.name}: {msg}")
 
-        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=progress)
+        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=progress, kind=_kind(plan))
 
 
 @queues_app.command("apply")

@@ -37,17 +37,17 @@ from urllib.parse import quote, urlencode, urlsplit
 
 from toolkit.errors import ClusterError
 from toolkit.names import (
+    JOB_API,
     JOBSET_API,
-    JOBSET_JOB_INDEX_LABEL,
-    JOBSET_NAME_LABEL,
-    K8S_COMPLETION_INDEX_LABEL,
     KUEUE_GROUP,
     KUEUE_JOB_UID_LABEL,
     KUEUE_QUEUE_LABEL,
     PRIORITY_CLASS_API,
     TGK,
     TGK_FIELD_MANAGER,
+    TGK_RUN_LABEL,
 )
+from workloads.cluster import runkinds as rk
 from workloads.cluster import status as st
 from workloads.cluster.wait import WaitTimeout, wait_for
 
@@ -460,7 +460,7 @@ _KNOWN: dict[tuple[str, str], tuple[str, bool]] = {
     ("v1", "ConfigMap"): ("configmaps", True),
     ("v1", "Secret"): ("secrets", True),
     ("v1", "Event"): ("events", True),
-    ("batch/v1", "Job"): ("jobs", True),
+    (JOB_API, "Job"): ("jobs", True),
     (PRIORITY_CLASS_API, "PriorityClass"): ("priorityclasses", False),
     (JOBSET_API, "JobSet"): ("jobsets", True),
 }
@@ -726,6 +726,18 @@ class Cluster:
     def jobset(self, namespace: str, name: str) -> dict | None:
         return self.get(self.resource(JOBSET_API, "JobSet"), name, namespace)
 
+    def find_run(self, namespace: str, run: str) -> "tuple[rk.RunKind, dict] | None":
+        """The run's top-level object, whichever runtime made it (runkinds.LOOKUP_ORDER); None if there is none."""
+        for kind in rk.LOOKUP_ORDER:
+            try:
+                info = self.resource(kind.api_version, kind.kind)
+            except ClusterError:
+                continue  # that runtime's CRDs are not installed: no run of it here
+            obj = self.get(info, run, namespace)
+            if obj is not None:
+                return kind, obj
+        return None
+
     def workload_for(self, namespace: str, jobset: dict) -> dict | None:
         """The Kueue Workload owned by a JobSet (by Kueue's job-uid label, else owner reference)."""
         uid = (jobset.get("metadata") or {}).get("uid")
@@ -738,18 +750,19 @@ class Cluster:
                 return max(items, key=lambda w: (w.get("metadata") or {}).get("creationTimestamp") or "")
         return None
 
-    def pods(self, namespace: str, run: str) -> list[dict]:
-        return self.list(self.resource("v1", "Pod"), namespace, label_selector=f"{JOBSET_NAME_LABEL}={run}")
+    def pods(self, namespace: str, run: str, kind: "rk.RunKind" = rk.JOBSET) -> list[dict]:
+        return self.list(self.resource("v1", "Pod"), namespace, label_selector=kind.pod_selector(run))
 
     def run_status(self, namespace: str, run: str) -> st.RunStatus:
-        js = self.jobset(namespace, run)
-        if js is None:
+        found = self.find_run(namespace, run)
+        if found is None:
             return st.run_status(namespace, run, None, None, [])
+        kind, obj = found
         try:
-            wl = self.workload_for(namespace, js)
+            wl = self.workload_for(namespace, obj)
         except ClusterError:
-            wl = None  # Kueue not installed: still show the JobSet and its pods
-        return st.run_status(namespace, run, js, wl, self.pods(namespace, run), self.events(namespace, "JobSet", run))
+            wl = None  # Kueue not installed: still show the run and its pods
+        return st.run_status(namespace, run, obj, wl, self.pods(namespace, run, kind), self.events(namespace, kind.kind, run))
 
     def events(self, namespace: str, kind: str, name: str) -> list[dict]:
         """Events about one object; none (not an error) when the server will not list them."""
@@ -761,9 +774,9 @@ class Cluster:
             return []
 
     def find_pod(self, namespace: str, run: str, *, slice_index: int = 0, worker: int = 0) -> dict | None:
-        selector = ",".join(
-            [f"{JOBSET_NAME_LABEL}={run}", f"{JOBSET_JOB_INDEX_LABEL}={slice_index}", f"{K8S_COMPLETION_INDEX_LABEL}={worker}"]
-        )
+        found = self.find_run(namespace, run)
+        kind = found[0] if found else rk.JOBSET
+        selector = kind.worker_selector(run, slice_index, worker)
         pods = self.list(self.resource("v1", "Pod"), namespace, label_selector=selector)
         if not pods:
             return None
@@ -793,6 +806,23 @@ class Cluster:
         # resubmit under the same name does not race the old pods.
         return self.delete(self.resource(JOBSET_API, "JobSet"), name, namespace, dry_run=dry_run, propagation="Foreground")
 
+    def delete_run(self, namespace: str, name: str, *, dry_run: bool = False) -> list[DeleteResult]:
+        """Delete a run of any runtime (Foreground), and the headless Service a plain Job run has beside it.
+
+        Nothing found: one result with ``deleted`` False (a JobSet, the default runtime's kind).
+        """
+        found = self.find_run(namespace, name)
+        if found is None:
+            return [DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)]
+        kind, _ = found
+        out = [self.delete(self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run, propagation="Foreground")]
+        if kind is rk.JOB:
+            svc_info = self.resource("v1", "Service")
+            svc = self.get(svc_info, name, namespace)
+            if svc is not None and ((svc.get("metadata") or {}).get("labels") or {}).get(TGK_RUN_LABEL) == name:
+                out.append(self.delete(svc_info, name, namespace, dry_run=dry_run))
+        return out
+
     # ---------------------------------------------------------------- admission
 
     def wait_admitted(
@@ -801,6 +831,7 @@ class Cluster:
         jobset: str,
         *,
         timeout: float,
+        kind: "rk.RunKind" = rk.JOBSET,
         on_progress: Callable[[str], None] | None = None,
         poll: float = 2.0,
     ) -> AdmissionResult:
@@ -822,9 +853,9 @@ class Cluster:
 
         def current() -> dict | None:
             nonlocal uid
-            js = self.jobset(namespace, jobset)
+            js = self.get(self.resource(kind.api_version, kind.kind), jobset, namespace)
             if js is None:
-                raise ClusterError(f"JobSet {namespace}/{jobset} does not exist — submit it first (or check --namespace)")
+                raise ClusterError(f"{kind.kind} {namespace}/{jobset} does not exist — submit it first (or check --namespace)")
             uid = (js.get("metadata") or {}).get("uid")
             return seen(self.workload_for(namespace, js))
 
@@ -834,12 +865,12 @@ class Cluster:
 
         def describe(wl: dict | None) -> str:
             if wl is None:
-                return f"waiting for Kueue to create a Workload for JobSet {jobset} (is the queue-name label set and Kueue running?)"
+                return f"waiting for Kueue to create a Workload for {kind.kind} {jobset} (is the queue-name label set and Kueue running?)"
             return st.workload_status(wl).describe()
 
         try:
             wl = wait_for(
-                current, timeout=timeout, what=f"admission of JobSet {namespace}/{jobset}", interval=poll, between=changes,
+                current, timeout=timeout, what=f"admission of {kind.kind} {namespace}/{jobset}", interval=poll, between=changes,
                 until=lambda w: w is not None and st.workload_status(w).state in _ADMISSION_OVER,
                 key=describe, on_change=(lambda w: on_progress(describe(w))) if on_progress else None,
             )

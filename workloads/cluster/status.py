@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Mapping
 
-from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, TPU_RESOURCE
+from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, TPU_RESOURCE
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -155,9 +155,12 @@ def pod_status(pod: Mapping[str, Any]) -> PodStatus:
             detail = f"{sched.get('reason') or 'Unschedulable'}: {' '.join(str(sched.get('message') or '').split())[:200]}"
     if not detail and status.get("reason"):
         detail = str(status["reason"])
+    slice_index = _int(labels.get(JOBSET_JOB_INDEX_LABEL))
+    if slice_index is None and K8S_JOB_NAME_LABEL in labels:
+        slice_index = 0  # a plain Job (the job runtime) is one slice
     return PodStatus(
         name=str(meta.get("name", "")),
-        slice=_int(labels.get(JOBSET_JOB_INDEX_LABEL)),
+        slice=slice_index,
         worker=_int(labels.get(K8S_COMPLETION_INDEX_LABEL, ann.get(K8S_COMPLETION_INDEX_LABEL))),
         phase=phase,
         node=(pod.get("spec") or {}).get("nodeName"),
@@ -291,6 +294,10 @@ class RunStatus:
 
 
 def expected_pods(jobset: Mapping[str, Any]) -> int:
+    """Pods of the whole run: a JobSet's replicated Jobs, or a plain Job's parallelism."""
+    if jobset.get("kind") == "Job":
+        spec = jobset.get("spec") or {}
+        return int(spec.get("parallelism", spec.get("completions", 1)) or 1)
     total = 0
     for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         job_spec = ((rj.get("template") or {}).get("spec")) or {}
@@ -324,7 +331,7 @@ def run_status(
     events: list[Mapping[str, Any]] = (),
 ) -> RunStatus:
     if jobset is None:
-        return RunStatus(namespace, run, RunPhase.NOT_FOUND, f"no JobSet {run!r} in namespace {namespace!r}")
+        return RunStatus(namespace, run, RunPhase.NOT_FOUND, f"no run {run!r} (JobSet, Job or RayJob) in namespace {namespace!r}")
     conds = _conditions(jobset)
     conditions = tuple(
         Condition(c.get("type", ""), str(c.get("status", "")), str(c.get("reason") or ""), " ".join(str(c.get("message") or "").split()))
@@ -340,8 +347,9 @@ def run_status(
     running = sum(p.phase == "Running" for p in pstats)
     suspended = bool((jobset.get("spec") or {}).get("suspend"))
 
-    if _true(conds, "Completed"):
-        phase, msg = RunPhase.SUCCEEDED, (conds["Completed"].get("message") or "all jobs completed")
+    done = "Complete" if jobset.get("kind") == "Job" else "Completed"  # a Job's condition vs a JobSet's
+    if _true(conds, done):
+        phase, msg = RunPhase.SUCCEEDED, (conds[done].get("message") or "all jobs completed")
     elif _true(conds, "Failed"):
         c = conds["Failed"]
         phase, msg = RunPhase.FAILED, f"{c.get('reason') or 'Failed'}: {c.get('message') or ''}".rstrip(": ")

@@ -21,7 +21,7 @@ import hashlib
 from typing import Any
 
 from infra import catalog
-from infra.spec import EnvSpec, TpuPoolSpec
+from infra.spec import CapacityOption, EnvSpec, TpuPoolSpec
 from toolkit.names import (
     GKE_MACHINE_FAMILY_LABEL,
     GKE_NODEPOOL_LABEL,
@@ -89,8 +89,13 @@ def _node(
 
 
 def tpu_nodes(spec: EnvSpec, pool: TpuPoolSpec) -> list[dict[str, Any]]:
+    """Every VM of every node pool of ``pool``: each slice of each capacity option, as the stack declares them."""
+    return [n for option in pool.capacity_options() for n in option_nodes(spec, pool, option)]
+
+
+def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> list[dict[str, Any]]:
+    """The VMs of one capacity option's node pools, labelled as GKE and the stack label them."""
     shape = pool.shape
-    zone = spec.pool_zone(pool)
     cpu, memory = _machine_resources(shape.machine_type)
     base = {
         GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label,
@@ -98,19 +103,19 @@ def tpu_nodes(spec: EnvSpec, pool: TpuPoolSpec) -> list[dict[str, Any]]:
         GKE_MACHINE_FAMILY_LABEL: shape.machine_type.split("-")[0],
         K8S_INSTANCE_TYPE_LABEL: shape.machine_type,
         K8S_REGION_LABEL: spec.region,
-        K8S_ZONE_LABEL: zone,
+        K8S_ZONE_LABEL: spec.pool_zone(pool),
     }
-    if pool.capacity.mode == "spot":
+    if option.mode == "spot":
         base[GKE_SPOT_LABEL] = "true"
     policy = placement_policy_name(spec, pool)
     if policy:
         base[GKE_PLACEMENT_POLICY_LABEL] = policy
     taint = [dict(TPU_TAINT)]
     out = []
-    for node_pool in pool.node_pool_names():
+    for index, node_pool in enumerate(pool.option_node_pool_names(option)):
+        labels = {**base, **pool.node_labels(option, index), GKE_NODEPOOL_LABEL: node_pool}
         for i in range(shape.nodes):
             name = _node_name(spec.cluster.name, node_pool, i)
-            labels = {**base, GKE_NODEPOOL_LABEL: node_pool}
             out.append(
                 _node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint)
             )

@@ -145,14 +145,20 @@ def decorate(objects: list[dict[str, Any]], plan: "RunPlan", *, seconds: float |
     """The run's objects with its pods made rehearsal pods (label + annotation); the input is left as it is."""
     facts = Rehearsal.of(plan, rehearsal_seconds(plan, seconds))
     out = copy.deepcopy(objects)
-    for obj in out:
-        if obj.get("kind") != "JobSet":
-            continue
-        for rj in obj["spec"]["replicatedJobs"]:
-            meta = rj["template"]["spec"]["template"].setdefault("metadata", {})
-            meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
-            meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
+    for template in (t for obj in out for t in _worker_templates(obj)):
+        meta = template.setdefault("metadata", {})
+        meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
+        meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
     return out
+
+
+def _worker_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a run's TPU workers, whichever runtime rendered it."""
+    if obj.get("kind") == "JobSet":
+        return [rj["template"]["spec"]["template"] for rj in obj["spec"]["replicatedJobs"]]
+    if obj.get("kind") == "Job":
+        return [obj["spec"]["template"]]
+    return []
 
 
 def summary(plan: "RunPlan", seconds: float | None = None) -> str:

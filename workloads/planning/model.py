@@ -47,6 +47,14 @@ AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption
 # asked (the period is in steps), never less.
 ASSUMED_MFU = 0.35
 
+# The ways a plan can run (each a renderer in workloads.render, registered in
+# kustomize.RUNTIMES): a JobSet (slices restart together), a plain Indexed Job with a
+# headless Service (GKE's TPU tutorial; one slice), a KubeRay RayJob (Ray Train JaxTrainer).
+RUNTIME_JOBSET = "jobset"
+RUNTIME_JOB = "job"
+RUNTIME_RAY = "ray"
+RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
+
 
 @dataclass(frozen=True)
 class HbmEstimate:
@@ -187,7 +195,7 @@ class Policy:
     max_restarts: int  # restarts for failures that are neither disruptions nor program errors
     ttl_seconds: int = DEFAULT_TTL_SECONDS
     program_error_exit_codes: tuple[int, ...] = PROGRAM_ERROR_EXIT_CODES  # 1, 2 + the recipe's fatal_exit_codes
-    host_network: bool = True
+    host_network: bool = False
     checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
 
 
@@ -202,11 +210,13 @@ class RunPlan:
     labels: tuple[tuple[str, str], ...]
     jobset_version: str
     kueue_version: str
+    runtime: str = RUNTIME_JOBSET  # which renderer carries it (RUNTIMES)
 
     def summary(self) -> dict[str, Any]:
         t, p, shape = self.target, self.program, self.target.shape
         out: dict[str, Any] = {
             "name": self.name,
+            "runtime": self.runtime,
             "recipe": p.recipe,
             "namespace": t.namespace,
             "local_queue": t.local_queue,

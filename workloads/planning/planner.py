@@ -61,6 +61,10 @@ from workloads.planning.model import (
     MaxTextSizing,
     Policy,
     Program,
+    RUNTIME_JOB,
+    RUNTIME_JOBSET,
+    RUNTIME_RAY,
+    RUNTIMES,
     RunPlan,
     Target,
 )
@@ -85,6 +89,7 @@ __all__ = ["DEFAULT_TTL_SECONDS", "Overrides", "PlanError", "RunPlan", "name_bud
 
 REPLICATED_JOB = "slice"  # the JobSet's one replicated job: one child Job per slice
 POD_NAME_RANDOM = len("-abcde")  # the Job controller's generateName suffix
+RAYJOB_NAME_MAX = 47  # KubeRay v1.6.0 utils.MaxRayJobNameLength
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -109,19 +114,24 @@ class Overrides:
     max_restarts: int | None = None  # None: by the pool's capacity mode (model.DEFAULT_MAX_RESTARTS)
     checkpoint_every: float | None = None  # minutes; None: by capacity mode (model.DEFAULT_CHECKPOINT_MINUTES)
     ttl_seconds: int = DEFAULT_TTL_SECONDS
+    runtime: str | None = None  # jobset, job or ray; None: the recipe's first runtime
 
 
 # ----------------------------------------------------------------- helpers
 
 
-def name_budget(slices: int, nodes_per_slice: int) -> int:
-    """Longest run (JobSet) name whose pods still have valid names.
+def name_budget(slices: int, nodes_per_slice: int, runtime: str = RUNTIME_JOBSET) -> int:
+    """Longest run name whose objects and pods still have valid names.
 
-    The Job controller names pods ``<jobset>-<rjob>-<slice>-<worker>-<5 random>``
+    JobSet: the Job controller names pods ``<jobset>-<rjob>-<slice>-<worker>-<5 random>``
     and pod names must be DNS-1035 labels (<= 63); JobSet's webhook checks the
     same with the largest indexes. Job names and the headless Service are shorter.
+    A plain Indexed Job: pods ``<job>-<worker>-<5 random>``. A RayJob: KubeRay refuses
+    names over 47 characters (its RayCluster is ``<rayjob>-<5 random>``, at most 53).
     """
-    longest_tail = f"-{REPLICATED_JOB}-{slices - 1}-{nodes_per_slice - 1}"
+    if runtime == RUNTIME_RAY:
+        return RAYJOB_NAME_MAX
+    longest_tail = f"-{nodes_per_slice - 1}" if runtime == RUNTIME_JOB else f"-{REPLICATED_JOB}-{slices - 1}-{nodes_per_slice - 1}"
     return 63 - len(longest_tail) - POD_NAME_RANDOM
 
 
@@ -300,18 +310,19 @@ def plan_run(
     o = overrides or Overrides()
     recipe = load_recipe(recipe_name)
     slices = _check_counts(recipe, o)
+    runtime = _runtime(recipe, o, slices, spec)
     team = spec.team(o.team)
     _check_host_network(o, team)
     priority = _priority(o, team)
     choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
-    name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes), now or datetime(2000, 1, 1), rand)
+    name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes, runtime), now or datetime(2000, 1, 1), rand)
     target = _target(spec, choice, slices, team, priority)
     program, checkpoint = _program(recipe, spec, o, target, name)
     return RunPlan(
         name=name,
         target=target,
         program=program,
-        policy=_policy(recipe, o, target, checkpoint),
+        policy=_policy(recipe, o, target, checkpoint, runtime),
         labels=(
             (names.K8S_MANAGED_BY_LABEL, names.TGK),
             (names.K8S_APP_NAME_LABEL, recipe.name.replace(".", "-")),
@@ -319,7 +330,27 @@ def plan_run(
         ),
         jobset_version=spec.versions.jobset,
         kueue_version=spec.versions.kueue,
+        runtime=runtime,
     )
+
+
+def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:
+    """--runtime, else the recipe's first; one that the recipe or the spec cannot carry is refused."""
+    runtime = recipe.runtimes[0] if o.runtime is None else o.runtime
+    if runtime not in RUNTIMES:
+        raise PlanError("--runtime", f"unknown runtime {runtime!r}{suggest(runtime, list(RUNTIMES))}", f"use one of {', '.join(RUNTIMES)}")
+    if runtime not in recipe.runtimes:
+        raise PlanError(
+            "--runtime",
+            f"recipe {recipe.name} does not run on {runtime} (it runs on {', '.join(recipe.runtimes)})",
+            f"use --runtime {recipe.runtimes[0]}, or add {runtime} to runtimes in workloads/recipes/{recipe.name}.yaml",
+        )
+    if runtime == RUNTIME_JOB and slices > 1:
+        # One Job per slice would need JobSet's whole-run restart and multislice env; that is the jobset runtime.
+        raise PlanError(
+            "--slices", f"the job runtime runs one slice (a plain Job cannot restart {slices} slices together)", "use --runtime jobset for multislice, or --slices 1"
+        )
+    return runtime
 
 
 def _check_host_network(o: Overrides, team: TeamSpec) -> None:
@@ -354,12 +385,20 @@ def _check_counts(recipe: Recipe, o: Overrides) -> int:
             f"must be a number of minutes above 0, got {every:g}",
             "pass e.g. --checkpoint-every 30, or leave it out for the capacity mode's default (turn checkpointing off with --set enable_checkpointing=false)",
         )
-    return o.slices or 1
+    return o.slices or recipe.slices
 
 
-def _policy(recipe: Recipe, o: Overrides, target: Target, checkpoint: Checkpointing | None) -> Policy:
-    """Restarts by capacity mode unless --max-restarts; program errors = 1, 2 + the recipe's fatal codes."""
-    max_restarts = DEFAULT_MAX_RESTARTS[target.capacity] if o.max_restarts is None else o.max_restarts
+def _policy(recipe: Recipe, o: Overrides, target: Target, checkpoint: Checkpointing | None, runtime: str = RUNTIME_JOBSET) -> Policy:
+    """Restarts by capacity mode unless --max-restarts; program errors = 1, 2 + the recipe's fatal codes.
+
+    A plain Job cannot restart a whole run (workloads.render.job): its budget is 0, and asking for more is refused.
+    """
+    if runtime == RUNTIME_JOB:
+        if o.max_restarts:
+            raise PlanError("--max-restarts", "a plain Job cannot restart the whole run (it fails on the first pod failure)", "use --runtime jobset for restarts, or drop --max-restarts")
+        max_restarts = 0
+    else:
+        max_restarts = DEFAULT_MAX_RESTARTS[target.capacity] if o.max_restarts is None else o.max_restarts
     return Policy(
         max_restarts=max_restarts,
         ttl_seconds=o.ttl_seconds,
@@ -384,7 +423,7 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         slices=slices,
         node_pools=choice.node_pools,
         zone=spec.pool_zone(pool),
-        capacity=pool.capacity.mode,
+        capacity=pool.run_mode,  # a pool with a capacity list is planned for its most interruption-prone option
         placement_policy=spec.workload_policy_name(pool),
         team=team.name,
         namespace=team.ns,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from infra.catalog import GENERATIONS
 from toolkit.yamlfile import YamlFileError, read_capped
 from toolkit.errors import ToolkitError
+from workloads.planning.model import RUNTIMES
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
@@ -184,6 +185,7 @@ class Recipe(_Model):
     shapes: list[str] = Field(default_factory=list, description="preferred slice shapes (catalog keys, e.g. v5e-4x4), best first")
     generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), min_length=1, description="generations the recipe runs on")
     min_chips_per_slice: int = Field(1, ge=1)
+    slices: int = Field(1, ge=1, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
     libtpu_init_args: dict[str, list[str]] = Field(
         default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest"
     )
@@ -193,6 +195,19 @@ class Recipe(_Model):
     )
     maxtext: MaxTextSpec | None = None
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
+    runtimes: list[str] = Field(
+        default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first"
+    )
+
+    @field_validator("runtimes")
+    @classmethod
+    def _runtimes(cls, v: list[str]) -> list[str]:
+        for r in v:
+            if r not in RUNTIMES:
+                raise ValueError(f"unknown runtime {r!r}; use {', '.join(RUNTIMES)}")
+        if len(set(v)) != len(v):
+            raise ValueError("a runtime is listed twice; list each once")
+        return v
 
     @field_validator("generations")
     @classmethod
@@ -261,15 +276,31 @@ def suggest(word: str, choices: list[str] | frozenset[str]) -> str:
     return f" (did you mean {close[0]}?)" if close else ""
 
 
+def _recipe_files(directory: Path) -> dict[str, Path]:
+    return {p.stem: p for p in directory.glob("*.yaml") if not p.name.startswith("_")} if directory.is_dir() else {}
+
+
+def recipe_files() -> dict[str, Path]:
+    """Recipe name -> file: the shipped ones, then the user's (``paths.user_recipes_dir``).
+    A shipped name wins, so a user file can never change what a shipped recipe means."""
+    from toolkit.paths import user_recipes_dir
+
+    return {**_recipe_files(user_recipes_dir()), **_recipe_files(RECIPES_DIR)}
+
+
 def recipe_names() -> list[str]:
-    return sorted(p.stem for p in RECIPES_DIR.glob("*.yaml") if not p.name.startswith("_"))
+    return sorted(recipe_files())
 
 
-def _format(e: ValidationError, name: str) -> str:
+def _shown(path: Path) -> str:
+    return str(path.relative_to(RECIPES_DIR.parent.parent)) if path.is_relative_to(RECIPES_DIR) else str(path)
+
+
+def _format(e: ValidationError, name: str, path: Path | None = None) -> str:
     first = e.errors(include_url=False)[0]
     where = ".".join(str(p) for p in first["loc"])
     msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    fix = f" — fix it in workloads/recipes/{name}.yaml"
+    fix = f" — fix it in {_shown(path or RECIPES_DIR / f'{name}.yaml')}"
     return f"recipe {name}: {where}: {msg}{fix}" if where else f"recipe {name}: {msg}{fix}"
 
 
@@ -278,10 +309,11 @@ def load_recipe(name: str) -> Recipe:
     """Load a shipped recipe by name; unknown names list the known ones."""
     from workloads.render import yamlio
 
-    names = recipe_names()
-    if name not in names:
+    files = recipe_files()
+    if name not in files:
+        names = sorted(files)
         raise RecipeError(f"recipe: no recipe {name!r}{suggest(name, names)} — use one of {', '.join(names)}")
-    path = RECIPES_DIR / f"{name}.yaml"
+    path = files[name]
     try:
         data = yamlio.load(read_capped(path))
     except OSError as e:
@@ -294,7 +326,7 @@ def load_recipe(name: str) -> Recipe:
     try:
         recipe = Recipe.model_validate(data)
     except ValidationError as e:
-        raise RecipeError(_format(e, name)) from None
+        raise RecipeError(_format(e, name, path)) from None
     if recipe.name != name:
         raise RecipeError(f"recipe {name}: name is {recipe.name!r} but the file is {path.name}; make them agree")
     check_image(recipe)
@@ -325,6 +357,7 @@ def summary(recipe: Recipe) -> dict[str, Any]:
         "steps": recipe.steps,
         "shapes": recipe.shapes,
         "generations": recipe.generations,
+        "runtimes": recipe.runtimes,
     }
     if recipe.maxtext:
         m = recipe.maxtext

@@ -7,11 +7,12 @@ made here (and why):
   ``infra.spec.PRIORITY_CLASSES``, created by ``queues apply``). Kueue takes a
   JobSet's workload priority from it, and the kube-scheduler sees the same value,
   so there is one priority, not two that can disagree. No WorkloadPriorityClass.
-- hostNetwork (default on): what GKE's multislice examples and xpk use for DCN
-  throughput. Trade-off: hostNetwork pods reach the node's metadata server and
-  act as the *node* service account, so Workload Identity (the team KSA's GSA)
-  does not apply; bucket access then comes from the TPU node pool's SA.
-  ``--no-host-network`` keeps pods on the pod network with Workload Identity.
+- hostNetwork (off unless the run asks and its team opted in): GKE's multislice
+  examples and xpk use it for DCN throughput, but hostNetwork pods reach the node's
+  metadata server and act as the *node* service account, so Workload Identity (the
+  team KSA's GSA) does not apply. README "Isolation between teams" has the trade-off.
+- Entrypoint: the program runs under ``exitguard`` so a worker stopped by SIGTERM
+  never ends Succeeded (MaxText exits 0 after saving at a SIGTERM).
 - Multislice env is explicit: MEGASCALE_NUM_SLICES and MEGASCALE_SLICE_ID come
   from the JobSet's downward-API annotations (so a changed replica count cannot
   leave them stale); the coordinator is worker 0 of slice 0 by its stable DNS name.
@@ -45,6 +46,7 @@ from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RunPlan
+from workloads.render import exitguard
 from workloads.planning.planner import REPLICATED_JOB
 
 RUNTIME = "jobset"
@@ -106,10 +108,9 @@ def container(plan: RunPlan) -> dict[str, Any]:
         "name": names.WORKLOAD_CONTAINER,
         "image": program.image,
         "imagePullPolicy": "IfNotPresent",
-        "command": list(program.command),
     }
-    if program.args:
-        c["args"] = list(program.args)
+    # Every worker runs under the exit guard: a drained worker must not end Succeeded.
+    c["command"], c["args"] = exitguard.wrap(program.command, program.args)
     c["env"] = _env(plan)
     c["ports"] = [
         {"name": "tpu-runtime", "containerPort": TPU_RUNTIME_PORT},

@@ -31,6 +31,7 @@ limiting resource for a TPU job.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
@@ -42,8 +43,12 @@ from toolkit.names import (
     GKE_TPU_TOPOLOGY_LABEL,
     GKE_WORKLOAD_IDENTITY_ANNOTATION,
     K8S_NAMESPACE_NAME_LABEL,
+    K8S_ZONE_LABEL,
     KUEUE_API,
     PRIORITY_CLASS_API,
+    TGK_CAPACITY_LABEL,
+    TGK_POOL_LABEL,
+    TGK_RESERVATION_LABEL,
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
@@ -103,41 +108,72 @@ def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
     ]
 
 
+@dataclass(frozen=True)
+class Flavor:
+    """One ResourceFlavor and what its quota is made of.
+
+    A pool with one capacity option shares a flavor with every pool of its shape
+    (named by the shape, selecting accelerator and topology). A pool with a capacity
+    list gets one flavor per option, in the list's order, selecting that option's
+    node pools (pool, capacity mode, reservation) in the pool's zone: Kueue tries a
+    resource group's flavors in order, so a run falls to the next option only when
+    the one before it has no quota left.
+    """
+
+    name: str
+    shape: SliceShape
+    node_labels: dict[str, str]
+    chips: int
+    nodes: int
+
+
+def flavors(spec: EnvSpec) -> list[Flavor]:
+    """Every ResourceFlavor of the spec, in spec order (the order ClusterQueues try them in)."""
+    out: dict[str, Flavor] = {}
+    for pool in spec.tpu_pools:
+        shape = pool.shape
+        base = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
+        nodes = pool.slices * shape.nodes
+        if not pool.has_fallback:
+            prev = out.get(shape.key)
+            chips, n = (prev.chips, prev.nodes) if prev else (0, 0)
+            out[shape.key] = Flavor(flavor_name(shape), shape, base, chips + pool.total_chips, n + nodes)
+            continue
+        for option in pool.capacity_options():
+            labels = {**base, K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
+            name = f"{pool.name}-{option.tag}"
+            out[name] = Flavor(name, shape, labels, pool.total_chips, nodes)
+    return list(out.values())
+
+
+def _option_labels(node_labels: dict[str, str]) -> dict[str, str]:
+    """The node labels that tell one capacity option's node pools from another's."""
+    keys = (TGK_POOL_LABEL, TGK_CAPACITY_LABEL, TGK_RESERVATION_LABEL)
+    return {k: node_labels[k] for k in keys if k in node_labels}
+
+
 def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
     return [
         {
             "apiVersion": KUEUE_API,
             "kind": "ResourceFlavor",
-            "metadata": {"name": flavor_name(shape)},
-            "spec": {
-                "nodeLabels": {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology},
-                "tolerations": [dict(TPU_TOLERATION)],
-            },
+            "metadata": {"name": f.name},
+            "spec": {"nodeLabels": dict(f.node_labels), "tolerations": [dict(TPU_TOLERATION)]},
         }
-        for shape in spec.shapes().values()
+        for f in flavors(spec)
     ]
-
-
-def _nodes_by_shape(spec: EnvSpec) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for p in spec.tpu_pools:
-        out[p.shape.key] = out.get(p.shape.key, 0) + p.total_nodes
-    return out
 
 
 def team_quota(spec: EnvSpec, team: TeamSpec) -> dict[str, dict[str, Any]]:
     """Per flavor: nominal TPU chips, vCPU and memory for one team."""
-    chips = spec.chips_by_shape()
-    nodes = _nodes_by_shape(spec)
     out: dict[str, dict[str, Any]] = {}
-    for key, shape in spec.shapes().items():
-        size = machine_size(shape.machine_type, default=QUOTA_FALLBACK_SIZE)
-        vcpu, mem_gib = size.vcpu, size.memory_gib
+    for f in flavors(spec):
+        size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
         share = team.quota_share
-        out[key] = {
-            TPU_RESOURCE: math.floor(chips[key] * share + 1e-9),
-            "cpu": str(math.floor(nodes[key] * vcpu * share + 1e-9)),
-            "memory": f"{math.floor(nodes[key] * mem_gib * share + 1e-9)}Gi",
+        out[f.name] = {
+            TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
+            "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
+            "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
         }
     return out
 
@@ -146,11 +182,12 @@ MAX_FLAVORS_PER_GROUP = 16  # Kueue v1beta2 CRD: resourceGroups[].flavors maxIte
 
 
 def cluster_queues(spec: EnvSpec) -> list[dict[str, Any]]:
-    if len(spec.shapes()) > MAX_FLAVORS_PER_GROUP:
+    count = len(flavors(spec))
+    if count > MAX_FLAVORS_PER_GROUP:
         raise SpecError(
             "tpu_pools",
-            f"{len(spec.shapes())} distinct TPU shapes, but a Kueue resource group holds at most {MAX_FLAVORS_PER_GROUP} flavors",
-            "use fewer distinct generation/topology combinations",
+            f"{count} ResourceFlavors (distinct TPU shapes and capacity options), but a Kueue resource group holds at most {MAX_FLAVORS_PER_GROUP}",
+            "use fewer distinct generation/topology combinations or shorter capacity lists",
         )
     out = []
     for team in spec.teams:

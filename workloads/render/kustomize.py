@@ -34,7 +34,7 @@ from toolkit import names, tools
 from toolkit.errors import ExternalToolError, FieldError, ToolkitError
 from toolkit.paths import cache_dir
 from workloads.planning.model import RunPlan
-from workloads.render import jobset, yamlio
+from workloads.render import job, jobset, yamlio
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"
@@ -53,6 +53,7 @@ class Runtime:
 
 RUNTIMES: dict[str, Runtime] = {
     jobset.RUNTIME: Runtime(jobset.RUNTIME, lambda: [jobset_skeleton()], jobset.run_objects),
+    job.RUNTIME: Runtime(job.RUNTIME, job.skeletons, job.run_objects),
 }
 
 
@@ -198,8 +199,9 @@ def base_files(runtime: str) -> dict[str, str]:
     return files
 
 
-def overlay_files(plan: RunPlan, runtime: str = jobset.RUNTIME) -> dict[str, str]:
+def overlay_files(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
     """``overlays/<run>/``: one patch per skeleton object, other objects as resources."""
+    runtime = runtime or plan.runtime
     rt = RUNTIMES[runtime]
     skeletons = {_key(s): s for s in rt.skeletons()}
     run_dir = f"overlays/{plan.name}"
@@ -230,8 +232,9 @@ def overlay_files(plan: RunPlan, runtime: str = jobset.RUNTIME) -> dict[str, str
     return files
 
 
-def render(plan: RunPlan, runtime: str = jobset.RUNTIME) -> dict[str, str]:
-    """Relative path -> file text for the base and this run's overlay. Pure; self-checked."""
+def render(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
+    """Relative path -> file text for the base and this run's overlay (the plan's runtime). Pure; self-checked."""
+    runtime = runtime or plan.runtime
     files = {**base_files(runtime), **overlay_files(plan, runtime)}
     if build_overlay(files, plan.name) != RUNTIMES[runtime].objects(plan):
         raise ToolkitError(f"internal: the overlay for {plan.name} does not rebuild its objects; please report this")

@@ -1,0 +1,181 @@
+"""Enough of the POSIX shell's word rules to read a recipe script without running it.
+
+``run_recipe.sh`` files are shell: variables assigned and expanded, strings quoted in
+three ways, lines continued with backslashes, commands joined by ``&&`` and pipes. This
+module turns such text into simple commands (lists of words) the way bash would, with
+two deliberate differences, both because nothing is ever executed:
+
+* command substitutions ``$(...)`` and expansions with modifiers (``${X//_/-}``) stay
+  literal text, as do variables the script never assigned (``$TPU_WORKER_ID``), so a
+  caller can see what was left unresolved;
+* redirections are ordinary word characters.
+
+Assignments (``X=...``, ``export X=...``) update the variables as the commands are read,
+so a later ``$X`` sees the value the script gave it by then.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator, MutableMapping
+
+from toolkit.errors import ToolkitError
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+OPERATORS = ("&&", "||", "|", "&", ";")
+_DQ_ESCAPES = '$`"\\'
+_DECLARE = ("export", "declare", "readonly", "local")
+
+
+class ShellError(ToolkitError):
+    """Text that is not well-formed shell (an unterminated quote or expansion)."""
+
+
+class _Lexer:
+    def __init__(self, text: str, env: MutableMapping[str, str]) -> None:
+        self.text, self.env, self.i = text, env, 0
+        self.words: list[str] = []
+        self.word: list[str] = []
+        self.started = False
+
+    def _flush(self) -> None:
+        if self.started:
+            self.words.append("".join(self.word))
+        self.word, self.started = [], False
+
+    def _add(self, s: str) -> None:
+        self.word.append(s)
+        self.started = True
+
+    def _close(self, opener: str, closer: str, start: int) -> int:
+        """Index of the closer that balances ``opener`` (quotes inside are skipped)."""
+        depth, j, t = 1, start, self.text
+        while j < len(t):
+            c = t[j]
+            if c in "'\"":
+                j = t.find(c, j + 1)
+                if j < 0:
+                    break
+            elif c == opener:
+                depth += 1
+            elif c == closer:
+                depth -= 1
+                if depth == 0:
+                    return j
+            j += 1
+        raise ShellError(f"unterminated {'$' + opener} expansion")
+
+    def _dollar(self) -> tuple[str, bool]:
+        """The expansion at ``$``: (text, expanded from a variable)."""
+        t, i = self.text, self.i
+        if t.startswith("$(", i):
+            end = self._close("(", ")", i + 2)
+            self.i = end + 1
+            return t[i : end + 1], False
+        if t.startswith("${", i):
+            end = self._close("{", "}", i + 2)
+            inner, self.i = t[i + 2 : end], end + 1
+            if _NAME.fullmatch(inner) and inner in self.env:
+                return self.env[inner], True
+            return t[i : end + 1], False
+        m = _NAME.match(t, i + 1)
+        if m:
+            self.i = m.end()
+            return (self.env[m.group()], True) if m.group() in self.env else ("$" + m.group(), False)
+        self.i = i + 1
+        return "$", False
+
+    def _double(self) -> None:
+        t = self.text
+        self.i += 1
+        self._add("")
+        while self.i < len(t):
+            c = t[self.i]
+            if c == '"':
+                self.i += 1
+                return
+            if c == "\\" and self.i + 1 < len(t) and t[self.i + 1] in _DQ_ESCAPES + "\n":
+                self._add("" if t[self.i + 1] == "\n" else t[self.i + 1])
+                self.i += 2
+            elif c == "$":
+                self._add(self._dollar()[0])
+            else:
+                self._add(c)
+                self.i += 1
+        raise ShellError('unterminated double quote (")')
+
+    def _unquoted_dollar(self) -> None:
+        value, expanded = self._dollar()
+        if not expanded:
+            self._add(value)
+            return
+        # An unquoted expansion is split into words, as the shell does.
+        parts = value.split()
+        if value[:1].isspace():
+            self._flush()
+        for n, part in enumerate(parts):
+            if n:
+                self._flush()
+            self._add(part)
+        if value[-1:].isspace():
+            self._flush()
+
+    def commands(self) -> Iterator[tuple[list[str], str]]:
+        """(words, the operator that ends them); ``;`` for a newline or the end."""
+        t = self.text
+        while self.i < len(t):
+            c = t[self.i]
+            if c == "\\" and self.i + 1 < len(t):
+                if t[self.i + 1] != "\n":
+                    self._add(t[self.i + 1])
+                self.i += 2
+            elif c == "'":
+                end = t.find("'", self.i + 1)
+                if end < 0:
+                    raise ShellError("unterminated single quote (')")
+                self._add(t[self.i + 1 : end])
+                self.i = end + 1
+            elif c == '"':
+                self._double()
+            elif c == "$":
+                self._unquoted_dollar()
+            elif c == "#" and not self.started:
+                end = t.find("\n", self.i)
+                self.i = len(t) if end < 0 else end
+            elif c in " \t\r":
+                self._flush()
+                self.i += 1
+            elif c in "\n;&|":
+                op = t[self.i : self.i + 2] if t[self.i : self.i + 2] in ("&&", "||") else (";" if c == "\n" else c)
+                self.i += len(op) if op != ";" or c == ";" else 1
+                yield from self._end(op)
+            else:
+                self._add(c)
+                self.i += 1
+        yield from self._end(";")
+
+    def _end(self, op: str) -> Iterator[tuple[list[str], str]]:
+        self._flush()
+        words, self.words = self.words, []
+        if words:
+            yield words, op
+
+
+def assignment(word: str) -> tuple[str, str] | None:
+    m = _ASSIGN.match(word)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def commands(text: str, env: MutableMapping[str, str]) -> Iterator[tuple[list[str], str]]:
+    """The simple commands of ``text`` with their words, applying assignments to ``env``.
+
+    Leading ``NAME=value`` words (alone, or after ``export``) are assignments; they are
+    applied before the next command is read and removed from the words yielded.
+    """
+    for words, op in _Lexer(text, env).commands():
+        rest = words[1:] if words[0] in _DECLARE else words
+        pairs = [a for a in map(assignment, rest) if a]
+        if words[0] in _DECLARE or len(pairs) == len(rest):
+            env.update(pairs)
+        yield words, op

@@ -1,0 +1,48 @@
+"""The container entrypoint that keeps a stopped MaxText run from looking finished.
+
+MaxText 0.2.5 handles SIGTERM when checkpointing is on: it saves the step it reached,
+raises ``StopTraining("Job received termination signal (SIGTERM).")``, catches it in
+``train.main`` and exits 0. A pod drained through the Eviction API (``kubectl
+drain``, a node-pool upgrade, Kueue preemption) then ends *Succeeded*: the Job's
+podFailurePolicy only looks at failed pods, so the DisruptionTarget rule never fires,
+the index counts as complete, and once every worker of every slice has done the same
+the JobSet is Completed with the model unfinished. (A spot shutdown is different: the
+kubelet marks those pods Failed whatever they exit with.)
+
+The guard is a POSIX shell that runs the real command as its child, forwards SIGTERM
+to it, and, if SIGTERM arrived, turns an exit 0 into 143, what a container killed by
+SIGTERM reports. The pod is then Failed with DisruptionTarget, and the JobSet's
+disruption rule restarts the run from the checkpoint just saved. A run whose last
+step was already saved restarts, finds nothing left to do, and exits 0.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+SHELL = "/bin/sh"
+SIGTERM_EXIT_CODE = 143
+# $0 of the guard's shell: what `ps` in the container shows.
+NAME = "tgk-exit-guard"
+
+# `wait` returns early (>128) when a trapped signal arrives, so wait again until the
+# child is really gone; `kill -0` fails once it has been reaped.
+SCRIPT = """\
+stopped=0
+"$@" &
+child=$!
+trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM
+trap 'kill -INT "$child" 2>/dev/null' INT
+wait "$child"; rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+if [ "$stopped" = 1 ] && [ "$rc" = 0 ]; then
+  echo "tgk-exit-guard: stopped by SIGTERM before the run finished; exiting 143, not 0" >&2
+  exit 143
+fi
+exit "$rc"
+"""
+
+
+def wrap(command: Sequence[str], args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(command, args) of a container that runs ``command + args`` under the guard."""
+    return [SHELL, "-c", SCRIPT, NAME], [*command, *args]

@@ -1,0 +1,130 @@
+"""The ``job`` runtime: a batch/v1 Indexed Job and a headless Service (GKE's TPU tutorial, seed 000).
+
+Pure: a RunPlan in, dicts out. One pod per TPU VM of one slice (``completions`` =
+``parallelism`` = hosts), through the team's LocalQueue (Kueue's batch/Job integration
+owns ``spec.suspend``). The pods' container, node selector, tolerations, priority and
+identity are the JobSet runtime's own functions, so the two cannot drift apart.
+
+Why a headless Service: an Indexed Job's pod ``i`` gets the hostname ``<job>-<i>``; with
+``subdomain`` naming a headless Service of the same name, it resolves as
+``<job>-<i>.<job>``, which is what ``TPU_WORKER_HOSTNAMES`` lists for libtpu/JAX.
+``publishNotReadyAddresses``: workers look each other up while starting, before Ready.
+
+What a plain Job cannot do (and the JobSet runtime does): restart the whole run. The
+Job controller replaces *pods*, and a multi-host JAX program cannot take a replacement
+pod, so the Job fails on the first pod failure (``backoffLimit: 0``, the same
+``podFailurePolicy`` rules as the JobSet's child Jobs, so the Job's failure message
+still says whether it was a disruption or a program error). The planner gives such a
+run ``max_restarts`` 0 and refuses ``--max-restarts``. Kueue preemption is the one
+whole-run restart it gets: Kueue suspends the Job (every pod goes) and resumes it when
+re-admitted. After a node-level disruption, resubmit with the same ``--name``: MaxText
+resumes from the run's latest checkpoint. Multislice is refused by the planner.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolkit import names
+from workloads.planning.model import RUNTIME_JOB, RunPlan
+from workloads.render import jobset
+
+RUNTIME = RUNTIME_JOB
+BASE_NAME = "tpu-run"  # the skeletons' name; each overlay patches in the run's
+
+
+def worker_hostnames(plan: RunPlan) -> str:
+    """Every worker's stable DNS name through the headless Service, in worker order."""
+    return ",".join(f"{plan.name}-{i}.{plan.name}" for i in range(plan.target.shape.nodes))
+
+
+def _env(plan: RunPlan) -> list[dict[str, Any]]:
+    index = {"fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}}
+    return [
+        {"name": k, "value": v} for k, v in plan.program.env
+    ] + [
+        {"name": names.TPU_WORKER_ID_ENV, "valueFrom": index},
+        {"name": names.TPU_WORKER_HOSTNAMES_ENV, "value": worker_hostnames(plan)},
+    ]
+
+
+def pod_spec(plan: RunPlan) -> dict[str, Any]:
+    spec = jobset.pod_spec(plan)
+    spec["containers"][0]["env"] = _env(plan)
+    spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
+    return {"subdomain": plan.name, **spec}
+
+
+def job(plan: RunPlan) -> dict[str, Any]:
+    hosts = plan.target.shape.nodes
+    return {
+        "apiVersion": names.JOB_API,
+        "kind": "Job",
+        "metadata": {"name": plan.name, "namespace": plan.target.namespace, "labels": jobset.run_labels(plan)},
+        "spec": {
+            "suspend": True,  # Kueue starts it on admission
+            "parallelism": hosts,
+            "completions": hosts,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "podFailurePolicy": jobset.pod_failure_policy(plan),
+            "ttlSecondsAfterFinished": plan.policy.ttl_seconds,
+            "template": {"metadata": {"labels": jobset.pod_labels(plan)}, "spec": pod_spec(plan)},
+        },
+    }
+
+
+def service(plan: RunPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": plan.name, "namespace": plan.target.namespace, "labels": dict(plan.labels)},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {names.K8S_JOB_NAME_LABEL: plan.name},
+        },
+    }
+
+
+def run_objects(plan: RunPlan) -> list[dict[str, Any]]:
+    """The Service first: the pods' DNS names exist before the pods do."""
+    return [service(plan), job(plan)]
+
+
+def skeletons() -> list[dict[str, Any]]:
+    """What every Job and Service of this runtime have in common (``base/job/``)."""
+    job_skeleton = {
+        "apiVersion": names.JOB_API,
+        "kind": "Job",
+        "metadata": {"name": BASE_NAME},
+        "spec": {
+            "suspend": True,
+            "parallelism": 1,
+            "completions": 1,
+            "completionMode": "Indexed",
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "tolerations": [dict(names.TPU_TOLERATION)],
+                    "containers": [
+                        {
+                            "name": names.WORKLOAD_CONTAINER,
+                            "imagePullPolicy": "IfNotPresent",
+                            "ports": [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}],
+                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                        }
+                    ],
+                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+                }
+            },
+        },
+    }
+    service_skeleton = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": BASE_NAME},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True},
+    }
+    return [service_skeleton, job_skeleton]
