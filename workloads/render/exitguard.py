@@ -26,13 +26,13 @@ SIGTERM_EXIT_CODE = 143
 NAME = "tgk-exit-guard"
 
 # `wait` returns early (>128) when a trapped signal arrives, so wait again until the
-# child is really gone; `kill -0` fails once it has been reaped.
+# child is really gone; `kill -0` fails once it has been reaped. INT is passed on as
+# TERM: a non-interactive shell starts background children with SIGINT ignored.
 SCRIPT = """\
 stopped=0
 "$@" &
 child=$!
-trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM
-trap 'kill -INT "$child" 2>/dev/null' INT
+trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM INT
 wait "$child"; rc=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 if [ "$stopped" = 1 ] && [ "$rc" = 0 ]; then

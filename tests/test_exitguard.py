@@ -1,0 +1,93 @@
+"""The exit guard, run by the real /bin/sh with real child processes and real signals."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workloads.render import exitguard
+
+# A stand-in for MaxText's SIGTERM handling: on SIGTERM it "saves" (writes a file) and
+# exits 0, which is what maxtext 0.2.5's train.main does after StopTraining.
+TRAPS_TERM_AND_EXITS_0 = """
+import pathlib, signal, sys, time
+out = pathlib.Path(sys.argv[1])
+def stop(signum, frame):
+    out.write_text("saved")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+out.with_suffix(".ready").write_text("1")
+time.sleep(60)
+"""
+
+DIES_OF_TERM = """
+import pathlib, sys, time
+pathlib.Path(sys.argv[1]).with_suffix(".ready").write_text("1")
+time.sleep(60)
+"""
+
+
+def _guarded(*argv: str) -> list[str]:
+    command, args = exitguard.wrap([sys.executable], list(argv))
+    return [*command, *args]
+
+
+def _start_and_term(tmp_path: Path, program: str) -> subprocess.CompletedProcess:
+    marker = tmp_path / "saved"
+    proc = subprocess.Popen(_guarded("-c", program, str(marker)), stderr=subprocess.PIPE, text=True)
+    ready = marker.with_suffix(".ready")
+    deadline = time.monotonic() + 20
+    while not ready.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < deadline, "child never became ready"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=20)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+
+
+def test_a_run_stopped_by_sigterm_that_exits_0_exits_143(tmp_path: Path) -> None:
+    res = _start_and_term(tmp_path, TRAPS_TERM_AND_EXITS_0)
+    assert (tmp_path / "saved").read_text() == "saved"  # the child got the signal and ran its handler
+    assert res.returncode == exitguard.SIGTERM_EXIT_CODE
+    assert "stopped by SIGTERM" in res.stderr
+
+
+def test_a_child_killed_by_sigterm_reports_143(tmp_path: Path) -> None:
+    assert _start_and_term(tmp_path, DIES_OF_TERM).returncode == 143
+
+
+@pytest.mark.parametrize("code", [0, 1, 2, 3, 42])
+def test_exit_codes_pass_through_when_no_signal_came(code: int) -> None:
+    res = subprocess.run(_guarded("-c", f"import sys; sys.exit({code})"), capture_output=True, text=True, timeout=20)
+    assert res.returncode == code
+    assert res.stderr == ""
+
+
+def test_arguments_reach_the_child_intact() -> None:
+    tricky = ["a b", "", "$HOME", "'q'", 'x"y', "line\nbreak", "*", "--flag=1 2"]
+    res = subprocess.run(
+        _guarded("-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *tricky), capture_output=True, text=True, timeout=20
+    )
+    assert res.returncode == 0, res.stderr
+    import json
+
+    assert json.loads(res.stdout) == tricky
+
+
+def test_stdout_and_stderr_of_the_child_are_the_containers() -> None:
+    res = subprocess.run(
+        _guarded("-c", "import sys; print('out'); print('err', file=sys.stderr)"), capture_output=True, text=True, timeout=20
+    )
+    assert (res.stdout, res.stderr) == ("out\n", "err\n")
+
+
+def test_wrap_keeps_the_program_as_args() -> None:
+    command, args = exitguard.wrap(["python3", "-m", "m"], ["base.yml", "steps=3"])
+    assert command == ["/bin/sh", "-c", exitguard.SCRIPT, exitguard.NAME]
+    assert args == ["python3", "-m", "m", "base.yml", "steps=3"]
