@@ -1,4 +1,4 @@
-"""Who may write which of the spec's buckets: the one role table the stack grants and the planner checks.
+"""Who may write which of the spec's buckets and its TensorBoard: the one role table the stack grants and the planner checks.
 
 Pure (no CDK): ``infra.stack`` turns ``BUCKET_ROLES`` into IAM bindings, and
 ``workloads.planning.planner`` asks ``can_write`` before it points a run's
@@ -25,6 +25,39 @@ BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = {
 # Predefined roles that can create and delete objects (a checkpointer writes new steps
 # and prunes old ones: objectCreator alone cannot prune, so it does not count).
 WRITE_ROLES = frozenset({"roles/storage.objectAdmin", "roles/storage.objectUser", "roles/storage.admin"})
+
+
+# Vertex AI TensorBoard. A profiled run's MaxText lists the project's TensorBoards to find
+# the spec's (by display name), creates an experiment named after the run and uploads to it;
+# roles/aiplatform.user holds all three (Vertex AI's TensorBoard set-up guide grants it to
+# training service accounts). It is project-wide: there is no per-instance TensorBoard IAM.
+TENSORBOARD_ROLE = "roles/aiplatform.user"
+
+
+def tensorboard_name(spec: EnvSpec) -> str:
+    """The display name the stack gives the spec's TensorBoard (runs find it by this name)."""
+    return spec.tensorboard.display_name or spec.cluster.name
+
+
+def team_tensorboard_roles(spec: EnvSpec) -> tuple[str, ...]:
+    """Project roles of every team SA: the TensorBoard role when the spec has a TensorBoard."""
+    return (TENSORBOARD_ROLE,) if spec.tensorboard.enabled else ()
+
+
+def node_tensorboard_roles(spec: EnvSpec) -> tuple[str, ...]:
+    """Extra project roles of the node SA: hostNetwork pods act as it, so it may upload to
+    the TensorBoard exactly when a team allows hostNetwork runs (as with the buckets)."""
+    return (TENSORBOARD_ROLE,) if spec.tensorboard.enabled and any(t.host_network for t in spec.teams) else ()
+
+
+def tensorboard_problem(spec: EnvSpec, team: TeamSpec, host_network: bool) -> str | None:
+    """Why a run of ``team`` cannot upload to the spec's TensorBoard, or None when it can."""
+    if not spec.tensorboard.enabled:
+        return "the spec has no Vertex AI TensorBoard (tensorboard.enabled is false)"
+    roles = node_tensorboard_roles(spec) if host_network else team_tensorboard_roles(spec)
+    if TENSORBOARD_ROLE not in roles:
+        return f"{identity(team, host_network)} holds no {TENSORBOARD_ROLE}"
+    return None
 
 
 def identity(team: TeamSpec, host_network: bool) -> str:

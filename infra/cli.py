@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -162,7 +162,9 @@ def outputs(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, output: Output = Ou
 
 @app.command()
 def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
-    """Validate a spec and show what it resolves to (no CDK involved)."""
+    """Validate a spec and show what it resolves to, and what its TPU pools cost (no CDK involved)."""
+    from infra.pricing import cost_lines, costs_document
+
     spec_obj = _load(spec)
     data = {
         "project": spec_obj.project,
@@ -178,19 +180,212 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                 "node_pools": p.node_pool_names(),
                 "zone": spec_obj.pool_zone(p),
                 "capacity": p.capacity.mode,
+                # in priority order: a fallback list's options, each with what tells it apart
+                "capacity_options": [
+                    c.mode + (f" {c.name}" if c.mode == "reservation" else "") + (" (queued)" if getattr(c, "queued", False) else "")
+                    for c in p.capacities
+                ],
             }
             for p in spec_obj.tpu_pools
         ],
         "teams": [{"name": t.name, "namespace": t.ns, "local_queue": t.queue, "priority": t.priority} for t in spec_obj.teams],
+        "cost": costs_document(spec_obj),
     }
     if output is OutputFormat.json:
         print_json(data)
         return
     typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}")
     for p in data["tpu_pools"]:
-        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {p['capacity']}, {p['zone']}")
+        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}")
     for t in data["teams"]:
         typer.echo(f"  team {t['name']}: namespace {t['namespace']}, LocalQueue {t['local_queue']}, priority {t['priority']}")
+    typer.echo("cost (USD):")
+    for line in cost_lines(data["cost"]):
+        typer.echo(line)
+
+
+pools_app = make_app("pools", "Between campaigns: scale autoscaling TPU pools to zero, or delete the TPU pools.")
+app.add_typer(pools_app, name="pools")
+PoolsOpt = Annotated[Optional[list[str]], typer.Option("--pool", help="tpu_pools entry (repeatable; default: every TPU pool)")]
+
+
+def _gcloud(dry_run: bool) -> str:
+    if dry_run:
+        return "gcloud"
+    found = shutil.which("gcloud")
+    if not found:
+        from toolkit.errors import ExternalToolError
+
+        raise ExternalToolError("gcloud is not on PATH — install the Google Cloud CLI, or print the calls with --dry-run")
+    return found
+
+
+@pools_app.command("scale-to-zero")
+def pools_scale_to_zero(spec: SpecOpt = None, pool: PoolsOpt = None, yes: Yes = False, dry_run: DryRun = False, output: Output = OutputFormat.text) -> None:
+    """Resize every node pool of the autoscaling TPU pools to 0 (gcloud); the autoscaler brings slices back for admitted runs."""
+    from infra import pools as pl
+    from toolkit import tools
+
+    spec_obj = _load(spec)
+    chosen = pl.select(spec_obj, pool or [])
+    cmds = pl.scale_to_zero(spec_obj, chosen, gcloud=_gcloud(dry_run), explicit=bool(pool))
+    if dry_run:
+        if output is OutputFormat.json:
+            print_json({"commands": [list(c) for c in cmds]})
+        else:
+            for c in cmds:
+                typer.echo(" ".join(c))
+        return
+    confirm(f"Scale {len(cmds)} TPU node pool(s) of {spec_obj.cluster.name} to zero nodes?", yes=yes)
+    for c in cmds:
+        typer.echo(f"$ {' '.join(c)}", err=True)
+        tools.run(c, capture=False, check=True)
+
+
+@pools_app.command("delete-tpu")
+def pools_delete_tpu(spec: SpecOpt = None, pool: PoolsOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, dry_run: DryRun = False) -> None:
+    """Destroy the TPU node pools through Terraform (targeted destroy plan); `deploy` recreates them."""
+    from infra import pools as pl
+    from infra.terraform import Step
+
+    spec_obj = _load(spec)
+    chosen = pl.select(spec_obj, pool or [])
+    path = _synth_into(spec_obj, out)
+    addresses = pl.targets(json.loads(path.read_text()), spec_obj, chosen)
+    tf = _terraform(path, dry_run)
+    plan_step = tf.plan(out="tfplan-delete-tpu", destroy=True)
+    plan_step = Step((*plan_step.args, *(f"-target={a}" for a in addresses)))
+    _execute(tf, [tf.init(), plan_step], dry_run)
+    if not dry_run:
+        confirm(f"Delete {len(addresses)} TPU node pool(s) of {spec_obj.cluster.name}?", yes=yes)
+    _execute(tf, [tf.apply("tfplan-delete-tpu")], dry_run)
+
+
+prices_app = make_app("prices", "The TPU price table (USD per chip-hour, with its sources and dates).")
+app.add_typer(prices_app, name="prices")
+
+
+@prices_app.command("show")
+def prices_show(
+    region: Annotated[str, typer.Option("--region", help="region to list (default: the spec's)")] = "",
+    spec: SpecOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """The rates for a region: the spec's prices: section over the shipped table, each with its date."""
+    from infra.pricing import MODES, prices_for
+    from toolkit.errors import FieldError
+
+    spec_obj = _load(spec)
+    region = region or spec_obj.region
+    prices = prices_for(spec_obj)
+    gens = {r.generation for r in prices.table.rows} | {o.generation for o in (spec_obj.prices.chip_hour if spec_obj.prices else [])}
+    rows = []
+    for gen in sorted(gens):
+        rates = {m: prices.rate(gen, region, m) for m in MODES}
+        if any(rates.values()):
+            rows.append({"generation": gen, **{m: None if r is None else r.to_dict() for m, r in rates.items()}})
+    if not rows:
+        raise FieldError(
+            "--region", f"no TPU prices for {region!r} in infra/prices.yaml or the spec's prices: section",
+            "add them under the spec's prices: (generation, region, USD per chip-hour), or pick a listed region",
+        )
+    if output is OutputFormat.json:
+        print_json({"region": region, "currency": "USD", "unit": "chip-hour", "rates": rows})
+        return
+    typer.echo(f"TPU prices in {region}, USD per chip-hour (not live; each with the day it was taken):")
+    for r in rows:
+        cells = [f"{m} " + ("–" if r[m] is None else f"{r[m]['usd_per_chip_hour']:g} ({r[m]['price_as_of']}, {r[m]['price_source']})") for m in MODES]
+        typer.echo(f"  {r['generation']:<6} " + "; ".join(cells))
+
+
+@prices_app.command("refresh")
+def prices_refresh(
+    from_file: Annotated[Optional[Path], typer.Option("--from-file", help="a saved services/<id>/skus JSON response (one page, or a list of pages)")] = None,
+    as_of: Annotated[str, typer.Option("--as-of", help="YYYY-MM-DD the response was fetched (required with --from-file)")] = "",
+    table: Annotated[Optional[Path], typer.Option("--table", help="price table to update (default: infra/prices.yaml)")] = None,
+    endpoint: Annotated[str, typer.Option("--endpoint", hidden=True, help="Cloud Billing API base URL (tests point it at loopback)")] = "",
+    dry_run: DryRun = False,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Update the table from the Cloud Billing Catalog API (Compute Engine TPU SKUs); other rows keep their own dates.
+
+    Live: needs $TGK_BILLING_API_KEY (an API key) or `gcloud auth print-access-token`.
+    """
+    import datetime as dt
+    import re
+
+    from infra import price_refresh as pr
+    from infra.pricing import TABLE_PATH, load_table
+    from toolkit.errors import FieldError
+
+    path = (table or TABLE_PATH).resolve()
+    if as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
+        raise FieldError("--as-of", f"{as_of!r} is not a date", "write it as YYYY-MM-DD")
+    if from_file is not None and not as_of:
+        raise FieldError("--as-of", "is required with --from-file (a saved response has no fetch date)", "give the day the file was fetched, e.g. --as-of 2026-11-20")
+    current = load_table(path)
+    url = pr.skus_url(endpoint or pr.ENDPOINT)
+    key = os.environ.get("TGK_BILLING_API_KEY") or None
+    if from_file is None and dry_run:
+        auth = "API key from $TGK_BILLING_API_KEY" if key else "bearer token from `gcloud auth print-access-token`"
+        typer.echo(f"GET {url}?currencyCode=USD&pageSize=5000[&pageToken=…] ({auth}), every page")
+        typer.echo(f"then update {path}: TPU SKUs' per-chip-hour prices (on-demand, spot, 1-year commitment as reservation)")
+        return
+    if from_file is not None:
+        try:
+            raw = json.loads(from_file.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FieldError("--from-file", f"{from_file} does not exist", "pass a saved services/<id>/skus JSON response") from None
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            why = getattr(e, "strerror", None) or str(e).splitlines()[0]
+            raise FieldError("--from-file", f"cannot read {from_file} as JSON: {why}", "pass a saved services/<id>/skus JSON response") from None
+        pages = raw if isinstance(raw, list) else [raw]
+        source_url, stamp, where = f"{url} (saved response {from_file.name})", as_of, "--from-file"
+    else:
+        pages = pr.fetch_pages(url, api_key=key, token=None if key else _gcloud_token)
+        source_url, stamp, where = url, as_of or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), url
+    try:
+        found = pr.tpu_prices(pages)
+    except pr.RefreshError as e:
+        raise FieldError(where, str(e), f"use the response of services/{pr.COMPUTE_SERVICE}/skus (Compute Engine)") from None
+    doc, changes, same = pr.merge(current, found, as_of=stamp, url=source_url)
+    if not dry_run:
+        text = pr.dump_table(doc, pr.header_of(path.read_text(encoding="utf-8")))
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+        load_table.cache_clear()
+    result = {
+        "table": str(path), "written": not dry_run, "as_of": stamp, "skus": found.skus, "tpu_skus": found.tpu_skus,
+        "figures": len(found.prices), "unchanged": same, "changed": [c.line() for c in changes],
+        "skipped": found.skipped, "conflicting": sorted(found.conflicts.values()),
+    }
+    if output is OutputFormat.json:
+        print_json(result)
+        return
+    verb = "would update" if dry_run else "updated"
+    typer.echo(f"{verb} {path}: {len(found.prices)} TPU figures from {found.tpu_skus} TPU SKUs (of {found.skus}), as of {stamp}: "
+               f"{len(changes)} changed or new, {same} unchanged")
+    for c in changes:
+        typer.echo(f"  {c.line()}")
+    for why, n in sorted(found.skipped.items()):
+        typer.echo(f"  skipped {n} SKU(s): {why}")
+    for c in result["conflicting"]:
+        typer.echo(f"  left out (two SKUs disagree): {c}")
+
+
+def _gcloud_token() -> str:
+    import subprocess
+
+    from toolkit.errors import ExternalToolError
+
+    try:
+        proc = subprocess.run(["gcloud", "auth", "print-access-token"], capture_output=True, text=True, timeout=60, check=False)
+    except FileNotFoundError:
+        raise ExternalToolError("gcloud is not installed: set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response") from None
+    if proc.returncode != 0:
+        raise ExternalToolError(f"gcloud auth print-access-token failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    return proc.stdout.strip()
 
 
 def main() -> None:

@@ -94,6 +94,7 @@ class NetworkSpec(_Model):
     headroom: float = Field(
         2.0, ge=1.0, le=16.0, description="factor of spare address space for surge upgrades and growth"
     )
+    dcn: DcnNetworkSpec | None = Field(None, description="second VPC for multislice DCN (tpu7x playbook); None = one network")
 
     @field_validator("nodes_cidr", "pods_cidr", "services_cidr")
     @classmethod
@@ -106,6 +107,35 @@ class NetworkSpec(_Model):
             raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.0.0.0/20") from None
         if net.version != 4 or not net.is_private:
             raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like 10.0.0.0/20")
+        return v
+
+
+class DcnNetworkSpec(_Model):
+    """A second VPC for multislice DCN traffic (GKE multi-networking, as the TPU v7 playbook sets it up).
+
+    Its presence turns on Dataplane V2 and multi-networking on the cluster, which GKE
+    only accepts at cluster creation: adding it to a running cluster recreates it.
+    """
+
+    name: str | None = Field(None, pattern=_NAME, max_length=63, description="second VPC name (default <cluster>-dcn)")
+    gke_network: str = Field("dcn", pattern=_NAME, max_length=63, description="the GKE Network object (networking.gke.io/v1) runs attach eth1 to")
+    cidr: str = Field("10.200.0.0/16", description="the second VPC's subnet; every TPU node gets an eth1 address in it")
+    mtu: int = Field(8896, ge=1300, le=8896, description="the second VPC's MTU (8896: GCP's largest, fewer packets per DCN transfer)")
+    tcp_rmem: str = Field(
+        "4096 41943040 314572800",
+        pattern=r"^\d+ \d+ \d+$",
+        description="net.ipv4.tcp_rmem the TCP-tuning DaemonSet sets on every TPU node (the playbook's value)",
+    )
+
+    @field_validator("cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        try:
+            net = ipaddress.ip_network(v, strict=True)
+        except ValueError as e:
+            raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.200.0.0/16") from None
+        if net.version != 4 or not net.is_private:
+            raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like 10.200.0.0/16")
         return v
 
 
@@ -136,6 +166,20 @@ class ReleaseChannel(str, Enum):
     EXTENDED = "EXTENDED"
 
 
+class RayAddonSpec(_Model):
+    """GKE's Ray operator add-on (KubeRay, managed by GKE), which ``submit --runtime ray`` needs.
+
+    Off by default: only Ray runs use it. ``logging``/``monitoring`` send the RayClusters'
+    logs and metrics to Cloud Logging and Managed Prometheus (GKE's options of the add-on).
+    Turning it on needs the GCS FUSE CSI driver too (``cluster.gcs_fuse_csi``), which Ray
+    runs use to mount buckets, as GKE's Ray-on-TPU tutorial does.
+    """
+
+    enabled: bool = False
+    logging: bool = True
+    monitoring: bool = True
+
+
 class ClusterSpec(_Model):
     name: str = Field(..., pattern=_NAME, max_length=40)
     release_channel: ReleaseChannel = ReleaseChannel.RAPID
@@ -149,6 +193,13 @@ class ClusterSpec(_Model):
     deletion_protection: bool = False
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     gcs_fuse_csi: bool = True
+    ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
+
+    @model_validator(mode="after")
+    def _ray_needs_gcs_fuse(self) -> "ClusterSpec":
+        if self.ray.enabled and not self.gcs_fuse_csi:
+            raise FieldValueError("gcs_fuse_csi", "the Ray add-on is on but the GCS FUSE CSI driver is off", "set cluster.gcs_fuse_csi: true, or cluster.ray.enabled: false")
+        return self
 
     @field_validator("master_cidr")
     @classmethod
@@ -199,8 +250,45 @@ class Spot(_Model):
     mode: Literal["spot"]
 
 
+class ProvisioningRetry(_Model):
+    """How Kueue retries a refused ProvisioningRequest (its ProvisioningRequestConfig's retryStrategy)."""
+
+    limit: int = Field(3, ge=0, le=100, description="retries before the admission check rejects the run (Kueue deactivates it)")
+    base_seconds: int = Field(60, ge=1, le=86400, description="first backoff; it doubles per retry")
+    max_seconds: int = Field(1800, ge=1, le=86400)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "ProvisioningRetry":
+        if self.max_seconds < self.base_seconds:
+            raise FieldValueError("max_seconds", f"{self.max_seconds} is below base_seconds ({self.base_seconds})", "raise max_seconds")
+        return self
+
+
+# GKE: flex-start VMs live at most 7 days (the default, too).
+FLEX_MAX_RUN_SECONDS = 7 * 24 * 3600
+# DWS flex-start for TPUs (both modes) needs this GKE version (provisioning-model docs; see docs/architecture.md).
+FLEX_START_TPU_MIN_GKE_VERSION = "1.33.0-gke.1712000"
+# Generations GKE offers flex-start TPUs in: not v4 (nor v3).
+FLEX_START_GENERATIONS = ("v5e", "v5p", "v6e", "tpu7x")
+
+
 class FlexStart(_Model):
+    """DWS flex-start. Without ``queued`` (xpk's mode) the autoscaler adds a slice's VMs when
+    pods wait for them; with ``queued`` a Kueue admission check asks GKE for the whole slice
+    (a ProvisioningRequest) and admits the run only once it is there."""
+
     mode: Literal["flex-start"]
+    queued: bool = Field(False, description="queued provisioning: a Kueue ProvisioningRequest admission check on this option's flavor")
+    max_run_seconds: int | None = Field(
+        None, ge=600, le=FLEX_MAX_RUN_SECONDS, description="how long GKE keeps the VMs (max_run_duration; GKE's default and cap: 7 days)"
+    )
+    retry: ProvisioningRetry = Field(default_factory=ProvisioningRetry, description="queued only: Kueue's retries of a refused request")
+
+    @model_validator(mode="after")
+    def _retry_needs_queue(self) -> "FlexStart":
+        if not self.queued and "retry" in self.model_fields_set:
+            raise FieldValueError("retry", "only applies to queued provisioning", "set queued: true or remove retry")
+        return self
 
 
 class Reservation(_Model):
@@ -380,6 +468,15 @@ class TpuPoolSpec(_Model):
         return bool(self._fallback)
 
     @property
+    def queued(self) -> bool:
+        """Some option is DWS flex-start with queued provisioning (Kueue asks GKE for its slices)."""
+        return any(isinstance(c, FlexStart) and c.queued for c in self.capacities)
+
+    @property
+    def flex_start(self) -> bool:
+        return any(isinstance(c, FlexStart) for c in self.capacities)
+
+    @property
     def run_mode(self) -> str:
         """The capacity mode a run on this pool is planned for: the most interruption-prone of its options."""
         modes = {c.mode for c in self.capacities}
@@ -432,6 +529,25 @@ class TpuPoolSpec(_Model):
 # ----------------------------------------------------------------------- teams
 
 
+class BorrowWithinCohortSpec(_Model):
+    """Kueue's borrowWithinCohort: may a run that borrows preempt lower-priority runs of other teams."""
+
+    policy: Literal["Never", "LowerPriority"] = "Never"
+    max_priority_threshold: int | None = Field(None, description="only runs at or below this priority value may be preempted")
+
+
+class TeamPreemptionSpec(_Model):
+    """The team's ClusterQueue preemption policies (Kueue v1beta2 ``spec.preemption``)."""
+
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = Field(
+        "LowerPriority", description="a team's higher-priority run preempts its own lower-priority ones"
+    )
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = Field(
+        "Any", description="the team takes back its lent quota by preempting the borrowers' runs"
+    )
+    borrow_within_cohort: BorrowWithinCohortSpec | None = None
+
+
 class TeamSpec(_Model):
     name: str = Field(..., pattern=_NAME, max_length=30)
     namespace: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to the team name")
@@ -439,6 +555,14 @@ class TeamSpec(_Model):
     service_account: str | None = Field(None, pattern=_NAME, max_length=63, description="KSA bound to the workload GSA")
     quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
     priority: str = Field("medium", description="default priority class for the team's runs")
+    borrowing_limit: float | None = Field(
+        None, ge=0, le=1.0, description="fraction of every TPU shape's chips the team may borrow beyond its quota (None: no limit)"
+    )
+    lending_limit: float | None = Field(
+        None, ge=0, le=1.0, description="fraction of every TPU shape's chips of its quota the team lends when idle (None: all of it)"
+    )
+    fair_sharing_weight: float | None = Field(None, ge=0, le=1000, description="Kueue fair sharing: a heavier team gets more of the idle quota")
+    preemption: TeamPreemptionSpec = Field(default_factory=TeamPreemptionSpec)
     host_network: bool = Field(
         False,
         description="allow hostNetwork runs (more DCN throughput); they act as the TPU nodes' SA, which then gets this team's buckets",
@@ -450,6 +574,14 @@ class TeamSpec(_Model):
         if v not in PRIORITY_CLASSES:
             raise ValueError(f"unknown priority {v!r}; use one of {', '.join(PRIORITY_CLASSES)}")
         return v
+
+    @model_validator(mode="after")
+    def _lend_own(self) -> "TeamSpec":
+        if self.lending_limit is not None and self.lending_limit > self.quota_share + 1e-9:
+            raise FieldValueError(
+                "lending_limit", f"{self.lending_limit:g} is more than the team's quota_share ({self.quota_share:g})", "lend at most the quota_share"
+            )
+        return self
 
     @property
     def ns(self) -> str:
@@ -551,10 +683,30 @@ class WaitForPodsReadySpec(_Model):
         return self
 
 
+class XpkSpec(_Model):
+    """Make the cluster take `xpk workload create` unchanged (workloads/render/xpk.py renders the objects)."""
+
+    enabled: bool = Field(False, description="render xpk's ConfigMaps, ClusterQueue cluster-queue and LocalQueue multislice-queue")
+    namespace: str = Field("default", pattern=_NAME, max_length=63, description="the namespace xpk's kubectl uses (its context's; xpk passes no -n)")
+    quota_share: float = Field(
+        0.0, ge=0, le=1.0, description="fraction of every TPU shape's chips xpk's queue owns; 0 = it only borrows what the teams leave idle"
+    )
+
+
+class FairSharingSpec(_Model):
+    """Kueue's fair sharing: idle quota in a cohort goes to teams by weight, and is reclaimed by share."""
+
+    enabled: bool | None = Field(None, description="default: on when teams share a cohort (two or more teams)")
+    preemption_strategies: list[Literal["LessThanOrEqualToFinalShare", "LessThanInitialShare"]] = Field(
+        default_factory=lambda: ["LessThanOrEqualToFinalShare", "LessThanInitialShare"], min_length=1
+    )
+
+
 class KueueSpec(_Model):
     """Settings of the Kueue controller itself (not of its queues)."""
 
     wait_for_pods_ready: WaitForPodsReadySpec = Field(default_factory=WaitForPodsReadySpec)
+    fair_sharing: FairSharingSpec = Field(default_factory=FairSharingSpec)
 
 
 # ------------------------------------------------------------------- the spec
@@ -583,6 +735,7 @@ class EnvSpec(_Model):
     state: StateSpec = Field(default_factory=StateSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)
     kueue: KueueSpec = Field(default_factory=KueueSpec)
+    xpk: XpkSpec = Field(default_factory=XpkSpec)
     prices: PriceOverrides | None = Field(None, description="USD per chip-hour rates that win over infra/prices.yaml (with the day they were taken)")
 
     @field_validator("labels")
@@ -651,6 +804,10 @@ class EnvSpec(_Model):
                     f"reservation {cap.name!r} is in {cap.zone} but the pool runs in {zone}",
                     f"set the pool's zone to {cap.zone} (and list it in zones) or use a reservation in {zone}",
                 )
+            if isinstance(cap, FlexStart):
+                self._check_flex_start(f"{field}", pool, cap)
+        if pool.queued and not pool.has_fallback:
+            self._check_own_shape(f"{where}.capacity.queued", pool, "queued provisioning")
         if not pool.has_fallback:
             return
         longest = max(pool.node_pool_names(), key=len)
@@ -660,12 +817,35 @@ class EnvSpec(_Model):
                 f"makes the node pool name {longest!r}, {len(longest)} characters; GKE allows {GKE_NODE_POOL_NAME_MAX}",
                 f"shorten the name by {len(longest) - GKE_NODE_POOL_NAME_MAX} characters",
             )
+        self._check_own_shape(f"{where}.capacity", pool, "a capacity list")
+
+    def _check_own_shape(self, field: str, pool: TpuPoolSpec, what: str) -> None:
+        """Its Kueue flavors select this pool's nodes only: no other pool may share the shape."""
         other = next((p for p in self.tpu_pools if p is not pool and p.shape.key == pool.shape.key), None)
         if other is not None:
             raise SpecError(
-                f"{where}.capacity",
-                f"a capacity list needs its shape to itself, but pool {other.name!r} is also {pool.shape.key}",
-                f"merge the two pools into one with a capacity list, or give {other.name!r} no other pool of its shape",
+                field,
+                f"{what} needs its shape to itself, but pool {other.name!r} is also {pool.shape.key}",
+                f"merge the two pools into one with a capacity list, or give {other.name!r} another shape",
+            )
+
+    def _check_flex_start(self, field: str, pool: TpuPoolSpec, cap: FlexStart) -> None:
+        """DWS flex-start exists only for some TPU generations and GKE versions."""
+        gen = pool.shape.generation.name
+        key = f"{field}.queued" if cap.queued else f"{field}.mode"
+        what = "queued provisioning (DWS flex-start)" if cap.queued else "DWS flex-start"
+        if gen not in FLEX_START_GENERATIONS:
+            raise SpecError(
+                key,
+                f"{what} is not offered for TPU {gen}",
+                f"use a {', '.join(FLEX_START_GENERATIONS)} pool, or on-demand, spot or a reservation for {gen}",
+            )
+        mv = self.cluster.min_version
+        if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(FLEX_START_TPU_MIN_GKE_VERSION):
+            raise SpecError(
+                "cluster.min_version",
+                f"{mv} is below {FLEX_START_TPU_MIN_GKE_VERSION}, the first GKE version with {what} for TPUs ({key})",
+                f"set it to {FLEX_START_TPU_MIN_GKE_VERSION} or later, or remove it to use the floor",
             )
 
     def _check_gke_version(self) -> None:
@@ -687,9 +867,41 @@ class EnvSpec(_Model):
             if t.name in queue_seen:
                 raise SpecError(f"teams[{i}].name", f"team {t.name!r} is listed twice", "give each team a unique name")
             queue_seen.add(t.name)
+        for i, t in enumerate(self.teams):
+            if t.fair_sharing_weight is not None and not self.fair_sharing:
+                raise SpecError(
+                    f"teams[{i}].fair_sharing_weight",
+                    "has no effect while Kueue's fair sharing is off (it is on by default only with two or more teams)",
+                    "remove it, or set kueue.fair_sharing.enabled: true",
+                )
+            if t.preemption.borrow_within_cohort is not None and self.fair_sharing:
+                raise SpecError(
+                    f"teams[{i}].preemption.borrow_within_cohort",
+                    "is classical preemption, which Kueue does not use while fair sharing is on",
+                    "remove it, or set kueue.fair_sharing.enabled: false",
+                )
         total_share = sum(t.quota_share for t in self.teams)
         if total_share > 1.0 + 1e-9:
             raise SpecError("teams", f"quota shares add up to {total_share:g}, more than the chips that exist", "make the quota_share values sum to at most 1")
+        self._check_xpk(ns_seen, total_share)
+
+    def _check_xpk(self, team_namespaces: dict[str, int], team_share: float) -> None:
+        """xpk's pods run on the host network, so its namespace must admit them."""
+        if not self.xpk.enabled:
+            return
+        i = team_namespaces.get(self.xpk.namespace)
+        if i is not None and not self.teams[i].host_network:
+            raise SpecError(
+                "xpk.namespace",
+                f"{self.xpk.namespace!r} is teams[{i}]'s namespace, which refuses hostNetwork pods, and every xpk TPU pod uses hostNetwork",
+                f"set teams[{i}].host_network: true or give xpk its own namespace (xpk.namespace, and the same namespace in the kube context xpk uses)",
+            )
+        if team_share + self.xpk.quota_share > 1.0 + 1e-9:
+            raise SpecError(
+                "xpk.quota_share",
+                f"the teams' quota shares ({team_share:g}) plus xpk's ({self.xpk.quota_share:g}) add up to more than 1",
+                "lower xpk.quota_share (0 lets xpk borrow idle chips only) or the teams' quota_share",
+            )
 
     def _check_buckets_and_ci(self) -> None:
         names = [b.name for b in self.buckets]
@@ -739,12 +951,21 @@ class EnvSpec(_Model):
     # ---------------------------------------------------------------- derived
 
     @property
+    def fair_sharing(self) -> bool:
+        """Kueue's fair sharing is on: as set, else when two or more teams share the cohort."""
+        f = self.kueue.fair_sharing.enabled
+        return len(self.teams) > 1 if f is None else f
+
+    @property
     def multislice(self) -> bool:
         return any(p.slices > 1 for p in self.tpu_pools)
 
     @property
     def gke_version_floor(self) -> str | None:
-        return catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice)
+        floor = catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice)
+        if any(p.flex_start for p in self.tpu_pools):
+            floor = max(filter(None, (floor, FLEX_START_TPU_MIN_GKE_VERSION)), key=catalog.gke_version_tuple)
+        return floor
 
     @property
     def min_master_version(self) -> str | None:
@@ -770,6 +991,9 @@ class EnvSpec(_Model):
         """
         if pool.shape.placement is not catalog.Placement.WORKLOAD_POLICY:
             return None
+        if self.xpk.enabled:
+            # xpk's pods select this exact name (xpk 1.13 core/scheduling.py get_placement_policy_name).
+            return f"{pool.shape.accelerator_type}-{pool.shape.topology}-placement-policy"
         return naming.workload_policy_name(self.cluster.name, pool.shape.generation.name, pool.shape.topology)
 
     def pool_zone(self, pool: TpuPoolSpec) -> str:
@@ -834,7 +1058,23 @@ class EnvSpec(_Model):
         return derive_cidrs(self)
 
     def _check_network(self) -> None:
-        derive_cidrs(self)  # raises SpecError when given ranges are too small or overlap
+        cidrs = derive_cidrs(self)  # raises SpecError when given ranges are too small or overlap
+        self._check_dcn(cidrs)
+
+    def _check_dcn(self, cidrs: "Cidrs") -> None:
+        """The DCN network needs Dataplane V2, room for every TPU node, and its own address space."""
+        dcn = self.network.dcn
+        if dcn is None:
+            return
+        if not self.cluster.dataplane_v2:
+            raise SpecError("network.dcn", "GKE multi-networking needs Dataplane V2, which cluster.dataplane_v2: false turns off", "set cluster.dataplane_v2: true or remove network.dcn")
+        net = ipaddress.ip_network(dcn.cidr)
+        # GCP keeps 4 addresses of every subnet; each TPU node takes one for its eth1.
+        if net.num_addresses - 4 < self.tpu_nodes:
+            raise SpecError("network.dcn.cidr", f"{dcn.cidr} has {net.num_addresses - 4} usable addresses for {self.tpu_nodes} TPU nodes", "use a larger range, e.g. a /16")
+        for what, cidr in (("nodes", cidrs.nodes), ("pods", cidrs.pods), ("services", cidrs.services)):
+            if net.overlaps(ipaddress.ip_network(cidr)):
+                raise SpecError("network.dcn.cidr", f"{dcn.cidr} overlaps the cluster's {what} range {cidr}", "pick a range outside the first VPC's, e.g. 10.200.0.0/16")
 
 
 # ---------------------------------------------------------------- CIDR sizing
@@ -973,7 +1213,7 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
         mode = _capacity_mode(tuple(err.get("loc", ())))
         key = err["loc"][-1] if err.get("loc") else ""
         if mode is not None:
-            takes = "mode, name, zone and project" if mode == "reservation" else "only mode"
+            takes = {"reservation": "mode, name, zone and project", "flex-start": "mode, queued, max_run_seconds and retry"}.get(mode, "only mode")
             also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
             return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
         return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"

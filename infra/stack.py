@@ -24,15 +24,15 @@ from cdktn_provider_google.project_service import ProjectService  # noqa: E402
 from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
-from infra.access import BUCKET_ROLES  # noqa: E402
+from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
-from infra.naming import service_account_id, team_service_account_id, workload_policy_name  # noqa: E402
+from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
-from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps  # noqa: E402
+from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
-from modules.iam import BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
-from modules.network import Network, NetworkProps  # noqa: E402
+from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
+from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
@@ -114,12 +114,15 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
     ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name)
 
     network = _network(ctx)
+    dcn = _dcn_network(ctx)
     buckets = _buckets(ctx)
     identity = _identity(ctx, buckets)
     cluster = _cluster(ctx, network, identity)
     teams = _team_identities(ctx, buckets, cluster)
     cpu_pool = _cpu_pool(ctx, cluster, identity)
     policies, slices = _tpu_pools(ctx, cluster, identity)
+    if dcn is not None:
+        _attach_dcn(dcn, slices)
     registry = _registry(ctx)
     tensorboard = _tensorboard(ctx)
     trigger = _build_trigger(ctx, registry)
@@ -160,6 +163,33 @@ def _network(ctx: _Context) -> Network:
             depends_on=(ctx.api["compute.googleapis.com"],),
         ),
     )
+
+
+def _dcn_network(ctx: _Context) -> DcnNetwork | None:
+    """The second VPC for multislice DCN traffic (spec network.dcn), as the TPU v7 playbook sets it up."""
+    dcn = ctx.spec.network.dcn
+    if dcn is None:
+        return None
+    return DcnNetwork(
+        ctx.stack,
+        "dcn-network",
+        props=DcnNetworkProps(
+            name=dcn.name or f"{ctx.spec.cluster.name}-dcn",
+            region=ctx.spec.region,
+            cidr=dcn.cidr,
+            mtu=dcn.mtu,
+            depends_on=(ctx.api["compute.googleapis.com"],),
+        ),
+    )
+
+
+def _attach_dcn(dcn: DcnNetwork, slices: dict[str, list[TpuSlice]]) -> None:
+    """Give every TPU node a second NIC in the DCN subnet (GKE's additional node network)."""
+    network, subnet = dcn.network.name, dcn.subnet.name
+    for pool_slices in slices.values():
+        for s in pool_slices:
+            # An escape hatch on the node pool resource, so modules/tpu_pool.py stays one concern.
+            s.pool.add_override("network_config.additional_node_network_configs", [{"network": network, "subnetwork": subnet}])
 
 
 # ------------------------------------------------------------------ storage
@@ -204,6 +234,7 @@ def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
         props=IdentityProps(
             project=spec.project,
             node_account_id=service_account_id(ctx.name, "nodes"),
+            node_project_roles=(*NODE_PROJECT_ROLES, *node_tensorboard_roles(spec)),
             node_bucket_grants=tuple(g for t in spec.teams if t.host_network for g in _grants(spec, buckets, t, 0)),
             depends_on=(ctx.api["iam.googleapis.com"],),
             display_prefix=f"{ctx.name}: ",
@@ -223,6 +254,7 @@ def _team_identities(ctx: _Context, buckets: dict[str, Bucket], cluster: Cluster
                 account_id=team_service_account_id(ctx.name, t.name),
                 namespace=t.ns,
                 ksa=t.ksa,
+                project_roles=team_tensorboard_roles(spec),
                 bucket_grants=_grants(spec, buckets, t, 1),
                 display_name=f"{ctx.name}: team {t.name} (Workload Identity of {t.ns}/{t.ksa})",
                 depends_on=(ctx.api["iam.googleapis.com"],),
@@ -254,12 +286,14 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             release_channel=c.release_channel.value,
             min_master_version=spec.min_master_version,
             dataplane_v2=c.dataplane_v2,
+            multi_networking=spec.network.dcn is not None,
             private_nodes=c.private_nodes,
             master_cidr=c.master_cidr,
             master_authorized_networks=tuple(c.master_authorized_networks),
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
+            ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
             depends_on=(ctx.api["container.googleapis.com"],),
@@ -316,7 +350,9 @@ def _workload_policy(ctx: _Context, pool: TpuPoolSpec, policies: dict[str, Workl
     shape = pool.shape
     if _PLACEMENT[shape.placement] is not Placement.WORKLOAD_POLICY:
         return None
-    pname = workload_policy_name(ctx.name, shape.generation.name, shape.topology)
+    # The spec's name for it: the nodes carry it as a label the runs select (xpk's own name when xpk.enabled).
+    pname = ctx.spec.workload_policy_name(pool)
+    assert pname is not None
     if pname not in policies:
         policies[pname] = WorkloadPolicy(
             ctx.stack,
@@ -366,6 +402,8 @@ def _tpu_slice(
             capacity=capacity,
             reservation=reservation,
             autoscaling=pool.autoscaling or option.index > 0,
+            queued_provisioning=isinstance(option.capacity, FlexStart) and option.capacity.queued,
+            max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,
             disk_size_gb=pool.disk_size_gb,
             node_labels=pool.node_labels(option, index),
@@ -404,7 +442,7 @@ def _tensorboard(ctx: _Context) -> TensorBoard | None:
         props=TensorBoardProps(
             project=spec.project,
             region=spec.region,
-            display_name=spec.tensorboard.display_name or ctx.name,
+            display_name=tensorboard_name(spec),
             labels=ctx.labels,
             depends_on=(ctx.api["aiplatform.googleapis.com"],),
         ),

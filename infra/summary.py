@@ -11,6 +11,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from infra.pricing import costs_document, usd
 from infra.spec import EnvSpec
 from toolkit.names import TGK_TOPOLOGY_LABEL
 
@@ -107,6 +108,7 @@ def summarize(spec: EnvSpec, doc: dict[str, Any], stack_path: str) -> dict[str, 
             for p in spec.tpu_pools
         ],
         "teams": [{"name": t.name, "namespace": t.ns, "local_queue": t.queue, "quota_share": t.quota_share} for t in spec.teams],
+        "cost": costs_document(spec),
     }
 
 
@@ -155,7 +157,27 @@ def render_text(summary: dict[str, Any], file: Any = None) -> None:
         slices.add_row(p["name"], p["type"], p["topology"], str(p["slices"]), str(p["nodes_per_slice"]), str(p["chips"]), p["capacity"])
     console.print(slices)
 
+    cost = summary.get("cost")
+    if cost:
+        _cost_table(console, cost)
+
     res = _table(f"Resources ({sum(summary['resources'].values())})", "type", "count", right=("count",))
     for rtype, n in summary["resources"].items():
         res.add_row(rtype, str(n))
     console.print(res)
+
+
+def _cost_table(console: Any, cost: dict[str, Any]) -> None:
+    """What each pool option costs running and idle, with the prices' date under the table."""
+    t = _table(
+        "TPU cost (USD)", "pool", "capacity", "chips", "$/chip-h", "$/h running", "idle $/h", "idle $/day",
+        right=("chips", "$/chip-h", "$/h running", "idle $/h", "idle $/day"),
+    )
+    for p in cost["pools"]:
+        rate = "no price" if p["usd_per_chip_hour"] is None else f"{p['usd_per_chip_hour']:g}"
+        idle_h = usd(p["idle_usd_per_hour"]) + ("" if p["fixed_size"] else " (scales from 0)")
+        t.add_row(p["pool"], p["capacity"], str(p["chips"]), rate, usd(p["usd_per_hour"]), idle_h, usd(p["idle_usd_per_day"]))
+    unknown = f" + unknown for {', '.join(cost['idle_unknown_for'])}" if cost["idle_unknown_for"] else ""
+    t.add_row("idle total", "", "", "", "", usd(cost["idle_usd_per_hour"]), usd(cost["idle_usd_per_day"]) + unknown)
+    console.print(t)
+    console.print(cost["prices"])

@@ -1,4 +1,4 @@
-"""VPC, subnet with pod/service secondary ranges, and NAT for private nodes."""
+"""VPC, subnet with pod/service secondary ranges, and NAT for private nodes; the optional DCN VPC."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cdktn import ITerraformDependable
+from cdktn_provider_google.compute_firewall import ComputeFirewall, ComputeFirewallAllow, ComputeFirewallLogConfig
 from cdktn_provider_google.compute_network import ComputeNetwork
 from cdktn_provider_google.compute_router import ComputeRouter
 from cdktn_provider_google.compute_router_nat import ComputeRouterNat, ComputeRouterNatLogConfig
@@ -98,3 +99,65 @@ class Network(Construct):
                 source_subnetwork_ip_ranges_to_nat="ALL_SUBNETWORKS_ALL_IP_RANGES",
                 log_config=ComputeRouterNatLogConfig(enable=True, filter="ERRORS_ONLY"),
             )
+
+
+@dataclass(frozen=True, kw_only=True)
+class DcnNetworkProps:
+    """The second VPC of a tpu7x multislice cluster: every TPU node's second NIC (eth1) is in its subnet.
+
+    Multislice DCN traffic (MegaScale gRPC between slices) runs host to host over it,
+    away from the pod network and the control traffic on the first VPC.
+    """
+
+    name: str
+    region: str
+    cidr: str
+    mtu: int = 8896
+    flow_log_sampling: float = 0.5
+    depends_on: Sequence[ITerraformDependable] = field(default_factory=tuple)
+
+
+class DcnNetwork(Construct):
+    network: ComputeNetwork
+    subnet: ComputeSubnetwork
+    firewall: ComputeFirewall
+
+    def __init__(self, scope: Construct, id_: str, *, props: DcnNetworkProps) -> None:
+        super().__init__(scope, id_)
+        self.props = props
+        self.network = ComputeNetwork(
+            self,
+            "vpc",
+            name=props.name,
+            auto_create_subnetworks=False,
+            routing_mode="REGIONAL",
+            mtu=props.mtu,
+            depends_on=list(props.depends_on) or None,
+        )
+        # GKE names the multi-network subnet in GKENetworkParamSet.vpcSubnet: same name as the VPC.
+        self.subnet = ComputeSubnetwork(
+            self,
+            "subnet",
+            name=props.name,
+            network=self.network.id,
+            region=props.region,
+            ip_cidr_range=props.cidr,
+            private_ip_google_access=True,
+            log_config=ComputeSubnetworkLogConfig(
+                aggregation_interval="INTERVAL_5_SEC",
+                flow_sampling=props.flow_log_sampling,
+                metadata="INCLUDE_ALL_METADATA",
+            ),
+        )
+        # GKE writes no firewall rules for an additional network; without this one the
+        # implied deny-ingress rule would drop every DCN packet between slices.
+        self.firewall = ComputeFirewall(
+            self,
+            "internal",
+            name=f"{props.name}-internal",
+            network=self.network.id,
+            direction="INGRESS",
+            source_ranges=[props.cidr],
+            allow=[ComputeFirewallAllow(protocol="tcp"), ComputeFirewallAllow(protocol="udp"), ComputeFirewallAllow(protocol="icmp")],
+            log_config=ComputeFirewallLogConfig(metadata="INCLUDE_ALL_METADATA"),
+        )

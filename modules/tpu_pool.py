@@ -23,6 +23,7 @@ from cdktn_provider_google.container_node_pool import (
     ContainerNodePoolNodeConfigTaint,
     ContainerNodePoolNodeConfigWorkloadMetadataConfig,
     ContainerNodePoolPlacementPolicy,
+    ContainerNodePoolQueuedProvisioning,
 )
 from constructs import Construct
 
@@ -68,6 +69,10 @@ class TpuSliceProps:
     # Name of a same-project reservation, or projects/<owner>/reservations/<name> for a shared one.
     reservation: str | None = None
     autoscaling: bool = False
+    # Flex-start only: GKE creates the slice when a ProvisioningRequest asks (queued), and
+    # releases the VMs after max_run_seconds (GKE's default: 7 days).
+    queued_provisioning: bool = False
+    max_run_seconds: int | None = None
     max_pods_per_node: int = 15
     disk_size_gb: int = 100
     node_labels: Mapping[str, str] = field(default_factory=dict)
@@ -83,6 +88,8 @@ class TpuSliceProps:
             raise ValueError(f"TPU pool {self.name}: reservation goes with (and only with) Capacity.RESERVATION")
         if self.placement is not Placement.NONE and self.nodes == 1:
             raise ValueError(f"TPU pool {self.name}: a single-host slice has nothing to place; use Placement.NONE")
+        if (self.queued_provisioning or self.max_run_seconds is not None) and self.capacity is not Capacity.FLEX_START:
+            raise ValueError(f"TPU pool {self.name}: queued_provisioning and max_run_seconds go with Capacity.FLEX_START only")
 
     @property
     def scales(self) -> bool:
@@ -114,6 +121,7 @@ class TpuSlice(Construct):
             # Flex-start VMs are not repaired in place: a failed node returns the capacity.
             management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=True),
             placement_policy=self._placement(),
+            queued_provisioning=ContainerNodePoolQueuedProvisioning(enabled=True) if p.queued_provisioning else None,
             node_config=ContainerNodePoolNodeConfig(
                 machine_type=p.machine_type,
                 disk_size_gb=p.disk_size_gb,
@@ -125,6 +133,7 @@ class TpuSlice(Construct):
                 taint=[TPU_TAINT],
                 spot=True if p.capacity is Capacity.SPOT else None,
                 flex_start=True if flex else None,
+                max_run_duration=f"{p.max_run_seconds}s" if p.max_run_seconds else None,
                 reservation_affinity=self._reservation_affinity(),
                 workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
                 shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(

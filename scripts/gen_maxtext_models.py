@@ -57,7 +57,8 @@ def _dims(base: dict, preset: dict) -> dict | None:
 def main() -> None:
     root = _maxtext_dir()
     base = yaml.safe_load((root / "configs/base.yml").read_text())
-    models = {}
+    # model_name=default: base.yml's own dimensions (an import that sets none of them runs these).
+    models = {"default": _dims(base, {})}
     for path in sorted((root / "configs/models").glob("*.yml")):
         dims = _dims(base, yaml.safe_load(path.read_text()) or {})
         if dims is not None:

@@ -30,3 +30,13 @@ def run_module(module: str, *args: str, cwd: Path | None = None, timeout: float 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_recipes(tmp_path_factory):
+    """A developer's own imported recipes (~/.config/tpu-gke-toolkit/recipes, $TGK_RECIPES) are
+    found beside the shipped ones; they must not change what the tests see."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TGK_RECIPES", str(tmp_path_factory.mktemp("no-user-recipes")))
+    yield
+    mp.undo()

@@ -207,6 +207,31 @@ def test_logs_stream_lines_and_unavailable_logs_are_one_line() -> None:
     assert "\n" not in str(e.value)
 
 
+
+def test_a_followed_log_ends_when_the_pod_stops_even_if_the_stream_stays_open() -> None:
+    """kwok's file-backed logs (the rehearsal) keep a followed stream open after the pod ended."""
+    import threading
+
+    path = "/api/v1/namespaces/research/pods/p0/log"
+    never = threading.Event()
+    phase = {"now": "Running"}
+
+    def open_forever(query):
+        yield b"a"
+        yield b"b"
+        phase["now"] = "Succeeded"
+        if not never.wait(5):  # the server never closes it; a reader still here sees more
+            yield b"after the pod ended"
+
+    t = FakeTransport(
+        routes={("GET", "/api/v1/namespaces/research/pods/p0"): lambda q, b: {"metadata": {"name": "p0"}, "status": {"phase": phase["now"]}}},
+        streams={path: open_forever},
+    )
+    c = Cluster(t)
+    c.FOLLOW_POLL_S = 0.05
+    assert list(c.logs("research", "p0", follow=True)) == ["a", "b"]
+    never.set()
+
 # ------------------------------------------------------------ admission
 
 

@@ -41,7 +41,7 @@ from workloads.render.kustomize import build_overlay, render, write_tree
 pytestmark = pytest.mark.tools
 
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
-RECIPE = {"default": "maxtext-6b", "flex-start": "llama3-8b", "tpu7x": "maxtext-6b", "v4": "maxtext-6b", "v5p": "gpt3-6b", "v6e-reservation": "llama3-8b"}
+RECIPE = {"default": "maxtext-6b", "fallback": "llama3-8b", "flex-start": "llama3-8b", "teams": "maxtext-6b", "tpu7x": "maxtext-6b", "tpu7x-multislice": "maxtext-6b", "v4": "maxtext-6b", "v5p": "gpt3-6b", "v6e-reservation": "llama3-8b"}
 
 
 def _pod(job: dict[str, Any]) -> dict[str, Any]:
@@ -92,6 +92,10 @@ ACCEPTED: tuple[Accepted, ...] = (
         ), lambda obj: obj["metadata"].get("namespace") == "default")
         for kind in ("Job", "ServiceAccount")
     ),
+    Accepted("CKV_K8S_21", "ConfigMap", (
+        "xpk's <cluster>-resources-configmap and -metadata-configmap (workloads/render/xpk.py, xpk.enabled): xpk 1.13 reads them "
+        "with `kubectl get configmap` and no -n, i.e. in its kube context's namespace, which is default unless xpk.namespace says otherwise"
+    ), lambda obj: obj["metadata"].get("namespace") == "default" and obj["metadata"]["name"].endswith(("-resources-configmap", "-metadata-configmap"))),
     Accepted("CKV2_K8S_6", "Pod", (
         f"{_WORKER}: cross-team isolation here is by identity (one GSA per team, Pod Security baseline); "
         "a per-namespace NetworkPolicy needs the cluster's policy enforcement (Dataplane V2) and an allowance for "

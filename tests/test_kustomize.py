@@ -16,7 +16,7 @@ import pytest
 
 from infra.spec import load_spec
 from workloads.render import yamlio
-from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, write_tree
+from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, run_objects, write_tree
 from workloads.render.jobset import jobset
 from workloads.planning.planner import Overrides, plan_run
 
@@ -51,7 +51,7 @@ CASES = [
 @pytest.mark.parametrize("example, recipe, overrides", CASES)
 def test_overlay_rebuilds_jobset_in_process(example, recipe, overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides, rand="k1k")
-    assert build_overlay(render(plan), plan.name) == [jobset(plan)]
+    assert build_overlay(render(plan), plan.name) == run_objects(plan)
 
 
 def test_base_is_the_same_for_every_run() -> None:
@@ -74,7 +74,7 @@ def test_runs_rendered_into_one_directory_each_build_their_own(tmp_path: Path) -
         write_tree(tmp_path, render(plan))
     files = {str(p.relative_to(tmp_path)): p.read_text() for p in tmp_path.rglob("*.yaml")}
     for plan in (a, b, c):
-        assert build_overlay(files, plan.name) == [jobset(plan)]
+        assert build_overlay(files, plan.name) == run_objects(plan)
     built_a = build_overlay(files, "run-a")[0]
     assert built_a["spec"]["failurePolicy"]["maxRestarts"] == 0
     assert built_a["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["priorityClassName"] == "low"
@@ -119,7 +119,7 @@ def test_diff_then_apply_round_trips(base, final) -> None:
 def test_kustomize_build_equals_objects(tmp_path: Path, kustomize_bin: str, example, recipe, overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides, rand="k2k")
     write_tree(tmp_path, render(plan))
-    assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == [jobset(plan)]
+    assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == run_objects(plan)
 
 
 @pytest.mark.tools
@@ -129,7 +129,7 @@ def test_kustomize_builds_each_of_several_runs_in_one_tree(tmp_path: Path, kusto
     for plan in plans:
         write_tree(tmp_path, render(plan))
     for plan in plans:
-        assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == [jobset(plan)]
+        assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == run_objects(plan)
 
 
 @pytest.mark.tools
@@ -141,3 +141,15 @@ def test_cli_render_then_build_equals_submit_dry_run(tmp_path: Path, kustomize_b
     assert d.returncode == 0, d.stderr
     built = build(tmp_path / "overlays" / "eq-run", binary=kustomize_bin)
     assert built == json.loads(d.stdout)
+
+
+def test_the_overlay_holds_the_renderers_jobset_plus_only_the_submission_digest() -> None:
+    from toolkit.names import TGK_SUBMISSION_ANNOTATION
+    from workloads.render import submission
+
+    plan = plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), Overrides(slices=2, name="dg"))
+    (stamped,) = run_objects(plan)
+    annotations = dict(stamped["metadata"]["annotations"])
+    assert annotations.pop(TGK_SUBMISSION_ANNOTATION) == submission.digest([jobset(plan)])
+    stamped["metadata"]["annotations"] = annotations
+    assert stamped == jobset(plan)

@@ -49,7 +49,7 @@ def test_metrics_text_on_the_real_log() -> None:
     r = wl("metrics", LOG)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("tiny_cpu (")
-    assert "steady state over 4 (2, 3, 4, 9)" in r.stdout
+    assert "steady state over 4 (steps 2–4, 9)" in r.stdout
     assert "per-chip figures and MFU need --shape or --pool" in r.stdout
 
 

@@ -39,6 +39,13 @@ def test_maxtext6b_matches_reference_dims() -> None:
 
 
 def test_offline_safe_defaults() -> None:
+    """Recipes keep goodput, GCS metrics and Vertex TensorBoard off (MaxText fails fast on them
+    without Google credentials); `submit --profile` turns the TensorBoard on for one run, and
+    nothing else: the rendered args say so."""
+    from infra.spec import EXAMPLES_DIR, load_spec
+    from workloads.planning.planner import Overrides, plan_run
+
+    specs = [load_spec(EXAMPLES_DIR / "default.yaml"), load_spec(EXAMPLES_DIR / "tpu7x.yaml")]
     for recipe in r.all_recipes():
         if recipe.maxtext is None:
             continue
@@ -46,6 +53,13 @@ def test_offline_safe_defaults() -> None:
         assert args["dataset_type"] == "synthetic"
         for k in ("enable_goodput_recording", "monitor_goodput", "gcs_metrics", "use_vertex_tensorboard"):
             assert args[k] is False, (recipe.name, k)
+        spec = specs[0] if "v5e" in recipe.generations else specs[1]
+        for profile, tensorboard in ((None, "false"), (2, "true")):
+            plan = plan_run(recipe.name, spec, Overrides(profile_steps=profile, profile_start=2 if profile else None))
+            rendered = dict(a.split("=", 1) for a in plan.program.args[1:])
+            assert rendered["use_vertex_tensorboard"] == tensorboard, (recipe.name, profile)
+            for k in ("enable_goodput_recording", "monitor_goodput", "gcs_metrics"):
+                assert rendered[k] == "false", (recipe.name, profile, k)
 
 
 def test_every_recipe_arg_is_a_maxtext_key() -> None:

@@ -31,7 +31,7 @@ def spec_with(**changes):
 @pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.stem)
 def test_examples_load(path):
     spec = load_spec(path)
-    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes for p in spec.tpu_pools)
+    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacities) for p in spec.tpu_pools)
 
 
 # ------------------------------------------------------------------ CIDRs

@@ -87,14 +87,15 @@ def test_no_keys_and_no_data_sources(stacks, example):
 def test_node_pools(stacks, example):
     spec, doc, _ = stacks[example]
     pools = pools_by_name(doc)
-    assert len(pools) == sum(p.slices for p in spec.tpu_pools) + 1
+    assert len(pools) == sum(p.slices * len(p.capacities) for p in spec.tpu_pools) + 1
     cpu = pools[spec.cpu_pool.name]
     assert cpu["autoscaling"] == {"min_node_count": spec.cpu_pool.min_nodes, "max_node_count": spec.cpu_pool.max_nodes}
     assert cpu["node_config"]["machine_type"] == spec.cpu_pool.machine_type
 
     for pool in spec.tpu_pools:
         shape = pool.shape
-        for index, name in enumerate(pool.node_pool_names()):
+        # a capacity list has node pools per option; they differ only in capacity and scaling
+        for option, index, name in [(o, i, n) for o in pool.capacity_options() for i, n in enumerate(pool.option_node_pool_names(o))]:
             np_ = pools[name]
             cfg = np_["node_config"]
             assert np_["node_locations"] == [spec.pool_zone(pool)]
@@ -108,7 +109,7 @@ def test_node_pools(stacks, example):
             assert labels["tpu-gke-toolkit.io/slice-index"] == str(index)
             assert labels["tpu-gke-toolkit.io/topology"] == shape.topology
 
-            scales = pool.autoscaling or isinstance(pool.capacity, FlexStart)
+            scales = pool.autoscaling or isinstance(option.capacity, FlexStart) or option.index > 0
             if scales:
                 auto = np_["autoscaling"]
                 assert auto.get("max_node_count", auto.get("total_max_node_count")) == shape.nodes
@@ -126,7 +127,7 @@ def test_node_pools(stacks, example):
             else:
                 assert placement is None
 
-            cap = pool.capacity
+            cap = option.capacity
             assert cfg.get("spot") is (True if isinstance(cap, Spot) else None)
             assert cfg.get("flex_start") is (True if isinstance(cap, FlexStart) else None)
             affinity = cfg.get("reservation_affinity")
@@ -164,7 +165,10 @@ def test_cluster(stacks, example):
     assert c["workload_identity_config"] == {"workload_pool": f"{spec.project}.svc.id.goog"}
     assert ("private_cluster_config" in c) is spec.cluster.private_nodes
     assert ("google_compute_router_nat" in doc["resource"]) is spec.cluster.private_nodes
-    (subnet,) = resources(doc, "google_compute_subnetwork")
+    # The cluster's own subnet (a spec with network.dcn has a second one: tests/test_multinetwork.py).
+    (subnet,) = [n for n in resources(doc, "google_compute_subnetwork") if n["name"] == spec.network_name]
+    assert len(resources(doc, "google_compute_subnetwork")) == (2 if spec.network.dcn else 1)
+    assert c.get("enable_multi_networking") is (True if spec.network.dcn else None)
     assert subnet["ip_cidr_range"] == spec.cidrs.nodes
     assert {r["ip_cidr_range"] for r in subnet["secondary_ip_range"]} == {spec.cidrs.pods, spec.cidrs.services}
 
@@ -322,6 +326,8 @@ def test_cdktn_cli_synth_and_list(tmp_path):
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     doc = json.loads((work / "cdktn.out" / "stacks" / "flex" / "cdk.tf.json").read_text())
     pools = doc["resource"]["google_container_node_pool"]
-    assert sum(1 for p in pools.values() if p["node_config"].get("flex_start")) == 4
+    flex = load_spec(EXAMPLES_DIR / "flex-start.yaml")
+    want = sum(p.slices for p in flex.tpu_pools if p.capacity.mode == "flex-start")  # one node pool per slice
+    assert want >= 4 and sum(1 for p in pools.values() if p["node_config"].get("flex_start")) == want
     listed = subprocess.run([str(cdktn), "list"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert listed.returncode == 0 and "flex" in listed.stdout, listed.stdout + listed.stderr

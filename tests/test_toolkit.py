@@ -68,3 +68,14 @@ def test_gke_and_toolkit_names_are_defined_once() -> None:
             if re.search(r"[\"']" + re.escape(lit) + r"[\"']", text):
                 offenders.append(f"{p.relative_to(REPO)}: {lit}")
     assert offenders == []
+
+
+def test_yaml_streams_refuse_a_key_given_twice_in_any_document() -> None:
+    from toolkit.yamlfile import YamlFileError
+    from workloads.render import yamlio
+
+    assert yamlio.load_all("---\na: 1\n---\n---\nb: [1, 2]\n") == [{"a": 1}, {"b": [1, 2]}]
+    with pytest.raises(YamlFileError, match=r"given twice \(lines 4 and 5\)"):
+        yamlio.load_all("---\na: 1\n---\nkind: Job\nkind: JobSet\n")
+    with pytest.raises(YamlFileError):
+        yamlio.load_all(b"\xff\xfe a: 1")

@@ -54,6 +54,21 @@ def test_bad_render_writes_nothing(case: dict, tmp_path: Path) -> None:
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (["submit", "maxtext-6b", "--timeout", "-5"], "'--timeout'"),
+        (["submit", "maxtext-6b", "--rehearse-seconds", "-1"], "'--rehearse-seconds'"),
+        (["local", "up", "--timeout", "0"], "'--timeout'"),
+    ],
+    ids=["submit-timeout-negative", "rehearse-seconds-negative", "local-up-timeout-zero"],
+)
+def test_bad_flags_outside_the_plan_are_one_line(args: list[str], field: str, tmp_path: Path) -> None:
+    r = run_module("workloads", *args, "--kubeconfig" if args[0] == "submit" else "--state-dir", str(tmp_path / "none"))
+    _assert_one_line_error(r, field)
+    assert not (tmp_path / "none").exists()
+
+
 # ------------------------------------------------------------- good paths
 
 
@@ -114,6 +129,9 @@ class FakeCluster:
     @classmethod
     def connect(cls, kubeconfig=None, context=None, **_):
         return cls()
+
+    def find_run(self, namespace, name):
+        return None  # nothing under that name yet: submit applies
 
     def apply(self, objects, *, field_manager="tpu-gke-toolkit", **_):
         self.applied.extend(objects)

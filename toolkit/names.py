@@ -71,6 +71,9 @@ TGK = "tpu-gke-toolkit"
 TGK_FIELD_MANAGER = TGK  # server-side apply field manager of every toolkit apply
 # Run labels on JobSets and pods.
 TGK_RUN_LABEL = "tpu-gke-toolkit/run"
+# On a submitted run's top-level object: a digest of everything submit applied, so a
+# resubmission under the same name can tell "the same run again" from "another run".
+TGK_SUBMISSION_ANNOTATION = "tpu-gke-toolkit/submission"
 # Node labels the stack writes on each TPU slice node pool (its multislice group).
 TGK_NODE_LABEL_PREFIX = "tpu-gke-toolkit.io"
 TGK_POOL_LABEL = f"{TGK_NODE_LABEL_PREFIX}/pool"

@@ -128,3 +128,26 @@ def load_yaml(source: bytes | str, loader: type = yaml.SafeLoader) -> Any:
     finally:
         if ld is not None:
             ld.dispose()
+
+
+def load_yaml_all(source: bytes | str, loader: type = yaml.SafeLoader) -> list[Any]:
+    """Every non-empty document of a YAML stream, with ``load_yaml``'s rules for each."""
+    text = decode_text(source) if isinstance(source, bytes) else source
+    out: list[Any] = []
+    ld = loader(text)
+    try:
+        while ld.check_node():
+            node = ld.get_node()
+            if node is None:
+                continue
+            _refuse_duplicate_keys(ld, node, "", set())
+            doc = ld.construct_document(node)
+            if doc is not None:
+                out.append(doc)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise YamlFileError(f"not valid YAML{where}", "fix the YAML syntax") from None
+    finally:
+        ld.dispose()
+    return out

@@ -26,9 +26,11 @@ def test_nodes_match_the_spec(example):
     assert len(names) == len(set(names))
     assert all(len(n) <= 63 for n in names)
     tpu = [n for n in objs if TPU_RESOURCE in n["status"]["capacity"]]
-    assert len(tpu) == sum(p.total_nodes for p in spec.tpu_pools)
-    for pool in spec.tpu_pools:
-        for np_name in pool.node_pool_names():
+    # queued-provisioning node pools stay empty until the simulated DWS provisions them
+    standing = [(p, o) for p in spec.tpu_pools for o in p.capacity_options() if not nodes.is_queued(o)]
+    assert len(tpu) == sum(p.slices * p.shape.nodes for p, _ in standing)
+    for pool, option in standing:
+        for np_name in pool.option_node_pool_names(option):
             members = [n for n in tpu if n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == np_name]
             assert len(members) == pool.shape.nodes
             for n in members:
@@ -82,6 +84,21 @@ def test_kueue_and_jobset_do_not_share_ports_or_cert_dirs(tmp_path):
     assert k["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]
     assert k["featureGates"] == {"VisibilityOnDemand": False}
 
+
+
+def test_local_kueue_gets_the_specs_wait_for_pods_ready_scaled_by_the_rehearsal_factor(tmp_path):
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from workloads.render.kueue import manager_settings
+
+    spec = load_spec(DEFAULT_SPEC_PATH)
+    settings = manager_settings(spec, time_scale=0.03)
+    k = addons.kueue_config(webhook_port=1, health_port=2, cert_dir=tmp_path / "k", settings=settings)
+    w = k["waitForPodsReady"]
+    # 1200 s x 0.03: the local timeline runs GKE's faster, by the same factor as the rehearsal.
+    assert w["timeout"] == f"{round(spec.kueue.wait_for_pods_ready.timeout_seconds * 0.03)}s"
+    assert w["requeuingStrategy"]["timestamp"] == "Eviction"
+    assert k["webhook"]["port"] == 1 and k["integrations"]  # the base is kept under the spec's part
+    assert "waitForPodsReady" not in addons.kueue_config(webhook_port=1, health_port=2, cert_dir=tmp_path / "k")
 
 def _published() -> list[dict]:
     def pod_stage(name: str, delay: dict) -> dict:

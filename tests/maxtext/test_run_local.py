@@ -50,7 +50,7 @@ def test_text_output_is_the_metrics_summary(maxtext_venv, tmp_path):
     r = run_module("workloads", "run-local", "maxtext-6b", "--tiny", "--steps", "6", "--out", str(tmp_path), timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = r.stdout.splitlines()
-    assert "6 steps, steady state over 4 (2, 3, 4, 5)" in lines[0]
+    assert "6 steps, steady state over 4 (steps 2–5)" in lines[0]
     for label in ("step time", "TFLOP/s", "tokens/s", "loss"):
         assert any(l.strip().startswith(label) for l in lines), (label, r.stdout)
     # Same lines `metrics` prints for the files the run wrote.

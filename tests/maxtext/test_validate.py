@@ -24,6 +24,7 @@ from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import Kind, all_recipes
+from workloads.planning.select import why_not
 
 MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]
 
@@ -58,9 +59,28 @@ def results(maxtext_venv, default_spec, tmp_path_factory):
                 continue
             for slices in (1, 2):
                 plans[f"{r.name}@{pool.name}x{slices}"] = plan_run(r.name, spec, Overrides(pool=pool.name, slices=slices))
-        # The default environment's pool (what `render`/`submit` use without --pool).
-        for slices in (1, 2):
-            plans[f"{r.name}@default x{slices}"] = plan_run(r.name, default_spec, Overrides(slices=slices))
+        # The default environment's pool (what `render`/`submit` use without --pool), for the
+        # recipes that run there (the tpu7x-only fp8/int8 variants are covered on their shapes).
+        if any(why_not(r, p.shape) is None for p in default_spec.tpu_pools):
+            for slices in (1, 2):
+                plans[f"{r.name}@default x{slices}"] = plan_run(r.name, default_spec, Overrides(slices=slices))
+    # An imported tpu-recipes script (tests/data/recipes, fp8): every flag it carried, as MaxText reads it.
+    from infra.spec import load_spec
+    from workloads.planning.import_recipe import import_recipe
+    from workloads.planning.recipes import load_recipe
+    from workloads.render import yamlio
+
+    script = REPO / "tests" / "data" / "recipes" / "llama3.1-8b-fp8-tpu7x-4x4x8" / "run_recipe.sh"
+    imported = import_recipe(script.read_text(), source=script.name)
+    user_dir = tmp_path_factory.mktemp("user-recipes")
+    (user_dir / f"{imported.name}.yaml").write_text(yamlio.dump(imported.recipe))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TGK_RECIPES", str(user_dir))
+        load_recipe.cache_clear()
+        plans[f"import:{imported.name}@tpu7x"] = plan_run(imported.name, load_spec(REPO / "examples" / "tpu7x.yaml"), Overrides())
+    load_recipe.cache_clear()
+    # --profile: the profiler and Vertex TensorBoard keys it writes are MaxText's own.
+    plans["maxtext-6b@default x2 --profile"] = plan_run("maxtext-6b", default_spec, Overrides(slices=2, profile_steps=3, profile_start=2))
     cases = [(cid, *_case(p, work)) for cid, p in plans.items()]
 
     base = plans["maxtext-6b@default x2"]

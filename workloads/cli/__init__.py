@@ -28,9 +28,9 @@ def _register() -> None:
 
     # runs: recipes, render, submit, queues; observe: status, logs, metrics, report,
     # delete, preflight (+ --compile); local: the local simulated cluster;
-    # maxtext: run-local (real MaxText on CPU). A missing module is a broken
+    # maxtext: run-local (real MaxText on CPU); cleanup: finished runs, old checkpoints. A missing module is a broken
     # install, so its ImportError propagates instead of silently dropping commands.
-    for name in ("runs", "observe", "local", "maxtext"):
+    for name in ("runs", "observe", "local", "maxtext", "cleanup"):
         importlib.import_module(f"workloads.cli.{name}")
 
 

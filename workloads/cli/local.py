@@ -62,16 +62,24 @@ def up(
     spec: SpecOpt = None,
     state_dir: StateDirOpt = None,
     build: Annotated[bool, typer.Option("--build/--no-build", help="build missing binaries first (cold: ~25 min)")] = True,
-    timeout: Annotated[float, typer.Option("--timeout", help="seconds to wait for each component")] = 300.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="seconds to wait for each component")] = 300.0,
+    with_: Annotated[
+        Optional[list[str]],
+        typer.Option("--with", metavar="ADDON", help="optional add-on to run too: 'ray' (KubeRay v1.6.0 and a stand-in Ray head; also on when the spec turns the Ray add-on on)"),
+    ] = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """Start the local cluster (or reuse a healthy one) with nodes from the spec; print the kubeconfig."""
     from infra.spec import load_spec, spec_path
+    from toolkit.errors import ToolkitError
 
+    unknown = [a for a in (with_ or []) if a != "ray"]
+    if unknown:
+        raise ToolkitError(f"--with {unknown[0]}: unknown add-on — the local cluster offers only --with ray")
     env = load_spec(spec)
     if state_dir is not None:
         check_out_dir(state_dir, "--state-dir")
-    st = _cluster(state_dir).up(env, spec_path=str(spec_path(spec)), build=build, timeout=timeout)
+    st = _cluster(state_dir).up(env, spec_path=str(spec_path(spec)), build=build, timeout=timeout, with_ray="ray" in (with_ or []))
     if output is OutputFormat.json:
         print_json(st)
     else:

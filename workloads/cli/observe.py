@@ -94,14 +94,14 @@ def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -
 def _hardware(choice: "tuple[SliceShape, int | None] | None", slices: int | None, log: "RunLog") -> "Hardware | None":
     """Per-chip context for the summary. Slices: --slices, else what the log's device count
     implies, else the pool's, else 1 — the log is what actually ran."""
-    from workloads.observe.metrics import Hardware
+    from workloads.observe.metrics import Hardware, is_fp8
 
     if choice is None:
         return None
     shape, pool_slices = choice
     n = log.num_devices
     from_log = n // shape.devices if n and n >= shape.devices and n % shape.devices == 0 else None
-    return Hardware.from_shape(shape, slices or from_log or pool_slices or 1)
+    return Hardware.from_shape(shape, slices or from_log or pool_slices or 1, fp8=is_fp8(log.config))
 
 
 def _looks_like_file(arg: str) -> bool:
@@ -356,9 +356,10 @@ def status(
 
 @app.command()
 def logs(
-    run: Annotated[str, typer.Argument(help="run (JobSet) name")],
-    slice_index: Annotated[int, typer.Option("--slice", min=0, help="slice (JobSet job index)")] = 0,
-    worker: Annotated[int, typer.Option("--worker", min=0, help="worker within the slice (completion index)")] = 0,
+    run: Annotated[str, typer.Argument(help="run name (JobSet, Job or RayJob)")],
+    slice_index: Annotated[Optional[int], typer.Option("--slice", min=0, help="slice (JobSet job index; a RayJob's worker-group replica); default 0")] = None,
+    worker: Annotated[Optional[int], typer.Option("--worker", min=0, help="worker within the slice (completion index; a RayJob's host index); default 0")] = None,
+    head: Annotated[bool, typer.Option("--head", help="a RayJob's Ray head pod")] = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", "-f", help="keep streaming until the container exits")] = False,
     container: Annotated[Optional[str], typer.Option("--container", "-c", help="container (default: the pod's only/first)")] = None,
     namespace: NamespaceOpt = None,
@@ -367,14 +368,15 @@ def logs(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics)."""
+    """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics; for a RayJob, its driver: the submitter)."""
     from workloads.cluster.client import ClusterError
 
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
-    pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker)
+    pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
     if pod is None:
-        raise ClusterError(f"no pod for slice {slice_index} worker {worker} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
+        which = "the head" if head else f"slice {slice_index or 0} worker {worker or 0}" if slice_index is not None or worker is not None else "the driver or worker 0"
+        raise ClusterError(f"no pod for {which} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
     for line in cluster.logs(ns, pod["metadata"]["name"], container=container, follow=follow):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
@@ -413,7 +415,9 @@ def print_goodput(g) -> None:
 
 def print_summary(run: str, source: str, summ, hw) -> None:
     """The text summary `metrics` prints; `run-local` prints the same."""
-    _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({', '.join(map(str, summ.steady_steps)) or 'none'})")
+    from workloads.observe.report import steady_range
+
+    _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({'steps ' if summ.steady_steps else ''}{steady_range(summ.steady_steps)})")
     sec = summ.step_seconds_spread
     _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median" + (f", range {_f(sec.low, 4)}–{_f(sec.high, 4)} s" if sec else ""))
     # Headline = total work / total time; the per-step rates' median and range beside it.
@@ -426,11 +430,28 @@ def print_summary(run: str, source: str, summ, hw) -> None:
         if spread:
             _out(f"  {'':<15}per step: median {_f(spread.median, digits)}, range {_f(spread.low, digits)}–{_f(spread.high, digits)} per {unit}")
     if hw:
-        _out(f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name})")
+        _out(f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name}, {hw.precision} peak)")
     else:
         _out("  (per-chip figures and MFU need --shape or --pool)")
     drop = summ.loss_drop_pct
     _out(f"  loss           {_f(summ.loss_first)} -> {_f(summ.loss_last)}" + (f" ({drop:.1f}% lower)" if drop is not None else "") + f", min {_f(summ.loss_min)}")
+
+
+def _measured_cost(source: "RunSource", a: "Analysis"):
+    """The run's cost from its measured time (infra.pricing), in every capacity mode; None without the hardware or a timed log."""
+    from infra import catalog, pricing
+    from workloads.observe.report import measured_seconds
+
+    measured = measured_seconds(a.log, a.goodput)
+    if a.hardware is None or not a.hardware.chips or measured is None:
+        return None
+    env = _spec(source.spec)
+    pool = next((p for p in env.tpu_pools if p.name == source.pool), None)
+    seconds, how = measured
+    return pricing.run_cost(
+        pricing.prices_for(env), catalog.resolve(a.hardware.name).generation.name, env.region, a.hardware.chips, seconds,
+        pool_modes=pricing.pool_modes(pool) if pool else (), basis=f"measured ({how})",
+    )
 
 
 @app.command()
@@ -454,14 +475,17 @@ def report(
         bucket, project = b.name, env.project
     check_out_dir(out, "--out")
     a = source.analyse(target)
+    cost = _measured_cost(source, a)
     try:
         files = rp.write_report(
             out, rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, profiler=a.profiler,
-            first_steady_step=source.first_steady_step, goodput=a.goodput,
+            first_steady_step=source.first_steady_step, goodput=a.goodput, cost=cost,
         )
     except OSError as e:
         raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None
     _out(f"wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}")
+    for line in cost.lines() if cost else ["cost: needs the hardware (--pool or --shape) and a timed log"]:
+        _out(line)
     if bucket:
         from workloads.observe.storage import upload as do_upload
 

@@ -773,11 +773,27 @@ class Cluster:
         except ClusterError:
             return []
 
-    def find_pod(self, namespace: str, run: str, *, slice_index: int = 0, worker: int = 0) -> dict | None:
+    def find_pod(
+        self, namespace: str, run: str, *, slice_index: int | None = None, worker: int | None = None, head: bool = False
+    ) -> dict | None:
+        """A pod of the run: with neither slice nor worker, the run's own log (a RayJob's driver,
+        else worker 0 of slice 0); ``head``: a RayJob's head."""
         found = self.find_run(namespace, run)
         kind = found[0] if found else rk.JOBSET
-        selector = kind.worker_selector(run, slice_index, worker)
-        pods = self.list(self.resource("v1", "Pod"), namespace, label_selector=selector)
+        pod_info = self.resource("v1", "Pod")
+        driver = kind.driver_selector(run) if slice_index is None and worker is None else None
+        if head:
+            selector = f"{kind.run_label}={run},{rk.RAY_HEAD_FILTER}"
+        elif driver:
+            selector = driver
+        else:
+            selector = kind.worker_selector(run, slice_index or 0, worker or 0)
+        pods = self.list(pod_info, namespace, label_selector=selector)
+        if not pods and kind is rk.RAYJOB and not head and not driver and not worker:
+            # KubeRay labels a host index only in multi-host groups: a one-VM slice's worker has none.
+            in_slice = f"{kind.pod_selector(run)},{kind.slice_label}={slice_index or 0}"
+            pods = [p for p in self.list(pod_info, namespace, label_selector=in_slice)
+                    if kind.worker_label not in ((p.get("metadata") or {}).get("labels") or {})]
         if not pods:
             return None
         # Several attempts after restarts: the newest is the one that is running.
@@ -795,11 +811,56 @@ class Cluster:
         if tail_lines is not None:
             query.append(("tailLines", str(tail_lines)))
         path = self.resource("v1", "Pod").path(namespace, pod, "log")
+        if follow:
+            yield from self._follow(namespace, pod, path, query)
+            return
         try:
-            for line in self.transport.stream(path, query=query, timeout=None if follow else 60):
+            for line in self.transport.stream(path, query=query, timeout=60):
                 yield line.decode(errors="replace")
         except ClusterError as e:
             raise LogsUnavailable(f"logs of pod {namespace}/{pod} are not available: {e}") from None
+
+    FOLLOW_POLL_S = 2.0  # how often a followed log checks whether its pod is still running
+
+    def _follow(self, namespace: str, pod: str, path: str, query: list[tuple[str, str]]) -> Iterator[str]:
+        """A followed log that ends when the pod has stopped, even if the server keeps the stream open.
+
+        A kubelet closes a followed stream when the container exits; kwok's file-backed logs
+        (the local rehearsal) never do. So the stream is read on a thread, and the pod's phase
+        is checked between lines: once it is Succeeded/Failed or gone and nothing more arrives
+        within a poll, the log is over.
+        """
+        import queue
+        import threading
+
+        lines: "queue.Queue[tuple[str, object]]" = queue.Queue()
+
+        def read() -> None:
+            try:
+                for raw in self.transport.stream(path, query=query, timeout=None):
+                    lines.put(("line", raw.decode(errors="replace")))
+                lines.put(("end", None))
+            except Exception as e:  # noqa: BLE001 - handed to the consuming thread as it is
+                lines.put(("error", e))
+
+        threading.Thread(target=read, daemon=True, name=f"logs-{pod}").start()
+        info = self.resource("v1", "Pod")
+        while True:
+            try:
+                what, value = lines.get(timeout=self.FOLLOW_POLL_S)
+            except queue.Empty:
+                live = self.get(info, pod, namespace)
+                if live is None or (live.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                    return
+                continue
+            if what == "line":
+                yield str(value)
+            elif what == "end":
+                return
+            elif isinstance(value, ClusterError):
+                raise LogsUnavailable(f"logs of pod {namespace}/{pod} are not available: {value}") from None
+            else:
+                raise value  # type: ignore[misc]
 
     def delete_jobset(self, namespace: str, name: str, *, dry_run: bool = False) -> DeleteResult:
         # Foreground: the child Jobs and pods go before the JobSet disappears, so a
@@ -809,19 +870,21 @@ class Cluster:
     def delete_run(self, namespace: str, name: str, *, dry_run: bool = False) -> list[DeleteResult]:
         """Delete a run of any runtime (Foreground), and the headless Service a plain Job run has beside it.
 
-        Nothing found: one result with ``deleted`` False (a JobSet, the default runtime's kind).
+        The Service is also deleted when the Job is already gone (its ``ttlSecondsAfterFinished``
+        removes the Job but nothing owns the Service). Only a Service labelled as this run's is
+        touched. Nothing found: one result with ``deleted`` False (a JobSet, the default runtime's kind).
         """
         found = self.find_run(namespace, name)
-        if found is None:
-            return [DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)]
-        kind, _ = found
-        out = [self.delete(self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run, propagation="Foreground")]
-        if kind is rk.JOB:
+        out: list[DeleteResult] = []
+        if found is not None:
+            kind, _ = found
+            out.append(self.delete(self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run, propagation="Foreground"))
+        if found is None or found[0] is rk.JOB:
             svc_info = self.resource("v1", "Service")
             svc = self.get(svc_info, name, namespace)
             if svc is not None and ((svc.get("metadata") or {}).get("labels") or {}).get(TGK_RUN_LABEL) == name:
                 out.append(self.delete(svc_info, name, namespace, dry_run=dry_run))
-        return out
+        return out or [DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)]
 
     # ---------------------------------------------------------------- admission
 

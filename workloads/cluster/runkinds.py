@@ -3,6 +3,12 @@
 ``status``, ``logs`` and ``delete`` take a run name only: ``Cluster.find_run`` tries
 these kinds in ``LOOKUP_ORDER`` and takes the first that exists. The RayJob comes
 before the Job because KubeRay's submitter Job (K8sJobMode) carries the RayJob's name.
+
+A RayJob's TPU workers are found by the run label the renderer puts on every pod
+template and KubeRay's ``ray.io/node-type=worker``; their slice and host are KubeRay's
+multi-host indexing labels (v1.6.0, on by default). Its *driver* is the submitter Job's
+pod: ``ray job submit`` follows the job, so that log has what the JaxTrainer's workers
+print (MaxText's step lines); ``logs`` shows it unless a worker is asked for.
 """
 
 from __future__ import annotations
@@ -21,9 +27,13 @@ class RunKind:
     slice_label: str | None  # the pod label with the slice index (None: one slice)
     worker_label: str  # the pod label with the worker index within its slice
     pod_filter: str = ""  # more selector terms: only the TPU workers (Ray's head is not one)
+    driver_filter: str = ""  # selector terms (after the run label) of the pod whose log is the run's own; "" = worker 0
 
     def pod_selector(self, run: str) -> str:
         return ",".join(t for t in (f"{self.run_label}={run}", self.pod_filter) if t)
+
+    def driver_selector(self, run: str) -> str | None:
+        return ",".join((f"{self.run_label}={run}", self.driver_filter.format(run=run))) if self.driver_filter else None
 
     def worker_selector(self, run: str, slice_index: int, worker: int) -> str:
         terms = [self.pod_selector(run), f"{self.worker_label}={worker}"]
@@ -35,5 +45,17 @@ class RunKind:
 JOBSET = RunKind("jobset", names.JOBSET_API, "JobSet", names.JOBSET_NAME_LABEL, names.JOBSET_JOB_INDEX_LABEL, names.K8S_COMPLETION_INDEX_LABEL)
 JOB = RunKind("job", names.JOB_API, "Job", names.K8S_JOB_NAME_LABEL, None, names.K8S_COMPLETION_INDEX_LABEL)
 
-LOOKUP_ORDER: tuple[RunKind, ...] = (JOBSET, JOB)
+# KubeRay v1.6.0's pod labels (ray-operator/controllers/ray/utils/constant.go).
+RAY_API = "ray.io/v1"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice
+RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+RAYJOB = RunKind(
+    "ray", RAY_API, "RayJob", names.TGK_RUN_LABEL, RAY_REPLICA_INDEX_LABEL, RAY_HOST_INDEX_LABEL,
+    pod_filter=f"{RAY_NODE_TYPE_LABEL}=worker",
+    driver_filter=f"{names.K8S_JOB_NAME_LABEL}={{run}}",
+)
+RAY_HEAD_FILTER = f"{RAY_NODE_TYPE_LABEL}=head"
+
+LOOKUP_ORDER: tuple[RunKind, ...] = (JOBSET, RAYJOB, JOB)
 BY_RUNTIME = {k.runtime: k for k in LOOKUP_ORDER}

@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, TPU_RESOURCE
+from workloads.cluster.runkinds import RAY_HOST_INDEX_LABEL, RAY_REPLICA_INDEX_LABEL
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -156,12 +157,15 @@ def pod_status(pod: Mapping[str, Any]) -> PodStatus:
     if not detail and status.get("reason"):
         detail = str(status["reason"])
     slice_index = _int(labels.get(JOBSET_JOB_INDEX_LABEL))
-    if slice_index is None and K8S_JOB_NAME_LABEL in labels:
+    worker = _int(labels.get(K8S_COMPLETION_INDEX_LABEL, ann.get(K8S_COMPLETION_INDEX_LABEL)))
+    if RAY_REPLICA_INDEX_LABEL in labels:  # a RayJob's TPU worker: KubeRay's replica (slice) and host
+        slice_index, worker = _int(labels[RAY_REPLICA_INDEX_LABEL]), _int(labels.get(RAY_HOST_INDEX_LABEL, 0))
+    elif slice_index is None and K8S_JOB_NAME_LABEL in labels:
         slice_index = 0  # a plain Job (the job runtime) is one slice
     return PodStatus(
         name=str(meta.get("name", "")),
         slice=slice_index,
-        worker=_int(labels.get(K8S_COMPLETION_INDEX_LABEL, ann.get(K8S_COMPLETION_INDEX_LABEL))),
+        worker=worker,
         phase=phase,
         node=(pod.get("spec") or {}).get("nodeName"),
         ready=_true(_conditions(pod), "Ready"),
@@ -298,6 +302,9 @@ def expected_pods(jobset: Mapping[str, Any]) -> int:
     if jobset.get("kind") == "Job":
         spec = jobset.get("spec") or {}
         return int(spec.get("parallelism", spec.get("completions", 1)) or 1)
+    if jobset.get("kind") == "RayJob":  # the TPU workers: replicas (slices) x hosts per replica
+        groups = (((jobset.get("spec") or {}).get("rayClusterSpec") or {}).get("workerGroupSpecs")) or []
+        return sum(int(g.get("replicas", 0) or 0) * int(g.get("numOfHosts", 1) or 1) for g in groups)
     total = 0
     for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
         job_spec = ((rj.get("template") or {}).get("spec")) or {}
@@ -347,8 +354,11 @@ def run_status(
     running = sum(p.phase == "Running" for p in pstats)
     suspended = bool((jobset.get("spec") or {}).get("suspend"))
 
+    ray = _ray_outcome(jobset) if jobset.get("kind") == "RayJob" else None
     done = "Complete" if jobset.get("kind") == "Job" else "Completed"  # a Job's condition vs a JobSet's
-    if _true(conds, done):
+    if ray is not None:
+        phase, msg = ray
+    elif _true(conds, done):
         phase, msg = RunPhase.SUCCEEDED, (conds[done].get("message") or "all jobs completed")
     elif _true(conds, "Failed"):
         c = conds["Failed"]
@@ -367,17 +377,53 @@ def run_status(
         if stuck:
             msg += f"; {stuck.name}: {stuck.detail}"
         phase = RunPhase.STARTING
+    status, spec = jobset.get("status") or {}, jobset.get("spec") or {}
+    if jobset.get("kind") == "RayJob":
+        if ray is None:
+            msg = f"{msg}; {_ray_progress(jobset)}"
+        # KubeRay retries a failed RayJob with a new RayCluster up to backoffLimit times.
+        restarts = counted = int(status.get("failed") or 0) - (phase is RunPhase.FAILED)
+        budget = spec.get("backoffLimit")
+        failure = " ".join(f"{status.get('reason')}: {status.get('message') or ''}".split()).rstrip(":") if status.get("reason") else ""
+    else:
+        restarts, counted = int(status.get("restarts") or 0), int(status.get("restartsCountTowardsMax") or 0)
+        budget = (spec.get("failurePolicy") or {}).get("maxRestarts")
+        failure = last_failure(jobset, list(events))
     return RunStatus(
         namespace=namespace,
         run=run,
         phase=phase,
         message=" ".join(str(msg).split()),
         expected_pods=want,
-        restarts=int((jobset.get("status") or {}).get("restarts") or 0),
-        restarts_counted=int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0),
-        max_restarts=((jobset.get("spec") or {}).get("failurePolicy") or {}).get("maxRestarts"),
-        last_failure=last_failure(jobset, list(events)),
+        restarts=max(0, restarts),
+        restarts_counted=max(0, counted),
+        max_restarts=budget,
+        last_failure=failure or last_failure(jobset, list(events)),
         conditions=conditions,
         workload=wl,
         slices=slices,
     )
+
+
+# KubeRay v1.6.0 RayJob status (apis/ray/v1/rayjob_types.go): jobStatus is the Ray job's own
+# state, jobDeploymentStatus the operator's (cluster up, job submitted, finished).
+_RAY_FAILED_DEPLOYMENT = ("Failed", "ValidationFailed")
+_RAY_FAILED_JOB = ("FAILED", "STOPPED")
+
+
+def _ray_outcome(rayjob: Mapping[str, Any]) -> tuple[RunPhase, str] | None:
+    """SUCCEEDED/FAILED once KubeRay says so; None while it is queued, starting or running."""
+    status = rayjob.get("status") or {}
+    job, deployment = status.get("jobStatus") or "", status.get("jobDeploymentStatus") or ""
+    why = " ".join(str(status.get("message") or "").split())
+    if job == "SUCCEEDED" and deployment not in _RAY_FAILED_DEPLOYMENT:
+        return RunPhase.SUCCEEDED, f"Ray job SUCCEEDED ({deployment or 'finishing'})"
+    if deployment in _RAY_FAILED_DEPLOYMENT or (job in _RAY_FAILED_JOB and deployment in ("Complete", "")):
+        reason = status.get("reason") or deployment or job
+        return RunPhase.FAILED, f"{reason}: Ray job {job or 'not submitted'}{' — ' + why if why else ''}"
+    return None
+
+
+def _ray_progress(rayjob: Mapping[str, Any]) -> str:
+    status = rayjob.get("status") or {}
+    return f"Ray job {status.get('jobStatus') or 'not submitted'} (deployment {status.get('jobDeploymentStatus') or 'New'})"

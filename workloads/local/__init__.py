@@ -10,7 +10,8 @@ daemons with pid files), ``nodes`` (Node objects from the environment spec),
 ``addons`` (the Kueue / JobSet / kwok install objects and kwok's stages),
 ``controlplane`` (up / down / status), ``rehearsal`` (a run's simulated duration
 and MaxText log, pure), ``rehearsald`` (the daemon that plays them and replaces
-preempted nodes), ``disrupt`` (``local preempt``: what GKE does to a slice). The API server is reached through the toolkit's one client,
+preempted nodes), ``disrupt`` (``local preempt``: what GKE does to a slice), ``kuberay``
+(``local up --with ray``: the KubeRay operator and a real Ray head standing in for head pods). The API server is reached through the toolkit's one client,
 ``workloads.cluster.client.Cluster``, on its standard-library transport (no
 ``kubernetes`` import, so ``up`` starts at once). Nothing here is imported by
 the CLI until a ``local`` command runs.

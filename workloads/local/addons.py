@@ -71,6 +71,16 @@ KUEUE = Addon("kueue", "kueue-system", "kueue-webhook-service", "kueue-webhook-s
 JOBSET = Addon("jobset", "jobset-system", "jobset-webhook-service", "jobset-webhook-server-cert")
 
 
+# GKE's multi-networking CRDs (Network, GKENetworkParamSet), written for the toolkit:
+# GKE serves them itself; the local cluster needs them to take the DCN objects of a spec
+# with network.dcn (workloads.render.multinetwork).
+GKE_NETWORKING_CRDS = Path(__file__).parent / "crds" / "gke-networking.yaml"
+
+
+def gke_networking_crds() -> list[dict[str, Any]]:
+    return load_docs(GKE_NETWORKING_CRDS)
+
+
 def load_docs(path: Path) -> list[dict[str, Any]]:
     with open(path) as f:
         return [d for d in yaml.safe_load_all(f) if d]
@@ -121,7 +131,15 @@ def install_objects(
     return sorted(out, key=lambda o: order.get(o["kind"], 3))
 
 
-def kueue_config(*, webhook_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
+def kueue_config(*, webhook_port: int, health_port: int, cert_dir: Path, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Kueue's Configuration for the local cluster; ``settings`` (the spec's part,
+    ``workloads.render.kueue.manager_settings``) is laid over it, as the provision pipeline does on GKE."""
+    from workloads.render.kueue import merge_manager_config
+
+    return merge_manager_config(_kueue_base_config(webhook_port=webhook_port, health_port=health_port, cert_dir=cert_dir), settings or {})
+
+
+def _kueue_base_config(*, webhook_port: int, health_port: int, cert_dir: Path) -> dict[str, Any]:
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
         "kind": "Configuration",

@@ -59,17 +59,20 @@ from toolkit.names import (
 from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import CONTEXT, LocalClusterError, addons, certs, nodes
+from workloads.local import CONTEXT, LocalClusterError, addons, certs, kuberay, nodes, rehearsal
 from workloads.local.procs import Daemon, free_port, port_open
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
 BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
 # Stop order; start order is the reverse, with the controllers last.
-DAEMONS = ("rehearsal", "kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+# KubeRay's (kuberay.DAEMONS) run only in a cluster started with Ray (cluster.json "ray").
+DAEMONS = (*kuberay.DAEMONS, "provisioner", "rehearsal", "kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 # What a running cluster was started with; `up` restarts a cluster of another layout
 # (started by an older toolkit: no rehearsal daemon, no pod logs).
-LAYOUT = 3
+LAYOUT = 4
+# Written for this project from the published ProvisioningRequest API (see the file's header).
+PROVISIONING_REQUEST_CRD = Path(__file__).resolve().parent / "crds" / "provisioningrequests.yaml"
 KWOK_LOGS_CRD = "kwok/crd/bases/kwok.x-k8s.io_logs.yaml"  # under the build's manifests/
 
 Progress = Callable[[str], None]
@@ -165,6 +168,7 @@ class _Boot:
 class LocalCluster:
     state_dir: Path = field(default_factory=default_state_dir)
     progress: Progress = field(default=lambda msg: None)
+    _ray = None  # kuberay.RayBoot while a start with Ray is under way (not a dataclass field)
 
     # ------------------------------------------------------------------ paths
 
@@ -214,11 +218,13 @@ class LocalCluster:
     # ----------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
+        expected = DAEMONS if (self._state() or {}).get("ray") else tuple(n for n in DAEMONS if n not in kuberay.DAEMONS)
         daemons = {}
         for name in reversed(DAEMONS):
             d = self.daemon(name)
             pid = d.pid()
-            daemons[name] = {"running": pid is not None, "pid": pid, "rss_mib": round(d.rss_bytes() / 2**20, 1), "log": str(d.log_file)}
+            if name in expected or pid is not None:  # KubeRay's only where the cluster runs them
+                daemons[name] = {"running": pid is not None, "pid": pid, "rss_mib": round(d.rss_bytes() / 2**20, 1), "log": str(d.log_file)}
         running = [n for n, v in daemons.items() if v["running"]]
         out: dict[str, Any] = {
             "state_dir": str(self.state_dir),
@@ -228,9 +234,9 @@ class LocalCluster:
         }
         if not running:
             out["state"] = "down"
-        elif len(running) < len(DAEMONS):
+        elif any(n not in running for n in expected):
             out["state"] = "degraded"
-            out["stopped"] = [n for n in DAEMONS if n not in running]
+            out["stopped"] = [n for n in expected if n not in running]
         else:
             out.update(self._api_status())
         return out
@@ -254,12 +260,18 @@ class LocalCluster:
 
     # --------------------------------------------------------------------- up
 
-    def up(self, spec: EnvSpec, *, spec_path: str, build: bool = True, timeout: float = 300.0) -> dict[str, Any]:
+    def up(self, spec: EnvSpec, *, spec_path: str, build: bool = True, timeout: float = 300.0, with_ray: bool = False) -> dict[str, Any]:
+        with_ray = kuberay.wanted(spec, with_ray)
         with self._lock():
             current = self.status()
             layout = (self._state() or {}).get("layout")
             if current["state"] in ("up", "degraded") and layout != LAYOUT:
                 self.progress(f"the running local cluster was started by an older toolkit (layout {layout}, now {LAYOUT}); restarting it")
+                self._stop_all()
+                current = self.status()
+            if current["state"] in ("up", "degraded") and with_ray and not (self._state() or {}).get("ray"):
+                # Kueue reads its integrations once, at its start: Ray needs a fresh start.
+                self.progress("the running local cluster was started without Ray; restarting it with KubeRay")
                 self._stop_all()
                 current = self.status()
             if current["state"] == "up":
@@ -271,12 +283,15 @@ class LocalCluster:
                 )
             t0 = time.monotonic()
             root = ensure_built(self.progress, build=build)
+            self._ray = kuberay.prepare(self.progress, build=build) if with_ray else None
             try:
                 self._start(root, spec, spec_path, timeout)
             except BaseException:
                 self.progress("start-up failed; stopping what was started (logs kept in " + str(self.state_dir / "logs") + ")")
                 self._stop_all()
                 raise
+            finally:
+                self._ray = None
             self.progress(f"local cluster up in {time.monotonic() - t0:.1f}s; kubeconfig: {self.kubeconfig}")
             return {**self.status(), "reused": False, "up_seconds": round(time.monotonic() - t0, 1)}
 
@@ -299,14 +314,17 @@ class LocalCluster:
         self._start_controllers(boot)
         self._start_kwok(boot, kube)
         self._install_addons(boot, kube)
-        self._start_addons(boot)
+        self._start_addons(boot, spec)
         self._wait_ready(boot, kube, spec)
         self._start_rehearsal(boot)
+        self._start_provisioner(boot)
+        if self._ray:
+            kuberay.start_daemons(self, self._ray, boot.timeout)
 
     def _prepare(self, root: Path, spec_path: str, timeout: float) -> _Boot:
         """A clean state dir (pki kept), fresh ports, cluster.json and the kubeconfigs."""
         sd = self.state_dir
-        for sub in ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal"):
+        for sub in ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner"):
             shutil.rmtree(sd / sub, ignore_errors=True)
         (sd / "logs").mkdir(parents=True, exist_ok=True)
         (sd / "config").mkdir(parents=True, exist_ok=True)
@@ -435,6 +453,8 @@ class LocalCluster:
         self.progress("starting kwok")
         kube.apply(addons.load_docs(boot.manifest(KWOK_LOGS_CRD)), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         stages = addons.kwok_stages(addons.load_docs(boot.manifest("kwok-stages.yaml")))
+        if self._ray:
+            stages = kuberay.kwok_stages(stages)
         kwok_cfg = boot.config("kwok.yaml")
         kwok_cfg.write_text(yaml.safe_dump_all(addons.kwok_config_docs(stages), sort_keys=False))
         self.daemon("kwok").start(
@@ -467,8 +487,14 @@ class LocalCluster:
         ):
             objs = addons.install_objects(addon, addons.load_docs(boot.manifest(file)), port, ca)
             kube.apply(objs, field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)  # this tool owns them here
+        # Before Kueue starts: its ProvisioningRequest admission check is set up only if the API exists then.
+        self.progress("installing the ProvisioningRequest CRD (DWS queued provisioning)")
+        kube.apply(addons.load_docs(PROVISIONING_REQUEST_CRD), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+        if self._ray:  # before Kueue starts: it sets up only the integrations whose CRDs exist then
+            self.progress(f"installing the KubeRay {kuberay.KUBERAY_VERSION} CRDs")
+            kube.apply(kuberay.crd_objects(self._ray.root), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
-    def _start_addons(self, boot: _Boot) -> None:
+    def _start_addons(self, boot: _Boot, spec: EnvSpec) -> None:
         """The JobSet and Kueue controllers, as local processes."""
         self.progress("starting JobSet and Kueue")
         ports = boot.ports
@@ -477,10 +503,18 @@ class LocalCluster:
         jcfg.write_text(
             yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=boot.jobset_certs))
         )
+        # The spec's waitForPodsReady, its timeouts shrunk by the rehearsal time factor like every
+        # other duration here. Kueue reads its Configuration once: a cluster reused with
+        # another spec keeps the settings it started with.
+        settings = kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor())
         kcfg.write_text(
-            yaml.safe_dump(addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs))
+            yaml.safe_dump(
+                addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs, settings=settings)
+            )
         )
         self.daemon("jobset").start([boot.bin("jobset"), f"--config={jcfg}", "--zap-log-level=2"], env=env)
+        if self._ray:
+            kcfg.write_text(yaml.safe_dump(kuberay.with_frameworks(yaml.safe_load(kcfg.read_text()))))
         self.daemon("kueue").start([boot.bin("kueue"), f"--config={kcfg}", "--zap-log-level=2"], env=env)
 
     def _wait_ready(self, boot: _Boot, kube: Cluster, spec: EnvSpec) -> None:
@@ -513,6 +547,20 @@ class LocalCluster:
             cwd=REPO_ROOT,
         )
         self._wait("the rehearsal daemon", ready.is_file, boot.timeout)
+
+    def _start_provisioner(self, boot: _Boot) -> None:
+        """GKE's DWS queued provisioning, simulated (workloads.local.provisioner)."""
+        from workloads.local import provisioner
+
+        self.progress("starting the simulated DWS provisioner")
+        ready = provisioner.ready_file(self.state_dir)
+        ready.unlink(missing_ok=True)
+        self.daemon("provisioner").start(
+            [sys.executable, "-m", "workloads.local.provisioner", "--state-dir", str(self.state_dir)],
+            env={"PYTHONPATH": str(REPO_ROOT)},
+            cwd=REPO_ROOT,
+        )
+        self._wait("the provisioner", ready.is_file, boot.timeout)
 
     def _write_kubeconfigs(self, pki: certs.Pki, port: int) -> None:
         server = f"https://127.0.0.1:{port}"

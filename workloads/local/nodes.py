@@ -89,8 +89,40 @@ def _node(
 
 
 def tpu_nodes(spec: EnvSpec, pool: TpuPoolSpec) -> list[dict[str, Any]]:
-    """Every VM of every node pool of ``pool``: each slice of each capacity option, as the stack declares them."""
-    return [n for option in pool.capacity_options() for n in option_nodes(spec, pool, option)]
+    """Every VM of every node pool of ``pool``: each slice of each capacity option, as the stack declares them.
+
+    Queued-provisioning options have none: their node pools sit at zero until GKE (locally,
+    ``workloads.local.provisioner``) answers a ProvisioningRequest with whole slices.
+    """
+    return [n for option in pool.capacity_options() if not is_queued(option) for n in option_nodes(spec, pool, option)]
+
+
+def is_queued(option: CapacityOption) -> bool:
+    return bool(getattr(option.capacity, "queued", False))
+
+
+def provisioned_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption, node_pools: list[str], request: str) -> list[dict[str, Any]]:
+    """The VMs GKE adds to the queued ``node_pools`` (one slice each) for ProvisioningRequest ``request``.
+
+    They carry what queued nodes carry on GKE: the ``gke-queued`` label and taint, and the
+    provisioning-request label Kueue puts into the admitted pods' nodeSelector.
+    """
+    from workloads.render.kueue import GKE_PROVISIONING_REQUEST_LABEL, GKE_QUEUED_LABEL, QUEUED_TOLERATION
+
+    taint = {k: QUEUED_TOLERATION[k] for k in ("key", "value", "effect")}
+    wanted = set(node_pools)
+    out = []
+    for n in option_nodes(spec, pool, option):
+        labels = n["metadata"]["labels"]
+        if labels[GKE_NODEPOOL_LABEL] not in wanted:
+            continue
+        labels[GKE_QUEUED_LABEL] = "true"
+        labels[GKE_PROVISIONING_REQUEST_LABEL] = request
+        # Not `local up`'s: a later `local up` must not delete the provisioner's nodes.
+        labels.pop(TGK_LOCAL_MANAGED_LABEL, None)
+        n["spec"]["taints"] = [*n["spec"]["taints"], taint]  # option_nodes' nodes share one list
+        out.append(n)
+    return out
 
 
 def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> list[dict[str, Any]]:

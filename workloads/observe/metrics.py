@@ -16,7 +16,8 @@ Pure functions over text. Two sources, both from MaxText 0.2.5
 
 The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
 compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
-MFU = TFLOP/s per device / peak per device.
+MFU = TFLOP/s per device / peak per device (the fp8 peak when the logged config says the run
+quantized to fp8 and the generation has one: ``Hardware.from_shape(..., fp8=is_fp8(config))``).
 
 Throughput is total work over total time: the steady steps' tokens (or TFLOPs) summed,
 divided by their seconds summed. It is never the mean of the per-step rates, where one
@@ -281,6 +282,11 @@ class ProfilerWindow:
             return None
 
 
+def is_fp8(config: Mapping[str, str]) -> bool:
+    """The logged config says the matmuls ran in fp8 (quantization fp8, fp8_full, nanoo_fp8, ...)."""
+    return "fp8" in config.get("quantization", "").strip("'\" ").lower()
+
+
 @dataclass(frozen=True)
 class Hardware:
     """What per-chip figures and MFU need to know about the slice the run used."""
@@ -289,14 +295,20 @@ class Hardware:
     devices_per_chip: int
     peak_tflops_per_device: float
     chips: int | None = None  # chips in the whole run (all slices), for the tokens cross-check
+    precision: str = "bf16"  # which peak MFU is measured against
 
     @classmethod
-    def from_shape(cls, shape: SliceShape, slices: int | None = None) -> "Hardware":
+    def from_shape(cls, shape: SliceShape, slices: int | None = None, *, fp8: bool = False) -> "Hardware":
+        """An fp8 run is measured against the fp8 peak where the catalog has one (tpu7x); elsewhere
+        against bf16, and ``precision`` says which peak the MFU is of."""
+        gen = shape.generation
+        fp8_peak = gen.peak_fp8_tflops_per_chip if fp8 else None
         return cls(
             name=shape.accelerator_type,
-            devices_per_chip=shape.generation.devices_per_chip,
-            peak_tflops_per_device=shape.peak_tflops_per_device,
+            devices_per_chip=gen.devices_per_chip,
+            peak_tflops_per_device=fp8_peak / gen.devices_per_chip if fp8_peak else shape.peak_tflops_per_device,
             chips=shape.chips * slices if slices else None,
+            precision="fp8" if fp8_peak else "bf16",
         )
 
 

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
+from infra.pricing import RunCost, usd
 from workloads.observe.goodput import Goodput
 from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Spread, Summary
 
@@ -78,7 +79,8 @@ def _pct(v: float | None) -> str:
     return "–" if v is None else f"{100 * v:.2f}%"
 
 
-def _steady_range(steps: tuple[int, ...]) -> str:
+def steady_range(steps: tuple[int, ...]) -> str:
+    """Steps as runs of consecutive numbers (2–4, 8–11): what `metrics` and the report print."""
     if not steps:
         return "none (too few steps after compilation and profiling)"
     # Runs of consecutive steps read better than a long list: 2–4, 8–11.
@@ -100,6 +102,7 @@ def render_markdown(
     first_steady_step: int = 2,
     plot_name: str = PLOT_NAME,
     goodput: Goodput | None = None,
+    cost: RunCost | None = None,
 ) -> str:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), undefined=StrictUndefined, keep_trailing_newline=True, autoescape=False)
     hw: Hardware | None = summary.hardware
@@ -112,7 +115,7 @@ def render_markdown(
         evals=log.evals,
         profiler=profiler,
         first_steady_step=first_steady_step,
-        steady_range=_steady_range(summary.steady_steps),
+        steady_range=steady_range(summary.steady_steps),
         plot_name=plot_name,
         fmt=_fmt,
         med=_median,
@@ -120,6 +123,8 @@ def render_markdown(
         pct=_pct,
         per_chip=lambda v: v * per if (v is not None and per) else None,
         goodput=goodput,
+        cost=cost,
+        usd=usd,
     )
 
 
@@ -169,18 +174,19 @@ def write_report(
     profiler: ProfilerWindow | None = None,
     first_steady_step: int = 2,
     goodput: Goodput | None = None,
+    cost: RunCost | None = None,
 ) -> ReportFiles:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     md = out_dir / MARKDOWN_NAME
-    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step, goodput=goodput))
+    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step, goodput=goodput, cost=cost))
     png = plot(log, summary, out_dir / PLOT_NAME)
     js = out_dir / JSON_NAME
-    js.write_text(json.dumps(summary_document(facts, log, summary, goodput), indent=2) + "\n")
+    js.write_text(json.dumps(summary_document(facts, log, summary, goodput, cost), indent=2) + "\n")
     return ReportFiles(out_dir, md, png, js)
 
 
-def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Goodput | None = None) -> dict[str, Any]:
+def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Goodput | None = None, cost: RunCost | None = None) -> dict[str, Any]:
     """What ``metrics -o json`` prints and ``summary.json`` holds."""
     doc = {
         "run": facts.run,
@@ -192,7 +198,22 @@ def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Go
     }
     if goodput is not None:
         doc["goodput"] = goodput.to_dict()
+    if cost is not None:
+        doc["cost"] = cost.to_dict()
     return doc
+
+
+def measured_seconds(log: RunLog, goodput: Goodput | None) -> tuple[float, str] | None:
+    """How long the run held its slices, as far as its log shows, and how that was measured.
+
+    The span of the log's timed lines (every attempt, and the restarts between them) when it
+    has them; else the sum of the step times, which leaves out start-up and compilation.
+    Either way a lower bound: nodes are billed from before the first log line.
+    """
+    if goodput is not None and goodput.attempts:
+        return goodput.total - goodput.queueing, "log span, first to last timed line"
+    secs = [s.seconds for s in log.steps if s.seconds is not None]
+    return (sum(secs), "sum of step times") if secs else None
 
 
 def _step_dict(s: Any) -> Mapping[str, Any]:

@@ -1,5 +1,9 @@
 """A tpu-recipes ``run_recipe.sh`` (or a bare ``xpk workload create`` line) -> a recipe.
 
+Both script layouts tpu-recipes publishes are read: ``xpk/`` (``xpk workload create``) and
+``cluster_toolkit/`` (``gcluster job submit --compute-type G --topology T --image ...``,
+whose flags are renamed to xpk's first).
+
 Pure: text in, a validated recipe and a report out; the CLI reads and writes the files.
 The published scripts set shell variables (XLA_FLAGS, MAXTEXT_ARGS, ...), then run::
 
@@ -42,7 +46,6 @@ from workloads.planning.recipes import (
     FILL,
     MAXTEXT_IMAGE,
     MODEL_KEYS,
-    PLANNER_KEYS,
     RECIPES_DIR,
     Recipe,
     check_image,
@@ -65,7 +68,6 @@ _XPK_DECIDED = {
     "enable-debug-logs": "not needed",
 }
 _IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[^\s$]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$")
-_FP8 = re.compile(r"fp8", re.I)
 
 
 class Imported(BaseModel):
@@ -85,13 +87,39 @@ def _bad(problem: str, fix: str) -> FieldError:
 
 
 @lru_cache(maxsize=1)
-def model_presets() -> dict[str, dict[str, Any]]:
+def _models_file() -> dict[str, Any]:
     from workloads.render import yamlio
 
-    return dict(yamlio.load(MODELS_FILE.read_text())["models"])
+    return dict(yamlio.load(MODELS_FILE.read_text()))
+
+
+def model_presets() -> dict[str, dict[str, Any]]:
+    """model_name -> the dimensions the planner checks (MaxText's presets, read from the pinned wheel)."""
+    return dict(_models_file()["models"])
 
 
 # ------------------------------------------------------------------ the script
+
+
+# Shell keywords before a command, and the commands that only set up the script's own shell.
+_SHELL_CONTROL = frozenset({"if", "then", "else", "elif", "fi", "while", "until", "do", "done", "!", "{", "}"})
+_SHELL_SETUP = frozenset({"source", ".", "set", "echo", "exit", "printf", "cd", "pip", "command", "[", "[["})
+
+
+def _xpk_at(words: list[str]) -> int | None:
+    """Index after ``workload create`` of xpk (``xpk``, ``xpk.py``, ``python3 xpk.py``) or after
+    ``job submit`` of Cluster Toolkit's ``gcluster`` (tpu-recipes' cluster_toolkit/ scripts)."""
+    for i, word in enumerate(words[:3]):
+        program = word.rsplit("/", 1)[-1]
+        if program in ("xpk", "xpk.py") and words[i + 1 : i + 3] == ["workload", "create"]:
+            return i + 3
+        if program == "gcluster" and words[i + 1 : i + 3] == ["job", "submit"]:
+            return i + 3
+    return None
+
+
+# gcluster job submit's flags under the xpk names this module maps.
+_GCLUSTER_FLAGS = {"image": "docker-image", "name": "workload", "location": "zone", "restarts": "max-restarts"}
 
 
 def _find_xpk(text: str) -> tuple[list[str], list[str]]:
@@ -100,15 +128,32 @@ def _find_xpk(text: str) -> tuple[list[str], list[str]]:
     xpk: list[list[str]] = []
     others: list[str] = []
     for words, _ in shellwords.commands(text, env):
-        if words[0].endswith("xpk") and words[1:3] == ["workload", "create"]:
-            xpk.append(words[3:])
-        elif not all(shellwords.assignment(w) for w in words[1 if words[0] in ("export",) else 0 :]):
-            others.append(words[0])
+        at = _xpk_at(words)
+        if at is not None and words[at - 2] == "job":
+            xpk.append(_from_gcluster(words[at:]))
+        elif at is not None:
+            xpk.append(words[at:])
+        elif not all(shellwords.assignment(w) for w in words[1 if words[0] == "export" else 0 :]):
+            program = next((w for w in words if w not in _SHELL_CONTROL), "")
+            if program and program[0] not in "<>&0123456789" and program not in _SHELL_SETUP:
+                others.append(program)
     if len(xpk) > 1:
         raise _bad(f"the script runs `xpk workload create` {len(xpk)} times", "import a script with one workload")
     if not xpk:
         raise _bad("no `xpk workload create` command (so no --device-type and no MaxText command)", "pass a tpu-recipes run_recipe.sh or an xpk workload create line")
     return xpk[0], others
+
+
+def _from_gcluster(words: list[str]) -> list[str]:
+    """gcluster's --compute-type tpu7x --topology 4x8x8 as xpk's --device-type=tpu7x-4x8x8, its other
+    flags under xpk's names, so one mapping reads both."""
+    flags = xpk_flags(words)
+    gen, topology = flags.pop("compute-type", None), flags.pop("topology", None)
+    if gen is not None or topology is not None:
+        if not (gen and topology):
+            raise _bad("gcluster job submit needs both --compute-type and --topology", "give both, e.g. --compute-type tpu7x --topology 4x8x8")
+        flags["device-type"] = f"{gen}-{topology}"
+    return [f"--{_GCLUSTER_FLAGS.get(k, k)}={v}" for k, v in flags.items()]
 
 
 def xpk_flags(words: list[str]) -> dict[str, str]:
@@ -163,10 +208,19 @@ def parse_command(command: str) -> _Command:
     maxtext: list[list[str]] = []
     unmapped: list[str] = []
     for words, _ in shellwords.commands(command, env):
-        if words[0] == "export" or all(shellwords.assignment(w) for w in words):
+        if words[0] == "export":
             exports.update(a for a in map(shellwords.assignment, words) if a)
-        elif _train_args(words) is not None:
-            maxtext.append(_train_args(words) or [])
+            continue
+        if all(shellwords.assignment(w) for w in words):
+            continue  # a shell variable of the command line itself (not exported: not the program's env)
+        # `K=v python3 -m ...`: assignments in front of a command are its environment.
+        lead = 0
+        while lead < len(words) - 1 and shellwords.assignment(words[lead]):
+            lead += 1
+        train = _train_args(words[lead:])
+        if train is not None:
+            exports.update(a for a in map(shellwords.assignment, words[:lead]) if a)
+            maxtext.append(train)
         elif words[0] != "set":
             unmapped.append(f"--command runs `{' '.join(words)[:70]}`: not carried (the toolkit's image and runner replace it)")
     if not maxtext:
@@ -180,8 +234,242 @@ def _train_args(words: list[str]) -> list[str] | None:
     """The arguments after the MaxText train module (or train.py), None if this is not one."""
     if not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0]):
         return None
-    if len(words) > 2 and words[1] == "-m" and words[2] in TRAIN_MODULES:
-        return words[3:]
-    if len(words) > 1 and words[1].endswith("/train.py"):
-        return words[2:]
+    rest = words[1:]
+    while rest and rest[0] in _PYTHON_OPTIONS:  # python3 -u -m ...: buffering, not the program
+        rest = rest[1:]
+    if len(rest) > 1 and rest[0] == "-m" and rest[1] in TRAIN_MODULES:
+        return rest[2:]
+    if rest and rest[0].endswith("/train.py"):
+        return rest[1:]
     return None
+
+
+_PYTHON_OPTIONS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-E", "-I"})
+
+
+# ------------------------------------------------------------ the MaxText args
+
+_PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
+
+
+def _config(path: str, unmapped: list[str]) -> str:
+    """The config file, in the installed package's terms: ``<any prefix>/configs/X`` -> src/maxtext/configs/X."""
+    rest = path.split("configs/", 1)[1] if "configs/" in path else None
+    if rest is None:
+        unmapped.append(f"MaxText config {path!r} is not under configs/: using {DEFAULT_CONFIG}")
+        return DEFAULT_CONFIG
+    if rest != "base.yml":
+        unmapped.append(f"MaxText config {path!r}: carried as src/maxtext/configs/{rest}; check MaxText {MAXTEXT_IMAGE.split(':')[1]} ships it")
+    return f"src/maxtext/configs/{rest}"
+
+
+def _key_values(args: list[str]) -> tuple[str | None, dict[str, str]]:
+    """(config file, key -> value text). A key given twice with two values is a conflict."""
+    config = None
+    if args and "=" not in args[0] and args[0].endswith((".yml", ".yaml")):
+        config, args = args[0], args[1:]
+    out: dict[str, str] = {}
+    for word in args:
+        key, eq, value = word.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise _bad(f"MaxText argument {word[:60]!r} is not key=value", "write every MaxText override as key=value")
+        if key in out and out[key] != value:
+            raise _bad(f"conflicting flags: MaxText {key} is {out[key]!r} and {value!r}", f"keep one {key}=")
+        out[key] = value
+    return config, out
+
+
+def _value(text: str) -> int | str:
+    """Integers become YAML integers (the same text back); everything else stays the exact text."""
+    return int(text) if _PLAIN_INT.match(text) and len(text) < 12 else text
+
+
+def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
+    """(model_name, the dimensions the planner checks): the preset's, with any dimension overrides applied."""
+    presets = model_presets()
+    name = kv.pop("model_name", "default")
+    if name not in presets:
+        raise _bad(f"model_name={name!r} is not a MaxText {presets_version()} model{suggest(name, list(presets))}", "use a model_name MaxText ships, or import with model_name=default and explicit dimensions")
+    dims = dict(presets[name])
+    given = {k: kv.pop(k) for k in sorted(MODEL_KEYS & kv.keys())}
+    if given and name != "default" and kv.get("override_model_config", "").lower() != "true":
+        raise _bad(
+            f"conflicting flags: {', '.join(given)} change preset {name}, which MaxText refuses without override_model_config=true",
+            "add override_model_config=true, or drop the dimension overrides",
+        )
+    for key, text in given.items():
+        if not _PLAIN_INT.match(text) or int(text) < 1:
+            raise _bad(f"MaxText {key}={text!r} is not a positive integer", f"write {key} as a whole number")
+        dims[key] = int(text)
+    return name, dims
+
+
+def presets_version() -> str:
+    return str(_models_file()["maxtext_version"])
+
+
+def _parallelism(kv: dict[str, str]) -> dict[str, dict[str, int]]:
+    levels: dict[str, dict[str, int]] = {"ici": {}, "dcn": {}}
+    for key in [k for k in kv if mesh_key(k)]:
+        level, axis = mesh_key(key) or ("", "")
+        text = kv.pop(key)
+        if not _PLAIN_INT.match(text) or (int(text) != FILL and int(text) < 1):
+            raise _bad(f"MaxText {key}={text!r} is not a degree", f"write {key} as a positive integer or -1")
+        levels[level][axis] = int(text)
+    for level, rule in levels.items():
+        fills = [a for a, d in rule.items() if d == FILL]
+        if len(fills) > 1:
+            raise _bad(f"conflicting flags: {', '.join(f'{level}_{a}_parallelism=-1' for a in fills)} all ask for the rest", "leave at most one axis per level at -1")
+    # MaxText's own defaults (base.yml): fsdp takes a slice's devices, data the slices.
+    if not levels["ici"]:
+        levels["ici"] = {"fsdp": FILL}
+    if not levels["dcn"]:
+        levels["dcn"] = {"data": FILL}
+    return levels
+
+
+# ---------------------------------------------------------------- the recipe
+
+_DECIDED_KEYS = {
+    "run_name": "the run name (submit --name)",
+    "base_output_directory": "the team's checkpoints bucket",
+    "steps": "",
+    "num_slices": "",
+    "hardware": "the planner",
+    "compile_topology": "the planner",
+    "compile_topology_num_slices": "the planner",
+}
+
+
+def _default_name(model: str, kv: dict[str, str], source: str) -> str:
+    """<model>[-<quantization>]; for model_name=default, the file's name."""
+    quant = kv.get("quantization", "")
+    base = source.rsplit(".", 1)[0] if model == "default" else model
+    base = f"{base}-{quant}" if quant else base
+    text = re.sub(r"[^a-z0-9.]+", "-", base.lower()).strip("-.")
+    return (text if text[:1].isalpha() else f"r-{text}")[:30].rstrip("-.")
+
+
+def import_recipe(text: str, *, name: str | None = None, source: str = "the script") -> Imported:
+    """The recipe a run_recipe.sh (or an xpk workload create line) describes; FieldError on bad input."""
+    text = text.replace("\r\n", "\n")  # a script saved with CRLF: `\` + CR would not continue the line
+    try:
+        words, others = _find_xpk(text)
+        flags = xpk_flags(words)
+        if "command" not in flags:
+            raise _bad("xpk workload create has no --command", "import a script whose xpk command runs MaxText")
+        command = parse_command(flags.pop("command"))
+    except shellwords.ShellError as e:
+        raise _bad(f"{source} is not well-formed shell: {e}", "fix the quoting") from None
+    unmapped = list(command.unmapped)
+    unmapped += [f"the script also runs `{o}` outside the submit command: not carried" for o in dict.fromkeys(others)]
+
+    device = flags.pop("device-type", None)
+    if device is None:
+        raise _bad("xpk workload create has no --device-type (or --tpu-type)", "give the TPU type, e.g. --device-type=tpu7x-4x4x8")
+    shape = device_shape(device)
+    slices_text = flags.pop("num-slices", "1")
+    if not _PLAIN_INT.match(slices_text) or int(slices_text) < 1:
+        raise _bad(f"--num-slices={slices_text!r} is not a slice count", "give --num-slices=N with N >= 1")
+    slices = int(slices_text)
+    image = _image(flags.pop("docker-image", None), unmapped)
+    for flag, value in flags.items():
+        why = _XPK_DECIDED.get(flag)
+        unmapped.append(f"--{flag}={value}: " + (f"not carried; the toolkit uses {why}" if why and why != "not needed" else "not carried"))
+
+    config, kv = _key_values(command.maxtext)
+    if "num_slices" in kv and kv["num_slices"] != slices_text:
+        raise _bad(f"conflicting flags: --num-slices={slices_text} but MaxText num_slices={kv['num_slices']}", "make them agree (the toolkit sets num_slices from --num-slices)")
+    steps_text = kv.get("steps")
+    if steps_text is not None and (not _PLAIN_INT.match(steps_text) or int(steps_text) < 1):
+        raise _bad(f"MaxText steps={steps_text!r} is not a step count", "write steps as a positive integer")
+    model_name, dims = _model(kv)
+    parallelism = _parallelism(kv)
+    pdb_text = kv.pop("per_device_batch_size", None)
+    args: dict[str, Any] = {}
+    known = maxtext_keys()
+    for key, value in kv.items():
+        if key in _DECIDED_KEYS:
+            why = _DECIDED_KEYS[key]
+            if why:
+                unmapped.append(f"MaxText {key}={value[:60]}: not carried; the toolkit sets it from {why}")
+            continue
+        if key not in known:
+            unmapped.append(f"MaxText {key}={value[:60]}: not a MaxText {MAXTEXT_IMAGE.split(':')[1]} key{suggest(key, known)}; not carried")
+            continue
+        if "$" in value:
+            unmapped.append(f"MaxText {key}={value[:60]}: an unresolved shell expansion; not carried")
+            continue
+        args[key] = _value(value)
+    if "max_target_length" in args and not isinstance(args["max_target_length"], int):
+        raise _bad(f"MaxText max_target_length={args['max_target_length']!r} is not a whole number", "write it as an integer")
+
+    per_device_batch = 1.0
+    if pdb_text is not None:
+        try:
+            per_device_batch = float(pdb_text)
+        except ValueError:
+            raise _bad(f"MaxText per_device_batch_size={pdb_text!r} is not a number", "write it like per_device_batch_size=2") from None
+    else:
+        unmapped.append("per_device_batch_size not given: the recipe uses MaxText's default, 1")
+
+    libtpu = command.env.pop("LIBTPU_INIT_ARGS", None)
+    env = {}
+    for key, value in command.env.items():
+        if "$" in value or value == "":
+            unmapped.append(f"export {key}={value[:60]!r}: empty or an unresolved shell expansion; not carried")
+        else:
+            env[key] = value
+    gen = shape.generation.name
+    name = name or _default_name(model_name, kv, source)
+    recipe: dict[str, Any] = {
+        "name": name,
+        "description": f"Imported from {source}: {model_name} on {shape.accelerator_type} ({gen} {shape.topology}) x {slices}",
+        "kind": "maxtext",
+        "image": image,
+        "steps": int(steps_text) if steps_text else 100,
+        "shapes": [shape.key],
+        "generations": [gen],
+        "min_chips_per_slice": shape.chips,
+        "slices": slices,
+    }
+    if steps_text is None:
+        unmapped.append("steps not given: the recipe runs 100 (submit --steps changes it)")
+    if libtpu is not None:
+        if "$" in libtpu:
+            unmapped.append("LIBTPU_INIT_ARGS holds an unresolved shell expansion; the flags around it are carried")
+        recipe["libtpu_init_args"] = {gen: [f for f in libtpu.split() if "$" not in f]}
+    if env:
+        recipe["env"] = env
+    recipe["maxtext"] = {
+        "config": _config(config, unmapped) if config else DEFAULT_CONFIG,
+        "model_name": model_name,
+        "model": dims,
+        "args": args,
+        "per_device_batch": [{"min_hbm_gib_per_device": 0, "per_device_batch_size": per_device_batch}],
+        "parallelism": parallelism,
+    }
+    if config is None:
+        unmapped.append(f"the MaxText command names no config file: using {DEFAULT_CONFIG}")
+    _validate(recipe, source)
+    return Imported(name=name, recipe=recipe, unmapped=unmapped, device_type=device, slices=slices)
+
+
+def _image(ref: str | None, unmapped: list[str]) -> dict[str, str]:
+    if ref and _IMAGE_REF.match(ref):
+        return {"ref": ref}
+    given = f"--docker-image={ref[:60]}: not a tagged image reference" if ref else "no --docker-image (--image)"
+    unmapped.append(f"{given}; the recipe uses the toolkit's {MAXTEXT_IMAGE} (submit --image overrides)")
+    return {"registry": MAXTEXT_IMAGE}
+
+
+def _validate(recipe: dict[str, Any], source: str) -> None:
+    try:
+        model = Recipe.model_validate(recipe)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in first["loc"])
+        msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        field = "--name" if where == "name" else "import-recipe"
+        raise FieldError(field, f"{source} gives a recipe that does not validate: {where}: {msg}", "pass --name NAME (lowercase, <= 30 characters)" if field == "--name" else "fix the script") from None
+    check_image(model)

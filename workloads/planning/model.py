@@ -87,6 +87,14 @@ class HbmEstimate:
 
 
 @dataclass(frozen=True)
+class DcnNetwork:
+    """The second network of a multislice run (spec ``network.dcn``): the pods' eth1 and its TCP buffers."""
+
+    network: str  # the GKE Network object eth1 attaches to
+    tcp_rmem: str  # net.ipv4.tcp_rmem for the run's network namespace
+
+
+@dataclass(frozen=True)
 class Target:
     """Where a run goes: hardware from the catalog, queueing from the team."""
 
@@ -103,6 +111,8 @@ class Target:
     priority: str
     priority_value: int
     service_account: str
+    cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
+    dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
 
     @property
     def multislice(self) -> bool:
@@ -134,6 +144,33 @@ class MaxTextSizing:
 
 
 @dataclass(frozen=True)
+class Profiling:
+    """MaxText's xplane profiler over steps ``first_step`` .. ``first_step + steps - 1``.
+
+    Traces land in ``<output_dir>tensorboard/`` in the run's bucket; with a Vertex AI
+    TensorBoard in the spec (``tensorboard``: its display name) MaxText also creates an
+    experiment named after the run in it and uploads them, as the pods' identity.
+    """
+
+    first_step: int
+    steps: int
+    tensorboard: str | None = None
+    project: str | None = None
+    region: str | None = None
+
+    def maxtext_args(self) -> dict[str, str]:
+        args = {"profiler": "xplane", "skip_first_n_steps_for_profiler": str(self.first_step), "profiler_steps": str(self.steps)}
+        if self.tensorboard:
+            args |= {"use_vertex_tensorboard": "true", "vertex_tensorboard_project": self.project or "", "vertex_tensorboard_region": self.region or ""}
+        return args
+
+    def env(self) -> dict[str, str]:
+        # MaxText finds (or creates) the instance by display name; without this it would
+        # look for "<project>-tb-instance" and make a second TensorBoard.
+        return {"TENSORBOARD_NAME": self.tensorboard} if self.tensorboard else {}
+
+
+@dataclass(frozen=True)
 class Program:
     """What runs in every worker: the same image, command, args and env.
 
@@ -152,6 +189,7 @@ class Program:
     sizing: MaxTextSizing | None = None
     estimated_step_seconds: float | None = None
     assumed_mfu: float | None = None
+    profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
 
     @property
     def is_maxtext(self) -> bool:
@@ -241,6 +279,8 @@ class RunPlan:
             out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
             out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
             out["assumed_mfu"] = p.assumed_mfu
+        if p.profile:
+            out["profile"] = {"first_step": p.profile.first_step, "steps": p.profile.steps, "vertex_tensorboard": p.profile.tensorboard}
         if p.sizing:
             out["mesh"] = {"ici": dict(p.sizing.ici), "dcn": dict(p.sizing.dcn)}
             out["per_device_batch_size"] = p.sizing.per_device_batch_size

@@ -40,15 +40,16 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
-from infra.access import write_problem
+from infra.access import tensorboard_name, tensorboard_problem, write_problem
 from workloads.planning.model import (
+    DcnNetwork,
     ASSUMED_MFU,
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -60,6 +61,7 @@ from workloads.planning.model import (
     HbmEstimate,
     MaxTextSizing,
     Policy,
+    Profiling,
     Program,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
@@ -70,8 +72,10 @@ from workloads.planning.model import (
 )
 from workloads.planning.recipes import (
     FILL,
+    MAXTEXT_IMAGE,
     MAXTEXT_TRAIN_MODULE,
     MESH_AXES,
+    RAY_IMAGE,
     MODEL_KEYS,
     PLANNER_KEYS,
     Kind,
@@ -84,6 +88,7 @@ from workloads.planning.recipes import (
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
+from workloads import ray as ray_pins
 
 __all__ = ["DEFAULT_TTL_SECONDS", "Overrides", "PlanError", "RunPlan", "name_budget", "parse_sets", "plan_run"]
 
@@ -115,6 +120,8 @@ class Overrides:
     checkpoint_every: float | None = None  # minutes; None: by capacity mode (model.DEFAULT_CHECKPOINT_MINUTES)
     ttl_seconds: int = DEFAULT_TTL_SECONDS
     runtime: str | None = None  # jobset, job or ray; None: the recipe's first runtime
+    profile_steps: int | None = None  # --profile: steps MaxText's profiler records; None: no profiling
+    profile_start: int | None = None  # --profile-start: steps skipped first; None: DEFAULT_PROFILE_START
 
 
 # ----------------------------------------------------------------- helpers
@@ -262,7 +269,7 @@ def estimate_hbm(model: ModelDims, params: int, per_device_batch: float, seq: in
     )
 
 
-def _image(recipe: Recipe, spec: EnvSpec, image: str | None) -> str:
+def _image(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str | None = None) -> str:
     if image is not None:
         if not _IMAGE_TAGGED.match(image) or image.rsplit("/", 1)[-1].startswith(":"):
             raise PlanError("--image", f"{image!r} has no tag or digest", "pin it, e.g. --image us-docker.pkg.dev/p/r/maxtext:0.2.5")
@@ -275,7 +282,10 @@ def _image(recipe: Recipe, spec: EnvSpec, image: str | None) -> str:
             f"recipe {recipe.name} uses {recipe.image.registry} from the spec's Artifact Registry, which is disabled",
             "pass --image REPO/NAME:TAG or enable artifact_registry in the spec",
         )
-    return f"{spec.region}-docker.pkg.dev/{spec.project}/{spec.artifact_registry.repository}/{recipe.image.registry}"
+    registry = recipe.image.registry
+    if runtime == RUNTIME_RAY and registry == MAXTEXT_IMAGE:
+        registry = RAY_IMAGE  # the same MaxText with Ray and the JaxTrainer entrypoint
+    return f"{spec.region}-docker.pkg.dev/{spec.project}/{spec.artifact_registry.repository}/{registry}"
 
 
 def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: str) -> str:
@@ -311,12 +321,15 @@ def plan_run(
     recipe = load_recipe(recipe_name)
     slices = _check_counts(recipe, o)
     runtime = _runtime(recipe, o, slices, spec)
+    o = replace(o, runtime=runtime)
     team = spec.team(o.team)
     _check_host_network(o, team)
     priority = _priority(o, team)
     choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
     name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes, runtime), now or datetime(2000, 1, 1), rand)
     target = _target(spec, choice, slices, team, priority)
+    if runtime == RUNTIME_RAY:
+        _check_ray_shape(target, o)
     program, checkpoint = _program(recipe, spec, o, target, name)
     return RunPlan(
         name=name,
@@ -351,6 +364,20 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:
             "--slices", f"the job runtime runs one slice (a plain Job cannot restart {slices} slices together)", "use --runtime jobset for multislice, or --slices 1"
         )
     return runtime
+
+
+def _check_ray_shape(target: Target, o: Overrides) -> None:
+    """A Ray TPU worker group needs a TPU type Ray knows (its JaxTrainer's accelerator_type)."""
+    gen = target.shape.generation.name
+    if gen in ray_pins.RAY_ACCELERATOR_TYPES:
+        return
+    known = ", ".join(ray_pins.RAY_ACCELERATOR_TYPES)
+    flag = "--pool" if o.pool else "--runtime"
+    raise PlanError(
+        flag,
+        f"the Ray worker shape {target.pool} ({gen} {target.shape.topology}) has no Ray TPU accelerator type (Ray knows {known})",
+        "pick a pool of one of those generations with --pool, or use --runtime jobset",
+    )
 
 
 def _check_host_network(o: Overrides, team: TeamSpec) -> None:
@@ -431,6 +458,9 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         priority=priority,
         priority_value=PRIORITY_CLASSES[priority],
         service_account=team.ksa,
+        cpu_pool=spec.cpu_pool.name,
+        # Only across slices: DCN traffic is what the second network carries.
+        dcn=DcnNetwork(spec.network.dcn.gke_network, spec.network.dcn.tcp_rmem) if spec.network.dcn and slices > 1 else None,
     )
 
 
@@ -443,7 +473,7 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
     common = dict(
         recipe=recipe.name,
         kind=recipe.kind.value,
-        image=_image(recipe, spec, o.image),
+        image=_image(recipe, spec, o.image, o.runtime),
         env=tuple(env.items()),
         steps=recipe.steps if o.steps is None else o.steps,
     )
@@ -452,6 +482,8 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
             raise PlanError("--set", f"recipe {recipe.name} runs a plain command, not MaxText; it takes no --set", "drop --set or pick a MaxText recipe")
         if o.checkpoint_every is not None:
             raise PlanError("--checkpoint-every", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop --checkpoint-every or pick a MaxText recipe")
+        if o.profile_steps is not None or o.profile_start is not None:
+            raise PlanError("--profile", f"recipe {recipe.name} runs a plain command, not MaxText's profiler", "drop --profile or pick a MaxText recipe")
         assert recipe.command is not None  # guaranteed by the recipe model
         return Program(command=tuple(recipe.command), args=(), **common), None
     return _maxtext_program(recipe, spec, o, target, name, common)
@@ -476,13 +508,17 @@ def _maxtext_program(
     pdb, batch_where = _per_device_batch(recipe, mt, sets, shape)
     global_batch = _global_batch(pdb, batch_where, shape.devices * slices, totals)
     params = model.params()
-    hbm = _hbm(model, params, pdb, seq, totals, shape, batch_where)
+    hbm = _hbm(model, params, pdb, seq, totals, shape, _hbm_blame(sets, batch_where))
     step_s = estimate_step_seconds(model, params, global_batch * seq, seq, target)
     checkpoint = _checkpointing(recipe, mt, sets, o, target, step_s, common["steps"])
     if checkpoint is not None:
         _check_checkpoint_bucket(spec, sets, spec.team(target.team), o.host_network)
     base_out = _output_base(spec, sets, spec.team(target.team))
     args = _maxtext_args(mt, model, sets, name=name, base_out=base_out, pdb=pdb, steps=common["steps"], ici=ici, dcn=dcn, checkpoint=checkpoint)
+    profile = _profiling(spec, sets, o, spec.team(target.team), common["steps"])
+    if profile is not None:
+        args.update(profile.maxtext_args())
+        common = {**common, "env": (*common["env"], *profile.env().items())}
     sizing = MaxTextSizing(
         ici=tuple((a, ici[a]) for a in MESH_AXES if ici[a] != 1 or a == "fsdp"),
         dcn=tuple((a, dcn[a]) for a in MESH_AXES if dcn[a] != 1 or a == "data"),
@@ -498,6 +534,7 @@ def _maxtext_program(
         sizing=sizing,
         estimated_step_seconds=step_s,
         assumed_mfu=ASSUMED_MFU,
+        profile=profile,
         **common,
     ), checkpoint
 
@@ -642,15 +679,30 @@ def _global_batch(pdb: float, where: str, devices: int, totals: dict[str, int]) 
     return int(global_batch)
 
 
-def _hbm(model: ModelDims, params: int, pdb: float, seq: int, totals: dict[str, int], shape: SliceShape, where: str) -> HbmEstimate:
+# --set keys that change the HBM estimate (beyond per_device_batch_size): a failed
+# estimate names them, since the recipe fitted before the user changed them.
+_HBM_KEYS = MODEL_KEYS | {"max_target_length"}
+
+
+def _hbm_blame(sets: dict[str, str], batch_where: str) -> tuple[str, str]:
+    """(field, what changed): the --set keys that grew the model or sequence, else where the batch came from."""
+    changed = [f"{k}={sets[k]}" for k in sorted(_HBM_KEYS & sets.keys())]
+    if not changed:
+        return batch_where, ""
+    return "--set", ", ".join(changed) + (f" (with {batch_where})" if batch_where != "--set" else "")
+
+
+def _hbm(model: ModelDims, params: int, pdb: float, seq: int, totals: dict[str, int], shape: SliceShape, blame: tuple[str, str]) -> HbmEstimate:
     hbm = estimate_hbm(model, params, pdb, seq, totals, shape.hbm_bytes_per_device)
     if not hbm.fits:
         d = hbm.as_dict()
+        where, changed = blame
         raise PlanError(
             where,
-            f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
+            (f"{changed}: " if changed else "") + f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
             f"activations {d['activations_gib']:g}, logits {d['logits_gib']:g}) but a {shape.generation.name} device has {d['available_gib']:g} GiB",
-            "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
+            ("shrink or drop those --set values, or " if changed else "")
+            + "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
         )
     return hbm
 
@@ -694,6 +746,44 @@ def _maxtext_args(
             continue  # already resolved above
         args[key] = value
     return args
+
+
+# --------------------------------------------------------------- profiling
+
+# MaxText keys --profile writes; a --set on one of them next to --profile is a conflict.
+PROFILE_KEYS = ("profiler", "skip_first_n_steps_for_profiler", "profiler_steps", "use_vertex_tensorboard", "vertex_tensorboard_project", "vertex_tensorboard_region")
+# Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
+# steady steps, so the trace shows the steady state (the playbook profiles from step 5).
+DEFAULT_PROFILE_START = 5
+
+
+def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:
+    """--profile N [--profile-start K]: MaxText's xplane profiler for steps K..K+N-1, uploaded to the
+    spec's Vertex AI TensorBoard as the pods' identity (the traces stay in the bucket without one)."""
+    if o.profile_steps is None:
+        if o.profile_start is not None:
+            raise PlanError("--profile-start", "given without --profile", "add --profile STEPS (how many steps to record)")
+        return None
+    if o.profile_steps < 1:
+        raise PlanError("--profile", f"must be at least 1 step, got {o.profile_steps}", "pass e.g. --profile 3")
+    start = DEFAULT_PROFILE_START if o.profile_start is None else o.profile_start
+    if start < 0:
+        raise PlanError("--profile-start", f"must be >= 0, got {start}", f"pass e.g. --profile-start {DEFAULT_PROFILE_START}")
+    if start + o.profile_steps > steps:
+        raise PlanError(
+            "--profile",
+            f"steps {start}-{start + o.profile_steps - 1} are past the end of the run ({steps} steps)",
+            f"pass --steps {start + o.profile_steps} or more, or a smaller --profile/--profile-start",
+        )
+    clash = next((k for k in PROFILE_KEYS if k in sets), None)
+    if clash:
+        raise PlanError("--set", f"{clash} is set by --profile", f"drop --set {clash}=..., or drop --profile")
+    problem = tensorboard_problem(spec, team, o.host_network)
+    if problem and spec.tensorboard.enabled:
+        raise PlanError("--profile", f"the traces cannot be uploaded to the TensorBoard: {problem}", "run on the pod network (drop --host-network)")
+    if problem:
+        return Profiling(first_step=start, steps=o.profile_steps)
+    return Profiling(first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.region)
 
 
 # ------------------------------------------------------------ checkpointing

@@ -25,6 +25,7 @@ from infra.catalog import GENERATIONS
 from toolkit.yamlfile import YamlFileError, read_capped
 from toolkit.errors import ToolkitError
 from workloads.planning.model import RUNTIMES
+from workloads.ray import RAY_VERSION
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
@@ -56,6 +57,11 @@ MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 MAXTEXT_VERSION = "0.2.5"
 MAXTEXT_IMAGE_NAME = "maxtext"
 MAXTEXT_IMAGE = f"{MAXTEXT_IMAGE_NAME}:{MAXTEXT_VERSION}"
+# The ray runtime's image: Ray (workloads.ray.RAY_VERSION) + that MaxText + this repository's
+# workloads/ray entrypoint, in the same registry. A recipe that pulls MAXTEXT_IMAGE pulls this
+# one instead when it runs on ray.
+RAY_IMAGE_NAME = "ray-maxtext"
+RAY_IMAGE = f"{RAY_IMAGE_NAME}:{RAY_VERSION}-maxtext-{MAXTEXT_VERSION}"
 
 
 class RecipeError(ToolkitError):

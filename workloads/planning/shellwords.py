@@ -5,9 +5,10 @@ three ways, lines continued with backslashes, commands joined by ``&&`` and pipe
 module turns such text into simple commands (lists of words) the way bash would, with
 two deliberate differences, both because nothing is ever executed:
 
-* command substitutions ``$(...)`` and expansions with modifiers (``${X//_/-}``) stay
-  literal text, as do variables the script never assigned (``$TPU_WORKER_ID``), so a
-  caller can see what was left unresolved;
+* command substitutions ``$(...)`` and expansions with other modifiers than a default
+  (``${X:-word}`` is expanded; ``${X//_/-}`` is not) stay literal text, as do variables
+  the script never assigned (``$TPU_WORKER_ID``), so a caller can see what was left
+  unresolved;
 * redirections are ordinary word characters.
 
 Assignments (``X=...``, ``export X=...``) update the variables as the commands are read,
@@ -22,6 +23,7 @@ from typing import Iterator, MutableMapping
 from toolkit.errors import ToolkitError
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(:?)-(.*)", re.S)
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 OPERATORS = ("&&", "||", "|", "&", ";")
 _DQ_ESCAPES = '$`"\\'
@@ -78,6 +80,14 @@ class _Lexer:
             inner, self.i = t[i + 2 : end], end + 1
             if _NAME.fullmatch(inner) and inner in self.env:
                 return self.env[inner], True
+            default = _DEFAULT.fullmatch(inner)
+            if default:
+                # ${X:-word} / ${X-word}: X's value, else the word (itself expanded, as in bash).
+                name, colon, word = default.groups()
+                value = self.env.get(name)
+                if value is not None and (value or not colon):
+                    return value, True
+                return _Lexer(word, self.env).expand_word(), True
             return t[i : end + 1], False
         m = _NAME.match(t, i + 1)
         if m:
@@ -120,6 +130,23 @@ class _Lexer:
             self._add(part)
         if value[-1:].isspace():
             self._flush()
+
+    def expand_word(self) -> str:
+        """The whole text as the one word it makes inside double quotes (for ``${X:-word}``)."""
+        out: list[str] = []
+        while self.i < len(self.text):
+            c = self.text[self.i]
+            if c == "$":
+                out.append(self._dollar()[0])
+            elif c == '"':
+                self.i += 1  # quotes inside the word only group; they add nothing
+            elif c == "\\" and self.i + 1 < len(self.text):
+                out.append(self.text[self.i + 1])
+                self.i += 2
+            else:
+                out.append(c)
+                self.i += 1
+        return "".join(out)
 
     def commands(self) -> Iterator[tuple[list[str], str]]:
         """(words, the operator that ends them); ``;`` for a newline or the end."""

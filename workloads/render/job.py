@@ -10,6 +10,14 @@ Why a headless Service: an Indexed Job's pod ``i`` gets the hostname ``<job>-<i>
 ``<job>-<i>.<job>``, which is what ``TPU_WORKER_HOSTNAMES`` lists for libtpu/JAX.
 ``publishNotReadyAddresses``: workers look each other up while starting, before Ready.
 
+Why pod affinity: a spec often has several node pools of one shape (one per slice),
+and the node selector alone would let the workers spread over them, while a TPU slice
+is one node pool. The pods require each other on one ``cloud.google.com/gke-nodepool``
+(the first one placed picks it: the scheduler lets a pod that matches its own affinity
+term start a group) and keep other Jobs' pods off it (the JobSet runtime gets both from
+its exclusive-topology annotation). One pod per TPU VM follows from each pod asking for
+all of a VM's chips.
+
 What a plain Job cannot do (and the JobSet runtime does): restart the whole run. The
 Job controller replaces *pods*, and a multi-host JAX program cannot take a replacement
 pod, so the Job fails on the first pod failure (``backoffLimit: 0``, the same
@@ -48,10 +56,30 @@ def _env(plan: RunPlan) -> list[dict[str, Any]]:
     ]
 
 
+def affinity(plan: RunPlan) -> dict[str, Any]:
+    """Every worker on one node pool (one slice), and no other Job's pods on it."""
+    pool = names.GKE_NODEPOOL_LABEL
+    this_job = {"matchExpressions": [{"key": names.K8S_JOB_NAME_LABEL, "operator": "In", "values": [plan.name]}]}
+    other_jobs = {
+        "matchExpressions": [
+            {"key": names.K8S_JOB_NAME_LABEL, "operator": "Exists"},
+            {"key": names.K8S_JOB_NAME_LABEL, "operator": "NotIn", "values": [plan.name]},
+        ]
+    }
+    return {
+        "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": this_job, "topologyKey": pool}]},
+        # An empty namespaceSelector: other teams' Jobs too (a term covers its own namespace only otherwise).
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": other_jobs, "namespaceSelector": {}, "topologyKey": pool}]
+        },
+    }
+
+
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec = jobset.pod_spec(plan)
     spec["containers"][0]["env"] = _env(plan)
     spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
+    spec["affinity"] = affinity(plan)
     return {"subdomain": plan.name, **spec}
 
 

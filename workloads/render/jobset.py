@@ -42,6 +42,7 @@ made here (and why):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from toolkit import names
@@ -82,6 +83,23 @@ def _annotation_ref(annotation: str) -> dict[str, Any]:
     return {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}
 
 
+# The TPU v7 playbook's MegaScale flag: DCN gRPC goes over the second network's NIC
+# (eth1: the host's with hostNetwork, the pod's own with GKE multi-networking).
+MEGASCALE_GRPC_FLAG = "--megascale_grpc_interface_prefixes=eth1,eth2,lo"
+GKE_DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
+GKE_INTERFACES_ANNOTATION = "networking.gke.io/interfaces"
+
+
+def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
+    """``flag`` added to LIBTPU_INIT_ARGS (kept where it is, after the recipe's flags), unless already there."""
+    for e in env:
+        if e["name"] == "LIBTPU_INIT_ARGS":
+            if flag.split("=")[0] not in e.get("value", ""):
+                e["value"] = f"{e.get('value', '')} {flag}".strip()
+            return env
+    return [*env, {"name": "LIBTPU_INIT_ARGS", "value": flag}]
+
+
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plan.program.env]
     if plan.target.multislice:
@@ -91,7 +109,18 @@ def _env(plan: RunPlan) -> list[dict[str, Any]]:
             {"name": "MEGASCALE_SLICE_ID", "valueFrom": _annotation_ref(names.JOBSET_JOB_INDEX_LABEL)},
             {"name": "MEGASCALE_PORT", "value": str(MEGASCALE_PORT)},
         ]
+        if plan.target.dcn is not None:
+            env = _libtpu_args(env, MEGASCALE_GRPC_FLAG)
     return env
+
+
+def pod_annotations(plan: RunPlan) -> dict[str, str]:
+    """On the pod network, GKE multi-networking gives the pod the DCN NIC as eth1 (hostNetwork pods use the host's)."""
+    dcn = plan.target.dcn
+    if dcn is None or plan.policy.host_network:
+        return {}
+    interfaces = [{"interfaceName": "eth0", "network": "default"}, {"interfaceName": "eth1", "network": dcn.network}]
+    return {GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0", GKE_INTERFACES_ANNOTATION: json.dumps(interfaces, separators=(",", ":"))}
 
 
 def run_labels(plan: RunPlan) -> dict[str, str]:
@@ -139,6 +168,10 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     if plan.policy.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+    elif plan.target.dcn is not None:
+        # tcp_rmem is per network namespace (and a safe sysctl since Kubernetes 1.32, allowed by
+        # Pod Security baseline): the pod sets its own; host-network runs get the DaemonSet's.
+        spec["securityContext"] = {"sysctls": [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]}
     spec["nodeSelector"] = node_selector(plan)
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     spec["containers"] = [container(plan)]
@@ -174,7 +207,7 @@ def job_spec(plan: RunPlan) -> dict[str, Any]:
         "backoffLimit": 0,
         "podFailurePolicy": pod_failure_policy(plan),
         "template": {
-            "metadata": {"labels": pod_labels(plan)},
+            "metadata": {"labels": pod_labels(plan), **({"annotations": a} if (a := pod_annotations(plan)) else {})},
             "spec": pod_spec(plan),
         },
     }

@@ -10,8 +10,12 @@ Queue layout: one ClusterQueue per team, all in one cohort named after the
 cluster. A team's nominal quota for each TPU shape is ``floor(quota_share x
 chips of that shape)``; inside the cohort an idle team's chips can be borrowed
 and reclaimed (``reclaimWithinCohort: Any``), and within a team a higher
-priority run preempts a lower one (``withinClusterQueue: LowerPriority``). With
-one team this is just one queue owning everything. Each ClusterQueue admits only
+priority run preempts a lower one (``withinClusterQueue: LowerPriority``); the
+team's spec can change both policies, add ``borrowWithinCohort``, cap what it
+borrows and lends (``borrowingLimit``/``lendingLimit``) and weigh it for Kueue's
+fair sharing. With one team this is just one queue owning everything. A pool with
+a capacity list has a flavor per option, in the list's order; a queued flex-start
+flavor carries a ProvisioningRequest admission check (``admissionChecksStrategy``). Each ClusterQueue admits only
 its team's namespace, so a job cannot spend another team's quota by naming its
 LocalQueue.
 
@@ -37,7 +41,7 @@ from typing import Any
 from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
 from toolkit.errors import SpecError
 from infra.naming import team_service_account_email
-from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
+from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, FlexStart, TeamSpec
 from toolkit.names import (
     GKE_TPU_ACCELERATOR_LABEL,
     GKE_TPU_TOPOLOGY_LABEL,
@@ -52,6 +56,18 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
+
+
+# DWS queued provisioning (GKE): nodes of a queued node pool carry this label and taint,
+# so only pods admitted through a ProvisioningRequest (which get both from the flavor) land there.
+GKE_QUEUED_LABEL = "cloud.google.com/gke-queued"
+QUEUED_TOLERATION = {"key": GKE_QUEUED_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+PROVISIONING_CLASS = "queued-provisioning.gke.io"
+PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
+# GKE names the provisioned node group in this ProvisioningRequest detail and labels the
+# nodes with it; Kueue copies it into the pods' nodeSelector, so a run lands on its own slices.
+GKE_PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"
+GKE_RESIZE_REQUEST_DETAIL = "ResizeRequestName"
 
 
 def flavor_name(shape: SliceShape) -> str:
@@ -125,6 +141,7 @@ class Flavor:
     node_labels: dict[str, str]
     chips: int
     nodes: int
+    queued: FlexStart | None = None  # set when Kueue asks GKE for this flavor's nodes (queued provisioning)
 
 
 def flavors(spec: EnvSpec) -> list[Flavor]:
@@ -135,15 +152,25 @@ def flavors(spec: EnvSpec) -> list[Flavor]:
         base = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
         nodes = pool.slices * shape.nodes
         if not pool.has_fallback:
+            # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
+            queued = _queued(pool.capacity)
             prev = out.get(shape.key)
             chips, n = (prev.chips, prev.nodes) if prev else (0, 0)
-            out[shape.key] = Flavor(flavor_name(shape), shape, base, chips + pool.total_chips, n + nodes)
+            labels = {**base, GKE_QUEUED_LABEL: "true"} if queued else base
+            out[shape.key] = Flavor(flavor_name(shape), shape, labels, chips + pool.total_chips, n + nodes, queued)
             continue
         for option in pool.capacity_options():
+            queued = _queued(option.capacity)
             labels = {**base, K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
+            if queued:
+                labels[GKE_QUEUED_LABEL] = "true"
             name = f"{pool.name}-{option.tag}"
-            out[name] = Flavor(name, shape, labels, pool.total_chips, nodes)
+            out[name] = Flavor(name, shape, labels, pool.total_chips, nodes, queued)
     return list(out.values())
+
+
+def _queued(capacity: object) -> FlexStart | None:
+    return capacity if isinstance(capacity, FlexStart) and capacity.queued else None
 
 
 def _option_labels(node_labels: dict[str, str]) -> dict[str, str]:
@@ -158,23 +185,115 @@ def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
             "apiVersion": KUEUE_API,
             "kind": "ResourceFlavor",
             "metadata": {"name": f.name},
-            "spec": {"nodeLabels": dict(f.node_labels), "tolerations": [dict(TPU_TOLERATION)]},
+            "spec": {"nodeLabels": dict(f.node_labels), "tolerations": [dict(TPU_TOLERATION)] + ([dict(QUEUED_TOLERATION)] if f.queued else [])},
         }
         for f in flavors(spec)
     ]
 
 
+def admission_check_name(flavor: Flavor) -> str:
+    return f"{flavor.name}-dws"
+
+
+def provisioning_objects(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Per queued flavor: a ProvisioningRequestConfig (GKE's queued-provisioning class) and its AdmissionCheck.
+
+    Kueue reserves quota, then creates a ProvisioningRequest for the run's TPU pods; GKE's
+    DWS answers it by creating whole slices (the ``tpu-topology`` parameter, as Google's
+    Cluster Toolkit TPU blueprints pass it), and only then is the run admitted.
+    """
+    out: list[dict[str, Any]] = []
+    for f in flavors(spec):
+        if f.queued is None:
+            continue
+        retry = f.queued.retry
+        name = admission_check_name(f)
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "ProvisioningRequestConfig",
+                "metadata": {"name": name},
+                "spec": {
+                    "provisioningClassName": PROVISIONING_CLASS,
+                    "managedResources": [TPU_RESOURCE],
+                    "parameters": {
+                        "tpu-topology": f.shape.topology,
+                        "maxRunDurationSeconds": str(f.queued.max_run_seconds or FLEX_MAX_RUN_SECONDS),
+                    },
+                    "retryStrategy": {
+                        "backoffLimitCount": retry.limit,
+                        "backoffBaseSeconds": retry.base_seconds,
+                        "backoffMaxSeconds": retry.max_seconds,
+                    },
+                    "podSetUpdates": {
+                        "nodeSelector": [{"key": GKE_PROVISIONING_REQUEST_LABEL, "valueFromProvisioningClassDetail": GKE_RESIZE_REQUEST_DETAIL}]
+                    },
+                },
+            }
+        )
+        out.append(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": name},
+                "spec": {
+                    "controllerName": PROVISIONING_CONTROLLER,
+                    "parameters": {"apiGroup": KUEUE_API.split("/")[0], "kind": "ProvisioningRequestConfig", "name": name},
+                },
+            }
+        )
+    return out
+
+
+def admission_checks_strategy(spec: EnvSpec) -> dict[str, Any] | None:
+    """The provisioning checks, each only on its queued flavor: runs on other flavors do not wait for it."""
+    rules = [{"name": admission_check_name(f), "onFlavors": [f.name]} for f in flavors(spec) if f.queued is not None]
+    return {"admissionChecks": rules} if rules else None
+
+
+def _amounts(f: Flavor, share: float) -> dict[str, Any]:
+    """``share`` of a flavor's TPU chips and of its VMs' vCPU and memory, as Kueue quantities."""
+    size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
+    return {
+        TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
+        "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
+        "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
+    }
+
+
 def team_quota(spec: EnvSpec, team: TeamSpec) -> dict[str, dict[str, Any]]:
     """Per flavor: nominal TPU chips, vCPU and memory for one team."""
-    out: dict[str, dict[str, Any]] = {}
-    for f in flavors(spec):
-        size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
-        share = team.quota_share
-        out[f.name] = {
-            TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
-            "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
-            "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
-        }
+    return {f.name: _amounts(f, team.quota_share) for f in flavors(spec)}
+
+
+def _resource_quotas(f: Flavor, team: TeamSpec) -> list[dict[str, Any]]:
+    """One flavor's quotas for a team: nominal, and the borrowing and lending limits it sets.
+
+    The limits cover vCPU and memory in the same proportion as the chips: a borrowed
+    chip comes with its VM's CPU and memory, or the run would not fit after all.
+    """
+    nominal = _amounts(f, team.quota_share)
+    borrow = _amounts(f, team.borrowing_limit) if team.borrowing_limit is not None else None
+    lend = _amounts(f, team.lending_limit) if team.lending_limit is not None else None
+    out = []
+    for r in (TPU_RESOURCE, "cpu", "memory"):
+        q: dict[str, Any] = {"name": r, "nominalQuota": nominal[r]}
+        if borrow is not None:
+            q["borrowingLimit"] = borrow[r]
+        if lend is not None:
+            q["lendingLimit"] = lend[r]
+        out.append(q)
+    return out
+
+
+def preemption(team: TeamSpec) -> dict[str, Any]:
+    p = team.preemption
+    out: dict[str, Any] = {"withinClusterQueue": p.within_cluster_queue, "reclaimWithinCohort": p.reclaim_within_cohort}
+    if p.borrow_within_cohort is not None:
+        b = p.borrow_within_cohort
+        out["borrowWithinCohort"] = {"policy": b.policy}
+        if b.max_priority_threshold is not None:
+            out["borrowWithinCohort"]["maxPriorityThreshold"] = b.max_priority_threshold
     return out
 
 
@@ -190,8 +309,9 @@ def cluster_queues(spec: EnvSpec) -> list[dict[str, Any]]:
             "use fewer distinct generation/topology combinations or shorter capacity lists",
         )
     out = []
+    checks = admission_checks_strategy(spec)
+    all_flavors = flavors(spec)
     for team in spec.teams:
-        quota = team_quota(spec, team)
         out.append(
             {
                 "apiVersion": KUEUE_API,
@@ -201,17 +321,13 @@ def cluster_queues(spec: EnvSpec) -> list[dict[str, Any]]:
                     "cohortName": spec.cluster.name,
                     "namespaceSelector": {"matchLabels": {K8S_NAMESPACE_NAME_LABEL: team.ns}},
                     "queueingStrategy": "BestEffortFIFO",
-                    "preemption": {"withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+                    "preemption": preemption(team),
+                    **({"fairSharing": {"weight": f"{team.fair_sharing_weight:g}"}} if team.fair_sharing_weight is not None else {}),
+                    **({"admissionChecksStrategy": checks} if checks else {}),
                     "resourceGroups": [
                         {
                             "coveredResources": [TPU_RESOURCE, "cpu", "memory"],
-                            "flavors": [
-                                {
-                                    "name": key,
-                                    "resources": [{"name": r, "nominalQuota": q[r]} for r in (TPU_RESOURCE, "cpu", "memory")],
-                                }
-                                for key, q in quota.items()
-                            ],
+                            "flavors": [{"name": f.name, "resources": _resource_quotas(f, team)} for f in all_flavors],
                         }
                     ],
                 },
@@ -233,14 +349,18 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
 
 
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
-    """Everything `queues apply` applies, in an order the API server accepts."""
+    """Everything `queues apply` applies, in an order the API server accepts (xpk's objects last, with ``xpk.enabled``)."""
+    from workloads.render.xpk import xpk_objects  # imports this module: no cycle at import time
+
     return [
         *priority_classes(),
         *namespaces(spec),
         *service_accounts(spec),
         *resource_flavors(spec),
+        *provisioning_objects(spec),
         *cluster_queues(spec),
         *local_queues(spec),
+        *xpk_objects(spec),
     ]
 
 
@@ -257,9 +377,12 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     shrinks the timeouts for the local rehearsal, which runs GKE's timeline faster.
     In v1beta2 the block's presence turns the feature on; there is no ``enable`` field.
     """
+    out: dict[str, Any] = {}
+    if spec.fair_sharing:
+        out["fairSharing"] = {"preemptionStrategies": list(spec.kueue.fair_sharing.preemption_strategies)}
     w = spec.kueue.wait_for_pods_ready
     if not w.enabled:
-        return {}
+        return out
     strategy: dict[str, Any] = {
         "timestamp": "Eviction",
         "backoffBaseSeconds": max(1, round(w.backoff_base_seconds * time_scale)),
@@ -268,13 +391,14 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     if w.requeue_limit is not None:
         strategy["backoffLimitCount"] = w.requeue_limit
     return {
+        **out,
         "waitForPodsReady": {
             "timeout": _duration(w.timeout_seconds * time_scale),
             "recoveryTimeout": _duration(w.recovery_timeout_seconds * time_scale),
             # Admission of other runs goes on while one waits: TPU slices are independent.
             "blockAdmission": False,
             "requeuingStrategy": strategy,
-        }
+        },
     }
 
 

@@ -34,7 +34,7 @@ from toolkit import names, tools
 from toolkit.errors import ExternalToolError, FieldError, ToolkitError
 from toolkit.paths import cache_dir
 from workloads.planning.model import RunPlan
-from workloads.render import job, jobset, yamlio
+from workloads.render import job, jobset, rayjob, submission, yamlio
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"
@@ -47,13 +47,15 @@ class Runtime:
     """What the tree needs from a runtime renderer."""
 
     name: str
+    kind: str  # the run's top-level object (what status/delete find, and what carries the submission digest)
     skeletons: Callable[[], list[dict[str, Any]]]
     objects: Callable[[RunPlan], list[dict[str, Any]]]
 
 
 RUNTIMES: dict[str, Runtime] = {
-    jobset.RUNTIME: Runtime(jobset.RUNTIME, lambda: [jobset_skeleton()], jobset.run_objects),
-    job.RUNTIME: Runtime(job.RUNTIME, job.skeletons, job.run_objects),
+    jobset.RUNTIME: Runtime(jobset.RUNTIME, "JobSet", lambda: [jobset_skeleton()], jobset.run_objects),
+    job.RUNTIME: Runtime(job.RUNTIME, "Job", job.skeletons, job.run_objects),
+    rayjob.RUNTIME: Runtime(rayjob.RUNTIME, "RayJob", rayjob.skeletons, rayjob.run_objects),
 }
 
 
@@ -199,6 +201,13 @@ def base_files(runtime: str) -> dict[str, str]:
     return files
 
 
+def run_objects(plan: RunPlan, runtime: str | None = None) -> list[dict[str, Any]]:
+    """The run's objects as the overlay holds them: the runtime's, with the submission digest
+    on the top-level object (``submission``: how a resubmission under the same name is judged)."""
+    rt = RUNTIMES[runtime or plan.runtime]
+    return submission.stamp(rt.objects(plan), rt.kind)
+
+
 def overlay_files(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
     """``overlays/<run>/``: one patch per skeleton object, other objects as resources."""
     runtime = runtime or plan.runtime
@@ -207,7 +216,7 @@ def overlay_files(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
     run_dir = f"overlays/{plan.name}"
     files: dict[str, str] = {}
     patches, resources = [], [f"../../base/{runtime}"]
-    for obj in rt.objects(plan):
+    for obj in run_objects(plan, runtime):
         final = _without_namespace(obj)  # the overlay's namespace transformer sets it
         skeleton = skeletons.get(_key(obj))
         if skeleton is None:
@@ -236,7 +245,7 @@ def render(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
     """Relative path -> file text for the base and this run's overlay (the plan's runtime). Pure; self-checked."""
     runtime = runtime or plan.runtime
     files = {**base_files(runtime), **overlay_files(plan, runtime)}
-    if build_overlay(files, plan.name) != RUNTIMES[runtime].objects(plan):
+    if build_overlay(files, plan.name) != run_objects(plan, runtime):
         raise ToolkitError(f"internal: the overlay for {plan.name} does not rebuild its objects; please report this")
     return files
 

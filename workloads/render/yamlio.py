@@ -59,5 +59,8 @@ def load(text: str | bytes) -> Any:
     return load_yaml(text, _Loader)
 
 
-def load_all(text: str) -> list[Any]:
-    return [d for d in yaml.load_all(text, Loader=_Loader) if d is not None]  # noqa: S506 - a SafeLoader
+def load_all(text: str | bytes) -> list[Any]:
+    """Every non-empty document, with ``load``'s rules (UTF-8, no key given twice) for each."""
+    from toolkit.yamlfile import load_yaml_all
+
+    return load_yaml_all(text, _Loader)

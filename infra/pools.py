@@ -1,0 +1,93 @@
+"""Between campaigns: scale autoscaling TPU node pools to zero, or delete TPU node pools.
+
+Pure: the spec (and, for deletion, the synthesized stack) in, the exact commands out;
+``python -m infra pools`` prints them with ``--dry-run`` and runs them otherwise.
+
+- ``scale-to-zero`` resizes each node pool of the pools that scale (``autoscaling: true``
+  or a flex-start option) to 0 with ``gcloud container clusters resize``. The stack
+  gives such pools no ``node_count`` (only ``initial_node_count: 0`` and the autoscaler
+  bounds), so Terraform does not fight the resize, and the autoscaler brings a slice
+  back when a run is admitted for it. A fixed-size pool is refused: Terraform owns its
+  node count and the next ``deploy`` would restore it.
+- ``delete-tpu`` destroys the TPU node pools through Terraform (``plan -destroy
+  -target=...``, then apply that plan), so the state stays true and the next
+  ``python -m infra deploy`` recreates them. Deleting them with gcloud, as the playbook
+  does by hand, would leave the state pointing at pools that no longer exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from infra.spec import EnvSpec, TpuPoolSpec
+from toolkit.errors import FieldError
+
+NODE_POOL_TYPE = "google_container_node_pool"
+
+
+@dataclass(frozen=True)
+class NodePool:
+    pool: str  # the spec's tpu_pools entry
+    name: str  # the GKE node pool
+    scales: bool
+
+
+def node_pools(spec: EnvSpec) -> list[NodePool]:
+    out = []
+    for pool in spec.tpu_pools:
+        for option in pool.capacity_options():
+            # As infra.stack builds them: fallback options and flex-start always scale from zero.
+            scales = pool.autoscaling or option.index > 0 or option.mode == "flex-start"
+            out.extend(NodePool(pool.name, n, scales) for n in pool.option_node_pool_names(option))
+    return out
+
+
+def select(spec: EnvSpec, names: Iterable[str]) -> list[TpuPoolSpec]:
+    """The pools named with --pool (every pool when none is named)."""
+    names = list(names)
+    known = {p.name: p for p in spec.tpu_pools}
+    for n in names:
+        if n not in known:
+            raise FieldError("--pool", f"no TPU pool {n!r} in the spec", f"use one of {', '.join(known)}")
+    return [p for p in spec.tpu_pools if not names or p.name in names]
+
+
+def scale_to_zero(spec: EnvSpec, pools: list[TpuPoolSpec], *, gcloud: str = "gcloud", explicit: bool = False) -> list[tuple[str, ...]]:
+    """One resize per node pool that scales. ``explicit`` (pools named on the command line): a fixed-size one is an error."""
+    wanted = {p.name for p in pools}
+    nps = [n for n in node_pools(spec) if n.pool in wanted]
+    fixed = sorted({n.pool for n in nps if not n.scales})
+    if explicit and fixed:
+        i = next(i for i, p in enumerate(spec.tpu_pools) if p.name == fixed[0])
+        raise FieldError(
+            "--pool",
+            f"tpu_pools[{i}] ({fixed[0]}) has a fixed size: Terraform owns its node count and the next deploy would restore it",
+            f"set tpu_pools[{i}].autoscaling: true and deploy, or remove its node pools with `python -m infra pools delete-tpu --pool {fixed[0]}`",
+        )
+    cmds = [
+        (gcloud, "container", "clusters", "resize", spec.cluster.name, f"--node-pool={n.name}", "--num-nodes=0",
+         f"--location={spec.region}", f"--project={spec.project}", "--quiet")
+        for n in nps
+        if n.scales
+    ]
+    if not cmds:
+        raise FieldError(
+            "--pool",
+            "none of the selected TPU pools scales (autoscaling: false, no flex-start option), so none can be scaled to zero",
+            "set autoscaling: true on the pools and deploy, or delete them between campaigns with `python -m infra pools delete-tpu`",
+        )
+    return cmds
+
+
+def targets(doc: dict[str, Any], spec: EnvSpec, pools: list[TpuPoolSpec]) -> list[str]:
+    """Terraform addresses of the selected pools' node pools in the synthesized stack, in spec order."""
+    wanted = [n.name for n in node_pools(spec) if n.pool in {p.name for p in pools}]
+    by_name = {
+        body.get("name"): f"{NODE_POOL_TYPE}.{rid}"
+        for rid, body in ((doc.get("resource") or {}).get(NODE_POOL_TYPE) or {}).items()
+    }
+    missing = [n for n in wanted if n not in by_name]
+    if missing:  # the stack and the spec disagree: a bug, not a user error
+        raise RuntimeError(f"node pools {missing} are not in the synthesized stack")
+    return [by_name[n] for n in wanted]

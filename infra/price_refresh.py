@@ -1,0 +1,240 @@
+"""Refresh the price table from the Cloud Billing Catalog API (``services/{id}/skus``).
+
+Pure parts: ``tpu_prices`` reads SKU pages (the API's documented JSON: ``skus[]`` with
+``description``, ``category.resourceGroup`` / ``usageType``, ``serviceRegions`` and
+``pricingInfo[].pricingExpression``) into per-chip-hour figures, and ``merge`` lays
+them over the current table: a figure the API gave replaces the old one (and cites the
+API with the refresh date); every other row keeps its own source and date, so nothing
+silently disappears and no old figure is shown with a new date. The network call
+(``fetch_pages``) is the thin edge.
+
+What is matched: TPU SKUs of the Compute Engine service (GKE TPU nodes are Compute
+Engine VMs; per gpuhunt's GCP provider the v5e, v5p and v6e SKUs there are priced per
+chip-hour), ``OnDemand`` as on-demand, ``Preemptible`` as spot and ``Commit1Yr`` as the
+reservation rate (TPU reservations come with a committed use discount). The generation
+is read from the description. SKUs this cannot place (no generation, another unit,
+DWS / flex-start or calendar wording, a zero price) are skipped and counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from infra.pricing import MODES, PriceTable, parse_table
+
+COMPUTE_SERVICE = "6F81-5844-456A"
+ENDPOINT = "https://cloudbilling.googleapis.com"
+SOURCE_KEY = "billing-catalog"
+
+_USAGE_TYPES = {"OnDemand": "on-demand", "Preemptible": "spot", "Commit1Yr": "reservation"}
+# Most specific first: "v5p" must not be read as v5e, "7x" not as anything older.
+_GENERATIONS: tuple[tuple[str, str], ...] = (
+    ("tpu7x", r"\b(tpu ?7x|ironwood|v7x?)\b"),
+    ("v6e", r"\b(v6e|trillium)\b"),
+    ("v5p", r"\bv5p\b"),
+    ("v5e", r"\b(v5e|v5 ?lite(pod)?)\b"),
+    ("v4", r"\bv4\b"),
+)
+# Capacity this table has no column for, or whose wording we cannot place: skipped.
+_SKIP_WORDS = re.compile(r"\b(dws|flex|calendar|dynamic workload|sole tenan)", re.IGNORECASE)
+
+
+class RefreshError(ValueError):
+    """The response cannot be used (not a skus response, no TPU SKU in it)."""
+
+
+@dataclass
+class Found:
+    """Per-chip-hour prices read from the SKUs, and what was skipped and why."""
+
+    prices: dict[tuple[str, str, str], float] = field(default_factory=dict)  # (generation, region, mode) -> USD
+    skus: int = 0
+    tpu_skus: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+    conflicts: dict[tuple[str, str, str], str] = field(default_factory=dict)  # key -> the prices that disagreed
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+def _generation(description: str) -> str | None:
+    text = description.lower()
+    if "tpu" not in text:
+        return None
+    for name, pattern in _GENERATIONS:
+        if re.search(pattern, text):
+            return name
+    return None
+
+
+def _unit_price(sku: dict[str, Any]) -> tuple[float, str] | None:
+    """The SKU's current first-tier price and its usage unit (pricingInfo is chronological: the last is current)."""
+    infos = sku.get("pricingInfo") or []
+    if not infos:
+        return None
+    expr = infos[-1].get("pricingExpression") or {}
+    tiers = sorted(expr.get("tieredRates") or [], key=lambda t: float(t.get("startUsageAmount") or 0))
+    if not tiers:
+        return None
+    money = tiers[0].get("unitPrice") or {}
+    if money.get("currencyCode", "USD") != "USD":
+        return None
+    return int(money.get("units") or 0) + int(money.get("nanos") or 0) / 1e9, str(expr.get("usageUnit", ""))
+
+
+def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
+    """Per-chip-hour TPU prices by (generation, region, mode) from ``services/…/skus`` pages."""
+    found = Found()
+    seen_any_page = False
+    for page in pages:
+        if not isinstance(page, dict) or not isinstance(page.get("skus", []), list):
+            raise RefreshError("is not a services/…/skus response (a JSON object with a skus list)")
+        seen_any_page = True
+        for sku in page.get("skus", []):
+            found.skus += 1
+            cat = sku.get("category") or {}
+            if cat.get("resourceGroup") != "TPU":
+                continue
+            found.tpu_skus += 1
+            desc = str(sku.get("description", ""))
+            mode = _USAGE_TYPES.get(str(cat.get("usageType")))
+            if mode is None:
+                found.skip(f"usage type {cat.get('usageType')}")
+                continue
+            if _SKIP_WORDS.search(desc):
+                found.skip("DWS / flex-start / calendar wording")
+                continue
+            gen = _generation(desc)
+            if gen is None:
+                found.skip("no TPU generation in the description")
+                continue
+            price = _unit_price(sku)
+            if price is None or price[1] != "h":
+                found.skip("not priced per hour in USD")
+                continue
+            usd = price[0]
+            if not usd > 0:
+                found.skip("zero price")
+                continue
+            for region in sku.get("serviceRegions") or []:
+                key = (gen, str(region), mode)
+                old = found.prices.get(key)
+                if old is not None and abs(old - usd) > 1e-9:
+                    found.conflicts[key] = f"{gen} {region} {mode}: {old:g} and {usd:g}"
+                    continue
+                found.prices[key] = usd
+    if not seen_any_page:
+        raise RefreshError("holds no page")
+    if found.tpu_skus == 0:
+        raise RefreshError(f"holds {found.skus} SKUs but none with category.resourceGroup TPU")
+    # Two SKUs disagreeing on one figure: neither is trusted.
+    for key in found.conflicts:
+        found.prices.pop(key, None)
+    return found
+
+
+@dataclass(frozen=True)
+class Change:
+    generation: str
+    region: str
+    mode: str
+    old: float | None
+    new: float
+
+    def line(self) -> str:
+        was = "new" if self.old is None else f"{self.old:g} ->"
+        return f"{self.generation} {self.region} {self.mode}: {was} {self.new:g}"
+
+
+def merge(table: PriceTable, found: Found, *, as_of: str, url: str) -> tuple[dict[str, Any], list[Change], int]:
+    """The refreshed table document, what changed, and how many figures the API confirmed unchanged."""
+    cells: dict[tuple[str, str, str], tuple[float, str]] = {}
+    for r in table.rows:
+        for m, v in r.given().items():
+            cells[(r.generation, r.region, m)] = (v, r.source)
+    changes, same = [], 0
+    for key, usd in sorted(found.prices.items()):
+        old = cells.get(key)
+        if old is not None and abs(old[0] - usd) < 1e-9:
+            same += 1
+        else:
+            changes.append(Change(*key, old=None if old is None else old[0], new=usd))
+        cells[key] = (usd, SOURCE_KEY)
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for (gen, region, mode), (v, src) in cells.items():
+        rows.setdefault((gen, region, src), {"generation": gen, "region": region})[mode] = v
+    order = {m: i for i, m in enumerate(MODES)}
+    ordered = []
+    for (gen, region, src), row in sorted(rows.items()):
+        ordered.append({"generation": gen, "region": region, **{m: row[m] for m in sorted(row, key=lambda k: order.get(k, 99)) if m in order}, "source": src})
+    cited = {r["source"] for r in ordered}
+    sources = {k: s.model_dump() for k, s in table.sources.items() if k in cited}
+    if SOURCE_KEY in cited:
+        sources[SOURCE_KEY] = {
+            "url": url,
+            "date": as_of,
+            "note": (
+                "Cloud Billing Catalog API, Compute Engine TPU SKUs: OnDemand as on-demand, Preemptible as spot, "
+                "Commit1Yr as reservation; read by `python -m infra prices refresh` on the date given."
+            ),
+        }
+    doc = {"currency": table.currency, "unit": table.unit, "sources": sources, "rows": ordered}
+    parse_table(doc, "refreshed table")  # what is written must load
+    return doc, changes, same
+
+
+def dump_table(doc: dict[str, Any], header: str) -> str:
+    """YAML in the shipped file's layout: the comment header, sources, one flow mapping per row."""
+    import yaml
+
+    head = yaml.safe_dump({k: doc[k] for k in ("currency", "unit", "sources")}, sort_keys=False, width=100)
+    rows = "".join(
+        "  - {" + ", ".join(f"{k}: {json.dumps(v) if isinstance(v, str) and not re.fullmatch(r'[-a-z0-9]+', v) else v}" for k, v in r.items()) + "}\n"
+        for r in doc["rows"]
+    )
+    return header + head + "rows:\n" + rows
+
+
+def header_of(text: str) -> str:
+    """The leading comment block of the current table file (kept across refreshes)."""
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return "".join(lines)
+
+
+# ------------------------------------------------------------------ the edge
+
+
+def skus_url(endpoint: str = ENDPOINT, service: str = COMPUTE_SERVICE) -> str:
+    return f"{endpoint.rstrip('/')}/v1/services/{service}/skus"
+
+
+def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | None, timeout: float = 60.0) -> list[dict[str, Any]]:
+    """GET every page of ``url`` (pageToken / nextPageToken), with an API key or a bearer token."""
+    import urllib.parse
+    import urllib.request
+
+    pages: list[dict[str, Any]] = []
+    page_token = ""
+    headers = {"Accept": "application/json"}
+    if api_key is None and token is not None:
+        headers["Authorization"] = f"Bearer {token()}"
+    while True:
+        query = {"currencyCode": "USD", "pageSize": "5000"}
+        if api_key:
+            query["key"] = api_key
+        if page_token:
+            query["pageToken"] = page_token
+        req = urllib.request.Request(f"{url}?{urllib.parse.urlencode(query)}", headers=headers)
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310  the URL is ours, https or a test's loopback
+            page = json.loads(resp.read().decode("utf-8"))
+        pages.append(page)
+        page_token = str(page.get("nextPageToken") or "")
+        if not page_token or len(pages) > 1000:
+            return pages

@@ -1,0 +1,101 @@
+"""``submit --runtime job`` on the live local cluster: an Indexed Job + headless Service through Kueue.
+
+What it shows, through the normal commands (subprocesses) and the toolkit's client:
+Kueue's batch/Job integration makes one Workload for the Job and admits it with the TPU
+flavor and the slice's TPU count; every worker lands on a kwok TPU VM of its own, all in
+one node pool (one slice), with the stable hostname ``<job>-<i>`` under the Service's
+subdomain; the rehearsal completes it; ``status``, ``logs`` and ``delete`` work, and
+delete leaves no Job, Service, pod or Workload behind.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from infra.spec import DEFAULT_SPEC_PATH, load_spec
+from tests.conftest import run_module
+from toolkit.names import GKE_NODEPOOL_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, KUEUE_JOB_UID_LABEL, TPU_RESOURCE
+from workloads.render.kueue import flavor_name
+
+pytestmark = pytest.mark.integration
+
+
+def wl(*args: str, timeout: float = 300):
+    return run_module("workloads", *args, timeout=timeout)
+
+
+def _gone(cluster, ns: str, run: str, job_uid: str, timeout: float = 90) -> dict[str, int]:
+    """What is left of the run (by kind) once nothing is, or at the timeout."""
+    kinds = {
+        "Job": lambda: [cluster.get(cluster.resource("batch/v1", "Job"), run, ns)],
+        "Service": lambda: [cluster.get(cluster.resource("v1", "Service"), run, ns)],
+        "Pod": lambda: cluster.list(cluster.resource("v1", "Pod"), ns, label_selector=f"{K8S_JOB_NAME_LABEL}={run}"),
+        "Workload": lambda: cluster.list(cluster.kueue("Workload"), ns, label_selector=f"{KUEUE_JOB_UID_LABEL}={job_uid}"),
+    }
+    deadline = time.monotonic() + timeout
+    while True:
+        left = {k: len([o for o in f() if o]) for k, f in kinds.items()}
+        if not any(left.values()) or time.monotonic() > deadline:
+            return left
+        time.sleep(1)
+
+
+def test_a_plain_job_run_is_admitted_placed_completed_and_deleted(kubeconfig: Path, cluster, tpu_quota) -> None:
+    spec = load_spec(DEFAULT_SPEC_PATH)
+    team = spec.teams[0]
+    ns = team.ns
+    run = f"job-live-{secrets.token_hex(3)}"
+    kc = ("--kubeconfig", str(kubeconfig))
+    job_uid = ""
+    try:
+        sub = wl("submit", "hello-tpu", "--runtime", "job", "--name", run, "--rehearse-seconds", "3", *kc)
+        assert sub.returncode == 0, (sub.stdout, sub.stderr)
+        assert sub.stdout.startswith("admitted after "), sub.stdout
+        assert "a plain Job: any pod failure ends it" in sub.stderr
+
+        job = cluster.get(cluster.resource("batch/v1", "Job"), run, ns)
+        job_uid = job["metadata"]["uid"]
+        # Kueue: one Workload, owned by the Job, admitted with the slice's TPU flavor and count.
+        workload = cluster.workload_for(ns, job)
+        assert workload is not None
+        assert [o["kind"] for o in workload["metadata"].get("ownerReferences", [])] == ["Job"]
+        (podset,) = workload["spec"]["podSets"]
+        hosts = job["spec"]["parallelism"]
+        chips_per_vm = int(podset["template"]["spec"]["containers"][0]["resources"]["requests"][TPU_RESOURCE])
+        assert podset["count"] == hosts == 4
+        (assignment,) = workload["status"]["admission"]["podSetAssignments"]
+        pool = spec.tpu_pools[0]
+        assert assignment["flavors"][TPU_RESOURCE] == flavor_name(pool.shape)
+        assert hosts * chips_per_vm == pool.shape.chips  # the whole slice's TPUs, in one Workload
+
+        done = wl("status", run, "--wait", "--timeout", "180", *kc)
+        assert done.returncode == 0, (done.stdout, done.stderr)
+        assert done.stdout.splitlines()[0].startswith(f"{ns}/{run}: Succeeded"), done.stdout
+        assert f"  slice 0: {hosts} workers ({hosts} Succeeded), on {hosts} VMs, 0 restarts" in done.stdout.splitlines()
+
+        # Placement: one pod per TPU VM, every VM in the same node pool (one slice).
+        pods = cluster.list(cluster.resource("v1", "Pod"), ns, label_selector=f"{K8S_JOB_NAME_LABEL}={run}")
+        assert len(pods) == hosts
+        pool_of = {n["metadata"]["name"]: n["metadata"]["labels"].get(GKE_NODEPOOL_LABEL) for n in cluster.list(cluster.resource("v1", "Node"))}
+        nodes = [p["spec"]["nodeName"] for p in pods]
+        assert len(set(nodes)) == hosts, nodes
+        assert len({pool_of[n] for n in nodes}) == 1 and pool_of[nodes[0]] in pool.node_pool_names()
+        # Stable DNS names: hostname <job>-<index> under the headless Service's subdomain.
+        for p in pods:
+            index = p["metadata"]["labels"][K8S_COMPLETION_INDEX_LABEL]
+            assert (p["spec"].get("hostname"), p["spec"].get("subdomain")) == (f"{run}-{index}", run)
+        svc = cluster.get(cluster.resource("v1", "Service"), run, ns)
+        assert svc["spec"]["clusterIP"] == "None"
+
+        logs = wl("logs", run, "--worker", "2", *kc)
+        assert logs.returncode == 0, logs.stderr
+        assert "rehearsal of:" in logs.stdout and "process 2/4" in logs.stdout, logs.stdout
+    finally:
+        gone = wl("delete", run, "--yes", *kc)
+    assert gone.returncode == 0, (gone.stdout, gone.stderr)
+    assert gone.stdout.splitlines() == [f"deleted Job {ns}/{run}", f"deleted Service {ns}/{run}"]
+    assert _gone(cluster, ns, run, job_uid) == {"Job": 0, "Service": 0, "Pod": 0, "Workload": 0}

@@ -1,0 +1,237 @@
+"""`import-recipe`: tpu-recipes run scripts (our own, in the published layout) -> recipes that plan.
+
+The scripts under tests/data/recipes/ were written for these tests in the shape tpu-recipes
+publishes: shell variables for the XLA flags and the MaxText overrides, expanded into the
+--command of one `xpk workload create`. Each good script is imported, read back through the
+ordinary recipe loader, and planned; its MaxText flags must reach the rendered args as written.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+from tests.conftest import REPO, run_module
+
+from infra.spec import parse_spec
+from toolkit.errors import FieldError
+from workloads.planning import import_recipe as ir
+from workloads.planning import recipes as r
+from workloads.planning import shellwords
+from workloads.planning.planner import Overrides, plan_run
+
+DATA = REPO / "tests" / "data" / "recipes"
+FP8 = DATA / "llama3.1-8b-fp8-tpu7x-4x4x8" / "run_recipe.sh"
+MULTI = DATA / "llama3.1-8b-int8-tpu7x-2x4x4-multislice" / "run_recipe.sh"
+XPK_LINE = DATA / "xpk-v5e-default-model.txt"
+
+
+@pytest.fixture()
+def user_recipes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    d = tmp_path / "recipes"
+    monkeypatch.setenv("TGK_RECIPES", str(d))
+    r.load_recipe.cache_clear()
+    yield d
+    r.load_recipe.cache_clear()
+
+
+def _spec(pool: dict) -> object:
+    data = yaml.safe_load((REPO / "examples" / "tpu7x.yaml").read_text())
+    data["tpu_pools"] = [pool]
+    return parse_spec(data)
+
+
+def _args(plan) -> dict[str, str]:
+    return dict(a.split("=", 1) for a in plan.program.args[1:])
+
+
+# ------------------------------------------------------------------ the shell
+
+
+def test_shellwords_agrees_with_shlex_where_no_expansion_is_involved() -> None:
+    # shlex splits quoted words the POSIX way but expands nothing; our reader must split the same.
+    line = """python3 -m m a='x y' b="p q" c=\\"d\\" e='it'"'"'s' f=g\\ h"""
+    (words, _), = list(shellwords.commands(line, {}))
+    assert words == shlex.split(line)
+
+
+def test_shellwords_default_expansions() -> None:
+    env: dict[str, str] = {"E": ""}
+    text = 'G="${G:-gcluster}"\nA="${A:-${G}/x}"\necho ${E:-d1} ${E-d2} "${U-d3}" ${U//a/b}'
+    cmds = [w for w, _ in shellwords.commands(text, env)]
+    assert env["G"] == "gcluster" and env["A"] == "gcluster/x"
+    assert cmds[-1] == ["echo", "d1", "d3", "${U//a/b}"]  # ${E-d2}: E is set (empty), so nothing
+
+
+def test_shellwords_expands_in_double_quotes_but_not_in_single() -> None:
+    env: dict[str, str] = {}
+    text = 'A="1 2"\nexport B="x-${A}" C=\'$A\'\necho "$B" $C ${UNSET} \\${A}'
+    cmds = [w for w, _ in shellwords.commands(text, env)]
+    assert env == {"A": "1 2", "B": "x-1 2", "C": "$A"}
+    assert cmds[-1] == ["echo", "x-1 2", "$A", "${UNSET}", "${A}"]
+
+
+def test_unterminated_quote_is_one_line_error(tmp_path: Path) -> None:
+    f = tmp_path / "run_recipe.sh"
+    f.write_text('xpk workload create --device-type=tpu7x-4x4x8 --command="python3 -m maxtext.trainers.pre_train.train steps=1\n')
+    res = run_module("workloads", "import-recipe", str(f), "--out", str(tmp_path / "out"))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "quot" in res.stderr and not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------- the mapping
+
+
+def test_fp8_script_carries_every_maxtext_flag_intact() -> None:
+    imp = ir.import_recipe(FP8.read_text(), source=FP8.name)
+    rec = imp.recipe
+    assert imp.device_type == "tpu7x-4x4x8" and imp.slices == 1
+    assert rec["shapes"] == ["tpu7x-4x4x8"] and rec["generations"] == ["tpu7x"] and rec["slices"] == 1
+    assert rec["steps"] == 40
+    assert rec["image"] == {"ref": "us-docker.pkg.dev/my-project/images/maxtext-runner:2026-11-01"}
+    mt = rec["maxtext"]
+    assert mt["model_name"] == "llama3.1-8b" and mt["config"] == "src/maxtext/configs/base.yml"
+    assert mt["args"]["quantization"] == "fp8_full"
+    assert mt["args"]["use_qwix_quantization"] == "True"
+    # The inner shell's quotes are gone, the value text is exactly what MaxText would receive.
+    assert mt["args"]["weight_quantization_calibration_method"] == "fixed,-224,224"
+    assert mt["args"]["act_quantization_calibration_method"] == "fixed,-224,224"
+    assert mt["args"]["max_target_length"] == 8192
+    assert mt["per_device_batch"] == [{"min_hbm_gib_per_device": 0, "per_device_batch_size": 2.0}]
+    assert mt["parallelism"] == {"ici": {"fsdp": -1}, "dcn": {"data": -1}}
+    assert rec["libtpu_init_args"]["tpu7x"][0] == "--xla_tpu_scoped_vmem_limit_kib=65536"
+    assert len(rec["libtpu_init_args"]["tpu7x"]) == 5
+    assert rec["env"] == {"JAX_PLATFORMS": "tpu,cpu", "ENABLE_PJRT_COMPATIBILITY": "true"}
+    # What the toolkit decides itself is reported, not silently dropped.
+    joined = "\n".join(imp.unmapped)
+    for needle in ("--cluster", "--zone", "--priority", "--max-restarts", "run_name", "base_output_directory", "gsutil", "tee"):
+        assert needle in joined, needle
+    assert imp.name == "llama3.1-8b-fp8-full"
+
+
+def test_cluster_toolkit_layout_gives_the_same_recipe() -> None:
+    # tpu-recipes' cluster_toolkit/ scripts: gcluster job submit, ${X:-default}, python3 -u -m.
+    gcluster = DATA / "llama3.1-8b-fp8-tpu7x-4x4x8-gcluster" / "run_recipe.sh"
+    imp = ir.import_recipe(gcluster.read_text(), source=gcluster.name)
+    assert imp.recipe == ir.import_recipe(FP8.read_text(), source=FP8.name).recipe
+    joined = "\n".join(imp.unmapped)
+    assert "--queue=multislice-queue" in joined and "--zone=us-east5-b" in joined and "gcloud storage cp" in joined
+    assert "STATUS" not in imp.recipe.get("env", {})  # a plain shell variable of --command is not the program's env
+
+
+def test_crlf_script_reads_the_same() -> None:
+    text = FP8.read_text()
+    assert ir.import_recipe(text.replace("\n", "\r\n"), source=FP8.name).recipe == ir.import_recipe(text, source=FP8.name).recipe
+
+
+def test_multislice_script_prefix_env_and_unknown_keys() -> None:
+    imp = ir.import_recipe(MULTI.read_text(), source=MULTI.name)
+    rec = imp.recipe
+    assert rec["slices"] == 2 and rec["shapes"] == ["tpu7x-2x4x4"]
+    assert rec["maxtext"]["parallelism"] == {"ici": {"fsdp": -1}, "dcn": {"data": 2}}
+    assert rec["maxtext"]["args"]["quantization"] == "int8"
+    assert rec["env"]["EMIT_MEGASCALE_METRICS"] == "true"  # `K=v python3 ...` is the command's env
+    assert rec["image"] == {"registry": r.MAXTEXT_IMAGE}  # `maxtext-base` has no tag: not carried
+    joined = "\n".join(imp.unmapped)
+    assert "output_dir" in joined and "cd /deps" in joined and "--docker-image=maxtext-base" in joined
+
+
+def test_xpk_line_with_an_explicit_model() -> None:
+    imp = ir.import_recipe(XPK_LINE.read_text(), source=XPK_LINE.name)
+    mt = imp.recipe["maxtext"]
+    assert imp.recipe["shapes"] == ["v5e-4x4"] and imp.recipe["slices"] == 2
+    assert mt["model_name"] == "default"
+    assert (mt["model"]["base_emb_dim"], mt["model"]["head_dim"], mt["model"]["base_mlp_dim"]) == (4096, 256, 16384)
+    assert not set(mt["args"]) & r.MODEL_KEYS  # dimensions live in the model block
+    assert imp.name == "xpk-v5e-default-model"
+
+
+def test_imported_recipes_plan_with_their_flags(user_recipes: Path) -> None:
+    user_recipes.mkdir()
+    for f in (FP8, MULTI):
+        imp = ir.import_recipe(f.read_text(), source=f.name)
+        (user_recipes / f"{imp.name}.yaml").write_text(yaml.safe_dump(imp.recipe, sort_keys=False))
+    spec = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x4x8", "slices": 1, "capacity": "on-demand"})
+    plan = plan_run("llama3.1-8b-fp8-full", spec, Overrides())
+    args = _args(plan)
+    assert args["quantization"] == "fp8_full" and args["weight_quantization_calibration_method"] == "fixed,-224,224"
+    assert args["per_device_batch_size"] == "2" and args["steps"] == "40" and args["max_target_length"] == "8192"
+    assert args["ici_fsdp_parallelism"] == "256"  # -1 resolved against the 256 devices of tpu7x 4x4x8
+    assert dict(plan.program.env)["LIBTPU_INIT_ARGS"].startswith("--xla_tpu_scoped_vmem_limit_kib=65536 ")
+    spec2 = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "2x4x4", "slices": 2, "capacity": "on-demand"})
+    plan2 = plan_run("llama3.1-8b-int8", spec2, Overrides())
+    assert plan2.target.slices == 2  # the script's --num-slices is the default
+    assert _args(plan2)["dcn_data_parallelism"] == "2"
+
+
+# ------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "script, needle",
+    [
+        ("no-maxtext.sh", "no MaxText training command"),
+        ("no-xpk.sh", "no `xpk workload create`"),
+        ("unknown-device.sh", "tpu9z-4x4x8"),
+        ("conflicting-device.sh", "conflicting flags: --device-type"),
+        ("conflicting-maxtext.sh", "conflicting flags: MaxText quantization"),
+        ("conflicting-slices.sh", "conflicting flags: --num-slices=2"),
+    ],
+)
+def test_bad_scripts_one_line_exit_2_nothing_written(script: str, needle: str, tmp_path: Path) -> None:
+    with pytest.raises(FieldError, match=needle.replace("(", r"\(").replace("`", "`")):
+        ir.import_recipe((DATA / "bad" / script).read_text(), source=script)
+    out = tmp_path / "out"
+    res = run_module("workloads", "import-recipe", str(DATA / "bad" / script), "--out", str(out))
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+    assert res.stdout == "" and not out.exists()
+
+
+def test_unknown_model_and_preset_overrides_are_refused() -> None:
+    line = 'xpk workload create --device-type=tpu7x-4x4x8 --command="python3 -m maxtext.trainers.pre_train.train src/maxtext/configs/base.yml model_name={m} {extra} steps=5"'
+    with pytest.raises(FieldError, match="'llama3.1-8bb' is not a MaxText 0.2.5 model"):
+        ir.import_recipe(line.format(m="llama3.1-8bb", extra=""))
+    with pytest.raises(FieldError, match="override_model_config=true"):
+        ir.import_recipe(line.format(m="llama3.1-8b", extra="base_num_decoder_layers=4"))
+    ok = ir.import_recipe(line.format(m="llama3.1-8b", extra="base_num_decoder_layers=4 override_model_config=true"))
+    assert ok.recipe["maxtext"]["model"]["base_num_decoder_layers"] == 4
+
+
+# ------------------------------------------------------------------------ CLI
+
+
+def test_cli_writes_the_user_recipe_and_submit_dry_run_runs_it(user_recipes: Path) -> None:
+    res = run_module("workloads", "import-recipe", str(FP8), "--output", "json")
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    path = Path(data["path"])
+    assert path == user_recipes / "llama3.1-8b-fp8-full.yaml" and path.exists()
+    assert data["recipe"]["maxtext"]["args"]["quantization"] == "fp8_full" and data["unmapped"]
+    assert "# not carried:" in path.read_text()  # the report travels with the file
+    # The recipe the toolkit runs unchanged: submit --dry-run on the tpu7x example.
+    sub = run_module("workloads", "submit", "llama3.1-8b-fp8-full", "--spec", str(REPO / "examples" / "tpu7x.yaml"), "--dry-run", "--output", "json")
+    assert sub.returncode == 0, sub.stderr
+    objs = json.loads(sub.stdout)
+    js = next(o for o in objs if o["kind"] == "JobSet")
+    container = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    args = container["args"]
+    for flag in ("quantization=fp8_full", "use_qwix_quantization=True", "weight_quantization_calibration_method=fixed,-224,224", "steps=40"):
+        assert flag in args, flag
+    assert container["image"] == "us-docker.pkg.dev/my-project/images/maxtext-runner:2026-11-01"
+    # Importing again does not overwrite without --force; a shipped name is refused.
+    again = run_module("workloads", "import-recipe", str(FP8))
+    assert again.returncode == 2 and "--force" in again.stderr
+    shipped = run_module("workloads", "import-recipe", str(FP8), "--name", "llama3-8b", "--out", str(user_recipes / "x"))
+    assert shipped.returncode == 2 and "--name" in shipped.stderr and not (user_recipes / "x").exists()
+
+
+def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
+    res = run_module("workloads", "import-recipe", str(XPK_LINE), "--out", str(tmp_path / "other.yaml"))
+    assert res.returncode == 2 and "--out" in res.stderr and not (tmp_path / "other.yaml").exists()
+    res = run_module("workloads", "import-recipe", str(XPK_LINE), "--name", "demo-6b", "--out", str(tmp_path / "demo-6b.yaml"))
+    assert res.returncode == 0, res.stderr
+    assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"

@@ -1,0 +1,117 @@
+"""A real Ray head on loopback, standing in for the dashboard of a RayCluster's head pod.
+
+On the local cluster the head pod is a kwok pod: nothing listens on its dashboard
+port, yet KubeRay follows every RayJob through that dashboard (the Ray Jobs REST API,
+``/api/jobs/<id>``). ``local up --with ray`` starts this process with the Ray venv's
+python (scripts/setup-ray.sh) and routes KubeRay's dashboard calls to it
+(workloads.local.kuberay): Ray's own job manager then answers them.
+
+    python -m workloads.ray.standin_head --dashboard-port P --ready-file F [--num-cpus N]
+
+Runs until SIGTERM, then shuts Ray down (its GCS, raylet and dashboard are children
+of this process and go with it). Only the standard library and Ray are imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+
+ATTEMPTS = 3
+
+
+def _dashboard_up(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/version", timeout=2) as r:  # noqa: S310 - loopback
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workloads.ray.standin_head")
+    p.add_argument("--dashboard-port", type=int, required=True)
+    p.add_argument("--ready-file", type=Path, required=True)
+    p.add_argument("--num-cpus", type=int, default=2, help="CPUs the head offers (job supervisors and entrypoints)")
+    args = p.parse_args(argv)
+
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    # The dashboard starts each of its modules as a Python process, giving each 30 s and
+    # the whole dashboard 60 s to come up; on 2 shared cores under a test run that is
+    # not always enough.
+    os.environ.setdefault("RAY_DASHBOARD_SUBPROCESS_MODULE_WAIT_READY_TIMEOUT", "300")
+    os.environ.setdefault("RAY_DASHBOARD_STARTUP_TIMEOUT_S", "600")
+    import ray
+
+    # A private temp dir (short: Ray's Unix sockets live under it) and address="local":
+    # never join, nor leave a marker for, another Ray on this machine.
+    temp_dir = tempfile.mkdtemp(prefix="tgk-ray-")
+    try:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                ray.init(
+                    address="local",
+                    num_cpus=args.num_cpus,
+                    include_dashboard=True,
+                    dashboard_host="127.0.0.1",
+                    dashboard_port=args.dashboard_port,
+                    _temp_dir=temp_dir,
+                    configure_logging=False,
+                )
+                break
+            except Exception as e:  # noqa: BLE001 - Ray raises plain Exception for a start-up timeout
+                # Ray waits a fixed 30 s for its raylet to register; a loaded 2-core machine can miss it.
+                sys.stderr.write(f"Ray head start-up attempt {attempt}/{ATTEMPTS} failed: {str(e).strip().splitlines()[0]}\n")
+                ray.shutdown()
+                if attempt == ATTEMPTS or stop.is_set():
+                    raise
+        # Ray's core installs its own SIGTERM handler (a stack dump, then exit), which would
+        # skip the shutdown below: take SIGTERM back.
+        signal.signal(signal.SIGTERM, on_signal)
+        deadline = time.monotonic() + 120
+        while not _dashboard_up(args.dashboard_port):
+            if time.monotonic() > deadline or stop.is_set():
+                sys.stderr.write(f"the Ray dashboard did not answer on 127.0.0.1:{args.dashboard_port}\n")
+                return 1
+            time.sleep(0.25)
+        args.ready_file.write_text(json.dumps({"dashboard": f"http://127.0.0.1:{args.dashboard_port}", "ray": ray.__version__}))
+        print(f"Ray {ray.__version__} head up; dashboard on 127.0.0.1:{args.dashboard_port}", flush=True)
+        stop.wait()
+    finally:
+        ray.shutdown()
+        _stop_leftovers()
+        shutil.rmtree(temp_dir, ignore_errors=True)  # Ray's session files and logs: a throwaway head's
+    return 0
+
+
+def _stop_leftovers() -> None:
+    """Ray's dashboard module processes can outlive ``ray.shutdown``; they are in this process's group.
+
+    ``local up`` starts this process as a session leader (its own process group), so
+    the group holds only what this head started.
+    """
+    if os.getpgid(0) != os.getpid():
+        return  # not a group of our own (run by hand from a shell): leave the group alone
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.killpg(0, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""The ``ray`` runtime: a KubeRay ``ray.io/v1`` RayJob with its own RayCluster (seed 001).
+
+Pure: a RunPlan in, dicts out. The RayJob (KubeRay v1.6.0) carries a RayCluster spec:
+
+- a CPU head on the spec's CPU node pool (node selector ``cloud.google.com/gke-nodepool``);
+- one TPU worker group: ``replicas`` = slices, ``numOfHosts`` = TPU VMs per slice (KubeRay
+  creates and deletes a slice's hosts together), ``google.com/tpu`` = chips per VM, the GKE
+  TPU node selector and toleration (the JobSet runtime's own functions);
+- ``entrypoint``: Ray Train's JaxTrainer (``workloads.ray.jax_trainer``) with
+  ``ScalingConfig(use_tpu, topology, accelerator_type, num_workers = hosts x slices)`` running
+  the plan's MaxText command, the same config path and ``key=value`` arguments the JobSet
+  runtime's container gets.
+
+Kueue (its ``ray.io/rayjob`` integration) owns ``spec.suspend`` and needs
+``shutdownAfterJobFinishes: true``; the RayJob is one Workload whose pod sets are the head,
+the TPU group (replicas x numOfHosts pods) and, in K8sJobMode, the submitter.
+
+Why the head and the submitter ask for no CPU or memory: the team's ClusterQueue has only
+TPU flavors (they cover cpu and memory too), and Kueue gives every pod set that requests a
+covered resource a flavor and writes that flavor's TPU node labels into its pods. A pod set
+with no covered requests gets no flavor, so the head and the submitter stay where their
+own node selector puts them, the CPU pool. The TPU workers ask for TPU chips only.
+
+Restarts: ``backoffLimit`` = ``plan.policy.max_restarts``; KubeRay retries a failed RayJob
+with a new RayCluster, i.e. the whole run, and MaxText resumes from the run's checkpoints.
+The RayCluster goes as soon as the job ends (``ttlSecondsAfterFinished`` 0), freeing the
+TPUs; the RayJob object stays for ``status`` and ``logs`` until ``delete``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from toolkit import names
+from workloads.planning.model import RUNTIME_RAY, RunPlan
+from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
+from workloads.render import jobset
+
+RUNTIME = RUNTIME_RAY
+RAYJOB_API = "ray.io/v1"
+BASE_NAME = "tpu-run"  # the skeleton's name; each overlay patches in the run's
+HEAD_CONTAINER = "ray-head"
+WORKER_CONTAINER = "ray-worker"
+SUBMITTER_CONTAINER = "ray-job-submitter"
+WORKER_GROUP = "tpu-slices"
+# KubeRay's pod labels (ray-operator/controllers/ray/utils/constant.go, v1.6.0).
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice (RayMultiHostIndexing, on by default)
+RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
+
+
+def accelerator_type(plan: RunPlan) -> str:
+    """Ray's name for the TPU generation (the planner refused any it has none for)."""
+    return ray_accelerator_type(plan.target.shape.generation.name)
+
+
+def entrypoint_args(plan: RunPlan) -> list[str]:
+    """What the head runs: the JaxTrainer entrypoint, then ``--`` and the plan's MaxText arguments."""
+    t = plan.target
+    return [
+        "python3", "-m", ENTRYPOINT_MODULE,
+        "--num-workers", str(t.nodes),
+        "--topology", t.shape.topology,
+        "--accelerator-type", accelerator_type(plan),
+        "--chips-per-worker", str(t.shape.chips_per_vm),
+        "--run-name", plan.name,
+        "--",
+        *plan.program.args,
+    ]
+
+
+def _meta(plan: RunPlan) -> dict[str, Any]:
+    return {"labels": jobset.pod_labels(plan)}
+
+
+def _cpu_pod(plan: RunPlan, container: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "priorityClassName": plan.target.priority,
+        "serviceAccountName": plan.target.service_account,
+        "nodeSelector": {names.GKE_NODEPOOL_LABEL: plan.target.cpu_pool},
+        "containers": [container],
+    }
+
+
+def head_group(plan: RunPlan) -> dict[str, Any]:
+    container = {
+        "name": HEAD_CONTAINER,
+        "image": plan.program.image,
+        "imagePullPolicy": "IfNotPresent",
+        "ports": [{"name": n, "containerPort": p} for n, p in HEAD_PORTS],
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    spec = _cpu_pod(plan, container)
+    spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    return {"rayStartParams": {}, "template": {"metadata": _meta(plan), "spec": spec}}
+
+
+def worker_group(plan: RunPlan) -> dict[str, Any]:
+    t, tpu = plan.target, plan.target.shape.chips_per_vm
+    container = {
+        "name": WORKER_CONTAINER,
+        "image": plan.program.image,
+        "imagePullPolicy": "IfNotPresent",
+        "env": [{"name": k, "value": v} for k, v in plan.program.env],
+        "resources": {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}},
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    spec: dict[str, Any] = {
+        "priorityClassName": t.priority,
+        "serviceAccountName": t.service_account,
+        "nodeSelector": jobset.node_selector(plan),
+        "tolerations": [dict(names.TPU_TOLERATION)],
+        "containers": [container],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+    }
+    return {
+        "groupName": WORKER_GROUP,
+        "replicas": t.slices,
+        "minReplicas": t.slices,
+        "maxReplicas": t.slices,
+        "numOfHosts": t.shape.nodes,
+        "rayStartParams": {},
+        "template": {"metadata": _meta(plan), "spec": spec},
+    }
+
+
+def submitter_template(plan: RunPlan) -> dict[str, Any]:
+    """K8sJobMode's submitter pod: KubeRay fills in its command (``ray job submit ...``)."""
+    container = {"name": SUBMITTER_CONTAINER, "image": plan.program.image, "imagePullPolicy": "IfNotPresent"}
+    return {"metadata": _meta(plan), "spec": {**_cpu_pod(plan, container), "restartPolicy": "Never"}}
+
+
+def rayjob(plan: RunPlan) -> dict[str, Any]:
+    return {
+        "apiVersion": RAYJOB_API,
+        "kind": "RayJob",
+        "metadata": {"name": plan.name, "namespace": plan.target.namespace, "labels": jobset.run_labels(plan)},
+        "spec": {
+            "suspend": True,  # Kueue starts it on admission
+            "shutdownAfterJobFinishes": True,  # Kueue requires it; frees the TPUs when the job ends
+            "ttlSecondsAfterFinished": 0,
+            "backoffLimit": plan.policy.max_restarts,
+            "submissionMode": "K8sJobMode",
+            "entrypoint": shlex.join(entrypoint_args(plan)),
+            "submitterPodTemplate": submitter_template(plan),
+            "rayClusterSpec": {
+                "rayVersion": RAY_VERSION,
+                "headGroupSpec": head_group(plan),
+                "workerGroupSpecs": [worker_group(plan)],
+            },
+        },
+    }
+
+
+def run_objects(plan: RunPlan) -> list[dict[str, Any]]:
+    return [rayjob(plan)]
+
+
+def skeletons() -> list[dict[str, Any]]:
+    """What every RayJob of this runtime has in common (``base/ray/``)."""
+    dshm_mount = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    dshm = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    return [
+        {
+            "apiVersion": RAYJOB_API,
+            "kind": "RayJob",
+            "metadata": {"name": BASE_NAME},
+            "spec": {
+                "suspend": True,
+                "shutdownAfterJobFinishes": True,
+                "ttlSecondsAfterFinished": 0,
+                "submissionMode": "K8sJobMode",
+                "submitterPodTemplate": {
+                    "spec": {"containers": [{"name": SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}
+                },
+                "rayClusterSpec": {
+                    "rayVersion": RAY_VERSION,
+                    "headGroupSpec": {
+                        "rayStartParams": {},
+                        "template": {
+                            "spec": {
+                                "containers": [
+                                    {
+                                        "name": HEAD_CONTAINER,
+                                        "imagePullPolicy": "IfNotPresent",
+                                        "ports": [{"name": n, "containerPort": p} for n, p in HEAD_PORTS],
+                                        "volumeMounts": dshm_mount,
+                                    }
+                                ],
+                                "volumes": dshm,
+                            }
+                        },
+                    },
+                    "workerGroupSpecs": [
+                        {
+                            "groupName": WORKER_GROUP,
+                            "rayStartParams": {},
+                            "template": {
+                                "spec": {
+                                    "tolerations": [dict(names.TPU_TOLERATION)],
+                                    "containers": [{"name": WORKER_CONTAINER, "imagePullPolicy": "IfNotPresent", "volumeMounts": dshm_mount}],
+                                    "volumes": dshm,
+                                }
+                            },
+                        }
+                    ],
+                },
+            },
+        }
+    ]
