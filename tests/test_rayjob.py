@@ -310,3 +310,25 @@ def test_a_cluster_without_kuberay_has_no_ray_runs() -> None:
     t = FakeTransport({("GET", f"/apis/batch/v1/namespaces/{NS}/jobs/rj"): {"kind": "Job", "metadata": {"name": "rj"}}})
     kind, _ = Cluster(t).find_run(NS, "rj")  # ray.io/v1 is not served: skipped, not an error
     assert kind.kind == "Job"
+
+
+def test_each_slice_of_workers_keeps_to_one_node_pool_of_its_own() -> None:
+    from workloads.render.rayjob import RAY_REPLICA_NAME_LABEL, slice_affinity
+
+    plan = _plan_for_affinity()
+    (rj,) = rayjob.run_objects(plan)
+    (group,) = rj["spec"]["rayClusterSpec"]["workerGroupSpecs"]
+    aff = group["template"]["spec"]["affinity"]
+    assert aff == slice_affinity()
+    (together,) = aff["podAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (apart,) = aff["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert together["topologyKey"] == apart["topologyKey"] == "cloud.google.com/gke-nodepool"
+    assert together["matchLabelKeys"] == [RAY_REPLICA_NAME_LABEL] and apart["mismatchLabelKeys"] == [RAY_REPLICA_NAME_LABEL]
+    assert apart["namespaceSelector"] == {}  # another namespace's slice is kept off the pool too
+
+
+def _plan_for_affinity():
+    from infra.spec import load_spec
+    from workloads.planning.planner import Overrides, plan_run
+
+    return plan_run("llama3-8b", load_spec(REPO / "examples" / "v6e-reservation.yaml"), Overrides(runtime="ray", slices=2, name="aff"))

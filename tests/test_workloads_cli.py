@@ -201,3 +201,14 @@ def test_queues_apply_real(monkeypatch, capsys) -> None:
     (fake,) = FakeCluster.instances
     assert [o["kind"] for o in fake.applied][:5] == ["PriorityClass"] * 5
     assert len(json.loads(out)["applied"]) == len(fake.applied)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "gzip"])
+def test_a_kubeconfig_that_is_not_utf8_text_is_bad_input(encoding: str, tmp_path: Path) -> None:
+    import gzip
+
+    text = "apiVersion: v1\nkind: Config\nclusters: []\n"
+    kc = tmp_path / "kc"
+    kc.write_bytes(text.encode("utf-16") if encoding == "utf-16" else gzip.compress(text.encode()))
+    r = run_module("workloads", "status", "r1", "--kubeconfig", str(kc))
+    _assert_one_line_error(r, "--kubeconfig")

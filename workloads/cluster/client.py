@@ -319,13 +319,19 @@ def _read_kubeconfig(path: Path, context: str | None) -> _KubeconfigContext:
     """The chosen context of one kubeconfig file, with its cluster and user entries."""
     import yaml
 
-    from toolkit.yamlfile import load_yaml, read_capped
+    from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
     from toolkit.errors import ToolkitError
 
     fix = "check the file or pass another --kubeconfig"
     try:
         # The spec's reader: refuses binary, gzip and UTF-16 files with one line.
         doc = load_yaml(read_capped(path))
+    except YamlFileError as e:
+        # The file the flag names is not text YAML: bad input (exit 2), not a cluster problem.
+        from toolkit.errors import FieldError
+
+        where = f" ({e.key_path})" if e.key_path else ""
+        raise FieldError("--kubeconfig", f"{path}{where} {e.problem}", e.fix) from None
     except (OSError, yaml.YAMLError, ToolkitError) as e:
         raise ClusterError(f"kubeconfig {path} cannot be read: {_one_line(e)} — {fix}") from None
     if not isinstance(doc, dict):

@@ -48,6 +48,8 @@ WORKER_GROUP = "tpu-slices"
 RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
 RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice (RayMultiHostIndexing, on by default)
 RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+# One name per multi-host replica (a slice): what keeps a replica's workers on one node pool.
+RAY_REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
 
 
@@ -97,6 +99,38 @@ def head_group(plan: RunPlan) -> dict[str, Any]:
     return {"rayStartParams": {}, "template": {"metadata": _meta(plan), "spec": spec}}
 
 
+def slice_affinity() -> dict[str, Any]:
+    """A multi-host replica (one slice) on one GKE node pool, and no other replica there.
+
+    Two node pools of the same shape both match the node selector, so without this the
+    scheduler may spread one slice's hosts over two pools (two half slices: the TPU
+    runtime never forms the ICI mesh). KubeRay labels each multi-host replica's pods with
+    a name of their own (RayMultiHostIndexing, on by default in v1.6.0); ``matchLabelKeys``
+    and ``mismatchLabelKeys`` (Kubernetes >= 1.31) turn "Ray workers" into "same pool as my
+    replica, not a pool of another replica's workers". The JobSet runtime gets the same from JobSet's
+    exclusive-topology annotation.
+    """
+    # The API refuses a key in both the selector and matchLabelKeys: select Ray workers, key on the replica.
+    has_replica = {"matchLabels": {RAY_NODE_TYPE_LABEL: "worker"}}
+    return {
+        "podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": has_replica, "matchLabelKeys": [RAY_REPLICA_NAME_LABEL], "topologyKey": names.GKE_NODEPOOL_LABEL}
+            ]
+        },
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": has_replica,
+                    "mismatchLabelKeys": [RAY_REPLICA_NAME_LABEL],
+                    "namespaceSelector": {},
+                    "topologyKey": names.GKE_NODEPOOL_LABEL,
+                }
+            ]
+        },
+    }
+
+
 def worker_group(plan: RunPlan) -> dict[str, Any]:
     t, tpu = plan.target, plan.target.shape.chips_per_vm
     container = {
@@ -112,6 +146,7 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "serviceAccountName": t.service_account,
         "nodeSelector": jobset.node_selector(plan),
         "tolerations": [dict(names.TPU_TOLERATION)],
+        "affinity": slice_affinity(),
         "containers": [container],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
