@@ -164,7 +164,7 @@ def test_every_rendered_object_is_accepted(cluster, example: Path, tmp_path):
                 plan = plan_run(recipe, spec, Overrides(pool=pool.name, slices=pool.slices))
             except ToolkitError:
                 continue  # this recipe does not fit this pool (the planner says why)
-            objs = manifests.run_objects(plan)
+            objs = kz.run_objects(plan)  # what the overlay holds: the JobSet + its submission digest
             cluster.apply(objs, field_manager=FM, dry_run=True)
             # The Kustomize tree users apply must build to the same objects, and be accepted.
             kz.write_tree(tmp_path, kz.render(plan))
