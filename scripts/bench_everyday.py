@@ -20,7 +20,16 @@ wait4. CPU is user + system time of the whole tree (wait4), which a busy machine
 disturbs less than wall time; the load average is printed with the results.
 
 ``--compare DIR`` runs every command in another checkout too (e.g. a copy of the tree
-before a change), alternating the two run by run, so both see the same machine load.
+before a change), alternating the two run by run, so both see the same machine load;
+``--compare-python PATH`` runs that checkout with another interpreter (the venv of the
+pins before a change).
+
+Bytecode: a user's Python caches compiled modules (pip compiles them at install; an
+editable install writes them on first import). This machine's environment sets
+PYTHONDONTWRITEBYTECODE=1, which makes every command recompile the toolkit's own
+modules, so by default each tree gets a bytecode cache of its own in a temporary
+directory (PYTHONPYCACHEPREFIX) and one unmeasured warm-up run per command.
+``--no-bytecode-cache`` measures the recompiling case instead.
 """
 
 from __future__ import annotations
@@ -162,14 +171,30 @@ class Result:
         }
 
 
-def measure(
-    name: str, argv: list[str], runs: int, env: dict[str, str], target_s: float | None = None, trees: tuple[Path, ...] = (REPO,)
-) -> list[Result]:
-    """One Result per tree; the trees take turns, run by run."""
-    results = [Result(name, argv, tree=str(t), target_s=target_s) for t in trees]
+@dataclass(frozen=True)
+class Tree:
+    """A checkout to run the commands in, with the interpreter and environment to run them with."""
+
+    path: Path
+    python: str
+    env: dict[str, str]
+
+    def argv(self, argv: list[str]) -> list[str]:
+        return [self.python if a == PY else a for a in argv]
+
+
+PY = "{python}"  # stands for each tree's interpreter in an argv
+
+
+def measure(name: str, argv: list[str], runs: int, trees: list[Tree], target_s: float | None = None, warmup: bool = True) -> list[Result]:
+    """One Result per tree; the trees take turns, run by run (after one unmeasured run each when ``warmup``)."""
+    results = [Result(name, t.argv(argv), tree=str(t.path), target_s=target_s) for t in trees]
+    if warmup:
+        for tree in trees:
+            _run_once(tree.argv(argv), tree.env, tree.path)
     for _ in range(runs):
         for tree, r in zip(trees, results):
-            wall, cpu, peak = _run_once(argv, env, tree)
+            wall, cpu, peak = _run_once(tree.argv(argv), tree.env, tree.path)
             r.walls.append(wall)
             r.cpus.append(cpu)
             r.peaks.append(peak)
@@ -185,17 +210,17 @@ def main() -> int:
     ap.add_argument("--xpk", help="an xpk executable to time for the same 2-slice job (xpk's --dry-run)")
     ap.add_argument("--only", default="", help="comma-separated name prefixes to run (synth, submit, help, xpk)")
     ap.add_argument("--compare", type=Path, help="another checkout to measure alongside this one (e.g. the tree before a change)")
+    ap.add_argument("--compare-python", help="the interpreter for --compare's checkout (default: this one)")
+    ap.add_argument("--no-bytecode-cache", action="store_true", help="measure with PYTHONDONTWRITEBYTECODE=1 and no cache (recompiling every run)")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     args = ap.parse_args()
     if args.runs < 1:
         ap.error("--runs must be >= 1")
-    env = dict(os.environ)
-    if not env.get("JSII_NODE"):
+    if not os.environ.get("JSII_NODE"):
         print("warning: JSII_NODE is unset; `source scripts/env.sh` first to measure what users run", file=sys.stderr)
-    py = sys.executable
+    py = PY
     only = tuple(p for p in args.only.split(",") if p)
     results: list[Result] = []
-    trees = (REPO,) if args.compare is None else (args.compare.resolve(), REPO)
     load_before = os.getloadavg()
 
     def want(name: str) -> bool:
@@ -203,33 +228,48 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="tgk-bench-") as tmp_:
         tmp = Path(tmp_)
+
+        def tree(path: Path, python: str, label: str) -> Tree:
+            env = dict(os.environ)
+            if args.no_bytecode_cache:
+                env["PYTHONDONTWRITEBYTECODE"] = "1"
+                env.pop("PYTHONPYCACHEPREFIX", None)
+            else:
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                env["PYTHONPYCACHEPREFIX"] = str(tmp / f"pycache-{label}")
+            return Tree(path.resolve(), python, env)
+
+        trees = [tree(REPO, sys.executable, "this")]
+        if args.compare is not None:
+            trees.insert(0, tree(args.compare, args.compare_python or sys.executable, "compare"))
+        warm = not args.no_bytecode_cache
         spec64 = tmp / "spec-64.yaml"
         spec64.write_text(SPEC_64)
         n = args.runs
         if want("synth"):
             out = tmp / "out"
             results += (
-                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, env, 2.0, trees)
+                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, trees, 2.0, warm)
             )
             for pools in (int(x) for x in args.pools.split(",") if x):
                 path = tmp / f"pools-{pools}.yaml"
                 path.write_text(_pools_spec(pools))
-                results += measure(f"synth {pools} pools", [py, "-m", "infra", "synth", "--spec", str(path), "--out", str(out)], n, env, 2.0, trees)
+                results += measure(f"synth {pools} pools", [py, "-m", "infra", "synth", "--spec", str(path), "--out", str(out)], n, trees, 2.0, warm)
         if want("submit"):
             results += measure(
-                "submit maxtext-6b --slices 2 --dry-run", [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--dry-run"], n, env, 0.2, trees
+                "submit maxtext-6b --slices 2 --dry-run", [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--dry-run"], n, trees, 0.2, warm
             )
             results += measure(
                 "submit maxtext-6b --slices 64 --dry-run",
                 [py, "-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec64)],
                 n,
-                env,
-                0.3,
                 trees,
+                0.3,
+                warm,
             )
         if want("help"):
-            results += measure("python -m infra --help", [py, "-m", "infra", "--help"], n, env, 0.2, trees)
-            results += measure("python -m workloads --help", [py, "-m", "workloads", "--help"], n, env, 0.2, trees)
+            results += measure("python -m infra --help", [py, "-m", "infra", "--help"], n, trees, 0.2, warm)
+            results += measure("python -m workloads --help", [py, "-m", "workloads", "--help"], n, trees, 0.2, warm)
         if args.xpk and want("xpk"):
             # The same job as `submit maxtext-6b --slices 2`: two v5e 4x4 slices; xpk's
             # --dry-run prints the commands and the JobSet without calling gcloud or kubectl.
@@ -238,13 +278,13 @@ def main() -> int:
                 "--cluster", "tpu-dev", "--workload", "bench-6b", "--tpu-type", "v5litepod-16", "--num-slices", "2",
                 "--docker-image", "python:3.11", "--command", "python3 -m maxtext.trainers.pre_train.train",
             ]  # fmt: skip
-            results += measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, env)
+            results += measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, trees[-1:], None, warm)
 
     load = (load_before, os.getloadavg())
     if args.output == "json":
-        print(json.dumps({"loadavg": load, "results": [r.row() for r in results]}, indent=2))
+        print(json.dumps({"loadavg": load, "bytecode_cache": not args.no_bytecode_cache, "results": [r.row() for r in results]}, indent=2))
         return 0
-    label = {str(trees[0]): "before", str(REPO): "after"} if args.compare is not None else {}
+    label = {str(trees[0].path): "before", str(trees[-1].path): "after"} if args.compare is not None else {}
     print(f"{'command':<44} {'tree':<7} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>6} {'peak MiB':>9} {'aim s':>6}")
     for r in results:
         aim = f"{r.target_s:.1f}" if r.target_s else "-"
@@ -253,6 +293,7 @@ def main() -> int:
             f"{r.name:<44} {tree:<7} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.cpu_s:>6.2f} {r.peak_mib:>9.0f} {aim:>6}"
         )
     print(f"(median of {args.runs} fresh processes each; cpu = median user+sys of the process tree; peak = largest sampled RSS sum)")
+    print("(no bytecode cache: every run recompiles the toolkit's modules)" if args.no_bytecode_cache else "(bytecode cached per tree, as on a user's machine; one warm-up run per command)")
     print(f"(load average before {load[0][0]:.1f}, after {load[1][0]:.1f} on {os.cpu_count()} CPUs)")
     return 0
 

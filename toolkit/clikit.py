@@ -38,7 +38,7 @@ def make_app(name: str, help: str, **settings: Any) -> typer.Typer:
     Plain click help: rich's help renderer costs ~150 ms per ``--help``. Errors are
     printed by :func:`run`, never by Typer's pretty traceback.
     """
-    return typer.Typer(
+    app = typer.Typer(
         name=name,
         help=help,
         no_args_is_help=True,
@@ -47,6 +47,14 @@ def make_app(name: str, help: str, **settings: Any) -> typer.Typer:
         rich_markup_mode=None,
         **settings,
     )
+    # Always a group of commands: without a callback Typer runs an app that holds a single
+    # command as that command, and `python -m workloads` registers only the command it runs.
+    app.callback()(_group)
+    return app
+
+
+def _group() -> None:
+    pass
 
 
 def check_out_dir(path: Path, flag: str = "--out") -> None:
