@@ -79,3 +79,55 @@ def test_yaml_streams_refuse_a_key_given_twice_in_any_document() -> None:
         yamlio.load_all("---\na: 1\n---\nkind: Job\nkind: JobSet\n")
     with pytest.raises(YamlFileError):
         yamlio.load_all(b"\xff\xfe a: 1")
+
+
+# libyaml (toolkit.yamlfile.FAST_LOADER) nests by C recursion and counts bytes in its reader
+# errors; these inputs must still end as one YamlFileError, never as a crashed process.
+_DEEP = {
+    "flow": lambda n: "a: " + "[" * n + "]" * n,
+    "sequence": lambda n: "- " * n + "x",
+    "mapping": lambda n: "".join(" " * i + "k:\n" for i in range(n)) + " " * n + "v",
+}
+
+
+@pytest.mark.parametrize("style", sorted(_DEEP))
+def test_yaml_nested_past_libyaml_recursion_is_an_error_not_a_crash(style: str, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # 40,000 levels crash libyaml's composer (measured); the mapping style would need GiBs of
+    # indentation at that depth, so it stays at 5,000 (still past Python's recursion limit).
+    depth = 5_000 if style == "mapping" else 40_000
+    path = tmp_path / "deep.yaml"
+    path.write_text(_DEEP[style](depth))
+    code = (
+        "import sys; from toolkit.yamlfile import load_yaml, load_yaml_all, YamlFileError\n"
+        "for f in (load_yaml, load_yaml_all):\n"
+        "    try: f(open(sys.argv[1], 'rb').read()); print('accepted')\n"
+        "    except YamlFileError as e: print(e.problem)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode}: {r.stderr[-500:]}"
+    assert r.stdout.splitlines() == ["is nested too deeply to be a spec or recipe"] * 2
+
+
+def test_yaml_reader_errors_name_the_line_in_characters() -> None:
+    from toolkit.yamlfile import YamlFileError, load_yaml
+
+    text = "note: " + "é" * 400 + "\n" * 3 + "bad: a\x07b\n"  # 800 bytes of 'é' before it, all on line 1
+    with pytest.raises(YamlFileError) as ei:
+        load_yaml(text.encode())
+    assert "#x0007 on line 4" in ei.value.problem
+
+
+def test_libyaml_and_pyyaml_read_the_shipped_files_alike() -> None:
+    import yaml
+
+    from toolkit.yamlfile import FAST_LOADER, load_yaml
+
+    assert FAST_LOADER is not yaml.SafeLoader, "PyYAML without libyaml: every command reads YAML ~10x slower"
+    files = [*REPO.joinpath("workloads", "recipes").glob("*.yaml"), REPO / "infra" / "prices.yaml", *REPO.joinpath("examples").glob("*.yaml")]
+    assert len(files) > 10
+    for f in files:
+        raw = f.read_bytes()
+        assert load_yaml(raw) == load_yaml(raw, yaml.SafeLoader), f
