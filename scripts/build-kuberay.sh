@@ -22,14 +22,9 @@ KUBERAY_VERSION="v1.6.0"   # keep in step with workloads/local/kuberay.py KUBERA
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/scripts/lib.sh"  # $cache
-nice_level="${TGK_BUILD_NICE:-10}"
-
-log() { printf '[build-kuberay] %s\n' "$*" >&2; }
-die() { printf 'build-kuberay: %s\n' "$*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "'go' is not on PATH; install Go >= 1.25 (kuberay $KUBERAY_VERSION needs it)"
-go_version="$(go env GOVERSION)"
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+build_script build-kuberay     # log, die, $nice_level
+require_go "kuberay $KUBERAY_VERSION"  # $go_version
 root="$cache/kuberay/kuberay-${KUBERAY_VERSION#v}_${go_version}"
 stamp=".complete-1"
 

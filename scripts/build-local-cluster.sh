@@ -27,14 +27,9 @@ KUSTOMIZE_VERSION="v5.5.0"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$repo/tools/local-cluster"
-source "$repo/scripts/lib.sh"  # $cache
-nice_level="${TGK_BUILD_NICE:-10}"
-
-log() { printf '[build-local-cluster] %s\n' "$*" >&2; }
-die() { printf 'build-local-cluster: %s\n' "$*" >&2; exit 1; }
-
-command -v go >/dev/null 2>&1 || die "'go' is not on PATH; install Go >= 1.25 (kueue $KUEUE_VERSION needs it)"
-go_version="$(go env GOVERSION)"
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+build_script build-local-cluster  # log, die, $nice_level
+require_go "kueue $KUEUE_VERSION"  # $go_version
 
 # The key covers every pin, the builder go.mod/go.sum files and the Go version:
 # any change builds into a fresh directory next to the old one.

@@ -153,3 +153,31 @@ def test_the_overlay_holds_the_renderers_jobset_plus_only_the_submission_digest(
     assert annotations.pop(TGK_SUBMISSION_ANNOTATION) == submission.digest([jobset(plan)])
     stamped["metadata"]["annotations"] = annotations
     assert stamped == jobset(plan)
+
+
+@pytest.mark.parametrize("runtime, recipe", [("jobset", "maxtext-6b"), ("job", "maxtext-6b"), ("ray", "llama3-8b")])
+def test_the_digest_is_on_the_object_the_cluster_side_finds(runtime, recipe) -> None:
+    """A resubmission is judged by the digest on what `Cluster.find_run` returns: the runtime's RunKind."""
+    from toolkit.names import TGK_SUBMISSION_ANNOTATION
+    from workloads.cluster.runkinds import BY_RUNTIME
+
+    plan = plan_run(recipe, load_spec(EXAMPLES / "default.yaml"), Overrides(runtime=runtime, name="kd"))
+    stamped = [o for o in run_objects(plan) if TGK_SUBMISSION_ANNOTATION in o["metadata"].get("annotations", {})]
+    kind = BY_RUNTIME[runtime]
+    assert [(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in stamped] == [(kind.api_version, kind.kind, "kd")]
+
+
+@pytest.mark.parametrize(
+    "overrides, pod",
+    [
+        (Overrides(slices=2, name="pt"), "/spec/replicatedJobs/0/template/spec/template/spec/"),
+        (Overrides(slices=2, name="pt", host_network=False), "/spec/replicatedJobs/0/template/spec/template/spec/"),
+        (Overrides(runtime="job", name="pt"), "/spec/template/spec/"),
+    ],
+)
+def test_the_overlay_only_adds_to_the_bases_worker_pod_template(overrides, pod) -> None:
+    """The JobSet's and the Job's bases share their worker pod template: each run's pods keep all of it."""
+    files = render(plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), overrides))
+    ops = [op for path, text in files.items() if "/patch-" in path for op in yamlio.load(text)]
+    assert any(op["path"].startswith(pod) for op in ops)  # the prefix is the pod template's
+    assert [op for op in ops if op["path"].startswith(pod) and op["op"] != "add"] == []

@@ -6,6 +6,10 @@ own, so a developer's `local up` cluster is never touched. Nothing is skipped: i
 the binaries cannot be built or the cluster cannot start, the fixture fails with
 the reason.
 
+Modules that need a spec of their own (capacity lists, teams, another TPU type) start
+a second control plane beside it with ``start_own_cluster`` (state dir
+``<test state>-<suffix>``), so the shared default-spec cluster is never changed.
+
 pytest-xdist: each worker runs its own session. Workers share one cluster
 through the state dir's lock; each registers itself in ``users/`` and the last
 one out takes the cluster down. Tests that fill the default spec's TPU quota and
@@ -19,9 +23,10 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from toolkit.paths import cache_dir
@@ -33,6 +38,47 @@ def _state_dir() -> Path:
     if os.environ.get(TEST_STATE_DIR_ENV):
         return Path(os.environ[TEST_STATE_DIR_ENV])
     return cache_dir() / "local-cluster" / "test-state"
+
+
+def own_state_dir(suffix: str) -> Path:
+    """The state dir of a module's own cluster: beside the shared one, ``-<suffix>`` appended."""
+    base = os.environ.get(TEST_STATE_DIR_ENV)
+    return Path(f"{base}-{suffix}") if base else cache_dir() / "local-cluster" / f"test-state-{suffix}"
+
+
+def own_spec(cluster_name: str, **fields: Any) -> dict[str, Any]:
+    """A spec document for a module's own cluster: a project, one zone and one CPU node, then ``fields``."""
+    return {
+        "project": "my-tpu-project",
+        "region": "us-west4",
+        "zones": ["us-west4-a"],
+        "cluster": {"name": cluster_name},
+        "cpu_pool": {"min_nodes": 1, "max_nodes": 1},
+        **fields,
+    }
+
+
+def start_own_cluster(suffix: str, spec_doc: dict[str, Any], tmp: Path) -> Iterator[tuple[Any, Path]]:
+    """A control plane of a module's own, built from ``spec_doc``; taken down afterwards.
+
+    For a module-scoped fixture: ``yield from start_own_cluster("name", doc, tmp_path_factory.mktemp("name"))``
+    yields ``(LocalCluster, spec path)``; a cluster that cannot start fails the fixture with the reason.
+    """
+    from workloads.local import LocalClusterError
+    from workloads.local.controlplane import LocalCluster
+
+    spec_path = tmp / f"{suffix}.yaml"
+    spec_path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
+    lc = LocalCluster(own_state_dir(suffix), progress=lambda m: sys.stderr.write(f"[{suffix}] {m}\n"))
+    try:
+        lc.up(load_spec(spec_path), spec_path=str(spec_path), build=True, timeout=600)
+    except LocalClusterError as e:
+        lc.down()
+        pytest.fail(f"the {suffix} cluster could not start: {e}", pytrace=False)
+    try:
+        yield lc, spec_path
+    finally:
+        lc.down()
 
 
 def _pid_alive(pid: int) -> bool:

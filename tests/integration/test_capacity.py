@@ -15,7 +15,6 @@ Waits poll with deadlines; figures are scripts/bench_capacity.py's, not asserted
 
 from __future__ import annotations
 
-import os
 import secrets
 import sys
 import time
@@ -23,12 +22,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
-import yaml
 
 from infra.spec import load_spec
 from tests.conftest import run_module
+from tests.integration.conftest import own_spec, start_own_cluster
 from toolkit.names import GKE_NODEPOOL_LABEL, TPU_RESOURCE
-from toolkit.paths import cache_dir
 from workloads.cluster import wait
 
 pytestmark = pytest.mark.integration
@@ -36,13 +34,9 @@ pytestmark = pytest.mark.integration
 T = TypeVar("T")
 NS = "research"
 
-CAPACITY_SPEC: dict[str, Any] = {
-    "project": "my-tpu-project",
-    "region": "us-west4",
-    "zones": ["us-west4-a"],
-    "cluster": {"name": "capacity"},
-    "cpu_pool": {"min_nodes": 1, "max_nodes": 1},
-    "tpu_pools": [
+CAPACITY_SPEC: dict[str, Any] = own_spec(
+    "capacity",
+    tpu_pools=[
         {
             "name": "v5e",
             "type": "v5litepod-16",
@@ -56,32 +50,8 @@ CAPACITY_SPEC: dict[str, Any] = {
             "capacity": {"mode": "flex-start", "queued": True, "retry": {"limit": 3, "base_seconds": 1, "max_seconds": 4}},
         },
     ],
-    "teams": [{"name": "research", "namespace": NS}],
-}
-
-
-def own_state_dir(suffix: str) -> Path:
-    base = os.environ.get("TGK_LOCAL_TEST_STATE")
-    return Path(f"{base}-{suffix}") if base else cache_dir() / "local-cluster" / f"test-state-{suffix}"
-
-
-def start_own_cluster(suffix: str, spec_doc: dict[str, Any], tmp: Path) -> Iterator[tuple[Any, Path]]:
-    """A control plane of this module's own, built from ``spec_doc``; taken down afterwards."""
-    from workloads.local import LocalClusterError
-    from workloads.local.controlplane import LocalCluster
-
-    spec_path = tmp / f"{suffix}.yaml"
-    spec_path.write_text(yaml.safe_dump(spec_doc, sort_keys=False))
-    lc = LocalCluster(own_state_dir(suffix), progress=lambda m: sys.stderr.write(f"[{suffix}] {m}\n"))
-    try:
-        lc.up(load_spec(spec_path), spec_path=str(spec_path), build=True, timeout=600)
-    except LocalClusterError as e:
-        lc.down()
-        pytest.fail(f"the {suffix} cluster could not start: {e}", pytrace=False)
-    try:
-        yield lc, spec_path
-    finally:
-        lc.down()
+    teams=[{"name": "research", "namespace": NS}],
+)
 
 
 @pytest.fixture(scope="module")

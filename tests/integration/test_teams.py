@@ -23,27 +23,24 @@ import pytest
 
 from infra.spec import load_spec
 from toolkit.errors import ToolkitError
-from tests.integration.test_capacity import admitted_flavor, finished, running_pods, start_own_cluster, wait_for, wl_cli, workload
+from tests.integration.conftest import own_spec, start_own_cluster
+from tests.integration.test_capacity import admitted_flavor, finished, running_pods, wait_for, wl_cli, workload
 
 pytestmark = pytest.mark.integration
 
 A, B = "team-a", "team-b"
-TEAMS_SPEC: dict[str, Any] = {
-    "project": "my-tpu-project",
-    "region": "us-west4",
-    "zones": ["us-west4-a"],
-    "cluster": {"name": "teams"},
-    "cpu_pool": {"min_nodes": 1, "max_nodes": 1},
-    "tpu_pools": [{"name": "v5e-16", "type": "v5litepod-16", "slices": 2, "capacity": "spot"}],
-    "teams": [
+TEAMS_SPEC: dict[str, Any] = own_spec(
+    "teams",
+    tpu_pools=[{"name": "v5e-16", "type": "v5litepod-16", "slices": 2, "capacity": "spot"}],
+    teams=[
         {"name": A, "quota_share": 0.5, "fair_sharing_weight": 1},
         {"name": B, "quota_share": 0.5, "fair_sharing_weight": 1, "borrowing_limit": 0.5},
     ],
-    "buckets": [
+    buckets=[
         {"name": "my-tpu-project-teams-a-ckpt", "purpose": "checkpoints", "team": A},
         {"name": "my-tpu-project-teams-b-ckpt", "purpose": "checkpoints", "team": B},
     ],
-}
+)
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 SAVED = re.compile(r"(?:Started an asynchronous checkpoint save for step|Saved a checkpoint at step) (\d+)")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -28,7 +27,7 @@ import yaml
 
 from infra.spec import load_spec
 from tests.conftest import REPO, run_module
-from toolkit.paths import cache_dir
+from tests.integration.conftest import start_own_cluster
 from workloads.cluster import wait
 from workloads.render import xpk as xr
 
@@ -46,24 +45,7 @@ def _spec_doc() -> dict:
 
 @pytest.fixture(scope="module")
 def xpk_cluster(tmp_path_factory) -> Iterator[tuple[object, Path]]:
-    from workloads.local import LocalClusterError
-    from workloads.local.controlplane import LocalCluster
-
-    tmp = tmp_path_factory.mktemp("xpk")
-    spec_path = tmp / "xpk.yaml"
-    spec_path.write_text(yaml.safe_dump(_spec_doc(), sort_keys=False))
-    base = os.environ.get("TGK_LOCAL_TEST_STATE")
-    state = Path(f"{base}-xpk") if base else cache_dir() / "local-cluster" / "test-state-xpk"
-    lc = LocalCluster(state, progress=lambda m: sys.stderr.write(f"[xpk] {m}\n"))
-    try:
-        lc.up(load_spec(spec_path), spec_path=str(spec_path), build=True, timeout=600)
-    except LocalClusterError as e:
-        lc.down()
-        pytest.fail(f"the xpk cluster could not start: {e}", pytrace=False)
-    try:
-        yield lc, spec_path
-    finally:
-        lc.down()
+    yield from start_own_cluster("xpk", _spec_doc(), tmp_path_factory.mktemp("xpk"))
 
 
 @pytest.fixture(scope="module")

@@ -45,8 +45,7 @@ from typing import Any, Callable, Iterator
 import yaml
 
 from infra.spec import EnvSpec
-from toolkit import tools
-from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
+from toolkit.errors import ClusterError, ToolkitError
 from toolkit.names import (
     JOBSET_API,
     KUEUE_API,
@@ -59,12 +58,13 @@ from toolkit.names import (
 from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import CONTEXT, LocalClusterError, addons, certs, kuberay, nodes, rehearsal
+from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, rehearsal
 from workloads.local.procs import Daemon, free_port, port_open
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
 BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
+BUILD = builds.Build("local-cluster", "the local-cluster binaries", BUILD_SCRIPT, BUILD_STAMP, cold="~25 min", plural=True)
 # Stop order; start order is the reverse, with the controllers last.
 # KubeRay's (kuberay.DAEMONS) run only in a cluster started with Ray (cluster.json "ray").
 DAEMONS = (*kuberay.DAEMONS, "provisioner", "rehearsal", "kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
@@ -84,30 +84,12 @@ def default_state_dir() -> Path:
 
 def build_root() -> Path:
     """The versioned cache dir the build script uses (it owns the key)."""
-    try:
-        done = tools.run(["bash", BUILD_SCRIPT, "--key"], timeout=60)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot locate the local-cluster build: {e}") from None
-    if not done.ok:
-        raise LocalClusterError(f"cannot locate the local-cluster build: {tools.last_line(done.stderr) or done.failure()}")
-    if not done.stdout.strip():
-        raise LocalClusterError(f"cannot locate the local-cluster build: {BUILD_SCRIPT.name} --key printed no path")
-    return tools.last_path_line(done)
+    return BUILD.root()
 
 
 def ensure_built(progress: Progress, *, build: bool = True) -> Path:
     """The build root with binaries and manifests, building them if allowed."""
-    root = build_root()
-    if (root / BUILD_STAMP).is_file():
-        return root
-    if not build:
-        raise LocalClusterError(f"local-cluster binaries are not built in {root} — run scripts/build-local-cluster.sh (cold: ~25 min)")
-    progress(f"building the local-cluster binaries into {root} (cold: ~25 min on 2 cores; cached afterwards)")
-    # The build's progress goes to the terminal (stderr); its stdout's last line is the root.
-    done = tools.run(["bash", BUILD_SCRIPT], stderr_to_terminal=True)
-    if not done.ok or not (root / BUILD_STAMP).is_file():
-        raise LocalClusterError(f"scripts/build-local-cluster.sh failed (exit {done.returncode}); see its output above")
-    return root
+    return BUILD.ensure(progress, build=build)
 
 
 @dataclass

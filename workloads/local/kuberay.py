@@ -50,12 +50,13 @@ from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
 from toolkit.names import TGK_LOCAL_PREFIX
 from toolkit.paths import REPO_ROOT, script
-from workloads.local import LocalClusterError, addons
+from workloads.local import LocalClusterError, addons, builds
 from workloads.local.procs import free_port
 
 KUBERAY_VERSION = "v1.6.0"  # keep in step with scripts/build-kuberay.sh
 BUILD_SCRIPT = script("build-kuberay.sh")
 BUILD_STAMP = ".complete-1"  # keep in step with scripts/build-kuberay.sh
+BUILD = builds.Build("KubeRay", f"KubeRay {KUBERAY_VERSION}", BUILD_SCRIPT, BUILD_STAMP, cold="~3 min")
 RAY_SETUP_SCRIPT = script("setup-ray.sh")
 CRDS = "manifests/kuberay-crds.yaml"  # under the build root
 RAY_API = "ray.io/v1"
@@ -75,28 +76,9 @@ Progress = Callable[[str], None]
 # ------------------------------------------------------------------ build
 
 
-def _script_root(script_path: Path, what: str) -> Path:
-    try:
-        done = tools.run(["bash", script_path, "--key"], timeout=60)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot locate the {what} build: {e}") from None
-    if not done.ok or not done.stdout.strip():
-        raise LocalClusterError(f"cannot locate the {what} build: {tools.last_line(done.stderr) or done.failure()}")
-    return tools.last_path_line(done)
-
-
 def ensure_built(progress: Progress, *, build: bool = True) -> Path:
     """The KubeRay build root (bin/ray-operator, the CRDs), building it if allowed."""
-    root = _script_root(BUILD_SCRIPT, "KubeRay")
-    if (root / BUILD_STAMP).is_file():
-        return root
-    if not build:
-        raise LocalClusterError(f"KubeRay {KUBERAY_VERSION} is not built in {root} — run scripts/build-kuberay.sh (cold: ~3 min)")
-    progress(f"building KubeRay {KUBERAY_VERSION} into {root} (cold: ~3 min on 2 cores; cached afterwards)")
-    done = tools.run(["bash", BUILD_SCRIPT], stderr_to_terminal=True)
-    if not done.ok or not (root / BUILD_STAMP).is_file():
-        raise LocalClusterError(f"scripts/build-kuberay.sh failed (exit {done.returncode}); see its output above")
-    return root
+    return BUILD.ensure(progress, build=build)
 
 
 def ray_venv(progress: Progress) -> Path:

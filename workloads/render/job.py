@@ -36,6 +36,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
 from workloads.render import jobset
+from workloads.render.skeleton import indexed_job_spec
 
 RUNTIME = RUNTIME_JOB
 BASE_NAME = "tpu-run"  # the skeletons' name; each overlay patches in the run's
@@ -126,28 +127,8 @@ def skeletons() -> list[dict[str, Any]]:
         "apiVersion": names.JOB_API,
         "kind": "Job",
         "metadata": {"name": BASE_NAME},
-        "spec": {
-            "suspend": True,
-            "parallelism": 1,
-            "completions": 1,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "tolerations": [dict(names.TPU_TOLERATION)],
-                    "containers": [
-                        {
-                            "name": names.WORKLOAD_CONTAINER,
-                            "imagePullPolicy": "IfNotPresent",
-                            "ports": [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}],
-                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                        }
-                    ],
-                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-                }
-            },
-        },
+        # One slice, no DCN: only the TPU runtime's port (pod_spec drops megascale's too).
+        "spec": {"suspend": True, **indexed_job_spec([{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}])},
     }
     service_skeleton = {
         "apiVersion": "v1",

@@ -33,8 +33,10 @@ from typing import Any, Callable
 from toolkit import names, tools
 from toolkit.errors import ExternalToolError, FieldError, ToolkitError
 from toolkit.paths import cache_dir
+from workloads.cluster import runkinds
 from workloads.planning.model import RunPlan
 from workloads.render import job, jobset, rayjob, submission, yamlio
+from workloads.render.skeleton import indexed_job_spec
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"
@@ -47,15 +49,20 @@ class Runtime:
     """What the tree needs from a runtime renderer."""
 
     name: str
-    kind: str  # the run's top-level object (what status/delete find, and what carries the submission digest)
     skeletons: Callable[[], list[dict[str, Any]]]
     objects: Callable[[RunPlan], list[dict[str, Any]]]
 
+    @property
+    def kind(self) -> str:
+        """The run's top-level object, which carries the submission digest: the one
+        ``status``/``delete`` find, so it is read from the cluster side's table."""
+        return runkinds.BY_RUNTIME[self.name].kind
+
 
 RUNTIMES: dict[str, Runtime] = {
-    jobset.RUNTIME: Runtime(jobset.RUNTIME, "JobSet", lambda: [jobset_skeleton()], jobset.run_objects),
-    job.RUNTIME: Runtime(job.RUNTIME, "Job", job.skeletons, job.run_objects),
-    rayjob.RUNTIME: Runtime(rayjob.RUNTIME, "RayJob", rayjob.skeletons, rayjob.run_objects),
+    jobset.RUNTIME: Runtime(jobset.RUNTIME, lambda: [jobset_skeleton()], jobset.run_objects),
+    job.RUNTIME: Runtime(job.RUNTIME, job.skeletons, job.run_objects),
+    rayjob.RUNTIME: Runtime(rayjob.RUNTIME, rayjob.skeletons, rayjob.run_objects),
 }
 
 
@@ -74,30 +81,12 @@ def jobset_skeleton() -> dict[str, Any]:
                     "name": jobset.REPLICATED_JOB,
                     "replicas": 1,
                     "template": {
-                        "spec": {
-                            "parallelism": 1,
-                            "completions": 1,
-                            "completionMode": "Indexed",
-                            "backoffLimit": 0,
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "tolerations": [dict(names.TPU_TOLERATION)],
-                                    "containers": [
-                                        {
-                                            "name": names.WORKLOAD_CONTAINER,
-                                            "imagePullPolicy": "IfNotPresent",
-                                            "ports": [
-                                                {"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT},
-                                                {"name": "megascale", "containerPort": jobset.MEGASCALE_PORT},
-                                            ],
-                                            "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
-                                        }
-                                    ],
-                                    "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
-                                }
-                            },
-                        }
+                        "spec": indexed_job_spec(
+                            [
+                                {"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT},
+                                {"name": "megascale", "containerPort": jobset.MEGASCALE_PORT},
+                            ]
+                        )
                     },
                 }
             ]
