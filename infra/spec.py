@@ -268,6 +268,11 @@ class ProvisioningRetry(_Model):
 FLEX_MAX_RUN_SECONDS = 7 * 24 * 3600
 # DWS flex-start for TPUs (both modes) needs this GKE version (provisioning-model docs; see docs/architecture.md).
 FLEX_START_TPU_MIN_GKE_VERSION = "1.33.0-gke.1712000"
+# RayJob workers keep to one node pool per slice through pod-affinity matchLabelKeys and
+# mismatchLabelKeys (workloads/render/rayjob.py): beta and on by default from Kubernetes 1.31,
+# GA in 1.33 (KEP-3633); an older API server drops the fields and a slice may straddle pools.
+# 1.31.2-gke.1115000 is the earliest 1.31 GKE version the catalog already cites (v6e's floor).
+RAY_MIN_GKE_VERSION = "1.31.2-gke.1115000"
 # Generations GKE offers flex-start TPUs in: not v4 (nor v3).
 FLEX_START_GENERATIONS = ("v5e", "v5p", "v6e", "tpu7x")
 
@@ -849,13 +854,14 @@ class EnvSpec(_Model):
             )
 
     def _check_gke_version(self) -> None:
-        floor = self.gke_version_floor
-        if self.cluster.min_version and floor and catalog.gke_version_tuple(self.cluster.min_version) < catalog.gke_version_tuple(floor):
-            raise SpecError(
-                "cluster.min_version",
-                f"{self.cluster.min_version} is below {floor}, the minimum GKE version for these TPU pools",
-                f"set it to {floor} or later, or remove it to use the floor",
-            )
+        mv = self.cluster.min_version
+        for floor, why in self._gke_floors():
+            if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(floor):
+                raise SpecError(
+                    "cluster.min_version",
+                    f"{mv} is below {floor}, the minimum GKE version for {why}",
+                    f"set it to {floor} or later, or remove it to use the floor",
+                )
 
     def _check_teams(self) -> None:
         ns_seen: dict[str, int] = {}
@@ -960,12 +966,21 @@ class EnvSpec(_Model):
     def multislice(self) -> bool:
         return any(p.slices > 1 for p in self.tpu_pools)
 
+    def _gke_floors(self) -> list[tuple[str, str]]:
+        """Each minimum GKE version this spec needs, with what needs it."""
+        floors = []
+        if pools := catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice):
+            floors.append((pools, "these TPU pools"))
+        if any(p.flex_start for p in self.tpu_pools):
+            floors.append((FLEX_START_TPU_MIN_GKE_VERSION, "flex-start TPU pools"))
+        if self.cluster.ray.enabled:
+            floors.append((RAY_MIN_GKE_VERSION, "Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
+        return floors
+
     @property
     def gke_version_floor(self) -> str | None:
-        floor = catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice)
-        if any(p.flex_start for p in self.tpu_pools):
-            floor = max(filter(None, (floor, FLEX_START_TPU_MIN_GKE_VERSION)), key=catalog.gke_version_tuple)
-        return floor
+        floors = [v for v, _ in self._gke_floors()]
+        return max(floors, key=catalog.gke_version_tuple) if floors else None
 
     @property
     def min_master_version(self) -> str | None:

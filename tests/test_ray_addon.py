@@ -119,3 +119,29 @@ def test_ray_run_on_a_spec_without_the_add_on_warns_once(tmp_path: Path) -> None
     on.write_text(yaml.safe_dump(_spec_data(enabled=True)))
     quiet = run_module("workloads", *args, "--spec", str(on))
     assert quiet.returncode == 0 and "warning:" not in quiet.stderr, quiet.stderr
+
+
+def _v5e_data(**cluster) -> dict:
+    data = yaml.safe_load((EXAMPLES_DIR / "default.yaml").read_text())
+    data["tpu_pools"] = [{"name": "v5e-16", "type": "v5litepod-16", "slices": 1, "capacity": "spot"}]
+    data["cluster"].update(cluster)
+    return data
+
+
+def test_ray_raises_the_gke_floor_to_what_match_label_keys_needs() -> None:
+    from infra import catalog
+    from infra.spec import RAY_MIN_GKE_VERSION
+
+    off = parse_spec(_v5e_data())
+    on = parse_spec(_v5e_data(ray={"enabled": True}))
+    assert off.gke_version_floor is None  # a single-slice v5e pool needs no particular version
+    assert on.gke_version_floor == on.min_master_version == RAY_MIN_GKE_VERSION
+    assert catalog.gke_version_tuple(RAY_MIN_GKE_VERSION)[:2] == (1, 31)
+
+
+def test_ray_with_an_older_min_version_is_one_line_naming_ray() -> None:
+    with pytest.raises(SpecError) as e:
+        parse_spec(_v5e_data(ray={"enabled": True}, min_version="1.30.5-gke.1014000"))
+    msg = str(e.value)
+    assert "cluster.min_version" in msg and "Ray" in msg and "matchLabelKeys" in msg and "\n" not in msg
+    parse_spec(_v5e_data(min_version="1.30.5-gke.1014000"))  # without Ray the same version is fine
