@@ -214,6 +214,23 @@ def test_decorate_adds_only_the_rehearsal_label_and_annotation():
     assert rehearsal.Rehearsal.from_annotation(facts.to_annotation()) == facts
 
 
+def test_decorate_gives_a_rayjob_its_stand_in_job_time():
+    from infra.spec import DEFAULT_SPEC_PATH
+    from workloads.local import kuberay, rehearsal
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render.rayjob import run_objects
+
+    plan = plan_run("llama3-8b", load_spec(DEFAULT_SPEC_PATH), Overrides(runtime="ray", name="rh-ray"))
+    gke = run_objects(plan)
+    local = rehearsal.decorate(gke, plan, seconds=12.5)
+    rayjob = next(o for o in local if o["kind"] == "RayJob")
+    assert kuberay.job_seconds(rayjob) == 12.5
+    assert all(addons.RAY_JOB_SECONDS_ANNOTATION not in (o["metadata"].get("annotations") or {}) for o in gke)
+    planned = rehearsal.decorate(gke, plan)  # no flag: the plan's estimate x the time factor
+    assert kuberay.job_seconds(next(o for o in planned if o["kind"] == "RayJob")) == pytest.approx(rehearsal.rehearsal_seconds(plan), abs=1e-3)
+    assert "stand-in Ray job runs 12.5 s (--rehearse-seconds)" in rehearsal.summary(plan, 12.5)
+
+
 def test_rehearsal_log_is_maxtext_format_and_follows_the_plan():
     from workloads.local import rehearsal
     from workloads.observe import metrics

@@ -95,17 +95,18 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
     kube = ray_cluster.client()
 
     r = run_module("workloads", "submit", RECIPE, "--runtime", "ray", "--spec", str(SPEC), "--team", "pretrain",
-                   "--kubeconfig", kubeconfig, "--no-wait", "-o", "json", timeout=300)
+                   "--kubeconfig", kubeconfig, "--no-wait", "-o", "json", "--rehearse-seconds", JOB_SECONDS, timeout=300)
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     submitted = json.loads(r.stdout)
     run = submitted["run"]
     assert submitted["namespace"] == ns
     t_submitted = time.monotonic()
     rayjob_info = kube.resource("ray.io/v1", "RayJob")
-    from workloads.local.disrupt import patch
     from workloads.local.kuberay import RAY_JOB_SECONDS_ANNOTATION
 
-    patch(kube, rayjob_info.path(ns, run), {"metadata": {"annotations": {RAY_JOB_SECONDS_ANNOTATION: JOB_SECONDS}}})
+    # --rehearse-seconds reached the RayJob: the stand-in Ray job runs that long.
+    applied = kube.get(rayjob_info, run, ns)
+    assert applied["metadata"]["annotations"][RAY_JOB_SECONDS_ANNOTATION] == JOB_SECONDS
 
     # Kueue: one Workload for the RayJob, admitted, the TPU podset sized like the run.
     pool = spec.tpu_pools[0]

@@ -49,6 +49,9 @@ FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
 # kwok's complete stage fires at that time, not before.
 REHEARSAL_LABEL = f"{TGK_LOCAL_PREFIX}/rehearsal"
 REHEARSAL_ANNOTATION = REHEARSAL_LABEL
+# On a RayJob: how long the stand-in Ray job runs (workloads/local/kuberay.py); set by
+# ``submit`` on the local cluster from the rehearsal time, like REHEARSAL_ANNOTATION.
+RAY_JOB_SECONDS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/ray-job-seconds"
 FINISH_AT_ANNOTATION = f"{TGK_LOCAL_PREFIX}/finish-at"
 # A Node carrying this annotation is down (its VM is gone): kwok's node stages leave
 # it alone, so the NotReady status `local preempt` gives it stays. kwok keeps the Node

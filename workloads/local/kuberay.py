@@ -48,7 +48,6 @@ from typing import Any, Callable
 
 from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
-from toolkit.names import TGK_LOCAL_PREFIX
 from toolkit.paths import REPO_ROOT, script
 from workloads.local import LocalClusterError, addons, builds
 from workloads.local.procs import free_port
@@ -64,8 +63,8 @@ KUEUE_FRAMEWORKS = ["ray.io/rayjob", "ray.io/raycluster"]
 # Stop order (first stopped first): the stand-in, then the operator, then the head.
 DAEMONS = ("ray-standin", "kuberay", "ray-head")
 SUBMITTER_CONTAINER = "ray-job-submitter"  # KubeRay's utils.SubmitterContainerName
-RAY_JOB_SECONDS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/ray-job-seconds"
-DEFAULT_JOB_SECONDS = 2.0
+RAY_JOB_SECONDS_ANNOTATION = addons.RAY_JOB_SECONDS_ANNOTATION
+DEFAULT_JOB_SECONDS = 2.0  # a RayJob applied without `submit` (no annotation)
 # KubeRay builds the dashboard URL from the head Service and this cluster domain.
 CLUSTER_DOMAIN = "cluster.local"
 _TERMINAL = {"SUCCEEDED", "FAILED", "STOPPED"}

@@ -40,7 +40,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
-from workloads.local.addons import REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -143,12 +143,18 @@ class Rehearsal:
 
 def decorate(objects: list[dict[str, Any]], plan: "RunPlan", *, seconds: float | None = None) -> list[dict[str, Any]]:
     """The run's objects with its pods made rehearsal pods (label + annotation); the input is left as it is."""
-    facts = Rehearsal.of(plan, rehearsal_seconds(plan, seconds))
+    wall = rehearsal_seconds(plan, seconds)
+    facts = Rehearsal.of(plan, wall)
     out = copy.deepcopy(objects)
     for template in (t for obj in out for t in _worker_templates(obj)):
         meta = template.setdefault("metadata", {})
         meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
         meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
+    for obj in out:
+        # KubeRay keeps a RayJob's pods up while its Ray job runs: the stand-in job's
+        # length is the rehearsal time (workloads/local/kuberay.py reads it).
+        if obj.get("kind") == "RayJob":
+            obj["metadata"].setdefault("annotations", {})[RAY_JOB_SECONDS_ANNOTATION] = f"{wall:g}"
     return out
 
 
@@ -171,6 +177,8 @@ def summary(plan: "RunPlan", seconds: float | None = None) -> str:
         why = "a plain command: no step-time estimate"
     else:
         why = f"{p.steps} steps x {p.estimated_step_seconds:.2f} s planned x time factor {time_factor():g}" + (f", capped at {MAX_SECONDS:g} s" if wall >= MAX_SECONDS else "")
+    if plan.runtime == "ray":
+        return f"rehearsal on the local cluster: the stand-in Ray job runs {wall:.1f} s ({why}) while the RayCluster's pods run"
     return f"rehearsal on the local cluster: every worker Running for {wall:.1f} s ({why}); MaxText-format logs via `logs`"
 
 
