@@ -443,20 +443,90 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
             assert "terraform -chdir=cdktn.out/stacks/x destroy -auto-approve" in log
 
 
-def _pushed_image(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple[str, str]:
-    """Run the image pipeline with a stand-in docker: (the docker calls, the image it pushed)."""
+# What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository).
+_RAY_CONTEXT_FILES = ("cloudbuild/ray/Dockerfile", "scripts/ray.constraints.txt", "workloads/__init__.py", "workloads/ray")
+
+
+def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple[str, list[str], Path]:
+    """Run the image pipeline with a stand-in docker: (the docker calls, the images pushed in order, the workspace)."""
+    import shutil
+
     monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
     _shim(shims, "docker", 'echo "docker $*" >> "$TGK_TEST_LOG"\n')
     ws = tmp_path / "ws"
     ws.mkdir()
+    for rel in _RAY_CONTEXT_FILES:
+        (ws / rel).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / rel).is_dir() else shutil.copy)(REPO / rel, ws / rel)
     doc = load(CB / "image-maxtext.yaml")
     subs = {**doc["substitutions"], "_SPEC": str(spec)}
-    for sid in ("spec-env", "build", "push"):
+    assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "push"]
+    for sid in ("spec-env", "build", "build-ray", "push"):
         r = _run_step(doc, sid, ws, subs, shims)
         assert r.returncode == 0, (sid, r.stderr)
     log = (tmp_path / "log").read_text()
-    (push,) = [l for l in log.splitlines() if l.startswith("docker push ")]
-    return log, push.removeprefix("docker push ")
+    pushes = [l.removeprefix("docker push ") for l in log.splitlines() if l.startswith("docker push ")]
+    return log, pushes, ws
+
+
+def _pushed_image(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple[str, str]:
+    """The docker calls and the one image the pipeline pushed (a spec without Ray)."""
+    log, pushes, _ = _run_image_pipeline(spec, tmp_path, shims, monkeypatch)
+    (push,) = pushes
+    return log, push
+
+
+def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Path, shims: Path, monkeypatch):
+    from infra.spec import load_spec
+    from workloads.planning import recipes
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.ray import RAY_VERSION
+    from workloads.render.rayjob import run_objects
+
+    data = yaml.safe_load((REPO / "examples/default.yaml").read_text())
+    data["cluster"]["ray"] = {"enabled": True}
+    spec_file = tmp_path / "ray.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    log, pushes, ws = _run_image_pipeline(spec_file, tmp_path, shims, monkeypatch)
+    repo = "us-west4-docker.pkg.dev/my-tpu-project/tpu-training"
+    assert pushes == [f"{repo}/{recipes.MAXTEXT_IMAGE}", f"{repo}/{recipes.RAY_IMAGE}"]
+    ctx = ws / ".tgk/ray-context"
+    build = next(l for l in log.splitlines() if l.startswith(f"docker build -f {ctx.relative_to(ws)}/Dockerfile"))
+    assert f"--build-arg BASE={pushes[0]}" in build and f"--build-arg RAY_VERSION={RAY_VERSION}" in build
+    assert build.endswith(f"-t {pushes[1]} {ctx.relative_to(ws)}")
+    # The context holds what the RayJob's entrypoint imports, and nothing of the workspace's venv.
+    shipped = sorted(str(f.relative_to(ctx)) for f in ctx.rglob("*") if f.is_file())
+    assert "workloads/ray/jax_trainer.py" in shipped and "ray.constraints.txt" in shipped and "Dockerfile" in shipped
+    assert not [f for f in shipped if "__pycache__" in f or f.startswith(".tgk")]
+    # ... and it is the image the RayJob names, head and workers alike.
+    plan = plan_run("llama3-8b", load_spec(spec_file), Overrides(runtime="ray", name="img"))
+    images = {c["image"] for o in run_objects(plan) if o["kind"] == "RayJob" for c in _containers(o)}
+    assert images == {pushes[1]}
+
+
+def _containers(obj: dict) -> list[dict]:
+    """Every container spec in an object, wherever it is nested."""
+    found: list[dict] = []
+
+    def walk(x: object) -> None:
+        if isinstance(x, dict):
+            found.extend(c for c in x.get("containers", []) if isinstance(c, dict) and "image" in c)
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v)
+
+    walk(obj)
+    return found
+
+
+def test_the_ray_image_runs_the_entrypoint_the_rayjob_names() -> None:
+    from workloads.ray import ENTRYPOINT_MODULE
+
+    dockerfile = (CB / "ray" / "Dockerfile").read_text()
+    assert "FROM ${BASE}" in dockerfile and 'ray[default,train]==${RAY_VERSION}' in dockerfile
+    assert f"import {ENTRYPOINT_MODULE}" in dockerfile  # the build fails if the entrypoint cannot import
 
 
 def test_image_path_comes_from_the_spec(tmp_path: Path, shims: Path, monkeypatch):
