@@ -222,3 +222,30 @@ def test_daemonset_findings_are_exactly_the_accepted_ones(tmp_path: Path) -> Non
     assert report["summary"]["passed"] > 0
     assert not failed - set(DAEMONSET_ACCEPTED), f"unaccepted: {sorted(failed - set(DAEMONSET_ACCEPTED))}"
     assert not set(DAEMONSET_ACCEPTED) - failed, f"accepted but passing now (remove): {sorted(set(DAEMONSET_ACCEPTED) - failed)}"
+
+
+def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_path) -> None:
+    """`local up` (and its reuse) applies kueue.cluster_objects, after the GKE networking CRDs when the spec has network.dcn."""
+    from workloads.local import addons
+    from workloads.local.controlplane import LocalCluster
+    from workloads.render import kueue
+
+    class Kube:
+        def __init__(self) -> None:
+            self.applied: list[list[str]] = []
+
+        def apply(self, objs, **_):
+            self.applied.append([o["kind"] for o in objs])
+            return objs
+
+    dcn = load_spec(REPO / "examples" / "tpu7x-multislice.yaml")
+    plain = load_spec(REPO / "examples" / "default.yaml")
+    assert [o["kind"] for o in kueue.cluster_objects(dcn)][-3:] == ["GKENetworkParamSet", "Network", "DaemonSet"]
+    assert kueue.cluster_objects(plain) == kueue.queue_objects(plain)
+    for spec, crds in ((dcn, True), (plain, False)):
+        kube = Kube()
+        LocalCluster(state_dir=tmp_path)._apply_queue_objects(kube, spec)
+        expected = [[o["kind"] for o in kueue.cluster_objects(spec)]]
+        if crds:
+            expected.insert(0, [o["kind"] for o in addons.gke_networking_crds()])
+        assert kube.applied == expected

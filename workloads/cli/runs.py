@@ -497,11 +497,10 @@ def queues_apply(
 ) -> None:
     """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's objects, the DCN network's)."""
     from toolkit.names import TGK_FIELD_MANAGER
-    from workloads.render.kueue import queue_objects
-    from workloads.render.multinetwork import network_objects
+    from workloads.render.kueue import cluster_objects
 
     spec_obj = _spec(spec)
-    objects = queue_objects(spec_obj) + network_objects(spec_obj)
+    objects = cluster_objects(spec_obj)
     if dry_run:
         _print_objects(objects, output)
         return

@@ -597,13 +597,18 @@ class LocalCluster:
         self._wait(f"{len(names)} nodes Ready (kwok)", all_ready, timeout)
 
     def _apply_queue_objects(self, kube: Cluster, spec: EnvSpec) -> None:
-        """Apply the spec's Kueue objects through the toolkit's own code path.
+        """Apply the spec's cluster objects through the toolkit's own code path.
 
-        ``workloads.render.kueue.queue_objects(spec)`` (the same objects `queues apply`
-        applies) through ``Cluster.apply`` (server-side apply, the toolkit's field manager).
+        ``workloads.render.kueue.cluster_objects(spec)`` (what `queues apply` and so the
+        provision pipeline apply) through ``Cluster.apply`` (server-side apply, the
+        toolkit's field manager). A spec with ``network.dcn`` first gets the GKE
+        networking CRDs, which GKE serves on a cluster with multi-networking.
         """
-        objs = kueue_objects.queue_objects(spec)
-        self.progress(f"applying {len(objs)} Kueue objects from the spec (workloads.render.kueue.queue_objects)")
+        if spec.network.dcn is not None:
+            self.progress("installing the GKE networking CRDs (network.dcn: GKENetworkParamSet, Network)")
+            kube.apply(addons.gke_networking_crds(), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+        objs = kueue_objects.cluster_objects(spec)
+        self.progress(f"applying {len(objs)} objects from the spec (workloads.render.kueue.cluster_objects)")
         errors: list[ToolkitError] = []
 
         def applied() -> bool:
@@ -618,9 +623,9 @@ class LocalCluster:
                 return False
 
         try:
-            wait_for(applied, timeout=60, what="the spec's Kueue objects to apply", interval=1.0)
+            wait_for(applied, timeout=60, what="the spec's cluster objects to apply", interval=1.0)
         except WaitTimeout:
-            raise LocalClusterError(f"applying the spec's Kueue objects failed: {str(errors[-1]).splitlines()[0]}") from None
+            raise LocalClusterError(f"applying the spec's cluster objects failed: {str(errors[-1]).splitlines()[0]}") from None
 
     def _wait(self, what: str, check: Callable[[], bool], timeout: float) -> None:
         """Poll ``check`` until true; fail early if a daemon died, with its log tail."""

@@ -348,8 +348,15 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
     ]
 
 
+def cluster_objects(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, then the DCN network's."""
+    from workloads.render.multinetwork import network_objects
+
+    return [*queue_objects(spec), *network_objects(spec)]
+
+
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
-    """Everything `queues apply` applies, in an order the API server accepts (xpk's objects last, with ``xpk.enabled``)."""
+    """The Kueue side of `queues apply`, in an order the API server accepts (xpk's objects last, with ``xpk.enabled``)."""
     from workloads.render.xpk import xpk_objects  # imports this module: no cycle at import time
 
     return [
