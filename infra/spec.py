@@ -82,6 +82,17 @@ class _Model(BaseModel):
 # --------------------------------------------------------------------- network
 
 
+def _private_cidr(v: str, example: str) -> str:
+    """``v`` if it is a private IPv4 CIDR block, else a ValueError saying how to write one (like ``example``)."""
+    try:
+        net = ipaddress.ip_network(v, strict=True)
+    except ValueError as e:
+        raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like {example}") from None
+    if net.version != 4 or not net.is_private:
+        raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like {example}")
+    return v
+
+
 class NetworkSpec(_Model):
     """VPC-native networking. CIDRs left empty are derived from the node count."""
 
@@ -99,15 +110,7 @@ class NetworkSpec(_Model):
     @field_validator("nodes_cidr", "pods_cidr", "services_cidr")
     @classmethod
     def _cidr(cls, v: str | None) -> str | None:
-        if v is None:
-            return v
-        try:
-            net = ipaddress.ip_network(v, strict=True)
-        except ValueError as e:
-            raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.0.0.0/20") from None
-        if net.version != 4 or not net.is_private:
-            raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like 10.0.0.0/20")
-        return v
+        return v if v is None else _private_cidr(v, "10.0.0.0/20")
 
 
 class DcnNetworkSpec(_Model):
@@ -130,13 +133,7 @@ class DcnNetworkSpec(_Model):
     @field_validator("cidr")
     @classmethod
     def _cidr(cls, v: str) -> str:
-        try:
-            net = ipaddress.ip_network(v, strict=True)
-        except ValueError as e:
-            raise ValueError(f"{v!r} is not a CIDR block ({e}); write it like 10.200.0.0/16") from None
-        if net.version != 4 or not net.is_private:
-            raise ValueError(f"{v!r} is not a private IPv4 range (RFC 1918); use one like 10.200.0.0/16")
-        return v
+        return _private_cidr(v, "10.200.0.0/16")
 
 
 class MaintenanceWindow(_Model):
