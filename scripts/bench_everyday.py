@@ -30,6 +30,11 @@ PYTHONDONTWRITEBYTECODE=1, which makes every command recompile the toolkit's own
 modules, so by default each tree gets a bytecode cache of its own in a temporary
 directory (PYTHONPYCACHEPREFIX) and one unmeasured warm-up run per command.
 ``--no-bytecode-cache`` measures the recompiling case instead.
+
+Calibration: the same host runs the same instructions up to ~1.5x slower at some times
+than at others (measured here with callgrind: one ``submit --dry-run`` is 1.23 G
+instructions either way). The results end with the time of a fixed pure-Python loop in
+a fresh process (``CALIBRATION``), so figures from different runs can be put side by side.
 """
 
 from __future__ import annotations
@@ -185,6 +190,14 @@ class Tree:
 
 PY = "{python}"  # stands for each tree's interpreter in an argv
 
+# A fixed CPU-bound loop (no imports, no I/O): how fast this host runs Python right now.
+CALIBRATION = "t = 0\nfor i in range(3_000_000):\n    t += i * i % 7\n"
+
+
+def calibrate(runs: int) -> float:
+    """Median seconds of CALIBRATION in a fresh interpreter (startup included)."""
+    return statistics.median(_run_once([sys.executable, "-c", CALIBRATION], dict(os.environ), REPO)[0] for _ in range(max(3, runs)))
+
 
 def measure(name: str, argv: list[str], runs: int, trees: list[Tree], target_s: float | None = None, warmup: bool = True) -> list[Result]:
     """One Result per tree; the trees take turns, run by run (after one unmeasured run each when ``warmup``)."""
@@ -281,8 +294,10 @@ def main() -> int:
             results += measure("xpk workload create --num-slices 2 --dry-run", xpk_argv, n, trees[-1:], None, warm)
 
     load = (load_before, os.getloadavg())
+    calibration = calibrate(args.runs)
     if args.output == "json":
-        print(json.dumps({"loadavg": load, "bytecode_cache": not args.no_bytecode_cache, "results": [r.row() for r in results]}, indent=2))
+        doc = {"loadavg": load, "bytecode_cache": not args.no_bytecode_cache, "calibration_s": round(calibration, 3), "results": [r.row() for r in results]}
+        print(json.dumps(doc, indent=2))
         return 0
     label = {str(trees[0].path): "before", str(trees[-1].path): "after"} if args.compare is not None else {}
     print(f"{'command':<44} {'tree':<7} {'median s':>9} {'min s':>7} {'max s':>7} {'cpu s':>6} {'peak MiB':>9} {'aim s':>6}")
@@ -295,6 +310,7 @@ def main() -> int:
     print(f"(median of {args.runs} fresh processes each; cpu = median user+sys of the process tree; peak = largest sampled RSS sum)")
     print("(no bytecode cache: every run recompiles the toolkit's modules)" if args.no_bytecode_cache else "(bytecode cached per tree, as on a user's machine; one warm-up run per command)")
     print(f"(load average before {load[0][0]:.1f}, after {load[1][0]:.1f} on {os.cpu_count()} CPUs)")
+    print(f"(calibration: the fixed Python loop took {calibration:.3f} s; compare runs by it, see the docstring)")
     return 0
 
 
