@@ -33,8 +33,6 @@ sys.path.insert(0, str(REPO))
 from infra.spec import load_spec  # noqa: E402
 from toolkit.paths import cache_dir  # noqa: E402
 from workloads.local.controlplane import LocalCluster  # noqa: E402
-from workloads.local.disrupt import patch  # noqa: E402
-from workloads.local.kuberay import RAY_JOB_SECONDS_ANNOTATION  # noqa: E402
 
 SPEC = REPO / "examples" / "v6e-reservation.yaml"
 
@@ -65,13 +63,15 @@ def one_rayjob(lc: LocalCluster, ns: str, hosts: int, job_seconds: float) -> dic
     rj_info, pod_info = kube.resource("ray.io/v1", "RayJob"), kube.resource("v1", "Pod")
     wl_info = kube.resource("kueue.x-k8s.io/v1beta2", "Workload")
     t0 = time.monotonic()
-    r = wl("submit", "llama3-8b", "--runtime", "ray", "--spec", str(SPEC), "--team", "pretrain", "--kubeconfig", str(lc.kubeconfig), "--no-wait", "-o", "json")
+    r = wl(
+        "submit", "llama3-8b", "--runtime", "ray", "--spec", str(SPEC), "--team", "pretrain", "--kubeconfig", str(lc.kubeconfig),
+        "--no-wait", "-o", "json", "--rehearse-seconds", f"{job_seconds:g}",
+    )  # fmt: skip
     if r.returncode != 0:
         raise SystemExit(f"bench: submit failed: {r.stderr.strip().splitlines()[-1:]}")
     doc = json.loads(r.stdout)
     run = doc["run"]
     t_submitted = time.monotonic()
-    patch(kube, rj_info.path(ns, run), {"metadata": {"annotations": {RAY_JOB_SECONDS_ANNOTATION: f"{job_seconds:g}"}}})
 
     def admitted() -> bool:
         return any(
