@@ -23,7 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 import yaml
@@ -32,6 +32,19 @@ from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from toolkit.paths import cache_dir
 
 TEST_STATE_DIR_ENV = "TGK_LOCAL_TEST_STATE"
+
+
+T = TypeVar("T")
+
+
+def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
+    """The toolkit's one wait (workloads.cluster.wait), failing the test with the last state seen."""
+    from workloads.cluster import wait
+
+    try:
+        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
+    except wait.WaitTimeout as e:
+        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def _state_dir() -> Path:

@@ -19,19 +19,17 @@ import secrets
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Iterator
 
 import pytest
 
 from infra.spec import load_spec
 from tests.conftest import run_module
-from tests.integration.conftest import own_spec, start_own_cluster
+from tests.integration.conftest import own_spec, start_own_cluster, wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL, TPU_RESOURCE
-from workloads.cluster import wait
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 NS = "research"
 
 CAPACITY_SPEC: dict[str, Any] = own_spec(
@@ -62,12 +60,6 @@ def capacity_cluster(tmp_path_factory) -> Iterator[tuple[Any, Path]]:
 def wl_cli(*args: str, timeout: float = 300):
     return run_module("workloads", *args, timeout=timeout)
 
-
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def submit(spec_path: Path, kubeconfig: Path, run: str, *extra: str, wait_admission: bool = False) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.conftest import run_module
-from workloads.cluster import wait
+from tests.integration.conftest import wait_for
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
 from toolkit.names import TGK_FIELD_MANAGER
@@ -31,12 +31,6 @@ def _jobset(spec, name: str, complete_after: str) -> dict:
     return js
 
 
-def _wait(check, timeout: float, what: str):
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=0.25)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
-
 
 def _cond(obj: dict | None, kind: str) -> bool:
     return any(c.get("type") == kind and c.get("status") == "True" for c in ((obj or {}).get("status") or {}).get("conditions") or [])
@@ -49,8 +43,8 @@ def test_cleanup_removes_finished_runs_and_refuses_running_ones(cluster, kubecon
     cli = ("--kubeconfig", str(kubeconfig), "--context", "tgk-local", "--spec", str(DEFAULT_SPEC_PATH))
     try:
         cluster.apply([done, live], field_manager=TGK_FIELD_MANAGER)
-        _wait(lambda: _cond(cluster.jobset(ns, "cln-done"), "Completed"), 180, "cln-done to complete")
-        _wait(lambda: cluster.workload_for(ns, cluster.jobset(ns, "cln-live")), 60, "cln-live's Workload")
+        wait_for(lambda: _cond(cluster.jobset(ns, "cln-done"), "Completed"), 180, "cln-done to complete")
+        wait_for(lambda: cluster.workload_for(ns, cluster.jobset(ns, "cln-live")), 60, "cln-live's Workload")
         done_wl = cluster.workload_for(ns, cluster.jobset(ns, "cln-done"))
         assert done_wl is not None
 
@@ -74,13 +68,13 @@ def test_cleanup_removes_finished_runs_and_refuses_running_ones(cluster, kubecon
         assert r.returncode == 0, r.stderr
         assert f"deleted JobSet {ns}/cln-done" in r.stdout
         wl_info = cluster.kueue("Workload")
-        _wait(lambda: cluster.jobset(ns, "cln-done") is None, 120, "cln-done to go")
-        _wait(lambda: cluster.get(wl_info, done_wl["metadata"]["name"], ns) is None, 120, "cln-done's Workload to go")
+        wait_for(lambda: cluster.jobset(ns, "cln-done") is None, 120, "cln-done to go")
+        wait_for(lambda: cluster.get(wl_info, done_wl["metadata"]["name"], ns) is None, 120, "cln-done's Workload to go")
         assert cluster.jobset(ns, "cln-live") is not None
 
         r = run_module("workloads", "cleanup", "cln-live", "--force", "--yes", *cli)
         assert r.returncode == 0, r.stderr
-        _wait(lambda: cluster.jobset(ns, "cln-live") is None and not cluster.pods(ns, "cln-live"), 120, "cln-live and its pods to go")
+        wait_for(lambda: cluster.jobset(ns, "cln-live") is None and not cluster.pods(ns, "cln-live"), 120, "cln-live and its pods to go")
     finally:
         for name in ("cln-done", "cln-live"):
             cluster.delete_jobset(ns, name)

@@ -15,8 +15,8 @@ from datetime import datetime, timezone
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
+from tests.integration.conftest import wait_for
 from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
-from workloads.cluster import wait
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
 
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.integration
 NS, NAME = "research", "disrupted"
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
-
-def _wait(check, timeout: float, what: str):
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=0.25)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def _running_pods(cluster) -> list[dict]:
@@ -64,7 +58,7 @@ def test_disruption_restarts_the_whole_jobset_without_spending_max_restarts(clus
     try:
         cluster.apply([js], field_manager=TGK_FIELD_MANAGER)
         assert cluster.wait_admitted(NS, NAME, timeout=120).admitted
-        first = _wait(lambda: (lambda p: p if len(p) == hosts else None)(_running_pods(cluster)), 120, "every pod Running")
+        first = wait_for(lambda: (lambda p: p if len(p) == hosts else None)(_running_pods(cluster)), 120, "every pod Running")
         old_uids = {p["metadata"]["uid"] for p in first}
         job_info = cluster.resource("batch/v1", "Job")
         _disrupt(cluster, first[0])
@@ -78,7 +72,7 @@ def test_disruption_restarts_the_whole_jobset_without_spending_max_restarts(clus
             live = cluster.jobset(NS, NAME)
             return "restarted" if live and (live.get("status") or {}).get("restarts") else None
 
-        seen = _wait(failed_message, 60, "the child Job to fail (or the JobSet to restart)")
+        seen = wait_for(failed_message, 60, "the child Job to fail (or the JobSet to restart)")
         print(f"\n[integration] child Job failure: {seen}")
         if seen != "restarted":
             reason, message = seen.split("|", 1)
@@ -88,15 +82,15 @@ def test_disruption_restarts_the_whole_jobset_without_spending_max_restarts(clus
             live = cluster.jobset(NS, NAME)
             return live if live and (live.get("status") or {}).get("restarts") == 1 else None
 
-        live = _wait(restarted, 120, "the JobSet to restart once")
+        live = wait_for(restarted, 120, "the JobSet to restart once")
         assert not any(c.get("type") == "Failed" and c.get("status") == "True" for c in live["status"].get("conditions") or [])
         assert (live["status"].get("restartsCountTowardsMax") or 0) == 0  # free: maxRestarts is 0
         # Every slice's pods come back (the whole JobSet, not one replacement pod).
-        again = _wait(
+        again = wait_for(
             lambda: (lambda p: p if len(p) == hosts and not {x["metadata"]["uid"] for x in p} & old_uids else None)(_running_pods(cluster)),
             120, "a new set of pods Running",
         )
         assert all(p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == "1" for p in again)
     finally:
         cluster.delete_jobset(NS, NAME)
-        _wait(lambda: cluster.jobset(NS, NAME) is None and not cluster.pods(NS, NAME), 120, "the JobSet and its pods to go")
+        wait_for(lambda: cluster.jobset(NS, NAME) is None and not cluster.pods(NS, NAME), 120, "the JobSet and its pods to go")

@@ -20,35 +20,26 @@ from __future__ import annotations
 import copy
 import re
 from pathlib import Path
-from typing import Callable, TypeVar
 
 import pytest
 
+from tests.integration.conftest import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, TGK_FIELD_MANAGER
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
 from workloads.render import kueue
 from workloads.render import jobset as manifests
-from workloads.cluster import wait
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
 from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import recipe_names
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 # The field manager `queues apply` and `submit` use: the tests apply as the toolkit does.
 FM = TGK_FIELD_MANAGER
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
-
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
-    """The toolkit's one wait (workloads.cluster.wait), failing the test with the last state seen."""
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def _cond(obj: dict | None, type_: str) -> dict | None:

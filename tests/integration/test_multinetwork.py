@@ -15,9 +15,9 @@ import pytest
 
 from infra.spec import load_spec
 from tests.conftest import REPO
+from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import TGK_FIELD_MANAGER
-from workloads.cluster import wait
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as js
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.integration
 EXAMPLE = REPO / "examples" / "tpu7x-multislice.yaml"
 PROBE_NS = "dcn-probe"
 
-
-def _wait(check, timeout: float, what: str):
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=0.5)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 def _install_crds(cluster) -> None:
@@ -49,7 +43,7 @@ def _install_crds(cluster) -> None:
                 return None
         return True
 
-    _wait(established, 60, "the GKE networking CRDs to be established")
+    wait_for(established, 60, "the GKE networking CRDs to be established", interval=0.5)
     cluster.forget_discovery()
 
 
@@ -81,7 +75,7 @@ def test_network_objects_apply_and_tune_every_tpu_node(cluster) -> None:
         return pods if placed == tpu_nodes else None
 
     try:
-        pods = _wait(on_every_tpu_node, 120, "a tuning pod on every TPU node and on no other")
+        pods = wait_for(on_every_tpu_node, 120, "a tuning pod on every TPU node and on no other", interval=0.5)
         assert all(p["spec"]["hostNetwork"] for p in pods)
     finally:
         cluster.delete(cluster.resource("apps/v1", "DaemonSet"), name, ns)

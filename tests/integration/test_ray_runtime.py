@@ -33,7 +33,7 @@ import pytest
 
 from infra.spec import load_spec
 from tests.conftest import REPO, run_module
-from tests.integration.conftest import _state_dir
+from tests.integration.conftest import _state_dir, wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL
 
 pytestmark = pytest.mark.integration
@@ -66,16 +66,6 @@ def _items(kube, api: str, kind: str, ns: str | None = None, selector: str | Non
     return kube.list(kube.resource(api, kind), ns, label_selector=selector)
 
 
-def _wait(what: str, check, timeout: float = 180.0, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
 def test_local_status_counts_the_ray_daemons(ray_cluster) -> None:
     st = ray_cluster.status()
     assert st["state"] == "up", st
@@ -102,7 +92,7 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
     assert submitted["namespace"] == ns
     t_submitted = time.monotonic()
     rayjob_info = kube.resource("ray.io/v1", "RayJob")
-    from workloads.local.kuberay import RAY_JOB_SECONDS_ANNOTATION
+    from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION
 
     # --rehearse-seconds reached the RayJob: the stand-in Ray job runs that long.
     applied = kube.get(rayjob_info, run, ns)
@@ -118,7 +108,7 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
         assert len(wls) <= 1, [w["metadata"]["name"] for w in wls]
         return wls[0] if wls and (wls[0].get("status") or {}).get("admission") else None
 
-    wl = _wait("Kueue to admit the RayJob", admitted)
+    wl = wait_for(admitted, 180, "Kueue to admit the RayJob", interval=0.2)
     podsets = {p["name"]: p for p in wl["spec"]["podSets"]}
     tpu_sets = [p for p in podsets.values() if "google.com/tpu" in json.dumps(p["template"]["spec"].get("containers", []))]
     assert len(tpu_sets) == 1 and tpu_sets[0]["count"] == hosts, podsets.keys()
@@ -133,7 +123,7 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
         running = [p for p in workers + heads if (p.get("status") or {}).get("phase") == "Running"]
         return workers if len(heads) == 1 and len(workers) == hosts and len(running) == hosts + 1 else None
 
-    workers = _wait("the RayCluster's head and workers Running", placed)
+    workers = wait_for(placed, 180, "the RayCluster's head and workers Running", interval=0.2)
     sys.stderr.write(f"[ray rehearsal] RayJob submitted -> head and {hosts} workers Running: {time.monotonic() - t_submitted:.1f} s\n")
     nodes = {n["metadata"]["name"]: n for n in _items(kube, "v1", "Node")}
     on = [nodes[p["spec"]["nodeName"]] for p in workers]
@@ -150,7 +140,7 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
         st = (rj or {}).get("status") or {}
         return rj if st.get("jobDeploymentStatus") in ("Complete", "Failed") else None
 
-    rj = _wait("the RayJob to finish", finished, timeout=240)
+    rj = wait_for(finished, 240, "the RayJob to finish", interval=0.2)
     st = rj["status"]
     assert (st["jobDeploymentStatus"], st.get("jobStatus")) == ("Complete", "SUCCEEDED"), st
     assert st["dashboardURL"].endswith(f".{ns}.svc.cluster.local:8265")
@@ -170,4 +160,4 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
             left += [f"{kind}/{o['metadata']['name']}" for o in _items(kube, api, kind, ns) if run in json.dumps(o["metadata"])]
         return not left
 
-    _wait("every object of the run to be gone", gone, timeout=120)
+    wait_for(gone, 120, "every object of the run to be gone", interval=0.2)

@@ -26,21 +26,20 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any
 
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.conftest import run_module
+from tests.integration.conftest import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL
-from workloads.cluster import wait
 from workloads.local.addons import SIGTERM_EXIT_CODE
 from workloads.local.disrupt import replacements_dir
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 NS = "research"
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
@@ -50,12 +49,6 @@ STEP = re.compile(r"completed step: (\d+),")
 def wl(*args: str, timeout: float = 300):
     return run_module("workloads", *args, timeout=timeout)
 
-
-def wait_for(check: Callable[[], T], timeout: float, what: str, interval: float = 0.25) -> T:
-    try:
-        return wait.wait_for(check, timeout=timeout, what=what, interval=interval)
-    except wait.WaitTimeout as e:
-        raise AssertionError(f"{e} (last: {str(e.last)[:300]})") from None
 
 
 class Recorder(threading.Thread):

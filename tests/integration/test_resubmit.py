@@ -10,7 +10,8 @@ import secrets
 
 import pytest
 
-from tests.integration.test_rehearsal import NS, _finished, wait_for, wl
+from tests.integration.conftest import wait_for
+from tests.integration.test_rehearsal import NS, _finished, wl
 
 pytestmark = pytest.mark.integration
 

@@ -23,8 +23,8 @@ import pytest
 
 from infra.spec import load_spec
 from toolkit.errors import ToolkitError
-from tests.integration.conftest import own_spec, start_own_cluster
-from tests.integration.test_capacity import admitted_flavor, finished, running_pods, wait_for, wl_cli, workload
+from tests.integration.conftest import own_spec, start_own_cluster, wait_for
+from tests.integration.test_capacity import admitted_flavor, finished, running_pods, wl_cli, workload
 
 pytestmark = pytest.mark.integration
 

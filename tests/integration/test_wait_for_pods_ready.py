@@ -19,7 +19,8 @@ import pytest
 
 from workloads.local.disrupt import Replacement, replacements_dir
 
-from tests.integration.test_rehearsal import NS, Recorder, _cond, wait_for, wl
+from tests.integration.conftest import wait_for
+from tests.integration.test_rehearsal import NS, Recorder, _cond, wl
 
 pytestmark = pytest.mark.integration
 
