@@ -244,7 +244,7 @@ def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_pa
     assert kueue.cluster_objects(plain) == kueue.queue_objects(plain)
     for spec, crds in ((dcn, True), (plain, False)):
         kube = Kube()
-        LocalCluster(state_dir=tmp_path)._apply_queue_objects(kube, spec)
+        LocalCluster(state_dir=tmp_path)._apply_cluster_objects(kube, spec)
         expected = [[o["kind"] for o in kueue.cluster_objects(spec)]]
         if crds:
             expected.insert(0, [o["kind"] for o in addons.gke_networking_crds()])

@@ -94,7 +94,7 @@ def test_rehearsal_entrypoint_prints_the_real_one_verbatim():
 
 
 def test_job_seconds_from_the_annotation():
-    ann = kuberay.RAY_JOB_SECONDS_ANNOTATION
+    ann = addons.RAY_JOB_SECONDS_ANNOTATION
     assert kuberay.job_seconds({"metadata": {}}) == kuberay.DEFAULT_JOB_SECONDS
     assert kuberay.job_seconds({"metadata": {"annotations": {ann: "7.5"}}}) == 7.5
     assert kuberay.job_seconds({"metadata": {"annotations": {ann: "-3"}}}) == 0.0

@@ -128,6 +128,7 @@ def _plan(
     profile: int | None = None,
     profile_start: int | None = None,
 ) -> "RunPlan":
+    from workloads.planning.model import RUNTIME_RAY
     from workloads.planning.planner import Overrides, plan_run
 
     overrides = Overrides(
@@ -148,7 +149,7 @@ def _plan(
         profile_start=profile_start,
     )
     plan = plan_run(recipe, spec, overrides, now=datetime.now(timezone.utc), rand=_random_suffix())
-    if plan.runtime == "ray" and not spec.cluster.ray.enabled:
+    if plan.runtime == RUNTIME_RAY and not spec.cluster.ray.enabled:
         # A warning, not a refusal: a cluster may run a KubeRay installed by hand (the local one does).
         typer.echo(
             "warning: --runtime ray: the spec leaves GKE's Ray operator off, so the cluster it builds cannot run a RayJob"
@@ -435,13 +436,13 @@ def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | N
 
 def _resilience(plan: "RunPlan") -> str:
     """One line: how the run survives disruptions, and where it resumes from."""
-    from workloads.planning.model import RUNTIME_JOB
+    from workloads.planning.model import RUNTIME_JOB, RUNTIME_RAY
 
     pol, c = plan.policy, plan.policy.checkpoint
     restarts = f"disruptions restart it (free), other failures up to {pol.max_restarts}x, exit codes {', '.join(map(str, pol.program_error_exit_codes))} end it"
     if plan.runtime == RUNTIME_JOB:
         restarts = f"a plain Job: any pod failure ends it (only a Kueue preemption restarts it whole); resubmit with --name {plan.name} to resume"
-    elif plan.runtime == "ray":
+    elif plan.runtime == RUNTIME_RAY:
         restarts = f"a RayJob: KubeRay retries a failed job up to {pol.max_restarts}x, each time with a new RayCluster"
     if c is None:
         return f"{restarts}; no checkpoints (a restart begins at step 0)"

@@ -282,7 +282,7 @@ class LocalCluster:
         self.progress(f"a healthy local cluster is already running in {self.state_dir}; reusing it")
         kube = self.client()
         self._sync_nodes(kube, spec, timeout)
-        self._apply_queue_objects(kube, spec)
+        self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
         st["spec"] = spec_path
         self.state_file.write_text(json.dumps(st, indent=2))
@@ -514,7 +514,7 @@ class LocalCluster:
         self._wait("JobSet readiness", lambda: _http_ok(f"http://127.0.0.1:{ports.jobset_health}/readyz", "ok"), timeout)
         self._wait("Kueue readiness", lambda: synced() and _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz", "ok"), timeout)
         self._wait("JobSet and Kueue webhooks reachable from the apiserver", lambda: synced() and _webhooks_answer(kube), timeout)
-        self._apply_queue_objects(kube, spec)
+        self._apply_cluster_objects(kube, spec)
 
     def _start_rehearsal(self, boot: _Boot) -> None:
         """The rehearsal daemon (workloads.local.rehearsald), ready once its first pass is done."""
@@ -596,7 +596,7 @@ class LocalCluster:
 
         self._wait(f"{len(names)} nodes Ready (kwok)", all_ready, timeout)
 
-    def _apply_queue_objects(self, kube: Cluster, spec: EnvSpec) -> None:
+    def _apply_cluster_objects(self, kube: Cluster, spec: EnvSpec) -> None:
         """Apply the spec's cluster objects through the toolkit's own code path.
 
         ``workloads.render.kueue.cluster_objects(spec)`` (what `queues apply` and so the

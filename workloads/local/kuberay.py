@@ -18,7 +18,7 @@ control plane:
   default ``K8sJobMode`` the operator creates a submitter Job whose pod runs ``ray job
   submit`` and exits when the Ray job ends. Here the pod is a kwok pod: once it is
   Running, the stand-in submits, under the RayJob's own ``status.jobId``, a rehearsal
-  entrypoint (it prints the RayJob's entrypoint and lasts ``RAY_JOB_SECONDS_ANNOTATION``
+  entrypoint (it prints the RayJob's entrypoint and lasts ``addons.RAY_JOB_SECONDS_ANNOTATION``
   seconds, default ``DEFAULT_JOB_SECONDS``) to the real head; when Ray reports the job
   finished, the stand-in ends the submitter pod the way ``ray job submit`` would exit
   (kwok's ``tgk-ray-submitter-complete`` stage, or the fail stage for a failed job).
@@ -63,7 +63,6 @@ KUEUE_FRAMEWORKS = ["ray.io/rayjob", "ray.io/raycluster"]
 # Stop order (first stopped first): the stand-in, then the operator, then the head.
 DAEMONS = ("ray-standin", "kuberay", "ray-head")
 SUBMITTER_CONTAINER = "ray-job-submitter"  # KubeRay's utils.SubmitterContainerName
-RAY_JOB_SECONDS_ANNOTATION = addons.RAY_JOB_SECONDS_ANNOTATION
 DEFAULT_JOB_SECONDS = 2.0  # a RayJob applied without `submit` (no annotation)
 # KubeRay builds the dashboard URL from the head Service and this cluster domain.
 CLUSTER_DOMAIN = "cluster.local"
@@ -178,7 +177,7 @@ def rehearsal_entrypoint(python: str, entrypoint: str, seconds: float) -> str:
 
 
 def job_seconds(rayjob: dict[str, Any]) -> float:
-    raw = ((rayjob.get("metadata") or {}).get("annotations") or {}).get(RAY_JOB_SECONDS_ANNOTATION)
+    raw = ((rayjob.get("metadata") or {}).get("annotations") or {}).get(addons.RAY_JOB_SECONDS_ANNOTATION)
     try:
         return max(0.0, float(raw)) if raw is not None else DEFAULT_JOB_SECONDS
     except ValueError:

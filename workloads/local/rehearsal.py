@@ -177,7 +177,9 @@ def summary(plan: "RunPlan", seconds: float | None = None) -> str:
         why = "a plain command: no step-time estimate"
     else:
         why = f"{p.steps} steps x {p.estimated_step_seconds:.2f} s planned x time factor {time_factor():g}" + (f", capped at {MAX_SECONDS:g} s" if wall >= MAX_SECONDS else "")
-    if plan.runtime == "ray":
+    from workloads.planning.model import RUNTIME_RAY
+
+    if plan.runtime == RUNTIME_RAY:
         return f"rehearsal on the local cluster: the stand-in Ray job runs {wall:.1f} s ({why}) while the RayCluster's pods run"
     return f"rehearsal on the local cluster: every worker Running for {wall:.1f} s ({why}); MaxText-format logs via `logs`"
 
