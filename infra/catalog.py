@@ -15,7 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
+from functools import cache
 from itertools import combinations_with_replacement
 
 from toolkit.errors import CatalogError
@@ -289,14 +289,10 @@ def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> Sl
     gen = _generation(generation)
     topo = topology.strip().lower()
     if not _TOPO_RE.match(topo):
-        raise CatalogError(
-            f"topology {topology!r} is not of the form AxB or AxBxC; valid for {gen.name}: {_topology_summary(gen)}"
-        )
+        raise CatalogError(f"topology {topology!r} is not of the form AxB or AxBxC; valid for {gen.name}: {_topology_summary(gen)}")
     dims = tuple(int(d) for d in topo.split("x"))
     if len(dims) != gen.dims:
-        raise CatalogError(
-            f"{gen.name} slices have {gen.dims}D topologies, got {topology!r}; valid: {_topology_summary(gen)}"
-        )
+        raise CatalogError(f"{gen.name} slices have {gen.dims}D topologies, got {topology!r}; valid: {_topology_summary(gen)}")
     if any(d < 1 for d in dims):
         raise CatalogError(f"topology {topology!r} has a zero dimension; valid for {gen.name}: {_topology_summary(gen)}")
     singles = _single_host(gen)
@@ -331,7 +327,7 @@ def _prefix_map() -> dict[str, Generation]:
     return {p: g for g in GENERATIONS.values() for p in g.name_prefixes}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _default_topology_by_chips(gen_name: str) -> dict[int, str]:
     """For each chip count, the most compact valid topology (smallest largest side)."""
     gen = GENERATIONS[gen_name]
@@ -349,9 +345,7 @@ def accelerator_type(name: str) -> SliceShape:
     raw = name.strip().lower()
     m = _NAME_RE.match(raw)
     prefixes = _prefix_map()
-    valid_names = ", ".join(
-        f"{g.canonical_prefix}-N" for g in GENERATIONS.values()
-    )
+    valid_names = ", ".join(f"{g.canonical_prefix}-N" for g in GENERATIONS.values())
     if not m or m.group(1) not in prefixes:
         raise CatalogError(f"unknown TPU type {name!r}; valid names look like {valid_names} (e.g. v5litepod-16, v6e-16, v4-16, v5p-16, tpu7x-128)")
     gen = prefixes[m.group(1)]
@@ -361,9 +355,7 @@ def accelerator_type(name: str) -> SliceShape:
     sizes = ", ".join(f"{gen.canonical_prefix}-{c * per}" for c in list(by_chips)[:14])
     if gen.name_counts_cores:
         if count % 2:
-            raise CatalogError(
-                f"{name!r}: {gen.name} names count TensorCores (2 per chip), so the number is even; valid {gen.name} types: {sizes}, ..."
-            )
+            raise CatalogError(f"{name!r}: {gen.name} names count TensorCores (2 per chip), so the number is even; valid {gen.name} types: {sizes}, ...")
         chips = count // 2
     else:
         chips = count

@@ -182,8 +182,7 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                 "capacity": p.capacity.mode,
                 # in priority order: a fallback list's options, each with what tells it apart
                 "capacity_options": [
-                    c.mode + (f" {c.name}" if c.mode == "reservation" else "") + (" (queued)" if getattr(c, "queued", False) else "")
-                    for c in p.capacities
+                    c.mode + (f" {c.name}" if c.mode == "reservation" else "") + (" (queued)" if getattr(c, "queued", False) else "") for c in p.capacities
                 ],
             }
             for p in spec_obj.tpu_pools
@@ -286,7 +285,8 @@ def prices_show(
             rows.append({"generation": gen, **{m: None if r is None else r.to_dict() for m, r in rates.items()}})
     if not rows:
         raise FieldError(
-            "--region", f"no TPU prices for {region!r} in infra/prices.yaml or the spec's prices: section",
+            "--region",
+            f"no TPU prices for {region!r} in infra/prices.yaml or the spec's prices: section",
             "add them under the spec's prices: (generation, region, USD per chip-hour), or pick a listed region",
         )
     if output is OutputFormat.json:
@@ -322,7 +322,9 @@ def prices_refresh(
     if as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
         raise FieldError("--as-of", f"{as_of!r} is not a date", "write it as YYYY-MM-DD")
     if from_file is not None and not as_of:
-        raise FieldError("--as-of", "is required with --from-file (a saved response has no fetch date)", "give the day the file was fetched, e.g. --as-of 2026-11-20")
+        raise FieldError(
+            "--as-of", "is required with --from-file (a saved response has no fetch date)", "give the day the file was fetched, e.g. --as-of 2026-11-20"
+        )
     current = load_table(path)
     url = pr.skus_url(endpoint or pr.ENDPOINT)
     key = os.environ.get("TGK_BILLING_API_KEY") or None
@@ -343,7 +345,7 @@ def prices_refresh(
         source_url, stamp, where = f"{url} (saved response {from_file.name})", as_of, "--from-file"
     else:
         pages = pr.fetch_pages(url, api_key=key, token=None if key else _gcloud_token)
-        source_url, stamp, where = url, as_of or dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"), url
+        source_url, stamp, where = url, as_of or dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"), url
     try:
         found = pr.tpu_prices(pages)
     except pr.RefreshError as e:
@@ -356,16 +358,25 @@ def prices_refresh(
         tmp.replace(path)
         load_table.cache_clear()
     result = {
-        "table": str(path), "written": not dry_run, "as_of": stamp, "skus": found.skus, "tpu_skus": found.tpu_skus,
-        "figures": len(found.prices), "unchanged": same, "changed": [c.line() for c in changes],
-        "skipped": found.skipped, "conflicting": sorted(found.conflicts.values()),
+        "table": str(path),
+        "written": not dry_run,
+        "as_of": stamp,
+        "skus": found.skus,
+        "tpu_skus": found.tpu_skus,
+        "figures": len(found.prices),
+        "unchanged": same,
+        "changed": [c.line() for c in changes],
+        "skipped": found.skipped,
+        "conflicting": sorted(found.conflicts.values()),
     }
     if output is OutputFormat.json:
         print_json(result)
         return
     verb = "would update" if dry_run else "updated"
-    typer.echo(f"{verb} {path}: {len(found.prices)} TPU figures from {found.tpu_skus} TPU SKUs (of {found.skus}), as of {stamp}: "
-               f"{len(changes)} changed or new, {same} unchanged")
+    typer.echo(
+        f"{verb} {path}: {len(found.prices)} TPU figures from {found.tpu_skus} TPU SKUs (of {found.skus}), as of {stamp}: "
+        f"{len(changes)} changed or new, {same} unchanged"
+    )
     for c in changes:
         typer.echo(f"  {c.line()}")
     for why, n in sorted(found.skipped.items()):

@@ -17,8 +17,9 @@ Pure: the spec (and, for deletion, the synthesized stack) in, the exact commands
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from infra.spec import EnvSpec, TpuPoolSpec
 from toolkit.errors import FieldError
@@ -66,8 +67,18 @@ def scale_to_zero(spec: EnvSpec, pools: list[TpuPoolSpec], *, gcloud: str = "gcl
             f"set tpu_pools[{i}].autoscaling: true and deploy, or remove its node pools with `python -m infra pools delete-tpu --pool {fixed[0]}`",
         )
     cmds = [
-        (gcloud, "container", "clusters", "resize", spec.cluster.name, f"--node-pool={n.name}", "--num-nodes=0",
-         f"--location={spec.region}", f"--project={spec.project}", "--quiet")
+        (
+            gcloud,
+            "container",
+            "clusters",
+            "resize",
+            spec.cluster.name,
+            f"--node-pool={n.name}",
+            "--num-nodes=0",
+            f"--location={spec.region}",
+            f"--project={spec.project}",
+            "--quiet",
+        )
         for n in nps
         if n.scales
     ]
@@ -83,10 +94,7 @@ def scale_to_zero(spec: EnvSpec, pools: list[TpuPoolSpec], *, gcloud: str = "gcl
 def targets(doc: dict[str, Any], spec: EnvSpec, pools: list[TpuPoolSpec]) -> list[str]:
     """Terraform addresses of the selected pools' node pools in the synthesized stack, in spec order."""
     wanted = [n.name for n in node_pools(spec) if n.pool in {p.name for p in pools}]
-    by_name = {
-        body.get("name"): f"{NODE_POOL_TYPE}.{rid}"
-        for rid, body in ((doc.get("resource") or {}).get(NODE_POOL_TYPE) or {}).items()
-    }
+    by_name = {body.get("name"): f"{NODE_POOL_TYPE}.{rid}" for rid, body in ((doc.get("resource") or {}).get(NODE_POOL_TYPE) or {}).items()}
     missing = [n for n in wanted if n not in by_name]
     if missing:  # the stack and the spec disagree: a bug, not a user error
         raise RuntimeError(f"node pools {missing} are not in the synthesized stack")

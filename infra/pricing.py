@@ -13,10 +13,11 @@ Everything here is pure except ``load_table`` (reads the shipped table once).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -89,7 +90,7 @@ class PriceTable(_Model):
     rows: list[PriceRow]
 
     @model_validator(mode="after")
-    def _cited(self) -> "PriceTable":
+    def _cited(self) -> PriceTable:
         seen: dict[tuple[str, str, str], int] = {}
         for i, r in enumerate(self.rows):
             if r.source not in self.sources:
@@ -110,7 +111,7 @@ class OverrideRow(_Located):
     """One spec-side price row: a generation in the spec's region, with one or more modes' rates."""
 
     @model_validator(mode="after")
-    def _some_rate(self) -> "OverrideRow":
+    def _some_rate(self) -> OverrideRow:
         if not self.given():
             raise ValueError("gives no rate; add at least one of on-demand, spot, flex-start, reservation (USD per chip-hour)")
         return self
@@ -184,7 +185,7 @@ def load_table(path: Path = TABLE_PATH) -> PriceTable:
     return parse_table(data, path.name)
 
 
-def prices_for(spec: "EnvSpec") -> Prices:
+def prices_for(spec: EnvSpec) -> Prices:
     return Prices(load_table(), spec.prices)
 
 
@@ -198,7 +199,7 @@ class OptionCapacity:
     fixed_size: bool  # holds its nodes (and is billed) while idle
 
 
-def pool_options(pool: "TpuPoolSpec") -> list[OptionCapacity]:
+def pool_options(pool: TpuPoolSpec) -> list[OptionCapacity]:
     """The pool's capacity options, each with whether its node pools are fixed-size.
 
     Mirrors infra.stack and modules.tpu_pool: an autoscaled pool, every fallback option
@@ -213,7 +214,7 @@ def pool_options(pool: "TpuPoolSpec") -> list[OptionCapacity]:
     return out
 
 
-def check_overrides(spec: "EnvSpec") -> None:
+def check_overrides(spec: EnvSpec) -> None:
     """A spec with a ``prices:`` section owns its pricing: it must price every pool it runs.
 
     Without the section, a pool the public table has no figure for shows "no price"
@@ -280,17 +281,22 @@ class PoolCost:
     def to_dict(self) -> dict[str, Any]:
         idle = self.idle_per_hour
         return {
-            "pool": self.pool, "option": self.option.index, "capacity": self.option.label, "mode": self.option.mode,
-            "chips": self.chips, "fixed_size": self.option.fixed_size,
+            "pool": self.pool,
+            "option": self.option.index,
+            "capacity": self.option.label,
+            "mode": self.option.mode,
+            "chips": self.chips,
+            "fixed_size": self.option.fixed_size,
             "usd_per_chip_hour": None if self.rate is None else self.rate.usd_per_chip_hour,
             "usd_per_hour": _round(self.per_hour),
-            "idle_usd_per_hour": _round(idle), "idle_usd_per_day": _round(None if idle is None else idle * HOURS_PER_DAY),
+            "idle_usd_per_hour": _round(idle),
+            "idle_usd_per_day": _round(None if idle is None else idle * HOURS_PER_DAY),
             "price_as_of": None if self.rate is None else self.rate.as_of,
             "price_source": None if self.rate is None else self.rate.source,
         }
 
 
-def pool_costs(spec: "EnvSpec", prices: Prices | None = None) -> list[PoolCost]:
+def pool_costs(spec: EnvSpec, prices: Prices | None = None) -> list[PoolCost]:
     prices = prices or prices_for(spec)
     out = []
     for p in spec.tpu_pools:
@@ -312,7 +318,7 @@ def idle_total(costs: Iterable[PoolCost]) -> tuple[float, list[str]]:
     return total, unknown
 
 
-def costs_document(spec: "EnvSpec", prices: Prices | None = None) -> dict[str, Any]:
+def costs_document(spec: EnvSpec, prices: Prices | None = None) -> dict[str, Any]:
     """The ``cost`` block of ``infra spec`` and ``synth --summary`` (JSON and text both read it)."""
     costs = pool_costs(spec, prices)
     idle, unknown = idle_total(costs)
@@ -333,8 +339,7 @@ def cost_lines(doc: dict[str, Any]) -> list[str]:
         if p["usd_per_hour"] is None:
             out.append(f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips, no price for {p['mode']} (add it under the spec's prices:)")
             continue
-        idle = (f"idle {usd(p['idle_usd_per_hour'])}/h = {usd(p['idle_usd_per_day'])}/day (fixed size)" if p["fixed_size"]
-                else "idle $0 (scales from zero)")
+        idle = f"idle {usd(p['idle_usd_per_hour'])}/h = {usd(p['idle_usd_per_day'])}/day (fixed size)" if p["fixed_size"] else "idle $0 (scales from zero)"
         out.append(f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips x ${p['usd_per_chip_hour']:g} = {usd(p['usd_per_hour'])}/h while running; {idle}")
     unknown = f" (+ unknown for {', '.join(doc['idle_unknown_for'])})" if doc["idle_unknown_for"] else ""
     out.append(f"  idle total: {usd(doc['idle_usd_per_hour'])}/h = {usd(doc['idle_usd_per_day'])}/day{unknown}")
@@ -363,8 +368,13 @@ class RunCost:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "basis": self.basis, "generation": self.generation, "region": self.region, "chips": self.chips,
-            "hours": round(self.seconds / 3600, 4), "pool_capacity": list(self.pool_modes), "currency": "USD",
+            "basis": self.basis,
+            "generation": self.generation,
+            "region": self.region,
+            "chips": self.chips,
+            "hours": round(self.seconds / 3600, 4),
+            "pool_capacity": list(self.pool_modes),
+            "currency": "USD",
             "by_mode": {c.mode: None if c.rate is None else {"usd": _round(c.usd), **c.rate.to_dict()} for c in self.costs},
         }
 
@@ -380,9 +390,7 @@ class RunCost:
         return out
 
 
-def run_cost(
-    prices: Prices, generation: str, region: str, chips: int, seconds: float, *, pool_modes: Iterable[str] = (), basis: str
-) -> RunCost:
+def run_cost(prices: Prices, generation: str, region: str, chips: int, seconds: float, *, pool_modes: Iterable[str] = (), basis: str) -> RunCost:
     costs = []
     for m in MODES:
         rate = prices.rate(generation, region, m)
@@ -390,7 +398,7 @@ def run_cost(
     return RunCost(basis, generation, region, chips, seconds, tuple(pool_modes), tuple(costs))
 
 
-def pool_modes(pool: "TpuPoolSpec") -> tuple[str, ...]:
+def pool_modes(pool: TpuPoolSpec) -> tuple[str, ...]:
     return tuple(dict.fromkeys(o.mode for o in pool.capacity_options()))
 
 
@@ -415,15 +423,20 @@ def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 2)
 
 
-def plan_cost(plan: Any, spec: "EnvSpec", prices: Prices | None = None) -> RunCost | None:
+def plan_cost(plan: Any, spec: EnvSpec, prices: Prices | None = None) -> RunCost | None:
     """A run plan's estimated cost: steps x estimated step time x chips x rate (None without a step-time estimate)."""
     seconds = plan.program.estimated_run_seconds
     if seconds is None:
         return None
     pool = next(p for p in spec.tpu_pools if p.name == plan.target.pool)
     return run_cost(
-        prices or prices_for(spec), plan.target.shape.generation.name, spec.region, plan.target.chips, seconds,
-        pool_modes=pool_modes(pool), basis="estimated",
+        prices or prices_for(spec),
+        plan.target.shape.generation.name,
+        spec.region,
+        plan.target.chips,
+        seconds,
+        pool_modes=pool_modes(pool),
+        basis="estimated",
     )
 
 
@@ -431,6 +444,8 @@ def plan_cost_lines(plan: Any, cost: RunCost | None) -> list[str]:
     if cost is None:
         return [f"estimated cost: none — {plan.program.recipe} is a plain command, so the plan has no step-time estimate"]
     p = plan.program
-    head = (f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step (at {100 * (p.assumed_mfu or 0):.0f}% MFU) "
-            f"x {cost.chips} {cost.generation} chips = {cost.seconds / 3600:,.2f} h in {cost.region}; compile and restarts not included")
+    head = (
+        f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step (at {100 * (p.assumed_mfu or 0):.0f}% MFU) "
+        f"x {cost.chips} {cost.generation} chips = {cost.seconds / 3600:,.2f} h in {cost.region}; compile and restarts not included"
+    )
     return [head, *cost.lines()[1:]]

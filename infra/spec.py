@@ -21,10 +21,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
-from infra import catalog
-from infra import naming
+from infra import catalog, naming
 from infra.pricing import PriceOverrides, check_overrides
-from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, key_text as _key_text, load_yaml, read_capped  # noqa: F401  re-exported
 from toolkit.errors import CatalogError, SpecError
 from toolkit.names import (
     KUEUE_QUEUE_LABEL,
@@ -36,6 +34,8 @@ from toolkit.names import (
     TGK_SLICE_INDEX_LABEL,
     TGK_TOPOLOGY_LABEL,
 )
+from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, load_yaml, read_capped  # noqa: F401  re-exported
+from toolkit.yamlfile import key_text as _key_text
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES_DIR = REPO_ROOT / "examples"
@@ -102,9 +102,7 @@ class NetworkSpec(_Model):
     services_cidr: str | None = Field(None, description="secondary range for Service IPs")
     tpu_max_pods_per_node: int = Field(15, ge=8, le=256, description="xpk's value; TPU VMs run few pods")
     cpu_max_pods_per_node: int = Field(110, ge=8, le=256)
-    headroom: float = Field(
-        2.0, ge=1.0, le=16.0, description="factor of spare address space for surge upgrades and growth"
-    )
+    headroom: float = Field(2.0, ge=1.0, le=16.0, description="factor of spare address space for surge upgrades and growth")
     dcn: DcnNetworkSpec | None = Field(None, description="second VPC for multislice DCN (tpu7x playbook); None = one network")
 
     @field_validator("nodes_cidr", "pods_cidr", "services_cidr")
@@ -180,9 +178,7 @@ class RayAddonSpec(_Model):
 class ClusterSpec(_Model):
     name: str = Field(..., pattern=_NAME, max_length=40)
     release_channel: ReleaseChannel = ReleaseChannel.RAPID
-    min_version: str | None = Field(
-        None, pattern=_GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need"
-    )
+    min_version: str | None = Field(None, pattern=_GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
     dataplane_v2: bool = True
     private_nodes: bool = False
     master_cidr: str = Field("172.16.0.0/28", description="control-plane range when private_nodes is on")
@@ -193,9 +189,11 @@ class ClusterSpec(_Model):
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
 
     @model_validator(mode="after")
-    def _ray_needs_gcs_fuse(self) -> "ClusterSpec":
+    def _ray_needs_gcs_fuse(self) -> ClusterSpec:
         if self.ray.enabled and not self.gcs_fuse_csi:
-            raise FieldValueError("gcs_fuse_csi", "the Ray add-on is on but the GCS FUSE CSI driver is off", "set cluster.gcs_fuse_csi: true, or cluster.ray.enabled: false")
+            raise FieldValueError(
+                "gcs_fuse_csi", "the Ray add-on is on but the GCS FUSE CSI driver is off", "set cluster.gcs_fuse_csi: true, or cluster.ray.enabled: false"
+            )
         return self
 
     @field_validator("master_cidr")
@@ -231,11 +229,9 @@ class CpuPoolSpec(_Model):
     disk_size_gb: int = Field(200, ge=10, le=65536)
 
     @model_validator(mode="after")
-    def _bounds(self) -> "CpuPoolSpec":
+    def _bounds(self) -> CpuPoolSpec:
         if self.min_nodes > self.max_nodes:
-            raise FieldValueError(
-                "min_nodes", f"{self.min_nodes} is above max_nodes ({self.max_nodes})", "lower min_nodes or raise max_nodes"
-            )
+            raise FieldValueError("min_nodes", f"{self.min_nodes} is above max_nodes ({self.max_nodes})", "lower min_nodes or raise max_nodes")
         return self
 
 
@@ -255,7 +251,7 @@ class ProvisioningRetry(_Model):
     max_seconds: int = Field(1800, ge=1, le=86400)
 
     @model_validator(mode="after")
-    def _bounds(self) -> "ProvisioningRetry":
+    def _bounds(self) -> ProvisioningRetry:
         if self.max_seconds < self.base_seconds:
             raise FieldValueError("max_seconds", f"{self.max_seconds} is below base_seconds ({self.base_seconds})", "raise max_seconds")
         return self
@@ -287,7 +283,7 @@ class FlexStart(_Model):
     retry: ProvisioningRetry = Field(default_factory=ProvisioningRetry, description="queued only: Kueue's retries of a refused request")
 
     @model_validator(mode="after")
-    def _retry_needs_queue(self) -> "FlexStart":
+    def _retry_needs_queue(self) -> FlexStart:
         if not self.queued and "retry" in self.model_fields_set:
             raise FieldValueError("retry", "only applies to queued provisioning", "set queued: true or remove retry")
         return self
@@ -380,7 +376,7 @@ class TpuPoolSpec(_Model):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _capacity_list(cls, data: Any, handler: Any) -> "TpuPoolSpec":
+    def _capacity_list(cls, data: Any, handler: Any) -> TpuPoolSpec:
         """``capacity`` may be a list of options in priority order (reservations first, then on-demand, spot, flex-start)."""
         options = data.get("capacity") if isinstance(data, dict) else None
         if not isinstance(options, list):
@@ -391,12 +387,10 @@ class TpuPoolSpec(_Model):
         return pool
 
     @model_validator(mode="after")
-    def _resolve(self) -> "TpuPoolSpec":
+    def _resolve(self) -> TpuPoolSpec:
         if not self.type and not (self.generation and self.topology):
             missing = "topology" if self.generation else "generation" if self.topology else "type"
-            raise FieldValueError(
-                missing, "no TPU shape given", "give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)"
-            )
+            raise FieldValueError(missing, "no TPU shape given", "give either type (e.g. v5litepod-16) or generation + topology (e.g. v6e + 4x4)")
         if self.type and self.generation:
             self._check_type_generation()
         if (self.generation is None) != (self.topology is None):
@@ -408,9 +402,7 @@ class TpuPoolSpec(_Model):
                 f"drop {given} (the type names the shape) or add {missing}",
             )
         try:
-            self._shape = catalog.resolve(
-                self.type, generation=self.generation, topology=self.topology, chips_per_vm=self.chips_per_vm
-            )
+            self._shape = catalog.resolve(self.type, generation=self.generation, topology=self.topology, chips_per_vm=self.chips_per_vm)
         except CatalogError as e:
             raise FieldValueError(self._shape_field(), *_split_problem(str(e), "pick a valid TPU shape")) from None
         if self.slices > 1 and not self.shape.multi_host:
@@ -578,7 +570,7 @@ class TeamSpec(_Model):
         return v
 
     @model_validator(mode="after")
-    def _lend_own(self) -> "TeamSpec":
+    def _lend_own(self) -> TeamSpec:
         if self.lending_limit is not None and self.lending_limit > self.quota_share + 1e-9:
             raise FieldValueError(
                 "lending_limit", f"{self.lending_limit:g} is more than the team's quota_share ({self.quota_share:g})", "lend at most the quota_share"
@@ -638,7 +630,7 @@ class CloudBuildSpec(_Model):
     filename: str = "cloudbuild/ci.yaml"
 
     @model_validator(mode="after")
-    def _repo(self) -> "CloudBuildSpec":
+    def _repo(self) -> CloudBuildSpec:
         if self.enabled and not (self.github_owner and self.github_repo):
             raise FieldValueError(
                 "github_owner" if not self.github_owner else "github_repo",
@@ -649,9 +641,7 @@ class CloudBuildSpec(_Model):
 
 
 class StateSpec(_Model):
-    bucket: str | None = Field(
-        None, pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$", description="Terraform state bucket (default <project>-tf-state)"
-    )
+    bucket: str | None = Field(None, pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$", description="Terraform state bucket (default <project>-tf-state)")
     prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
 
 
@@ -679,9 +669,11 @@ class WaitForPodsReadySpec(_Model):
     requeue_limit: int | None = Field(None, ge=0)
 
     @model_validator(mode="after")
-    def _backoff(self) -> "WaitForPodsReadySpec":
+    def _backoff(self) -> WaitForPodsReadySpec:
         if self.backoff_max_seconds < self.backoff_base_seconds:
-            raise FieldValueError("backoff_max_seconds", f"{self.backoff_max_seconds} is below backoff_base_seconds ({self.backoff_base_seconds})", "raise backoff_max_seconds")
+            raise FieldValueError(
+                "backoff_max_seconds", f"{self.backoff_max_seconds} is below backoff_base_seconds ({self.backoff_base_seconds})", "raise backoff_max_seconds"
+            )
         return self
 
 
@@ -750,7 +742,7 @@ class EnvSpec(_Model):
 
     # Cross-field checks, in this order. Each raises SpecError with the exact field path.
     @model_validator(mode="after")
-    def _cross(self) -> "EnvSpec":
+    def _cross(self) -> EnvSpec:
         self._check_zones()
         self._check_pools()
         self._check_gke_version()
@@ -1066,27 +1058,35 @@ class EnvSpec(_Model):
         raise SpecError("--team", f"no team {name!r} in the spec", f"use one of {', '.join(t.name for t in self.teams)}")
 
     @cached_property
-    def cidrs(self) -> "Cidrs":
+    def cidrs(self) -> Cidrs:
         return derive_cidrs(self)
 
     def _check_network(self) -> None:
         cidrs = derive_cidrs(self)  # raises SpecError when given ranges are too small or overlap
         self._check_dcn(cidrs)
 
-    def _check_dcn(self, cidrs: "Cidrs") -> None:
+    def _check_dcn(self, cidrs: Cidrs) -> None:
         """The DCN network needs Dataplane V2, room for every TPU node, and its own address space."""
         dcn = self.network.dcn
         if dcn is None:
             return
         if not self.cluster.dataplane_v2:
-            raise SpecError("network.dcn", "GKE multi-networking needs Dataplane V2, which cluster.dataplane_v2: false turns off", "set cluster.dataplane_v2: true or remove network.dcn")
+            raise SpecError(
+                "network.dcn",
+                "GKE multi-networking needs Dataplane V2, which cluster.dataplane_v2: false turns off",
+                "set cluster.dataplane_v2: true or remove network.dcn",
+            )
         net = ipaddress.ip_network(dcn.cidr)
         # GCP keeps 4 addresses of every subnet; each TPU node takes one for its eth1.
         if net.num_addresses - 4 < self.tpu_nodes:
-            raise SpecError("network.dcn.cidr", f"{dcn.cidr} has {net.num_addresses - 4} usable addresses for {self.tpu_nodes} TPU nodes", "use a larger range, e.g. a /16")
+            raise SpecError(
+                "network.dcn.cidr", f"{dcn.cidr} has {net.num_addresses - 4} usable addresses for {self.tpu_nodes} TPU nodes", "use a larger range, e.g. a /16"
+            )
         for what, cidr in (("nodes", cidrs.nodes), ("pods", cidrs.pods), ("services", cidrs.services)):
             if net.overlaps(ipaddress.ip_network(cidr)):
-                raise SpecError("network.dcn.cidr", f"{dcn.cidr} overlaps the cluster's {what} range {cidr}", "pick a range outside the first VPC's, e.g. 10.200.0.0/16")
+                raise SpecError(
+                    "network.dcn.cidr", f"{dcn.cidr} overlaps the cluster's {what} range {cidr}", "pick a range outside the first VPC's, e.g. 10.200.0.0/16"
+                )
 
 
 # ---------------------------------------------------------------- CIDR sizing
@@ -1106,9 +1106,7 @@ def pods_block_per_node(max_pods: int) -> int:
 
 def pod_addresses_needed(spec: EnvSpec) -> int:
     n = spec.network
-    return spec.tpu_nodes * pods_block_per_node(n.tpu_max_pods_per_node) + spec.cpu_nodes * pods_block_per_node(
-        n.cpu_max_pods_per_node
-    )
+    return spec.tpu_nodes * pods_block_per_node(n.tpu_max_pods_per_node) + spec.cpu_nodes * pods_block_per_node(n.cpu_max_pods_per_node)
 
 
 def _prefix_for(addresses: int) -> int:
@@ -1170,7 +1168,7 @@ _CAPACITY_WRAPPER = "function-after[_shorthand(), tagged-union[OnDemand,Spot,Fle
 
 def _capacity_mode(loc: tuple[Any, ...]) -> str | None:
     """The capacity mode a location is inside of (pydantic puts the union tag after 'capacity')."""
-    for prev, part in zip(loc, loc[1:]):
+    for prev, part in zip(loc, loc[1:], strict=False):
         if prev in ("capacity", _CAPACITY_WRAPPER) and part in _CAPACITY_MODES:
             return str(part)
     return None

@@ -220,9 +220,7 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
 
 def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
     """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA)."""
-    return tuple(
-        BucketGrant(key=b.name, bucket=buckets[b.name].name, role=_BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team)
-    )
+    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=_BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
@@ -324,9 +322,7 @@ def _cpu_pool(ctx: _Context, cluster: Cluster, identity: Identity) -> CpuPool:
     )
 
 
-def _tpu_pools(
-    ctx: _Context, cluster: Cluster, identity: Identity
-) -> tuple[dict[str, WorkloadPolicy], dict[str, list[TpuSlice]]]:
+def _tpu_pools(ctx: _Context, cluster: Cluster, identity: Identity) -> tuple[dict[str, WorkloadPolicy], dict[str, list[TpuSlice]]]:
     """Every TPU pool's slices (one node pool each), each pool after the workload policy it uses."""
     # Read once: every attribute read is a round trip to the jsii runtime, and
     # this loop runs once per slice (hundreds in large environments).

@@ -170,7 +170,14 @@ def render_text(summary: dict[str, Any], file: Any = None) -> None:
 def _cost_table(console: Any, cost: dict[str, Any]) -> None:
     """What each pool option costs running and idle, with the prices' date under the table."""
     t = _table(
-        "TPU cost (USD)", "pool", "capacity", "chips", "$/chip-h", "$/h running", "idle $/h", "idle $/day",
+        "TPU cost (USD)",
+        "pool",
+        "capacity",
+        "chips",
+        "$/chip-h",
+        "$/h running",
+        "idle $/h",
+        "idle $/day",
         right=("chips", "$/chip-h", "$/h running", "idle $/h", "idle $/day"),
     )
     for p in cost["pools"]:

@@ -22,9 +22,7 @@ TERRAFORM_ENV_VAR = "TGK_TERRAFORM"
 def find_terraform() -> str:
     binary = os.environ.get(TERRAFORM_ENV_VAR) or shutil.which("terraform") or shutil.which("tofu")
     if not binary:
-        raise ExternalToolError(
-            "terraform is not on PATH — install Terraform >= 1.6 (or OpenTofu) or set TGK_TERRAFORM to its path"
-        )
+        raise ExternalToolError("terraform is not on PATH — install Terraform >= 1.6 (or OpenTofu) or set TGK_TERRAFORM to its path")
     return binary
 
 

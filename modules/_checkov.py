@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # reading suppressions back must not start the jsii runtime
 CHECK_ID = re.compile(r"^CKV2?_[A-Z0-9]+_\d+$")
 
 
-def suppress(resource: "TerraformResource", reasons: Mapping[str, str]) -> None:
+def suppress(resource: TerraformResource, reasons: Mapping[str, str]) -> None:
     """Record, on ``resource``, the checks it fails on purpose and why.
 
     Call once per resource with every reason: the override replaces the list.

@@ -72,9 +72,7 @@ class BuildTrigger(Construct):
         member = self.service_account.member
         self.project_members = project_roles(self, "ci", p.project, member, p.project_roles)
         # State bucket is bootstrapped outside this stack; plan takes the state lock.
-        self.state_access = StorageBucketIamMember(
-            self, "ci-state", bucket=p.state_bucket, role="roles/storage.objectAdmin", member=member
-        )
+        self.state_access = StorageBucketIamMember(self, "ci-state", bucket=p.state_bucket, role="roles/storage.objectAdmin", member=member)
         self.image_push = None
         if p.image_repository:
             location, repository = p.image_repository
@@ -93,9 +91,7 @@ class BuildTrigger(Construct):
             name=p.name,
             project=p.project,
             description=f"CI on push to {p.github_owner}/{p.github_repo} {p.branch_regex}",
-            github=CloudbuildTriggerGithub(
-                owner=p.github_owner, name=p.github_repo, push=CloudbuildTriggerGithubPush(branch=p.branch_regex)
-            ),
+            github=CloudbuildTriggerGithub(owner=p.github_owner, name=p.github_repo, push=CloudbuildTriggerGithubPush(branch=p.branch_regex)),
             filename=p.filename,
             service_account=self.service_account.id,
             substitutions=dict(p.substitutions) or None,

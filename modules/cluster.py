@@ -127,9 +127,7 @@ class Cluster(Construct):
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             enable_intranode_visibility=True,
-            master_auth=ContainerClusterMasterAuth(
-                client_certificate_config=ContainerClusterMasterAuthClientCertificateConfig(issue_client_certificate=False)
-            ),
+            master_auth=ContainerClusterMasterAuth(client_certificate_config=ContainerClusterMasterAuthClientCertificateConfig(issue_client_certificate=False)),
             resource_labels=dict(p.labels) or None,
             depends_on=list(p.depends_on) or None,
         )
@@ -166,9 +164,7 @@ def _bootstrap_node_config(p: ClusterProps) -> ContainerClusterNodeConfig:
         service_account=p.bootstrap_service_account,
         oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
         workload_metadata_config=ContainerClusterNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-        shielded_instance_config=ContainerClusterNodeConfigShieldedInstanceConfig(
-            enable_secure_boot=True, enable_integrity_monitoring=True
-        ),
+        shielded_instance_config=ContainerClusterNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
         image_type="COS_CONTAINERD",
     )
 
@@ -199,9 +195,7 @@ def _maintenance_policy(p: ClusterProps) -> ContainerClusterMaintenancePolicy | 
     if not window:
         return None
     return ContainerClusterMaintenancePolicy(
-        recurring_window=ContainerClusterMaintenancePolicyRecurringWindow(
-            start_time=window.start_time, end_time=window.end_time, recurrence=window.recurrence
-        )
+        recurring_window=ContainerClusterMaintenancePolicyRecurringWindow(start_time=window.start_time, end_time=window.end_time, recurrence=window.recurrence)
     )
 
 

@@ -54,9 +54,7 @@ class CpuPool(Construct):
             node_locations=list(p.zones) or None,
             # At least one node from the start, so cluster add-ons can be installed right after apply.
             initial_node_count=max(p.min_nodes_per_zone, 1),
-            autoscaling=ContainerNodePoolAutoscaling(
-                min_node_count=p.min_nodes_per_zone, max_node_count=p.max_nodes_per_zone
-            ),
+            autoscaling=ContainerNodePoolAutoscaling(min_node_count=p.min_nodes_per_zone, max_node_count=p.max_nodes_per_zone),
             max_pods_per_node=p.max_pods_per_node,
             management=ContainerNodePoolManagement(auto_repair=True, auto_upgrade=True),
             node_config=ContainerNodePoolNodeConfig(
@@ -69,9 +67,7 @@ class CpuPool(Construct):
                 labels=dict(p.node_labels) or None,
                 resource_labels=dict(p.resource_labels) or None,
                 workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-                shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
-                    enable_secure_boot=True, enable_integrity_monitoring=True
-                ),
+                shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
             ),
         )
 

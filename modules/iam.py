@@ -16,8 +16,8 @@ Identities:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from cdktn import ITerraformDependable
 from cdktn_provider_google.project_iam_member import ProjectIamMember
@@ -186,20 +186,12 @@ class TeamIdentity(Construct):
         )
 
 
-def project_roles(
-    scope: Construct, who: str, project: str, member: str, roles: Sequence[str]
-) -> list[ProjectIamMember]:
+def project_roles(scope: Construct, who: str, project: str, member: str, roles: Sequence[str]) -> list[ProjectIamMember]:
     """Non-authoritative project bindings: other members of these roles are left alone."""
-    return [
-        ProjectIamMember(scope, f"{who}-{role.removeprefix('roles/')}", project=project, role=role, member=member)
-        for role in roles
-    ]
+    return [ProjectIamMember(scope, f"{who}-{role.removeprefix('roles/')}", project=project, role=role, member=member) for role in roles]
 
 
 def bucket_roles(scope: Construct, who: str, member: str, grants: Sequence[BucketGrant]) -> list[StorageBucketIamMember]:
     return [
-        StorageBucketIamMember(
-            scope, f"{who}-{g.key}-{g.role.removeprefix('roles/storage.')}", bucket=g.bucket, role=g.role, member=member
-        )
-        for g in grants
+        StorageBucketIamMember(scope, f"{who}-{g.key}-{g.role.removeprefix('roles/storage.')}", bucket=g.bucket, role=g.role, member=member) for g in grants
     ]

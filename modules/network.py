@@ -75,9 +75,7 @@ class Network(Construct):
             private_ip_google_access=True,
             secondary_ip_range=[
                 ComputeSubnetworkSecondaryIpRange(range_name=props.pods_range_name, ip_cidr_range=props.pods_cidr),
-                ComputeSubnetworkSecondaryIpRange(
-                    range_name=props.services_range_name, ip_cidr_range=props.services_cidr
-                ),
+                ComputeSubnetworkSecondaryIpRange(range_name=props.services_range_name, ip_cidr_range=props.services_cidr),
             ],
             log_config=ComputeSubnetworkLogConfig(
                 aggregation_interval="INTERVAL_5_SEC",

@@ -35,9 +35,7 @@ RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 # Terraform spells the Kubernetes taint effects as an enum of its own.
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 # The taint GKE puts on TPU nodes, declared on the pool so Terraform agrees with GKE.
-TPU_TAINT = ContainerNodePoolNodeConfigTaint(
-    key=K8S_TPU_TAINT["key"], value=K8S_TPU_TAINT["value"], effect=TAINT_EFFECTS[K8S_TPU_TAINT["effect"]]
-)
+TPU_TAINT = ContainerNodePoolNodeConfigTaint(key=K8S_TPU_TAINT["key"], value=K8S_TPU_TAINT["value"], effect=TAINT_EFFECTS[K8S_TPU_TAINT["effect"]])
 
 
 class Placement(str, Enum):
@@ -136,9 +134,7 @@ class TpuSlice(Construct):
                 max_run_duration=f"{p.max_run_seconds}s" if p.max_run_seconds else None,
                 reservation_affinity=self._reservation_affinity(),
                 workload_metadata_config=ContainerNodePoolNodeConfigWorkloadMetadataConfig(mode="GKE_METADATA"),
-                shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(
-                    enable_secure_boot=True, enable_integrity_monitoring=True
-                ),
+                shielded_instance_config=ContainerNodePoolNodeConfigShieldedInstanceConfig(enable_secure_boot=True, enable_integrity_monitoring=True),
             ),
             depends_on=list(p.depends_on) or None,
         )
@@ -150,9 +146,7 @@ class TpuSlice(Construct):
 
     def _autoscaling(self) -> ContainerNodePoolAutoscaling:
         if self.props.capacity is Capacity.FLEX_START:
-            return ContainerNodePoolAutoscaling(
-                total_min_node_count=0, total_max_node_count=self.props.nodes, location_policy="ANY"
-            )
+            return ContainerNodePoolAutoscaling(total_min_node_count=0, total_max_node_count=self.props.nodes, location_policy="ANY")
         return ContainerNodePoolAutoscaling(min_node_count=0, max_node_count=self.props.nodes)
 
     def _placement(self) -> ContainerNodePoolPlacementPolicy | None:
@@ -207,9 +201,7 @@ class WorkloadPolicy(Construct):
             name=props.name,
             project=props.project,
             region=props.region,
-            workload_policy=ComputeResourcePolicyWorkloadPolicy(
-                type="HIGH_THROUGHPUT", accelerator_topology=props.topology
-            ),
+            workload_policy=ComputeResourcePolicyWorkloadPolicy(type="HIGH_THROUGHPUT", accelerator_topology=props.topology),
             depends_on=list(props.depends_on) or None,
         )
 

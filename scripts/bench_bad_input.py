@@ -141,10 +141,24 @@ def corpus() -> list[Case]:
     add(spec_cases(c, "tpu_pools", spec_yaml(lambda d: d.update(tpu_pools=[])), "tpu_pools"))
     add(spec_cases(c, "zones", spec_yaml(lambda d: d.update(zones=[])), "zones"))
     cases.append(Case(c, "teams/status", ["-m", "workloads", "status", "r1", "--spec", "{F}", "--kubeconfig", "{D}/none"], "teams", {"spec.yaml": empty_teams}))
-    cases.append(Case(c, "recipe-generations", ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"], "generations",
-                      recipes=recipe_with("maxtext-6b", "min_chips_per_slice: 4", "min_chips_per_slice: 4\ngenerations: []")))
-    cases.append(Case(c, "recipe-command-item", ["-c", RECIPE_SHIM, "submit", "hello-tpu", "--dry-run"], "command",
-                      recipes={"hello-tpu.yaml": shipped_recipe("hello-tpu").split("command:")[0].encode() + b"command: ['']\n"}))
+    cases.append(
+        Case(
+            c,
+            "recipe-generations",
+            ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"],
+            "generations",
+            recipes=recipe_with("maxtext-6b", "min_chips_per_slice: 4", "min_chips_per_slice: 4\ngenerations: []"),
+        )
+    )
+    cases.append(
+        Case(
+            c,
+            "recipe-command-item",
+            ["-c", RECIPE_SHIM, "submit", "hello-tpu", "--dry-run"],
+            "command",
+            recipes={"hello-tpu.yaml": shipped_recipe("hello-tpu").split("command:")[0].encode() + b"command: ['']\n"},
+        )
+    )
 
     # 3. names derived from user input beyond Kubernetes/GCP limits
     c = "long-derived-name"
@@ -159,8 +173,15 @@ def corpus() -> list[Case]:
     add(spec_cases(c, "capacity-twice", base.replace("  capacity: spot\n", "  capacity: spot\n  capacity: on-demand\n").encode(), "capacity", also_submit=True))
     add(spec_cases(c, "top-level-region", (base + "region: us-west4\n").encode(), "region"))
     add(spec_cases(c, "team-priority", base.replace("  priority: medium\n", "  priority: medium\n  priority: high\n").encode(), "priority"))
-    cases.append(Case(c, "recipe-steps", ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"], "steps",
-                      recipes=recipe_with("maxtext-6b", "steps: 100\n", "steps: 100\nsteps: 5\n")))
+    cases.append(
+        Case(
+            c,
+            "recipe-steps",
+            ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"],
+            "steps",
+            recipes=recipe_with("maxtext-6b", "steps: 100\n", "steps: 100\nsteps: 5\n"),
+        )
+    )
 
     # 5. files that are not UTF-8 text
     c = "non-utf8-file"
@@ -173,21 +194,59 @@ def corpus() -> list[Case]:
     }
     for name, content in variants.items():
         add(spec_cases(c, f"spec-{name}", content, "spec.yaml: ", also_submit=name in ("gzip", "utf16-bom")))  # names the file
-    cases.append(Case(c, "recipe-utf16", ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"], "recipe",
-                      recipes={"maxtext-6b.yaml": shipped_recipe("maxtext-6b").encode("utf-16")}))
-    cases.append(Case(c, "kubeconfig-utf16", ["-m", "workloads", "status", "r1", "--kubeconfig", "{D}/kc"], "kubeconfig",
-                      {"kc": "apiVersion: v1\nkind: Config\nclusters: []\n".encode("utf-16")}))
-    cases.append(Case(c, "metrics-logfile-binary", ["-m", "workloads", "metrics", "{D}/run.log"], "MaxText", {"run.log": bytes(range(256)) * 8}))  # read leniently: the line need not name the flag
-    cases.append(Case(c, "metrics-file-gzip", ["-m", "workloads", "metrics", str(TINY_LOG), "--metrics-file", "{D}/m.jsonl"], "metrics file",
-                      {"m.jsonl": gzip.compress((REPO / "tests/data/maxtext/tiny_cpu.metrics.jsonl").read_bytes())}))
+    cases.append(
+        Case(
+            c,
+            "recipe-utf16",
+            ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"],
+            "recipe",
+            recipes={"maxtext-6b.yaml": shipped_recipe("maxtext-6b").encode("utf-16")},
+        )
+    )
+    cases.append(
+        Case(
+            c,
+            "kubeconfig-utf16",
+            ["-m", "workloads", "status", "r1", "--kubeconfig", "{D}/kc"],
+            "kubeconfig",
+            {"kc": "apiVersion: v1\nkind: Config\nclusters: []\n".encode("utf-16")},
+        )
+    )
+    cases.append(
+        Case(c, "metrics-logfile-binary", ["-m", "workloads", "metrics", "{D}/run.log"], "MaxText", {"run.log": bytes(range(256)) * 8})
+    )  # read leniently: the line need not name the flag
+    cases.append(
+        Case(
+            c,
+            "metrics-file-gzip",
+            ["-m", "workloads", "metrics", str(TINY_LOG), "--metrics-file", "{D}/m.jsonl"],
+            "metrics file",
+            {"m.jsonl": gzip.compress((REPO / "tests/data/maxtext/tiny_cpu.metrics.jsonl").read_bytes())},
+        )
+    )
 
     # 6. numeric overrides outside their domain
     c = "numeric-domain"
-    for kv in ("max_target_length=0", "max_target_length=-2048", "per_device_batch_size=inf", "per_device_batch_size=nan",
-               "per_device_batch_size=0", "base_emb_dim=-4096", "ici_fsdp_parallelism=0", "override_model_config=maybe"):
+    for kv in (
+        "max_target_length=0",
+        "max_target_length=-2048",
+        "per_device_batch_size=inf",
+        "per_device_batch_size=nan",
+        "per_device_batch_size=0",
+        "base_emb_dim=-4096",
+        "ici_fsdp_parallelism=0",
+        "override_model_config=maybe",
+    ):
         cases.append(Case(c, f"set-{kv}", submit("maxtext-6b", "--set", kv), "--set"))
-    cases.append(Case(c, "recipe-max_target_length-0", ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"], "max_target_length",
-                      recipes=recipe_with("maxtext-6b", "    log_period: 10\n", "    log_period: 10\n    max_target_length: 0\n")))
+    cases.append(
+        Case(
+            c,
+            "recipe-max_target_length-0",
+            ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"],
+            "max_target_length",
+            recipes=recipe_with("maxtext-6b", "    log_period: 10\n", "    log_period: 10\n    max_target_length: 0\n"),
+        )
+    )
     cases.append(Case(c, "steps-negative", submit("maxtext-6b", "--steps", "-5"), "--steps"))
 
     # 7. output paths that cannot be written
@@ -207,11 +266,24 @@ def corpus() -> list[Case]:
     add(spec_cases(c, "spot-under-flex-start", spec_yaml(pool(capacity={"mode": "flex-start", "spot": True})), "spot"))
     add(spec_cases(c, "name-under-spot", spec_yaml(pool(capacity={"mode": "spot", "name": "r1"})), "capacity.name"))
     cases.append(Case(c, "set-base_emb_dim-5000", submit("maxtext-6b", "--set", "base_emb_dim=5000"), "error: --set: base_emb_dim"))
-    cases.append(Case(c, "set-max_target_length-odd-seq", submit("maxtext-6b", "--set", "max_target_length=2047", "--set", "ici_sequence_parallelism=2",
-                                                                 "--set", "ici_fsdp_parallelism=-1"), "error: --set"))
+    cases.append(
+        Case(
+            c,
+            "set-max_target_length-odd-seq",
+            submit("maxtext-6b", "--set", "max_target_length=2047", "--set", "ici_sequence_parallelism=2", "--set", "ici_fsdp_parallelism=-1"),
+            "error: --set",
+        )
+    )
     add(spec_cases(c, "type-and-generation", spec_yaml(pool(type="v5litepod-16", generation="v6e")), "tpu_pools[0].generation"))
-    cases.append(Case(c, "recipe-max_target_length-text", ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"], "error: recipe maxtext-6b",
-                      recipes=recipe_with("maxtext-6b", "    log_period: 10\n", "    log_period: 10\n    max_target_length: long\n")))
+    cases.append(
+        Case(
+            c,
+            "recipe-max_target_length-text",
+            ["-c", RECIPE_SHIM, "submit", "maxtext-6b", "--dry-run"],
+            "error: recipe maxtext-6b",
+            recipes=recipe_with("maxtext-6b", "    log_period: 10\n", "    log_period: 10\n    max_target_length: long\n"),
+        )
+    )
     return cases
 
 
@@ -235,8 +307,14 @@ def run_case(case: Case, tmp: Path) -> Result:
     d.mkdir(parents=True)
     for name, content in case.files.items():
         (d / name).write_bytes(content)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1", "COLUMNS": "200", "NO_COLOR": "1",
-           "TGK_MAXTEXT_VENV": str(d / "no-maxtext-venv")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+        "TGK_MAXTEXT_VENV": str(d / "no-maxtext-venv"),
+    }
     env.pop("TGK_SPEC", None)
     env.pop("TGK_DEBUG", None)
     if case.recipes is not None:

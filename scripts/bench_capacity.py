@@ -27,8 +27,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -49,8 +50,7 @@ SPEC: dict[str, Any] = {
     "cluster": {"name": "bench-capacity"},
     "cpu_pool": {"min_nodes": 1, "max_nodes": 1},
     "tpu_pools": [
-        {"name": "v5e", "type": "v5litepod-16", "slices": 2,
-         "capacity": [{"mode": "reservation", "name": "v5e-res", "zone": "us-west4-a"}, "spot"]},
+        {"name": "v5e", "type": "v5litepod-16", "slices": 2, "capacity": [{"mode": "reservation", "name": "v5e-res", "zone": "us-west4-a"}, "spot"]},
         {"name": "flex", "type": "v6e-16", "slices": 2, "capacity": {"mode": "flex-start", "queued": True}},
         {"name": "shared", "type": "v5litepod-32", "slices": 2, "capacity": "spot"},
     ],
@@ -81,9 +81,32 @@ class Bench:
         self.n += 1
         run = f"bc-{self.n}"
         r = subprocess.run(
-            [sys.executable, "-m", "workloads", "submit", recipe, "--spec", str(self.spec_path), "--kubeconfig", str(self.lc.kubeconfig),
-             "--team", team, "--pool", pool, "--slices", str(slices), "--name", run, "--rehearse-seconds", str(seconds), "--no-wait"],
-            cwd=REPO, capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "workloads",
+                "submit",
+                recipe,
+                "--spec",
+                str(self.spec_path),
+                "--kubeconfig",
+                str(self.lc.kubeconfig),
+                "--team",
+                team,
+                "--pool",
+                pool,
+                "--slices",
+                str(slices),
+                "--name",
+                run,
+                "--rehearse-seconds",
+                str(seconds),
+                "--no-wait",
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if r.returncode != 0:
             raise SystemExit(f"bench: submit failed: {r.stderr.strip().splitlines()[-1:]}")
@@ -114,8 +137,15 @@ class Bench:
         poll(lambda: self.running(A, run, 4), 120, "Running")
         t_run = time.monotonic() - t0
         self.delete(A, run)
-        poll(lambda: not [n for n in self.kube.list(self.kube.resource("v1", "Node"))
-                          if (n["metadata"].get("annotations") or {}).get(provisioner.REQUEST_ANNOTATION)], 60, "nodes gone")
+        poll(
+            lambda: (
+                not [
+                    n for n in self.kube.list(self.kube.resource("v1", "Node")) if (n["metadata"].get("annotations") or {}).get(provisioner.REQUEST_ANNOTATION)
+                ]
+            ),
+            60,
+            "nodes gone",
+        )
         return {"provisioned_s": t_prov, "running_s": t_run}
 
     def fallback(self) -> dict[str, float]:

@@ -206,7 +206,7 @@ def measure(name: str, argv: list[str], runs: int, trees: list[Tree], target_s: 
         for tree in trees:
             _run_once(tree.argv(argv), tree.env, tree.path)
     for _ in range(runs):
-        for tree, r in zip(trees, results):
+        for tree, r in zip(trees, results, strict=True):
             wall, cpu, peak = _run_once(tree.argv(argv), tree.env, tree.path)
             r.walls.append(wall)
             r.cpus.append(cpu)
@@ -261,9 +261,7 @@ def main() -> int:
         n = args.runs
         if want("synth"):
             out = tmp / "out"
-            results += (
-                measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, trees, 2.0, warm)
-            )
+            results += measure("synth default", [py, "-m", "infra", "synth", "--spec", "examples/default.yaml", "--out", str(out)], n, trees, 2.0, warm)
             for pools in (int(x) for x in args.pools.split(",") if x):
                 path = tmp / f"pools-{pools}.yaml"
                 path.write_text(_pools_spec(pools))
@@ -304,11 +302,13 @@ def main() -> int:
     for r in results:
         aim = f"{r.target_s:.1f}" if r.target_s else "-"
         tree = label.get(r.tree, "")
-        print(
-            f"{r.name:<44} {tree:<7} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.cpu_s:>6.2f} {r.peak_mib:>9.0f} {aim:>6}"
-        )
+        print(f"{r.name:<44} {tree:<7} {r.median_s:>9.3f} {min(r.walls):>7.3f} {max(r.walls):>7.3f} {r.cpu_s:>6.2f} {r.peak_mib:>9.0f} {aim:>6}")
     print(f"(median of {args.runs} fresh processes each; cpu = median user+sys of the process tree; peak = largest sampled RSS sum)")
-    print("(no bytecode cache: every run recompiles the toolkit's modules)" if args.no_bytecode_cache else "(bytecode cached per tree, as on a user's machine; one warm-up run per command)")
+    print(
+        "(no bytecode cache: every run recompiles the toolkit's modules)"
+        if args.no_bytecode_cache
+        else "(bytecode cached per tree, as on a user's machine; one warm-up run per command)"
+    )
     print(f"(load average before {load[0][0]:.1f}, after {load[1][0]:.1f} on {os.cpu_count()} CPUs)")
     print(f"(calibration: the fixed Python loop took {calibration:.3f} s; compare runs by it, see the docstring)")
     return 0

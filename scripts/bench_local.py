@@ -30,13 +30,13 @@ sys.path.insert(0, str(REPO))
 import yaml  # noqa: E402
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec  # noqa: E402
-from workloads.render import jobset as manifests  # noqa: E402
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_API, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL  # noqa: E402
+from toolkit.paths import cache_dir  # noqa: E402
 from workloads.cluster.client import Cluster  # noqa: E402
 from workloads.cluster.wait import WaitTimeout, wait_for  # noqa: E402
 from workloads.local.controlplane import CONTEXT, LocalCluster  # noqa: E402
 from workloads.planning.planner import Overrides, plan_run  # noqa: E402
-from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_API, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL  # noqa: E402
-from toolkit.paths import cache_dir  # noqa: E402
+from workloads.render import jobset as manifests  # noqa: E402
 
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
@@ -106,11 +106,15 @@ def main() -> int:
             js = jobset(spec, f"bench-adm-{i}", 1, "1s")
             t0 = time.monotonic()
             cluster.apply([js], field_manager="tgk-bench")
-            live = poll(lambda: cluster.jobset("research", js["metadata"]["name"]), 30, "the JobSet")
-            poll(lambda: admitted(cluster.workload_for("research", live)), 120, f"admission of job {i}", 0.02)
+            live = poll(lambda js=js: cluster.jobset("research", js["metadata"]["name"]), 30, "the JobSet")
+            poll(lambda live=live: admitted(cluster.workload_for("research", live)), 120, f"admission of job {i}", 0.02)
             lat.append(time.monotonic() - t0)
             cluster.delete(js_info, js["metadata"]["name"], "research", propagation="Background")
-            poll(lambda: cluster.workload_for("research", live) is None and cluster.jobset("research", js["metadata"]["name"]) is None, 120, "cleanup")
+            poll(
+                lambda js=js, live=live: cluster.workload_for("research", live) is None and cluster.jobset("research", js["metadata"]["name"]) is None,
+                120,
+                "cleanup",
+            )
         lat.sort()
         out["admit_latency_s"] = {
             "n": len(lat),
@@ -132,11 +136,23 @@ def main() -> int:
         live = poll(lambda: cluster.jobset("research", "bench-256"), 30, "the JobSet")
         poll(lambda: admitted(cluster.workload_for("research", live)), 300, "admission of the 256-pod JobSet", 0.1)
         t_adm = time.monotonic() - t0
-        poll(lambda: len([p for p in cluster.list(pods_info, "research", label_selector=sel) if p["spec"].get("nodeName")]) == 256, 900, "256 pods scheduled", 0.5)
+        poll(
+            lambda: len([p for p in cluster.list(pods_info, "research", label_selector=sel) if p["spec"].get("nodeName")]) == 256,
+            900,
+            "256 pods scheduled",
+            0.5,
+        )
         t_sched = time.monotonic() - t0
         pods = poll(
-            lambda: (ps := cluster.list(pods_info, "research", label_selector=sel)) and len(ps) == 256 and all(p["status"].get("phase") == "Running" for p in ps) and ps,
-            900, "256 pods Running", 0.5,
+            lambda: (
+                (ps := cluster.list(pods_info, "research", label_selector=sel))
+                and len(ps) == 256
+                and all(p["status"].get("phase") == "Running" for p in ps)
+                and ps
+            ),
+            900,
+            "256 pods Running",
+            0.5,
         )
         t_run = time.monotonic() - t0
         pools = {}

@@ -83,9 +83,25 @@ def main() -> int:
         kube = Cluster.connect(lc.kubeconfig, CONTEXT, timeout=30)
         workers = spec.tpu_pools[0].shape.nodes * 2
         sub = subprocess.run(
-            [sys.executable, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--name", RUN, "--rehearse-seconds", "3600",
-             "--kubeconfig", str(lc.kubeconfig)],
-            cwd=REPO, capture_output=True, text=True, check=False,
+            [
+                sys.executable,
+                "-m",
+                "workloads",
+                "submit",
+                "maxtext-6b",
+                "--slices",
+                "2",
+                "--name",
+                RUN,
+                "--rehearse-seconds",
+                "3600",
+                "--kubeconfig",
+                str(lc.kubeconfig),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         if sub.returncode != 0:
             raise SystemExit(f"bench: submit failed: {sub.stderr.strip().splitlines()[-1:]}")
@@ -93,7 +109,8 @@ def main() -> int:
 
         def pods(attempt: int) -> list[dict]:
             return [
-                p for p in kube.list(pod_info, NS, label_selector=f"{JOBSET_NAME_LABEL}={RUN},{ATTEMPT}={attempt}")
+                p
+                for p in kube.list(pod_info, NS, label_selector=f"{JOBSET_NAME_LABEL}={RUN},{ATTEMPT}={attempt}")
                 if not p["metadata"].get("deletionTimestamp")
             ]
 
@@ -133,10 +150,16 @@ def main() -> int:
                 total.append(dt)
                 restart.append(t_restart)
                 nodes_back.append(t_nodes)
-                log(f"replace-after {replace_after:g}s, sample {i + 1}: slice {i % 2} preempted -> JobSet restarted {t_restart:.2f}s, "
-                    f"nodes back {t_nodes:.2f}s, all {workers} pods Running {dt:.2f}s")
+                log(
+                    f"replace-after {replace_after:g}s, sample {i + 1}: slice {i % 2} preempted -> JobSet restarted {t_restart:.2f}s, "
+                    f"nodes back {t_nodes:.2f}s, all {workers} pods Running {dt:.2f}s"
+                )
             key = f"replace_after_{replace_after:g}s"
-            out[key] = {"preempted_to_all_running_s": stats(total), "preempted_to_jobset_restart_s": stats(restart), "preempted_to_nodes_ready_s": stats(nodes_back)}
+            out[key] = {
+                "preempted_to_all_running_s": stats(total),
+                "preempted_to_jobset_restart_s": stats(restart),
+                "preempted_to_nodes_ready_s": stats(nodes_back),
+            }
         js = kube.jobset(NS, RUN)
         out["jobset_restarts"] = js["status"].get("restarts")
         out["restarts_counted_toward_max"] = js["status"].get("restartsCountTowardsMax", 0)

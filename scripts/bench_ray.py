@@ -84,7 +84,7 @@ def one_rayjob(lc: LocalCluster, ns: str, hosts: int, job_seconds: float) -> dic
         return sum(1 for p in pods if run in p["metadata"]["name"] and (p.get("status") or {}).get("phase") == "Running") == hosts
 
     def complete() -> bool:
-        st = ((kube.get(rj_info, run, ns) or {}).get("status") or {})
+        st = (kube.get(rj_info, run, ns) or {}).get("status") or {}
         if st.get("jobDeploymentStatus") == "Failed":
             raise SystemExit(f"bench: RayJob {run} failed: {st.get('message')}")
         return st.get("jobDeploymentStatus") == "Complete"
@@ -108,9 +108,13 @@ def trainer_run() -> dict[str, float]:
     t0 = time.monotonic()
     r = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:xdist", "-m", "maxtext", "tests/maxtext/test_ray_trainer.py"],
-        cwd=REPO, capture_output=True, text=True, timeout=3600, check=False,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+        check=False,
     )
-    line = next((l for l in r.stdout.splitlines() if "JaxTrainer tiny llama3-8b on CPU" in l), None)
+    line = next((ln for ln in r.stdout.splitlines() if "JaxTrainer tiny llama3-8b on CPU" in ln), None)
     if r.returncode != 0 or line is None:
         raise SystemExit(f"bench: the JaxTrainer test failed: {r.stdout[-1500:]}")
     wall = float(line.split(": ", 1)[1].split(" s wall", 1)[0])

@@ -54,7 +54,10 @@ def main() -> None:
             restores.append(resumed["restore_seconds"])
             extras.append(resumed["seconds"] - control["seconds"])
             walls.append((resumed["seconds"], control["seconds"]))
-            print(f"round {i}: restore {resumed['restore_seconds']:.3f} s; resumed {resumed['seconds']:.1f} s vs fresh {control['seconds']:.1f} s", file=sys.stderr)
+            print(
+                f"round {i}: restore {resumed['restore_seconds']:.3f} s; resumed {resumed['seconds']:.1f} s vs fresh {control['seconds']:.1f} s",
+                file=sys.stderr,
+            )
     print(f"{a.recipe} --tiny, {a.steps} new steps after resuming from step {a.steps - 1}, {a.runs} rounds (medians):")
     print(f"  restore (MaxText load line -> Orbax 'Finished load'): {statistics.median(restores):.3f} s  [range {min(restores):.3f}-{max(restores):.3f}]")
     print(f"  resumed run minus fresh run of the same steps (wall): {statistics.median(extras):+.1f} s  [range {min(extras):+.1f} to {max(extras):+.1f}]")

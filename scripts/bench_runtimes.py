@@ -36,8 +36,24 @@ RECIPE = "llama3-8b"
 
 
 def _cli(runtime: str) -> tuple[float, int, int]:
-    cmd = [sys.executable, "-m", "workloads", "submit", RECIPE, "--runtime", runtime, "--team", "research",
-           "--name", f"bench-{runtime}", "--spec", str(SPEC), "--dry-run", "-o", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "workloads",
+        "submit",
+        RECIPE,
+        "--runtime",
+        runtime,
+        "--team",
+        "research",
+        "--name",
+        f"bench-{runtime}",
+        "--spec",
+        str(SPEC),
+        "--dry-run",
+        "-o",
+        "json",
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     wall = time.perf_counter() - t0
@@ -75,8 +91,13 @@ def main() -> int:
             sizes[r] = (objects, size)
             render[r].append(_render_ms(r, 20))
     rows = {
-        r: {"cli_median_s": round(statistics.median(cli[r]), 3), "cli_min_s": round(min(cli[r]), 3),
-            "render_median_ms": round(statistics.median(render[r]), 2), "objects": sizes[r][0], "bytes": sizes[r][1]}
+        r: {
+            "cli_median_s": round(statistics.median(cli[r]), 3),
+            "cli_min_s": round(min(cli[r]), 3),
+            "render_median_ms": round(statistics.median(render[r]), 2),
+            "objects": sizes[r][0],
+            "bytes": sizes[r][1],
+        }
         for r in RUNTIMES
     }
     load = os.getloadavg()[0]

@@ -54,15 +54,13 @@ def main() -> None:
         spec = Path(tmp) / "spec-64.yaml"
         spec.write_text(SPEC_64)
         help_s = _time_cmd(["-m", "workloads", "--help"], n)
-        submit_s = _time_cmd(
-            ["-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec), "--name", "bench"], n
-        )
+        submit_s = _time_cmd(["-m", "workloads", "submit", "maxtext-6b", "--slices", "64", "--dry-run", "--spec", str(spec), "--name", "bench"], n)
 
         sys.path.insert(0, str(REPO))
         from infra.spec import load_spec
+        from workloads.planning.planner import Overrides, plan_run
         from workloads.render import yamlio
         from workloads.render.jobset import run_objects
-        from workloads.planning.planner import Overrides, plan_run
 
         env = load_spec(spec)
         start = time.perf_counter()

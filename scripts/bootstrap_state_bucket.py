@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None, client: Any | None = None) -> int:
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
 
-    from toolkit.errors import ToolkitError
     from infra.spec import load_spec
+    from toolkit.errors import ToolkitError
 
     try:
         spec = load_spec(args.spec)
@@ -126,7 +126,10 @@ def main(argv: list[str] | None = None, client: Any | None = None) -> int:
         print("error: no Google credentials — run `gcloud auth application-default login` or set STORAGE_EMULATOR_HOST", file=sys.stderr)
         return 1
     except gexc.Forbidden as e:
-        print(f"error: gs://{bucket}: permission denied ({e.message}) — use an account with storage.buckets.create on {project}, or pick another state.bucket", file=sys.stderr)
+        print(
+            f"error: gs://{bucket}: permission denied ({e.message}) — use an account with storage.buckets.create on {project}, or pick another state.bucket",
+            file=sys.stderr,
+        )
         return 1
     except gexc.Conflict:
         print(f"error: state.bucket: gs://{bucket} is taken by another project — set state.bucket to a globally unique name", file=sys.stderr)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import json
 import ssl
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import yaml
@@ -33,12 +34,18 @@ class FakeApiServer:
 
     def kubeconfig(self, directory: Path, namespace: str = "default") -> Path:
         p = directory / "kubeconfig"
-        p.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "loop",
-            "clusters": [{"name": "loop", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
-            "users": [{"name": "u", "user": {"token": "secret-token"}}],
-            "contexts": [{"name": "loop", "context": {"cluster": "loop", "user": "u", "namespace": namespace}}],
-        }))
+        p.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "loop",
+                    "clusters": [{"name": "loop", "cluster": {"server": f"http://127.0.0.1:{self.port}"}}],
+                    "users": [{"name": "u", "user": {"token": "secret-token"}}],
+                    "contexts": [{"name": "loop", "context": {"cluster": "loop", "user": "u", "namespace": namespace}}],
+                }
+            )
+        )
         return p
 
 
@@ -58,9 +65,17 @@ def serve(tls: ssl.SSLContext | None = None) -> Iterator[FakeApiServer]:
             u = urlsplit(self.path)
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             query = dict(parse_qsl(u.query))
-            api.seen.append({"method": self.command, "path": u.path, "query": query,
-                             "content_type": self.headers.get("Content-Type"), "body": body,
-                             "auth": self.headers.get("Authorization"), "client_cn": _client_cn(self.connection)})
+            api.seen.append(
+                {
+                    "method": self.command,
+                    "path": u.path,
+                    "query": query,
+                    "content_type": self.headers.get("Content-Type"),
+                    "body": body,
+                    "auth": self.headers.get("Authorization"),
+                    "client_cn": _client_cn(self.connection),
+                }
+            )
             fn = api.routes.get((self.command, u.path))
             code, obj = fn(query, body) if fn else (404, {"kind": "Status", "code": 404, "reason": "NotFound", "message": f"{u.path} not found"})
             data = obj if isinstance(obj, bytes) else json.dumps(obj).encode()

@@ -11,9 +11,9 @@ import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -34,7 +34,9 @@ def running_emulator(timeout: float = 30) -> Iterator[str]:
     port = _free_port()
     proc = subprocess.Popen(
         [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     url = f"http://127.0.0.1:{port}"
     try:

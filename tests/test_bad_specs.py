@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from infra.spec import load_spec
 from tests.conftest import REPO, run_module
 from toolkit.errors import SpecError
-from infra.spec import load_spec
 
 BAD = REPO / "tests" / "bad_specs"
 FILES = sorted(BAD.glob("*.yaml"))

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import run_module
 from toolkit.errors import SpecError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL, K8S_ZONE_LABEL, TGK_CAPACITY_LABEL, TGK_LOCAL_MANAGED_LABEL, TGK_POOL_LABEL, TGK_RESERVATION_LABEL
 from workloads.local import nodes
@@ -156,9 +156,9 @@ def test_local_nodes_carry_their_options_labels():
     assert sorted(by_pool) == sorted(pool.node_pool_names())
     for name, labels in by_pool.items():
         mode = {"res": "reservation", "od": "on-demand", "spot": "spot"}[name.split("-")[2]]
-        assert {l[TGK_CAPACITY_LABEL] for l in labels} == {mode}
-        assert all((GKE_SPOT_LABEL in l) == (mode == "spot") for l in labels)
-        assert all((l.get(TGK_RESERVATION_LABEL) == "res-b") == (mode == "reservation") for l in labels)
+        assert {ln[TGK_CAPACITY_LABEL] for ln in labels} == {mode}
+        assert all((GKE_SPOT_LABEL in ln) == (mode == "spot") for ln in labels)
+        assert all((ln.get(TGK_RESERVATION_LABEL) == "res-b") == (mode == "reservation") for ln in labels)
 
 
 # ------------------------------------------------------------------- Kueue
@@ -174,7 +174,7 @@ def test_flavors_follow_the_list_and_select_only_their_option():
     assert [f["name"] for f in group["flavors"]] == ["v6e-16-res", "v6e-16-od", "v6e-16-spot"]
     # each flavor's nodeLabels match exactly one option's nodes
     all_nodes = nodes.tpu_nodes(spec, pool)
-    for rf, option in zip(rfs, pool.capacity_options()):
+    for rf, option in zip(rfs, pool.capacity_options(), strict=True):
         sel = rf["spec"]["nodeLabels"]
         assert sel[K8S_ZONE_LABEL] == spec.pool_zone(pool)
         assert sel[TGK_POOL_LABEL] == pool.name
@@ -237,7 +237,6 @@ def test_synth_has_every_options_node_pools(fallback_stack):
                 assert np_["autoscaling"] == {"min_node_count": 0, "max_node_count": pool.shape.nodes}
 
 
-
 # ------------------------------------------------- DWS flex-start, queued provisioning
 
 QUEUED = {"mode": "flex-start", "queued": True, "max_run_seconds": 7200, "retry": {"limit": 2, "base_seconds": 5, "max_seconds": 40}}
@@ -276,18 +275,51 @@ def _v4(capacity: Any) -> dict[str, Any]:
     [
         (lambda: _v4(QUEUED), "tpu_pools[0].capacity.queued", "not offered for TPU v4"),
         (lambda: _v4("flex-start"), "tpu_pools[0].capacity.mode", "not offered for TPU v4"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": QUEUED}], "cluster": {"name": "fallback", "min_version": "1.32.3-gke.1000"}},
-         "cluster.min_version", "1.33.0-gke.1712000"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "retry": {"limit": 1}}}]},
-         "tpu_pools[0].capacity.retry", "only applies to queued"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "queued": True, "max_run_seconds": 10}}]},
-         "tpu_pools[0].capacity.max_run_seconds", "out of range"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "queued": True, "retry": {"base_seconds": 60, "max_seconds": 10}}}]},
-         "tpu_pools[0].capacity.retry.max_seconds", "below base_seconds"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": QUEUED}, {"name": "s", "type": "v6e-16", "capacity": "spot"}]},
-         "tpu_pools[0].capacity.queued", "shape to itself"),
-        (lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "name": "x"}}]},
-         "tpu_pools[0].capacity.name", "not a key of capacity mode flex-start"),
+        (
+            lambda: {
+                **copy.deepcopy(BASE),
+                "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": QUEUED}],
+                "cluster": {"name": "fallback", "min_version": "1.32.3-gke.1000"},
+            },
+            "cluster.min_version",
+            "1.33.0-gke.1712000",
+        ),
+        (
+            lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "retry": {"limit": 1}}}]},
+            "tpu_pools[0].capacity.retry",
+            "only applies to queued",
+        ),
+        (
+            lambda: {
+                **copy.deepcopy(BASE),
+                "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "queued": True, "max_run_seconds": 10}}],
+            },
+            "tpu_pools[0].capacity.max_run_seconds",
+            "out of range",
+        ),
+        (
+            lambda: {
+                **copy.deepcopy(BASE),
+                "tpu_pools": [
+                    {"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "queued": True, "retry": {"base_seconds": 60, "max_seconds": 10}}}
+                ],
+            },
+            "tpu_pools[0].capacity.retry.max_seconds",
+            "below base_seconds",
+        ),
+        (
+            lambda: {
+                **copy.deepcopy(BASE),
+                "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": QUEUED}, {"name": "s", "type": "v6e-16", "capacity": "spot"}],
+            },
+            "tpu_pools[0].capacity.queued",
+            "shape to itself",
+        ),
+        (
+            lambda: {**copy.deepcopy(BASE), "tpu_pools": [{"name": "q", "type": "v6e-16", "capacity": {"mode": "flex-start", "name": "x"}}]},
+            "tpu_pools[0].capacity.name",
+            "not a key of capacity mode flex-start",
+        ),
     ],
 )
 def test_bad_flex_start_names_the_field(build, field, words):
@@ -441,7 +473,8 @@ class FakeKube:
     def list(self, info: _Info, namespace: str | None = None, *, label_selector: str | None = None) -> list[dict[str, Any]]:
         want = dict(kv.split("=") for kv in label_selector.split(",")) if label_selector else {}
         return [
-            copy.deepcopy(o) for (k, ns, _), o in self.objs.items()
+            copy.deepcopy(o)
+            for (k, ns, _), o in self.objs.items()
             if k == info.kind and (namespace is None or ns == namespace) and want.items() <= (o["metadata"].get("labels") or {}).items()
         ]
 
@@ -468,14 +501,24 @@ class FakeKube:
 def _request_for(kube: FakeKube, spec, ns: str = "research", name: str = "wl-1-check-1", slices: int = 1) -> None:
     (flavor,) = [f for f in kueue.resource_flavors(spec) if kueue.GKE_QUEUED_LABEL in f["spec"]["nodeLabels"]]
     pool = spec.tpu_pools[0]
-    kube.put({"kind": "Workload", "metadata": {"name": "wl-1", "namespace": ns},
-              "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}})
-    kube.put({"kind": "PodTemplate", "metadata": {"name": f"ppt-{name}-main", "namespace": ns},
-              "template": {"spec": {"nodeSelector": dict(flavor["spec"]["nodeLabels"])}}})
-    kube.put({"kind": "ProvisioningRequest",
-              "metadata": {"name": name, "namespace": ns, "ownerReferences": [{"kind": "Workload", "name": "wl-1"}]},
-              "spec": {"provisioningClassName": kueue.PROVISIONING_CLASS,
-                       "podSets": [{"podTemplateRef": {"name": f"ppt-{name}-main"}, "count": slices * pool.shape.nodes}]}})
+    kube.put({"kind": "Workload", "metadata": {"name": "wl-1", "namespace": ns}, "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}]}})
+    kube.put(
+        {
+            "kind": "PodTemplate",
+            "metadata": {"name": f"ppt-{name}-main", "namespace": ns},
+            "template": {"spec": {"nodeSelector": dict(flavor["spec"]["nodeLabels"])}},
+        }
+    )
+    kube.put(
+        {
+            "kind": "ProvisioningRequest",
+            "metadata": {"name": name, "namespace": ns, "ownerReferences": [{"kind": "Workload", "name": "wl-1"}]},
+            "spec": {
+                "provisioningClassName": kueue.PROVISIONING_CLASS,
+                "podSets": [{"podTemplateRef": {"name": f"ppt-{name}-main"}, "count": slices * pool.shape.nodes}],
+            },
+        }
+    )
 
 
 def _pr(kube: FakeKube, name: str = "wl-1-check-1") -> dict[str, Any]:

@@ -34,8 +34,7 @@ def _checkov() -> str:
     exe = os.environ.get("TGK_CHECKOV") or shutil.which("checkov")
     if not exe or not Path(exe).exists():
         pytest.fail(
-            "checkov is not installed: run `bash scripts/setup.sh` and `source scripts/env.sh` "
-            "(sets $TGK_CHECKOV to the pinned checkov venv)",
+            "checkov is not installed: run `bash scripts/setup.sh` and `source scripts/env.sh` (sets $TGK_CHECKOV to the pinned checkov venv)",
             pytrace=False,
         )
     return exe

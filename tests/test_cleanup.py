@@ -7,7 +7,7 @@ tests/integration/test_cleanup.py.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,7 +24,7 @@ NOW = 1_800_000_000.0
 
 
 def _iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _jobset(name: str, state: str | None, finished_ago: float = 0, kind: str = "JobSet", ns: str = "llm") -> dict:
@@ -48,8 +48,11 @@ def test_run_state_from_conditions() -> None:
 
 
 def test_rayjob_state_from_its_status_fields() -> None:
-    rj = {"kind": "RayJob", "metadata": {"name": "r", "namespace": "llm"},
-          "status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "endTime": _iso(NOW - 30)}}
+    rj = {
+        "kind": "RayJob",
+        "metadata": {"name": "r", "namespace": "llm"},
+        "status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "endTime": _iso(NOW - 30)},
+    }
     assert cl.run_from(rj) == cl.Run("llm", "r", "RayJob", True, "Succeeded", NOW - 30, "")
     rj["status"] = {"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}
     assert not cl.run_from(rj).finished
@@ -141,12 +144,18 @@ def test_default_ttl_keeps_a_weekend() -> None:
 def _cli(tmp_path: Path, *args: str):
     # An unreachable kubeconfig: any attempt to talk to a cluster would fail with exit 3, not 2.
     kc = tmp_path / "kubeconfig"
-    kc.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:9"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "x", "user": "u"}}],
-    }))
+    kc.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "x",
+                "clusters": [{"name": "x", "cluster": {"server": "http://127.0.0.1:9"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "x", "context": {"cluster": "x", "user": "u"}}],
+            }
+        )
+    )
     return run_module("workloads", "cleanup", "--kubeconfig", str(kc), "--spec", str(REPO / "examples" / "tpu7x.yaml"), *args)
 
 
@@ -216,7 +225,7 @@ def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:
     dirs = {d.run: d for d in cli.checkpoint_dirs(gcs_client, bucket)}
     assert set(dirs) == {"run-a", "run-b"}
     assert (dirs["run-a"].objects, dirs["run-a"].size) == (2, 150)
-    assert abs(dirs["run-a"].last_write - datetime.now(timezone.utc).timestamp()) < 300
+    assert abs(dirs["run-a"].last_write - datetime.now(UTC).timestamp()) < 300
     assert cli.delete_checkpoints(gcs_client, dirs["run-a"]) == 2
     left = sorted(bl.name for bl in gcs_client.list_blobs(bucket))
     assert left == ["loose-file", "run-a/tensorboard/events", "run-b/checkpoints/5/items/state"]
@@ -260,8 +269,14 @@ def test_scale_to_zero_without_gcloud_is_one_line(tmp_path: Path, monkeypatch: p
     import sys
 
     env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
-    r = subprocess.run([sys.executable, "-m", "infra", "pools", "scale-to-zero", "--yes", "--spec", str(REPO / "examples" / "flex-start.yaml")],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-m", "infra", "pools", "scale-to-zero", "--yes", "--spec", str(REPO / "examples" / "flex-start.yaml")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 1 and "gcloud is not on PATH" in r.stderr and r.stderr.count("\n") == 1
 
 

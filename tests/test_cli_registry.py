@@ -29,10 +29,7 @@ def test_table_names_every_command_and_its_module() -> None:
 def test_one_command_module_loads_alone_and_stays_a_group() -> None:
     # cleanup registers a single command: the app must still dispatch on its name, and the
     # other command modules must not have been imported.
-    code = (
-        "import sys, workloads.cli as c; c._register(['cleanup', '--help']);"
-        "print(sorted(m for m in sys.modules if m.startswith('workloads.cli.')))"
-    )
+    code = "import sys, workloads.cli as c; c._register(['cleanup', '--help']);print(sorted(m for m in sys.modules if m.startswith('workloads.cli.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['workloads.cli.cleanup']"
     r = subprocess.run([sys.executable, "-m", "workloads", "cleanup", "--help"], capture_output=True, text=True)

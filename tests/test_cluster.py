@@ -15,14 +15,15 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
 
-from toolkit.errors import ClusterError, ToolkitError
 from tests.fake_apiserver import serve
+from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.client import Cluster, LogsUnavailable, Response, _read_kubeconfig, _stdlib_transport, _StdlibTransport
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 
@@ -81,7 +82,11 @@ def workload(conds: list[dict], name="jobset-r1-abc", admission: dict | None = N
     status: dict = {"conditions": conds}
     if admission:
         status["admission"] = admission
-    return {"metadata": {"name": name, "namespace": "research", "resourceVersion": rv, "labels": {"kueue.x-k8s.io/job-uid": "uid-1"}}, "spec": {"queueName": "research-queue"}, "status": status}
+    return {
+        "metadata": {"name": name, "namespace": "research", "resourceVersion": rv, "labels": {"kueue.x-k8s.io/job-uid": "uid-1"}},
+        "spec": {"queueName": "research-queue"},
+        "status": status,
+    }
 
 
 # ----------------------------------------------------------------- apply
@@ -102,11 +107,13 @@ def test_apply_is_server_side_with_field_manager_and_no_force() -> None:
 def test_apply_discovers_crd_kinds_once_and_respects_scope_and_dry_run() -> None:
     rf = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "v5e-4x4"}, "spec": {}}
     lq = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"}, "spec": {"clusterQueue": "cq"}}
-    t = FakeTransport({
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
-        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/v5e-4x4"): lambda q, b: b,
-        ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/q"): lambda q, b: b,
-    })
+    t = FakeTransport(
+        {
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+            ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/v5e-4x4"): lambda q, b: b,
+            ("PATCH", "/apis/kueue.x-k8s.io/v1beta2/namespaces/team-a/localqueues/q"): lambda q, b: b,
+        }
+    )
     Cluster(t, default_namespace="team-a").apply([rf, lq], field_manager="me", dry_run=True)
     assert [c["method"] for c in t.calls] == ["GET", "PATCH", "PATCH"]
     assert all(c["query"]["dryRun"] == "All" and c["query"]["fieldManager"] == "me" for c in t.calls[1:])
@@ -123,9 +130,9 @@ def test_apply_twice_sends_the_same_request() -> None:
 @pytest.mark.parametrize(
     ("status", "message", "expect"),
     [
-        (409, "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.suspend", "conflict"),
-        (422, "JobSet.jobset.x-k8s.io \"r1\" is invalid: spec.replicatedJobs: Required value", "is invalid"),
-        (403, "jobsets.jobset.x-k8s.io is forbidden: User \"x\" cannot patch", "forbidden"),
+        (409, 'Apply failed with 1 conflict: conflict with "kubectl": .spec.suspend', "conflict"),
+        (422, 'JobSet.jobset.x-k8s.io "r1" is invalid: spec.replicatedJobs: Required value', "is invalid"),
+        (403, 'jobsets.jobset.x-k8s.io is forbidden: User "x" cannot patch', "forbidden"),
         (500, 'Internal error occurred: failed calling webhook "mjobset.kb.io": connection refused', "webhook"),
     ],
 )
@@ -172,25 +179,27 @@ def test_delete_existing_and_dry_run() -> None:
 
 
 def test_find_pod_selects_by_jobset_labels_and_takes_the_newest() -> None:
-    pods = {"items": [
-        {"metadata": {"name": "old", "creationTimestamp": "2026-01-01T00:00:00Z"}},
-        {"metadata": {"name": "new", "creationTimestamp": "2026-01-02T00:00:00Z"}},
-    ]}
+    pods = {
+        "items": [
+            {"metadata": {"name": "old", "creationTimestamp": "2026-01-01T00:00:00Z"}},
+            {"metadata": {"name": "new", "creationTimestamp": "2026-01-02T00:00:00Z"}},
+        ]
+    }
     t = FakeTransport({("GET", "/api/v1/namespaces/research/pods"): pods})
     pod = Cluster(t).find_pod("research", "r1", slice_index=1, worker=3)
     assert pod["metadata"]["name"] == "new"
     sel = t.calls[-1]["query"]["labelSelector"].split(",")
-    assert sorted(sel) == sorted([
-        "jobset.sigs.k8s.io/jobset-name=r1", "jobset.sigs.k8s.io/job-index=1", "batch.kubernetes.io/job-completion-index=3"
-    ])
+    assert sorted(sel) == sorted(["jobset.sigs.k8s.io/jobset-name=r1", "jobset.sigs.k8s.io/job-index=1", "batch.kubernetes.io/job-completion-index=3"])
 
 
 def test_find_pod_of_a_plain_job_run_selects_by_the_job_name_and_worker() -> None:
     pods = {"items": [{"metadata": {"name": "r1-2-abcde", "creationTimestamp": "2026-01-01T00:00:00Z"}}]}
-    t = FakeTransport({
-        ("GET", "/apis/batch/v1/namespaces/research/jobs/r1"): {"kind": "Job", "metadata": {"name": "r1"}},
-        ("GET", "/api/v1/namespaces/research/pods"): pods,
-    })
+    t = FakeTransport(
+        {
+            ("GET", "/apis/batch/v1/namespaces/research/jobs/r1"): {"kind": "Job", "metadata": {"name": "r1"}},
+            ("GET", "/api/v1/namespaces/research/pods"): pods,
+        }
+    )
     assert Cluster(t).find_pod("research", "r1", worker=2)["metadata"]["name"] == "r1-2-abcde"
     sel = t.calls[-1]["query"]["labelSelector"].split(",")
     assert sorted(sel) == ["batch.kubernetes.io/job-completion-index=2", "batch.kubernetes.io/job-name=r1"]
@@ -205,7 +214,6 @@ def test_logs_stream_lines_and_unavailable_logs_are_one_line() -> None:
     with pytest.raises(LogsUnavailable, match="not available") as e:
         list(Cluster(t2).logs("research", "p0"))
     assert "\n" not in str(e.value)
-
 
 
 def test_a_followed_log_ends_when_the_pod_stops_even_if_the_stream_stays_open() -> None:
@@ -232,12 +240,21 @@ def test_a_followed_log_ends_when_the_pod_stops_even_if_the_stream_stays_open() 
     assert list(c.logs("research", "p0", follow=True)) == ["a", "b"]
     never.set()
 
+
 # ------------------------------------------------------------ admission
 
 
 def test_wait_admitted_follows_the_workload_to_admission() -> None:
-    pending = workload([{"type": "QuotaReserved", "status": "False", "reason": "Pending",
-                         "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed"}])
+    pending = workload(
+        [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed",
+            }
+        ]
+    )
     admitted = workload(
         [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True", "reason": "Admitted"}],
         admission={"clusterQueue": "cq", "podSetAssignments": [{"name": "slice", "flavors": {"google.com/tpu": "v5e-4x4", "cpu": "default"}}]},
@@ -250,10 +267,12 @@ def test_wait_admitted_follows_the_workload_to_admission() -> None:
             ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
             ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [pending]},
         },
-        streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": [
-            json.dumps({"type": "MODIFIED", "object": pending}).encode(),
-            json.dumps({"type": "MODIFIED", "object": admitted}).encode(),
-        ]},
+        streams={
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": [
+                json.dumps({"type": "MODIFIED", "object": pending}).encode(),
+                json.dumps({"type": "MODIFIED", "object": admitted}).encode(),
+            ]
+        },
     )
     seen: list[str] = []
     res = Cluster(t).wait_admitted("research", "r1", timeout=5, on_progress=seen.append)
@@ -330,12 +349,18 @@ def test_real_client_delete_404_and_error_status(fake_apiserver) -> None:
 
 def _kubeconfig(tmp_path: Path, server: str, contexts=("c1",)) -> Path:
     p = tmp_path / "kubeconfig"
-    p.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": contexts[0],
-        "clusters": [{"name": "k", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": c, "context": {"cluster": "k", "user": "u"}} for c in contexts],
-    }))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": contexts[0],
+                "clusters": [{"name": "k", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": c, "context": {"cluster": "k", "user": "u"}} for c in contexts],
+            }
+        )
+    )
     return p
 
 
@@ -374,23 +399,28 @@ def test_garbage_kubeconfig(tmp_path: Path) -> None:
 def test_wait_admitted_stops_at_a_deactivated_workload() -> None:
     inactive = workload([{"type": "Evicted", "status": "True", "reason": "InactiveWorkload", "message": "exceeded maximum requeue attempts"}])
     inactive["spec"]["active"] = False
-    t = FakeTransport({
-        ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
-        ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [inactive]},
-    })
+    t = FakeTransport(
+        {
+            ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+            ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [inactive]},
+        }
+    )
     res = Cluster(t).wait_admitted("research", "r1", timeout=30)
     assert not res.admitted and res.state == "inactive" and "requeue" in res.reason and res.waited_seconds < 5
 
 
 def test_wait_admitted_without_any_workload_reports_missing() -> None:
-    t = FakeTransport({
-        ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
-        ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": []},
-    }, streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": []})
+    t = FakeTransport(
+        {
+            ("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"): jobset(),
+            ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": []},
+        },
+        streams={"/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads": []},
+    )
     res = Cluster(t).wait_admitted("research", "r1", timeout=0.2, poll=0.05)
     assert not res.admitted and res.state == "missing" and "queue-name" in res.reason
 
@@ -431,11 +461,18 @@ def _cert_kubeconfig(tmp_path: Path, server: str, pki, *, inline: bool = True, n
         cluster = {"server": server, "certificate-authority": pki.ca_cert.name}
         user = {"client-certificate": pki.client_cert("admin").name, "client-key": pki.client_key("admin").name}
     p = tmp_path / "kubeconfig"
-    p.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "k", "cluster": cluster}], "users": [{"name": "u", "user": user}],
-        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": namespace}}],
-    }))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "k", "cluster": cluster}],
+                "users": [{"name": "u", "user": user}],
+                "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u", "namespace": namespace}}],
+            }
+        )
+    )
     return p
 
 
@@ -505,11 +542,18 @@ def test_standard_library_errors_are_one_line(tmp_path: Path, pki) -> None:
 def test_standard_library_streams_lines_and_watches(tmp_path: Path) -> None:
     with serve() as api:
         p = tmp_path / "kubeconfig"
-        p.write_text(yaml.safe_dump({  # anonymous plain HTTP: no credentials at all
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-        }))
+        p.write_text(
+            yaml.safe_dump(
+                {  # anonymous plain HTTP: no credentials at all
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "c",
+                    "clusters": [{"name": "k", "cluster": {"server": api.url}}],
+                    "users": [{"name": "u", "user": {}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                }
+            )
+        )
         cluster = Cluster.connect(p)
         assert isinstance(cluster.transport, _StdlibTransport)
         api.routes[("GET", "/api/v1/namespaces/default/pods/p0/log")] = lambda q, b: (200, b"step 1\nstep 2\nlast")
@@ -529,11 +573,18 @@ def test_standard_library_streams_lines_and_watches(tmp_path: Path) -> None:
 def test_the_transport_follows_the_kubeconfig_user(tmp_path: Path) -> None:
     def context(user: dict, cluster: dict | None = None):
         p = tmp_path / "kc"
-        p.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": cluster or {"server": "https://127.0.0.1:1"}}], "users": [{"name": "u", "user": user}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-        }))
+        p.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "c",
+                    "clusters": [{"name": "k", "cluster": cluster or {"server": "https://127.0.0.1:1"}}],
+                    "users": [{"name": "u", "user": user}],
+                    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                }
+            )
+        )
         return _read_kubeconfig(p, None)
 
     cert = {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}
@@ -554,11 +605,18 @@ def test_the_transport_follows_the_kubeconfig_user(tmp_path: Path) -> None:
 def test_the_standard_library_path_does_not_import_the_kubernetes_client(tmp_path: Path) -> None:
     with serve() as api:
         p = tmp_path / "kubeconfig"
-        p.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "k", "cluster": {"server": api.url}}], "users": [{"name": "u", "user": {}}],
-            "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
-        }))
+        p.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "c",
+                    "clusters": [{"name": "k", "cluster": {"server": api.url}}],
+                    "users": [{"name": "u", "user": {}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+                }
+            )
+        )
         code = (
             "import sys, workloads.local.controlplane\n"
             "from workloads.cluster.client import Cluster\n"

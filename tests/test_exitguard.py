@@ -71,9 +71,7 @@ def test_exit_codes_pass_through_when_no_signal_came(code: int) -> None:
 
 def test_arguments_reach_the_child_intact() -> None:
     tricky = ["a b", "", "$HOME", "'q'", 'x"y', "line\nbreak", "*", "--flag=1 2"]
-    res = subprocess.run(
-        _guarded("-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *tricky), capture_output=True, text=True, timeout=20
-    )
+    res = subprocess.run(_guarded("-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *tricky), capture_output=True, text=True, timeout=20)
     assert res.returncode == 0, res.stderr
     import json
 
@@ -81,9 +79,7 @@ def test_arguments_reach_the_child_intact() -> None:
 
 
 def test_stdout_and_stderr_of_the_child_are_the_containers() -> None:
-    res = subprocess.run(
-        _guarded("-c", "import sys; print('out'); print('err', file=sys.stderr)"), capture_output=True, text=True, timeout=20
-    )
+    res = subprocess.run(_guarded("-c", "import sys; print('out'); print('err', file=sys.stderr)"), capture_output=True, text=True, timeout=20)
     assert (res.stdout, res.stderr) == ("out\n", "err\n")
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tests.conftest import REPO, run_module
-from tests.test_metrics import ABSL, HAND
 
 from infra import catalog
 from infra.spec import load_spec
+from tests.conftest import REPO, run_module
+from tests.test_metrics import ABSL, HAND
 from workloads.observe import metrics as m
 from workloads.planning import recipes as r
 from workloads.planning.planner import Overrides, plan_run

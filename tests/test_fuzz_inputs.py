@@ -104,11 +104,34 @@ def _paths(node, prefix=()):
 
 
 PATHS = list(_paths(BASE))[1:]
-NEAR_MISSES = ["", "spot", "flex-start", "reservation", "v6e", "v5e", "v5litepod-16", "v6e-16", "4x4", "2x2x2", "-1", "0", "1e9",
-               "research", "x" * 64, "n" * 60, "10.0.0.0/8", "us-east5-b", "null"]
+NEAR_MISSES = [
+    "",
+    "spot",
+    "flex-start",
+    "reservation",
+    "v6e",
+    "v5e",
+    "v5litepod-16",
+    "v6e-16",
+    "4x4",
+    "2x2x2",
+    "-1",
+    "0",
+    "1e9",
+    "research",
+    "x" * 64,
+    "n" * 60,
+    "10.0.0.0/8",
+    "us-east5-b",
+    "null",
+]
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=40), st.sampled_from(NEAR_MISSES),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40),
+    st.sampled_from(NEAR_MISSES),
 )
 VALUES = st.recursive(SCALARS, lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=12), c, max_size=3), max_leaves=5)
 
@@ -186,14 +209,49 @@ def test_fuzzed_specs_are_accepted_or_refused_in_one_line(scratch_root, case, re
 # ------------------------------------------------------------------------ --set
 
 READ_BY_PLANNER = sorted(MODEL_KEYS | {"max_target_length", "per_device_batch_size", "override_model_config", "base_output_directory"})
-OTHER_KEYS = ["ici_fsdp_parallelism", "ici_tensor_parallelism", "ici_sequence_parallelism", "dcn_data_parallelism", "remat_policy",
-              "dataset_type", "steps", "run_name", "num_slices", "ici_bogus_parallelism", "base_emb_dims"]
+OTHER_KEYS = [
+    "ici_fsdp_parallelism",
+    "ici_tensor_parallelism",
+    "ici_sequence_parallelism",
+    "dcn_data_parallelism",
+    "remat_policy",
+    "dataset_type",
+    "steps",
+    "run_name",
+    "num_slices",
+    "ici_bogus_parallelism",
+    "base_emb_dims",
+]
 SET_KEYS = st.one_of(st.sampled_from(READ_BY_PLANNER + OTHER_KEYS), st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True), st.text(max_size=10))
 SET_VALUES = st.one_of(
     st.integers(-(10**12), 10**12).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(str),
-    st.sampled_from(["-1", "0", "1", "2", "16", "5000", "true", "false", "maybe", "gs://b/x", "gs://", "/tmp/x", "1_0", " 4", "٤",
-                     "1e400", "nan", "inf", "4096", "0x10", "016", ""]),
+    st.sampled_from(
+        [
+            "-1",
+            "0",
+            "1",
+            "2",
+            "16",
+            "5000",
+            "true",
+            "false",
+            "maybe",
+            "gs://b/x",
+            "gs://",
+            "/tmp/x",
+            "1_0",
+            " 4",
+            "٤",
+            "1e400",
+            "nan",
+            "inf",
+            "4096",
+            "0x10",
+            "016",
+            "",
+        ]
+    ),
     st.text(max_size=20),
 )
 SET_ITEMS = st.one_of(st.builds(lambda k, v: f"{k}={v}", SET_KEYS, SET_VALUES), st.text(max_size=20))

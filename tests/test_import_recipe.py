@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.conftest import REPO, run_module
 
 from infra.spec import parse_spec
+from tests.conftest import REPO, run_module
 from toolkit.errors import FieldError
 from workloads.planning import import_recipe as ir
 from workloads.planning import recipes as r
@@ -54,7 +54,7 @@ def _args(plan) -> dict[str, str]:
 def test_shellwords_agrees_with_shlex_where_no_expansion_is_involved() -> None:
     # shlex splits quoted words the POSIX way but expands nothing; our reader must split the same.
     line = """python3 -m m a='x y' b="p q" c=\\"d\\" e='it'"'"'s' f=g\\ h"""
-    (words, _), = list(shellwords.commands(line, {}))
+    ((words, _),) = list(shellwords.commands(line, {}))
     assert words == shlex.split(line)
 
 

@@ -11,11 +11,7 @@ HEAVY = ("cdktn", "cdktn_provider_google", "jsii", "constructs", "modules")
 
 
 def test_spec_and_catalog_do_not_import_cdk():
-    code = (
-        "import sys, infra.spec, infra.catalog\n"
-        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
-        "print(','.join(bad))\n"
-    )
+    code = f"import sys, infra.spec, infra.catalog\nbad = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\nprint(','.join(bad))\n"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "", f"importing infra.spec/infra.catalog pulled in: {proc.stdout.strip()}"

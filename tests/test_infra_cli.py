@@ -103,7 +103,10 @@ def test_missing_terraform_is_one_line(tmp_path: Path) -> None:
     env = {"PATH": "/nonexistent", "TGK_TERRAFORM": ""}
     proc = subprocess.run(
         [sys.executable, "-c", "from infra.terraform import find_terraform; find_terraform()"],
-        cwd=REPO, env={**os.environ, **env}, capture_output=True, text=True,
+        cwd=REPO,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode != 0 and "terraform is not on PATH" in proc.stderr
 
@@ -139,9 +142,7 @@ def test_terraform_steps_run_through_the_one_runner(tmp_path: Path) -> None:
 
     fake = tmp_path / "terraform"
     fake.write_text(
-        "#!/bin/sh\n"
-        'echo "ran $*"\n'
-        'if [ "$2" = plan ]; then printf \'\\n╷\\n│ Error: No valid credential sources found\\n│\\n│ more\\n╵\\n\' >&2; exit 1; fi\n'
+        '#!/bin/sh\necho "ran $*"\nif [ "$2" = plan ]; then printf \'\\n╷\\n│ Error: No valid credential sources found\\n│\\n│ more\\n╵\\n\' >&2; exit 1; fi\n'
     )
     fake.chmod(0o755)
     tf = Terraform(workdir=tmp_path, binary=str(fake))
@@ -250,7 +251,12 @@ def test_summary_on_a_narrow_terminal_wraps_instead_of_cutting(tmp_path: Path) -
 
     # FORCE_COLOR makes rich treat the pipe as a terminal; COLUMNS is that terminal's width.
     proc = infra(
-        "synth", "--spec", "examples/v6e-reservation.yaml", "--out", str(tmp_path), "--summary",
+        "synth",
+        "--spec",
+        "examples/v6e-reservation.yaml",
+        "--out",
+        str(tmp_path),
+        "--summary",
         env={"COLUMNS": "60", "FORCE_COLOR": "1", "NO_COLOR": ""},
     )
     assert proc.returncode == 0, proc.stderr

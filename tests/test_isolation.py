@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -57,11 +56,7 @@ def three_teams() -> EnvSpec:
         {"name": "b", "quota_share": 0.3, "host_network": True},
         {"name": "c", "quota_share": 0.3, "host_network": True, "service_account": "trainer"},
     ]
-    data["buckets"] = [
-        {"name": f"my-tpu-project-iso-{t}-{p}", "purpose": p, "team": t}
-        for t in ("a", "b", "c")
-        for p in ("data", "checkpoints")
-    ]
+    data["buckets"] = [{"name": f"my-tpu-project-iso-{t}-{p}", "purpose": p, "team": t} for t in ("a", "b", "c") for p in ("data", "checkpoints")]
     return parse_spec(data)
 
 
@@ -96,14 +91,11 @@ def _deref(value: str, rtype: str, attr: str) -> str:
 
 def read_iam(spec: EnvSpec, doc: dict[str, Any]) -> Iam:
     res = doc["resource"]
-    assert not {"google_storage_bucket_iam_binding", "google_storage_bucket_iam_policy", "google_project_iam_binding", "google_project_iam_policy"} & set(res), (
-        "authoritative IAM would replace grants made elsewhere; the stack only adds members"
-    )
+    assert not {"google_storage_bucket_iam_binding", "google_storage_bucket_iam_policy", "google_project_iam_binding", "google_project_iam_policy"} & set(
+        res
+    ), "authoritative IAM would replace grants made elsewhere; the stack only adds members"
     emails = {lid: f"{sa['account_id']}@{spec.project}.iam.gserviceaccount.com" for lid, sa in res["google_service_account"].items()}
-    node_sas = {
-        emails[_deref(p["node_config"]["service_account"], "google_service_account", "email")]
-        for p in res["google_container_node_pool"].values()
-    }
+    node_sas = {emails[_deref(p["node_config"]["service_account"], "google_service_account", "email")] for p in res["google_container_node_pool"].values()}
     (node_sa,) = node_sas  # CPU and TPU pools run as one node SA
     wi: dict[str, set[str]] = {e: set() for e in emails.values()}
     for m in res.get("google_service_account_iam_member", {}).values():

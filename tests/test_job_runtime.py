@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
-
 from infra.spec import load_spec
 from tests.conftest import run_module
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport
@@ -27,6 +25,7 @@ from workloads.cluster.runkinds import JOB, JOBSET, LOOKUP_ORDER
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render import exitguard, job, jobset, yamlio
 from workloads.render.kustomize import RUNTIMES, base_files, build, build_overlay, render, write_tree
+from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -84,9 +83,7 @@ def test_job_and_service_follow_the_plan() -> None:
     assert c["name"] == names.WORKLOAD_CONTAINER
     assert c["resources"]["limits"] == {names.TPU_RESOURCE: plan.target.shape.chips_per_vm}
     env = {e["name"]: e for e in c["env"]}
-    assert env[names.TPU_WORKER_ID_ENV]["valueFrom"] == {
-        "fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}
-    }
+    assert env[names.TPU_WORKER_ID_ENV]["valueFrom"] == {"fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}}
     assert env[names.TPU_WORKER_HOSTNAMES_ENV]["value"] == "jr-0.jr,jr-1.jr,jr-2.jr,jr-3.jr"
     for k, v in plan.program.env:
         assert env[k]["value"] == v
@@ -185,7 +182,9 @@ def test_overlay_rebuilds_the_job_and_service_in_process(example, recipe, kw) ->
     plan = _plan(example, recipe, **kw)
     files = render(plan)
     assert sorted(f for f in files if f.startswith("overlays/")) == [
-        "overlays/jr/kustomization.yaml", "overlays/jr/patch-job.yaml", "overlays/jr/patch-service.yaml"
+        "overlays/jr/kustomization.yaml",
+        "overlays/jr/patch-job.yaml",
+        "overlays/jr/patch-service.yaml",
     ]
     assert build_overlay(files, plan.name) == stamped(plan)
 
@@ -292,19 +291,23 @@ def test_status_of_a_running_job_run() -> None:
     wl = {
         "metadata": {"name": "job-jr-1a2b3"},
         "spec": {"queueName": "research-queue"},
-        "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
-                   "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {names.TPU_RESOURCE: "v5e-4x4"}}]}},
+        "status": {
+            "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True"}],
+            "admission": {"clusterQueue": "cq", "podSetAssignments": [{"name": "main", "flavors": {names.TPU_RESOURCE: "v5e-4x4"}}]},
+        },
     }
     pods = [_job_pod(i) for i in range(4)]
     admitted = _job_obj()
     admitted["spec"]["suspend"] = False  # Kueue resumed it
-    t = FakeTransport({
-        ("GET", JOB_PATH): admitted,
-        ("GET", PODS_PATH): lambda q, _b: {"items": pods if q.get("labelSelector") == f"{names.K8S_JOB_NAME_LABEL}=jr" else []},
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [wl]},
-        ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
-        ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
-    })
+    t = FakeTransport(
+        {
+            ("GET", JOB_PATH): admitted,
+            ("GET", PODS_PATH): lambda q, _b: {"items": pods if q.get("labelSelector") == f"{names.K8S_JOB_NAME_LABEL}=jr" else []},
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"): {"items": [wl]},
+            ("GET", "/apis/kueue.x-k8s.io"): KUEUE_GROUP,
+            ("GET", "/apis/kueue.x-k8s.io/v1beta2"): KUEUE_DISCOVERY,
+        }
+    )
     s = Cluster(t).run_status("research", "jr")
     assert s.phase is st.RunPhase.RUNNING, s
     assert s.expected_pods == 4 and s.running == 4
@@ -321,9 +324,16 @@ def test_status_of_a_running_job_run() -> None:
     [
         ([{"type": "Complete", "status": "True"}], st.RunPhase.SUCCEEDED, "completed"),
         (
-            [{"type": "Failed", "status": "True", "reason": "PodFailurePolicy",
-              "message": "Container workload for pod research/jr-1-abcde failed with exit code 1 matching FailJob rule at index 1"}],
-            st.RunPhase.FAILED, "exit code 1",
+            [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "PodFailurePolicy",
+                    "message": "Container workload for pod research/jr-1-abcde failed with exit code 1 matching FailJob rule at index 1",
+                }
+            ],
+            st.RunPhase.FAILED,
+            "exit code 1",
         ),
     ],
 )
@@ -335,8 +345,11 @@ def test_status_of_a_finished_job_run(conditions, phase, words) -> None:
 
 
 def test_status_of_a_queued_job_run_says_what_kueue_says() -> None:
-    wl = {"metadata": {"name": "job-jr-1"}, "spec": {"queueName": "research-queue"},
-          "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for google.com/tpu"}]}}
+    wl = {
+        "metadata": {"name": "job-jr-1"},
+        "spec": {"queueName": "research-queue"},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for google.com/tpu"}]},
+    }
     s = st.run_status("research", "jr", _job_obj(), wl, [])
     assert s.phase is st.RunPhase.QUEUED and "insufficient quota" in s.message
 
@@ -344,9 +357,7 @@ def test_status_of_a_queued_job_run_says_what_kueue_says() -> None:
 def test_find_pod_of_a_job_run_ignores_the_slice() -> None:
     t = FakeTransport({("GET", JOB_PATH): _job_obj(), ("GET", PODS_PATH): {"items": [_job_pod(3)]}})
     assert Cluster(t).find_pod("research", "jr", slice_index=5, worker=3)["metadata"]["name"] == "jr-3-abcde"
-    assert sorted(t.calls[-1]["query"]["labelSelector"].split(",")) == [
-        f"{names.K8S_COMPLETION_INDEX_LABEL}=3", f"{names.K8S_JOB_NAME_LABEL}=jr"
-    ]
+    assert sorted(t.calls[-1]["query"]["labelSelector"].split(",")) == [f"{names.K8S_COMPLETION_INDEX_LABEL}=3", f"{names.K8S_JOB_NAME_LABEL}=jr"]
 
 
 def _svc(run_label: str | None = "jr") -> dict:
@@ -412,8 +423,11 @@ def test_checkov_finds_nothing_new_in_the_job_and_ray_runtimes(tmp_path: Path) -
     ray_plan = plan_run("llama3-8b", load_spec(EXAMPLES / "v6e-reservation.yaml"), Overrides(runtime="ray", team="research", name="rk"))
     rj = rayjob.rayjob(ray_plan)
     cluster_spec = rj["spec"]["rayClusterSpec"]
-    templates = {"head": cluster_spec["headGroupSpec"]["template"], "worker": cluster_spec["workerGroupSpecs"][0]["template"],
-                 "submitter": rj["spec"]["submitterPodTemplate"]}
+    templates = {
+        "head": cluster_spec["headGroupSpec"]["template"],
+        "worker": cluster_spec["workerGroupSpecs"][0]["template"],
+        "submitter": rj["spec"]["submitterPodTemplate"],
+    }
     as_jobs = [
         {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"rk-{role}", "namespace": "research"}, "spec": {"template": t}}
         for role, t in templates.items()
@@ -435,10 +449,13 @@ def test_checkov_finds_nothing_new_in_the_job_and_ray_runtimes(tmp_path: Path) -
 # ------------------------------------------------------------------ submit, in process, with a fake cluster
 
 
-@pytest.mark.parametrize("runtime, recipe, kinds, extra", [
-    ("job", "hello-tpu", ["Service", "Job"], []),
-    ("ray", "llama3-8b", ["RayJob"], ["--spec", str(EXAMPLES / "v6e-reservation.yaml"), "--team", "research"]),
-])
+@pytest.mark.parametrize(
+    "runtime, recipe, kinds, extra",
+    [
+        ("job", "hello-tpu", ["Service", "Job"], []),
+        ("ray", "llama3-8b", ["RayJob"], ["--spec", str(EXAMPLES / "v6e-reservation.yaml"), "--team", "research"]),
+    ],
+)
 def test_submit_applies_the_runtimes_objects_and_waits_on_its_kind(monkeypatch, capsys, runtime, recipe, kinds, extra) -> None:
     import workloads.cluster.client
     from tests.test_workloads_cli import FakeCluster

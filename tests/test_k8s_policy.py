@@ -41,7 +41,17 @@ from workloads.render.kustomize import build_overlay, render, write_tree
 pytestmark = pytest.mark.tools
 
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
-RECIPE = {"default": "maxtext-6b", "fallback": "llama3-8b", "flex-start": "llama3-8b", "teams": "maxtext-6b", "tpu7x": "maxtext-6b", "tpu7x-multislice": "maxtext-6b", "v4": "maxtext-6b", "v5p": "gpt3-6b", "v6e-reservation": "llama3-8b"}
+RECIPE = {
+    "default": "maxtext-6b",
+    "fallback": "llama3-8b",
+    "flex-start": "llama3-8b",
+    "teams": "maxtext-6b",
+    "tpu7x": "maxtext-6b",
+    "tpu7x-multislice": "maxtext-6b",
+    "v4": "maxtext-6b",
+    "v5p": "gpt3-6b",
+    "v6e-reservation": "llama3-8b",
+}
 
 
 def _pod(job: dict[str, Any]) -> dict[str, Any]:
@@ -64,43 +74,98 @@ class Accepted:
 # a finding anywhere else fails the test, and so does an entry nothing fails any more.
 _WORKER = "the TPU worker pod (the JobSet's Job template, rendered by workloads/render/jobset.py)"
 ACCEPTED: tuple[Accepted, ...] = (
-    Accepted("CKV_K8S_19", "Job", (
-        "hostNetwork only for runs of teams with host_network: true in the spec, asked for with --host-network: "
-        "the pods skip the pod network for DCN traffic (apple/axlearn#641: 50% -> 58% MFU on 2x v5e-256) and act as "
-        "the node SA, which holds only opted-in teams' buckets; every other team's namespace enforces Pod Security baseline"
-    ), lambda job: bool(_pod(job).get("hostNetwork"))),
-    Accepted("CKV_K8S_10", "Job", f"{_WORKER} is the only workload pod on its TPU VM (it takes every chip); a CPU request adds nothing and Kueue's quota is in chips"),
+    Accepted(
+        "CKV_K8S_19",
+        "Job",
+        (
+            "hostNetwork only for runs of teams with host_network: true in the spec, asked for with --host-network: "
+            "the pods skip the pod network for DCN traffic (apple/axlearn#641: 50% -> 58% MFU on 2x v5e-256) and act as "
+            "the node SA, which holds only opted-in teams' buckets; every other team's namespace enforces Pod Security baseline"
+        ),
+        lambda job: bool(_pod(job).get("hostNetwork")),
+    ),
+    Accepted(
+        "CKV_K8S_10", "Job", f"{_WORKER} is the only workload pod on its TPU VM (it takes every chip); a CPU request adds nothing and Kueue's quota is in chips"
+    ),
     Accepted("CKV_K8S_11", "Job", f"{_WORKER} owns its whole TPU VM; a CPU limit would only throttle the input pipeline and host-side XLA work"),
     Accepted("CKV_K8S_12", "Job", f"{_WORKER} owns its whole TPU VM; a memory request would only have to guess the host memory MaxText's input pipeline needs"),
     Accepted("CKV_K8S_13", "Job", f"{_WORKER} owns its whole TPU VM; a memory limit below the VM's would OOM-kill a multi-hour run for no neighbour's benefit"),
-    Accepted("CKV_K8S_15", "Job", f"{_WORKER} pulls IfNotPresent: images are pinned by tag or digest (the planner refuses untagged --image) and multi-GB, and a restart of 64 slices must not re-pull"),
-    Accepted("CKV_K8S_43", "Job", f"{_WORKER} names images by tag (recipes, checked by the planner) so Artifact Registry pushes from CI apply; --image takes a digest for a pinned run"),
-    Accepted("CKV_K8S_20", "Job", f"{_WORKER} runs the upstream MaxText image unchanged; setting allowPrivilegeEscalation: false needs a TPU run to confirm libtpu is unaffected (hardening follow-up)"),
-    Accepted("CKV_K8S_22", "Job", f"{_WORKER}: JAX, libtpu and MaxText write caches and temporary files under the root filesystem; a read-only root needs an emptyDir for each (hardening follow-up)"),
+    Accepted(
+        "CKV_K8S_15",
+        "Job",
+        f"{_WORKER} pulls IfNotPresent: images are pinned by tag or digest (the planner refuses untagged --image) and multi-GB, and a restart of 64 slices must not re-pull",
+    ),
+    Accepted(
+        "CKV_K8S_43",
+        "Job",
+        f"{_WORKER} names images by tag (recipes, checked by the planner) so Artifact Registry pushes from CI apply; --image takes a digest for a pinned run",
+    ),
+    Accepted(
+        "CKV_K8S_20",
+        "Job",
+        f"{_WORKER} runs the upstream MaxText image unchanged; setting allowPrivilegeEscalation: false needs a TPU run to confirm libtpu is unaffected (hardening follow-up)",
+    ),
+    Accepted(
+        "CKV_K8S_22",
+        "Job",
+        f"{_WORKER}: JAX, libtpu and MaxText write caches and temporary files under the root filesystem; a read-only root needs an emptyDir for each (hardening follow-up)",
+    ),
     Accepted("CKV_K8S_23", "Job", f"{_WORKER} runs as the MaxText image's user (root); a non-root user needs an image built for it (hardening follow-up)"),
     Accepted("CKV_K8S_40", "Job", f"{_WORKER} runs as the MaxText image's user (root); a high UID needs an image built for it (hardening follow-up)"),
-    Accepted("CKV_K8S_28", "Job", f"{_WORKER} keeps the runtime's default capabilities; dropping NET_RAW needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)"),
-    Accepted("CKV_K8S_37", "Job", f"{_WORKER} keeps the runtime's default capabilities; drop ALL needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)"),
+    Accepted(
+        "CKV_K8S_28",
+        "Job",
+        f"{_WORKER} keeps the runtime's default capabilities; dropping NET_RAW needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)",
+    ),
+    Accepted(
+        "CKV_K8S_37",
+        "Job",
+        f"{_WORKER} keeps the runtime's default capabilities; drop ALL needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)",
+    ),
     Accepted("CKV_K8S_29", "Job", f"{_WORKER} sets no securityContext yet: the settings it would carry are the accepted CKV_K8S_20/23/28/31/37/40 items above"),
-    Accepted("CKV_K8S_30", "Job", f"{_WORKER} sets no container securityContext yet: the settings it would carry are the accepted CKV_K8S_20/22/23/28/37/40 items above"),
-    Accepted("CKV_K8S_31", "Job", f"{_WORKER} uses the node's default seccomp profile; RuntimeDefault needs a TPU run to confirm libtpu's syscalls pass (hardening follow-up)"),
-    Accepted("CKV_K8S_38", "Job", f"{_WORKER} keeps the KSA token mounted: the team's KSA is its identity (Workload Identity) and tools in the image may read it"),
+    Accepted(
+        "CKV_K8S_30",
+        "Job",
+        f"{_WORKER} sets no container securityContext yet: the settings it would carry are the accepted CKV_K8S_20/22/23/28/37/40 items above",
+    ),
+    Accepted(
+        "CKV_K8S_31",
+        "Job",
+        f"{_WORKER} uses the node's default seccomp profile; RuntimeDefault needs a TPU run to confirm libtpu's syscalls pass (hardening follow-up)",
+    ),
+    Accepted(
+        "CKV_K8S_38", "Job", f"{_WORKER} keeps the KSA token mounted: the team's KSA is its identity (Workload Identity) and tools in the image may read it"
+    ),
     *(
-        Accepted("CKV_K8S_21", kind, (
-            "a spec without teams: gets one implicit team named default in the default namespace (infra.spec.EnvSpec.teams), "
-            "so a one-team cluster needs no namespace of its own; specs that list teams give each its own namespace"
-        ), lambda obj: obj["metadata"].get("namespace") == "default")
+        Accepted(
+            "CKV_K8S_21",
+            kind,
+            (
+                "a spec without teams: gets one implicit team named default in the default namespace (infra.spec.EnvSpec.teams), "
+                "so a one-team cluster needs no namespace of its own; specs that list teams give each its own namespace"
+            ),
+            lambda obj: obj["metadata"].get("namespace") == "default",
+        )
         for kind in ("Job", "ServiceAccount")
     ),
-    Accepted("CKV_K8S_21", "ConfigMap", (
-        "xpk's <cluster>-resources-configmap and -metadata-configmap (workloads/render/xpk.py, xpk.enabled): xpk 1.13 reads them "
-        "with `kubectl get configmap` and no -n, i.e. in its kube context's namespace, which is default unless xpk.namespace says otherwise"
-    ), lambda obj: obj["metadata"].get("namespace") == "default" and obj["metadata"]["name"].endswith(("-resources-configmap", "-metadata-configmap"))),
-    Accepted("CKV2_K8S_6", "Pod", (
-        f"{_WORKER}: cross-team isolation here is by identity (one GSA per team, Pod Security baseline); "
-        "a per-namespace NetworkPolicy needs the cluster's policy enforcement (Dataplane V2) and an allowance for "
-        "the JobSet's own DNS and megascale traffic (follow-up)"
-    )),
+    Accepted(
+        "CKV_K8S_21",
+        "ConfigMap",
+        (
+            "xpk's <cluster>-resources-configmap and -metadata-configmap (workloads/render/xpk.py, xpk.enabled): xpk 1.13 reads them "
+            "with `kubectl get configmap` and no -n, i.e. in its kube context's namespace, which is default unless xpk.namespace says otherwise"
+        ),
+        lambda obj: obj["metadata"].get("namespace") == "default" and obj["metadata"]["name"].endswith(("-resources-configmap", "-metadata-configmap")),
+    ),
+    Accepted(
+        "CKV2_K8S_6",
+        "Pod",
+        (
+            f"{_WORKER}: cross-team isolation here is by identity (one GSA per team, Pod Security baseline); "
+            "a per-namespace NetworkPolicy needs the cluster's policy enforcement (Dataplane V2) and an allowance for "
+            "the JobSet's own DNS and megascale traffic (follow-up)"
+        ),
+    ),
 )
 
 
@@ -231,12 +296,16 @@ def test_zero_failures_with_a_baseline_of_the_accepted_findings(scanned, tmp_pat
         if _key(f) in expected:
             by_file.setdefault(f["file_path"], {}).setdefault(f["resource"], set()).add(f["check_id"])
     base = tmp_path / "k8s.baseline"
-    base.write_text(json.dumps({
-        "failed_checks": [
-            {"file": file, "findings": [{"resource": r, "check_ids": sorted(ids)} for r, ids in sorted(res.items())]}
-            for file, res in sorted(by_file.items())
-        ]
-    }))
+    base.write_text(
+        json.dumps(
+            {
+                "failed_checks": [
+                    {"file": file, "findings": [{"resource": r, "check_ids": sorted(ids)} for r, ids in sorted(res.items())]}
+                    for file, res in sorted(by_file.items())
+                ]
+            }
+        )
+    )
     again = run_checkov(root, "--baseline", str(base))
     failed = [(f["file_path"], f["resource"], f["check_id"]) for f in again["results"]["failed_checks"]]
     assert failed == [], f"checkov still fails: {failed}"

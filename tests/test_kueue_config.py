@@ -8,10 +8,9 @@ import pytest
 import yaml
 
 from infra.spec import load_spec, parse_spec
+from tests.conftest import run_module
 from toolkit.errors import SpecError
 from workloads.render.kueue import manager_settings, merge_manager_config
-
-from tests.conftest import run_module
 
 REPO = Path(__file__).resolve().parent.parent
 

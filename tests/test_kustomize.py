@@ -15,12 +15,11 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from workloads.render import yamlio
-from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, run_objects, write_tree
-from workloads.render.jobset import jobset
-from workloads.planning.planner import Overrides, plan_run
-
 from tests.conftest import run_module
+from workloads.planning.planner import Overrides, plan_run
+from workloads.render import yamlio
+from workloads.render.jobset import jobset
+from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, run_objects, write_tree
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -28,9 +27,7 @@ EXAMPLES = REPO / "examples"
 
 @pytest.fixture(scope="session")
 def kustomize_bin() -> str:
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-kustomize.sh")], capture_output=True, text=True, timeout=900, check=False
-    )
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "build-kustomize.sh")], capture_output=True, text=True, timeout=900, check=False)
     if proc.returncode != 0:
         pytest.fail(f"scripts/build-kustomize.sh failed: {proc.stderr.strip()[-500:]}")
     path = proc.stdout.strip().splitlines()[-1]

@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
-from workloads.render import exitguard, kueue
-from workloads.render import yamlio
-from workloads.render.jobset import jobset, run_objects
+from infra.spec import PRIORITY_CLASSES, load_spec
 from workloads.planning.planner import Overrides, PlanError, plan_run
+from workloads.render import exitguard, kueue, yamlio
+from workloads.render.jobset import jobset, run_objects
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -81,7 +81,7 @@ def test_metrics_file_parses_to_full_precision() -> None:
     steps = m.parse_metrics_file((DATA / "tiny_cpu.metrics.jsonl").read_text())
     raw = _raw("tiny_cpu.metrics.jsonl")
     assert len(steps) == len(raw)
-    for s, r in zip(steps, raw):
+    for s, r in zip(steps, raw, strict=True):
         assert s.step == int(r["step"])
         assert s.seconds == r["perf/step_time_seconds"]
         assert s.loss == r["learning/loss"]
@@ -186,15 +186,18 @@ SYNTHETIC = "\n".join(
         ABSL + "[Rampup Batch Size Phase], completed step: 1, seconds: 0.800, total_weights: 64, loss: 10.700, lm_loss: 10.700, perplexity: 44355.000",
         ABSL + "[Rampup Batch Size Phase], completed step: 2, seconds: 0.800, total_weights: 96, loss: 10.500, lm_loss: 10.500, perplexity: 36315.000",
         # SYNTHETIC: MoE + MTP trailing fields.
-        ABSL + "completed step: 3, seconds: 1.000, TFLOP/s/device: 400.000, Tokens/s/device: 4000.000, total_weights: 128, loss: 10.000, lm_loss: 9.900, perplexity: 22026.000, moe_lb_loss: 0.012345, moe_max_load_ratio: 1.2500, moe_max_load_ratio_mean: 1.1000, main_model_loss: 9.800, mtp_loss: 0.200",
+        ABSL
+        + "completed step: 3, seconds: 1.000, TFLOP/s/device: 400.000, Tokens/s/device: 4000.000, total_weights: 128, loss: 10.000, lm_loss: 9.900, perplexity: 22026.000, moe_lb_loss: 0.012345, moe_max_load_ratio: 1.2500, moe_max_load_ratio_mean: 1.1000, main_model_loss: 9.800, mtp_loss: 0.200",
         # SYNTHETIC: hide_profiler_step_metric=true hides a boundary step's timing.
         ABSL + "completed profiler activation/deactivation step: 4, total_weights: 128, loss: 9.900, lm_loss: 9.900, perplexity: 19930.000",
-        ABSL + "completed step: 5, seconds: 1.200, TFLOP/s/device: 300.000, Tokens/s/device: 3000.000, total_weights: 128, loss: 9.800, lm_loss: 9.800, perplexity: 18034.000",
+        ABSL
+        + "completed step: 5, seconds: 1.200, TFLOP/s/device: 300.000, Tokens/s/device: 3000.000, total_weights: 128, loss: 9.800, lm_loss: 9.800, perplexity: 18034.000",
         # SYNTHETIC: eval lines must not become training steps.
         ABSL + "Completed eval step: 0, seconds: 0.500, running loss=9.700, running perplexity=16318.000, running total_weights=128",
         ABSL + "Completed eval after train step 5, loss=9.650, perplexity=15522.000, total_weights=512, avg_z_loss=0.000",
         # SYNTHETIC: a restart replays step 5; the later line wins.
-        ABSL + "completed step: 5, seconds: 1.000, TFLOP/s/device: 350.000, Tokens/s/device: 3500.000, total_weights: 128, loss: 9.750, lm_loss: 9.750, perplexity: 17154.000",
+        ABSL
+        + "completed step: 5, seconds: 1.000, TFLOP/s/device: 350.000, Tokens/s/device: 3500.000, total_weights: 128, loss: 9.750, lm_loss: 9.750, perplexity: 17154.000",
     ]
 )
 
@@ -261,10 +264,22 @@ def test_throughput_by_hand_on_two_devices_per_chip() -> None:
 def test_throughput_uses_the_metrics_files_work_when_it_has_it() -> None:
     # SYNTHETIC metrics-file lines: the step's own work wins over rate x rounded seconds.
     lines = [
-        {"step": 2, "perf/step_time_seconds": 2.0, "perf/per_device_tokens": 1000.0, "perf/per_device_tokens_per_sec": 500.0,
-         "perf/per_device_tflops": 10.0, "perf/per_device_tflops_per_sec": 5.0},
-        {"step": 3, "perf/step_time_seconds": 0.5, "perf/per_device_tokens": 1000.0, "perf/per_device_tokens_per_sec": 2000.0,
-         "perf/per_device_tflops": 10.0, "perf/per_device_tflops_per_sec": 20.0},
+        {
+            "step": 2,
+            "perf/step_time_seconds": 2.0,
+            "perf/per_device_tokens": 1000.0,
+            "perf/per_device_tokens_per_sec": 500.0,
+            "perf/per_device_tflops": 10.0,
+            "perf/per_device_tflops_per_sec": 5.0,
+        },
+        {
+            "step": 3,
+            "perf/step_time_seconds": 0.5,
+            "perf/per_device_tokens": 1000.0,
+            "perf/per_device_tokens_per_sec": 2000.0,
+            "perf/per_device_tflops": 10.0,
+            "perf/per_device_tflops_per_sec": 20.0,
+        },
     ]
     s = m.summarize(m.parse_metrics_file("\n".join(json.dumps(x) for x in lines)))
     assert s.tokens_per_device == pytest.approx(2000 / 2.5) and s.tflops_per_device == pytest.approx(20 / 2.5)

@@ -7,8 +7,9 @@ contract independently of how the stack maps a spec onto it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -93,16 +94,13 @@ def test_matcher_sees_the_slice(synth_one):
     """The cdktn matcher agrees with our reading of the JSON (habit 4)."""
     from cdktn import Testing
     from cdktn_provider_google.container_node_pool import ContainerNodePool
+
     from modules.tpu_pool import TpuSlice
 
     doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props()))
     text = json.dumps(doc)
-    assert Testing.to_have_resource_with_properties(
-        text, ContainerNodePool.TF_RESOURCE_TYPE, {"name": "v6e-16-0", "node_count": 4}
-    )
-    assert not Testing.to_have_resource_with_properties(
-        text, ContainerNodePool.TF_RESOURCE_TYPE, {"name": "v6e-16-0", "node_count": 16}
-    )
+    assert Testing.to_have_resource_with_properties(text, ContainerNodePool.TF_RESOURCE_TYPE, {"name": "v6e-16-0", "node_count": 4})
+    assert not Testing.to_have_resource_with_properties(text, ContainerNodePool.TF_RESOURCE_TYPE, {"name": "v6e-16-0", "node_count": 16})
 
 
 def test_spot_slice(synth_one):
@@ -122,9 +120,7 @@ def test_spot_slice(synth_one):
 def test_reservation_slice(synth_one, reservation):
     from modules.tpu_pool import Capacity, TpuSlice
 
-    doc = synth_one(
-        lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=Capacity.RESERVATION, reservation=reservation))
-    )
+    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=Capacity.RESERVATION, reservation=reservation)))
     cfg = only(doc, "google_container_node_pool")["node_config"]
     assert cfg["reservation_affinity"] == {
         "consume_reservation_type": "SPECIFIC_RESERVATION",
@@ -174,9 +170,7 @@ def test_single_host_slice_has_no_placement(synth_one):
     from modules.tpu_pool import Placement, TpuSlice
 
     doc = synth_one(
-        lambda s: TpuSlice(
-            s, "slice", props=tpu_props(name="v5p-8-0", machine_type="ct5p-hightpu-4t", topology="2x2x1", nodes=1, placement=Placement.NONE)
-        )
+        lambda s: TpuSlice(s, "slice", props=tpu_props(name="v5p-8-0", machine_type="ct5p-hightpu-4t", topology="2x2x1", nodes=1, placement=Placement.NONE))
     )
     pool = only(doc, "google_container_node_pool")
     assert "placement_policy" not in pool
@@ -265,9 +259,7 @@ def test_network_without_nat(synth_one):
     from modules.network import Network, NetworkProps
 
     doc = synth_one(
-        lambda s: Network(
-            s, "net", props=NetworkProps(name="n", region="r", nodes_cidr="10.0.0.0/22", pods_cidr="10.64.0.0/18", services_cidr="10.128.0.0/20")
-        )
+        lambda s: Network(s, "net", props=NetworkProps(name="n", region="r", nodes_cidr="10.0.0.0/22", pods_cidr="10.64.0.0/18", services_cidr="10.128.0.0/20"))
     )
     assert "google_compute_router" not in doc["resource"]
     assert "google_compute_router_nat" not in doc["resource"]
@@ -321,7 +313,13 @@ def test_private_cluster_drops_the_public_suppressions(synth_one):
         lambda s: Cluster(
             s,
             "cluster",
-            props=_cluster_props(private_nodes=True, master_authorized_networks=("203.0.113.0/24",), deletion_protection=True, min_master_version="1.34.0-gke.2201000", dataplane_v2=False),
+            props=_cluster_props(
+                private_nodes=True,
+                master_authorized_networks=("203.0.113.0/24",),
+                deletion_protection=True,
+                min_master_version="1.34.0-gke.2201000",
+                dataplane_v2=False,
+            ),
         )
     )
     c = only(doc, "google_container_cluster")
@@ -350,7 +348,9 @@ def test_identity_and_workload_identity(synth_one):
             ),
         )
         WorkloadIdentity(
-            s, "wi", props=WorkloadIdentityProps(project="p", service_account=ident.workload_sa.name, bindings=(KsaBinding(namespace="ns", service_account="ksa"),))
+            s,
+            "wi",
+            props=WorkloadIdentityProps(project="p", service_account=ident.workload_sa.name, bindings=(KsaBinding(namespace="ns", service_account="ksa"),)),
         )
 
     doc = synth_one(fill)

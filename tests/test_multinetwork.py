@@ -138,7 +138,9 @@ def test_crds_serve_the_kinds_the_renderer_uses() -> None:
         assert v["name"] == version and v["served"] and v["storage"]
         props = v["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         assert set(obj["spec"]) <= set(props), obj["kind"]
-    assert "NetDevice" in crds["GKENetworkParamSet"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["deviceMode"]["enum"]
+    assert (
+        "NetDevice" in crds["GKENetworkParamSet"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["deviceMode"]["enum"]
+    )
 
 
 @pytest.mark.parametrize(

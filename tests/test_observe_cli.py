@@ -145,12 +145,18 @@ def test_report_upload_to_the_spec_bucket(tmp_path: Path, monkeypatch: pytest.Mo
 @pytest.fixture()
 def dead_kubeconfig(tmp_path: Path) -> str:
     p = tmp_path / "kubeconfig"
-    p.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "dead",
-        "clusters": [{"name": "dead", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
-    }))
+    p.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "dead",
+                "clusters": [{"name": "dead", "cluster": {"server": "https://127.0.0.1:1"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "dead", "context": {"cluster": "dead", "user": "u"}}],
+            }
+        )
+    )
     return str(p)
 
 
@@ -181,7 +187,8 @@ def test_delete_asks_for_confirmation_without_a_terminal(dead_kubeconfig: str) -
 
 
 JOBSET = {
-    "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+    "apiVersion": "jobset.x-k8s.io/v1alpha2",
+    "kind": "JobSet",
     "metadata": {"name": "r1", "namespace": "research", "uid": "u1"},
     "spec": {"suspend": False, "replicatedJobs": [{"name": "slice", "replicas": 1, "template": {"spec": {"parallelism": 2}}}]},
     "status": {"restarts": 0},
@@ -190,8 +197,11 @@ JOBSET = {
 
 def _pod(worker: int) -> dict:
     return {
-        "metadata": {"name": f"r1-slice-0-{worker}-abc", "creationTimestamp": "2026-11-22T00:00:00Z", "labels": {
-            "jobset.sigs.k8s.io/jobset-name": "r1", "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(worker)}},
+        "metadata": {
+            "name": f"r1-slice-0-{worker}-abc",
+            "creationTimestamp": "2026-11-22T00:00:00Z",
+            "labels": {"jobset.sigs.k8s.io/jobset-name": "r1", "jobset.sigs.k8s.io/job-index": "0", "batch.kubernetes.io/job-completion-index": str(worker)},
+        },
         "spec": {"nodeName": f"gke-v5e-16-0-{worker}"},
         "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
     }
@@ -208,18 +218,34 @@ def api(tmp_path: Path):
     with serve() as server:
         server.json("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", JOBSET)
         server.json("GET", "/apis/kueue.x-k8s.io", {"preferredVersion": {"groupVersion": "kueue.x-k8s.io/v1beta2"}})
-        server.json("GET", "/apis/kueue.x-k8s.io/v1beta2", {"resources": [
-            {"name": "workloads", "kind": "Workload", "namespaced": True},
-            {"name": "localqueues", "kind": "LocalQueue", "namespaced": True},
-            {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False},
-            {"name": "resourceflavors", "kind": "ResourceFlavor", "namespaced": False},
-        ]})
-        server.json("GET", "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads", {"items": [{
-            "metadata": {"name": "jobset-r1-x", "labels": {"kueue.x-k8s.io/job-uid": "u1"}},
-            "spec": {"queueName": "research-queue"},
-            "status": {"conditions": [{"type": "Admitted", "status": "True"}],
-                       "admission": {"clusterQueue": "research", "podSetAssignments": [{"name": "slice", "flavors": {"google.com/tpu": "v5e-4x4"}}]}},
-        }]})
+        server.json(
+            "GET",
+            "/apis/kueue.x-k8s.io/v1beta2",
+            {
+                "resources": [
+                    {"name": "workloads", "kind": "Workload", "namespaced": True},
+                    {"name": "localqueues", "kind": "LocalQueue", "namespaced": True},
+                    {"name": "clusterqueues", "kind": "ClusterQueue", "namespaced": False},
+                    {"name": "resourceflavors", "kind": "ResourceFlavor", "namespaced": False},
+                ]
+            },
+        )
+        server.json(
+            "GET",
+            "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads",
+            {
+                "items": [
+                    {
+                        "metadata": {"name": "jobset-r1-x", "labels": {"kueue.x-k8s.io/job-uid": "u1"}},
+                        "spec": {"queueName": "research-queue"},
+                        "status": {
+                            "conditions": [{"type": "Admitted", "status": "True"}],
+                            "admission": {"clusterQueue": "research", "podSetAssignments": [{"name": "slice", "flavors": {"google.com/tpu": "v5e-4x4"}}]},
+                        },
+                    }
+                ]
+            },
+        )
         server.routes[("GET", "/api/v1/namespaces/research/pods")] = lambda q, b: (200, {"items": _select([_pod(0), _pod(1)], q)})
         yield server, str(server.kubeconfig(tmp_path))
 
@@ -244,8 +270,11 @@ def test_status_summarizes_each_slice_and_lists_only_abnormal_workers(api) -> No
     big["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelism"] = 32
     server.json("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", big)
     pods = [_pod(w) for w in range(32)]  # a 32-VM slice, like one tpu7x 4x4x8 slice
-    pods[7]["status"] = {"phase": "Failed", "conditions": [], "containerStatuses": [
-        {"restartCount": 1, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]}
+    pods[7]["status"] = {
+        "phase": "Failed",
+        "conditions": [],
+        "containerStatuses": [{"restartCount": 1, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}],
+    }
     server.routes[("GET", "/api/v1/namespaces/research/pods")] = lambda q, b: (200, {"items": _select(pods, q)})
     t = wl("status", "r1", "--kubeconfig", kc)
     assert t.returncode == 0, t.stderr

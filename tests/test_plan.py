@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec, parse_spec
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
-from workloads.render.jobset import coordinator_address
 from workloads.planning.recipes import MESH_AXES
+from workloads.render.jobset import coordinator_address
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOW = datetime(2026, 3, 4, 5, 6)
@@ -332,7 +332,7 @@ def test_recipe_mesh_still_blamed_on_the_recipe_without_a_set() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(seq=st.integers(-10**6, 10**6), pdb=st.sampled_from(["1", "2"]))
+@given(seq=st.integers(-(10**6), 10**6), pdb=st.sampled_from(["1", "2"]))
 def test_accepted_sets_give_a_non_negative_hbm_estimate(seq, pdb) -> None:
     spec = load_spec(EXAMPLES / "default.yaml")
     try:

@@ -15,9 +15,15 @@ TEAM = SPEC.teams[0]
 
 def _node(name: str, pool: str, *, zone="us-west4-a", topo="4x4", accel="tpu-v5-lite-podslice", tpus="4", ready=True) -> dict:
     return {
-        "metadata": {"name": name, "labels": {
-            pf.ACCELERATOR_LABEL: accel, pf.TOPOLOGY_LABEL: topo, pf.NODEPOOL_LABEL: pool, pf.ZONE_LABEL: zone,
-        }},
+        "metadata": {
+            "name": name,
+            "labels": {
+                pf.ACCELERATOR_LABEL: accel,
+                pf.TOPOLOGY_LABEL: topo,
+                pf.NODEPOOL_LABEL: pool,
+                pf.ZONE_LABEL: zone,
+            },
+        },
         "status": {"allocatable": {"google.com/tpu": tpus}, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
     }
 
@@ -30,8 +36,11 @@ def _rendered(spec=SPEC, team=TEAM) -> dict[str, tuple[dict, ...]]:
     """What `queues apply` creates for ``spec``, as the Snapshot fields (``team``'s LocalQueue)."""
     objs = queue_objects(spec)
     by = lambda k: tuple(o for o in objs if o["kind"] == k)  # noqa: E731
-    return {"resource_flavors": by("ResourceFlavor"), "cluster_queues": by("ClusterQueue"),
-            "local_queues": tuple(o for o in by("LocalQueue") if o["metadata"]["namespace"] == team.ns)}
+    return {
+        "resource_flavors": by("ResourceFlavor"),
+        "cluster_queues": by("ClusterQueue"),
+        "local_queues": tuple(o for o in by("LocalQueue") if o["metadata"]["namespace"] == team.ns),
+    }
 
 
 def _rows(rep: pf.Report) -> dict[str, pf.Result]:
@@ -86,11 +95,13 @@ def test_not_enough_quota_for_more_slices() -> None:
 
 def test_cohort_borrowing_is_a_warning() -> None:
     data = SPEC.model_dump(mode="json", exclude_none=True)
-    two_teams = parse_spec({
-        **data,
-        "teams": [{"name": "research", "quota_share": 0.5}, {"name": "prod", "quota_share": 0.5}],
-        "buckets": [{**b, "team": "research"} for b in data.get("buckets", [])],  # with two teams a bucket names its team
-    })
+    two_teams = parse_spec(
+        {
+            **data,
+            "teams": [{"name": "research", "quota_share": 0.5}, {"name": "prod", "quota_share": 0.5}],
+            "buckets": [{**b, "team": "research"} for b in data.get("buckets", [])],  # with two teams a bucket names its team
+        }
+    )
     team = two_teams.teams[0]
     snap = pf.Snapshot(True, nodes=_nodes(), **_rendered(two_teams, team))
     rep = pf.evaluate(two_teams, two_teams.tpu_pools[0], team, snap)

@@ -125,8 +125,12 @@ def test_without_prices_section_a_missing_price_does_not_block():
         ({"as_of": "yesterday", "chip_hour": [{"generation": "v5e", "region": "us-west4", "spot": 0.3}]}, "prices.as_of", ""),
         ({"as_of": "2026-10-01", "chip_hour": [{"generation": "v9", "region": "us-west4", "spot": 0.3}]}, "prices.chip_hour[0].generation", "v5e"),
         (
-            {"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "us-west4", "spot": 0.3}, {"generation": "v5e", "region": "us-west4", "spot": 0.4}]},
-            "prices.chip_hour[1]", "repeats",
+            {
+                "as_of": "2026-10-01",
+                "chip_hour": [{"generation": "v5e", "region": "us-west4", "spot": 0.3}, {"generation": "v5e", "region": "us-west4", "spot": 0.4}],
+            },
+            "prices.chip_hour[1]",
+            "repeats",
         ),
     ],
 )
@@ -140,10 +144,18 @@ def test_bad_prices_section(prices, field, words):
 def test_prices_section_must_cover_every_pool_option():
     """With a prices: section, a pool left without any price is refused (the spec owns its pricing)."""
     with pytest.raises(SpecError) as ei:
-        spec_with(region="europe-west2", zones=["europe-west2-a"], prices={"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "europe-west2", "on-demand": 1.5}]})
+        spec_with(
+            region="europe-west2",
+            zones=["europe-west2-a"],
+            prices={"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "europe-west2", "on-demand": 1.5}]},
+        )
     assert ei.value.field == "prices.chip_hour" and "spot" in ei.value.problem and "tpu_pools[0].capacity" in ei.value.problem
     # the same section with the spot rate is accepted: that was the only gap
-    spec = spec_with(region="europe-west2", zones=["europe-west2-a"], prices={"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "europe-west2", "on-demand": 1.5, "spot": 0.5}]})
+    spec = spec_with(
+        region="europe-west2",
+        zones=["europe-west2-a"],
+        prices={"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "europe-west2", "on-demand": 1.5, "spot": 0.5}]},
+    )
     assert pricing.pool_costs(spec)[0].rate.usd_per_chip_hour == 0.5
 
 
@@ -171,8 +183,13 @@ def test_pools_that_scale_from_zero_cost_nothing_idle(pool_changes):
 
 
 def test_fallback_options_each_priced_only_the_first_is_fixed():
-    pool = {"name": "v6e-16", "type": "v6e-16", "slices": 2, "zone": "us-east5-b",
-            "capacity": [{"mode": "reservation", "name": "res-1", "zone": "us-east5-b"}, "on-demand", "spot"]}
+    pool = {
+        "name": "v6e-16",
+        "type": "v6e-16",
+        "slices": 2,
+        "zone": "us-east5-b",
+        "capacity": [{"mode": "reservation", "name": "res-1", "zone": "us-east5-b"}, "on-demand", "spot"],
+    }
     spec = spec_with(region="us-east5", zones=["us-east5-b"], tpu_pools=[pool])
     costs = pricing.pool_costs(spec)
     assert [(c.option.label, c.option.fixed_size) for c in costs] == [("reservation res-1", True), ("on-demand", False), ("spot", False)]
@@ -253,7 +270,7 @@ def test_fixed_size_rule_matches_the_synthesized_node_pools(tmp_path: Path):
     doc = json.loads(synth(spec, tmp_path).read_text())
     fixed = {r["name"]: "node_count" in r for r in doc["resource"]["google_container_node_pool"].values()}
     for pool in spec.tpu_pools:
-        for o, opt in zip(pool.capacity_options(), pricing.pool_options(pool)):
+        for o, opt in zip(pool.capacity_options(), pricing.pool_options(pool), strict=True):
             for name in pool.option_node_pool_names(o):
                 assert fixed[name] == opt.fixed_size, (name, opt)
 
@@ -324,7 +341,9 @@ def test_sku_pages_read_into_per_chip_hour_figures():
     assert list(found.conflicts) == [("v5e", "us-east1", "on-demand")]  # two SKUs disagree: neither is used
 
 
-@pytest.mark.parametrize("pages, words", [([{"skus": "no"}], "not a services"), ([{"skus": [PAGES[0]["skus"][0]]}], "none with category.resourceGroup TPU"), ([], "no page")])
+@pytest.mark.parametrize(
+    "pages, words", [([{"skus": "no"}], "not a services"), ([{"skus": [PAGES[0]["skus"][0]]}], "none with category.resourceGroup TPU"), ([], "no page")]
+)
 def test_unusable_responses_are_refused(pages, words):
     from infra import price_refresh as pr
 
@@ -379,7 +398,9 @@ def _check_refreshed(table: Path, as_of: str) -> None:
 
 def test_refresh_from_a_recorded_response(tmp_path: Path):
     table = _table_copy(tmp_path)
-    proc = run_module("infra", "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--output", "json")
+    proc = run_module(
+        "infra", "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--output", "json"
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["written"] and out["figures"] == 6 and out["unchanged"] == 3
@@ -390,7 +411,9 @@ def test_refresh_from_a_recorded_response(tmp_path: Path):
 def test_refresh_dry_run_writes_nothing(tmp_path: Path, capsys):
     table = _table_copy(tmp_path)
     before = table.read_bytes()
-    rc, out, err = infra_in_process(capsys, "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--dry-run")
+    rc, out, err = infra_in_process(
+        capsys, "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--dry-run"
+    )
     assert rc == 0, err
     assert out.startswith(f"would update {table}") and "v6e us-east5 spot: 1.08 -> 1.05" in out
     assert table.read_bytes() == before
@@ -464,8 +487,24 @@ def test_live_refresh_against_a_loopback_catalog(tmp_path: Path):
 
         env = {**os.environ, "TGK_BILLING_API_KEY": "test-key"}
         proc = subprocess.run(
-            [sys.executable, "-m", "infra", "prices", "refresh", "--endpoint", f"http://127.0.0.1:{server.server_port}", "--as-of", "2026-11-21", "--table", str(table)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "infra",
+                "prices",
+                "refresh",
+                "--endpoint",
+                f"http://127.0.0.1:{server.server_port}",
+                "--as-of",
+                "2026-11-21",
+                "--table",
+                str(table),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
     finally:
         server.shutdown()

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from tests.conftest import run_module
 
 from infra import access
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
+from tests.conftest import run_module
 from workloads.observe.metrics import ProfilerWindow, parse_log
 from workloads.planning.planner import DEFAULT_PROFILE_START, Overrides, PlanError, plan_run
 

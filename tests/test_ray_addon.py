@@ -82,11 +82,13 @@ def test_synth_writes_the_ray_operator_only_when_on(synthesized) -> None:
     assert "ray_operator_config" not in off
     assert off["gcs_fuse_csi_driver_config"] == {"enabled": True}
     on = _cluster(synthesized["on"][0])["addons_config"]
-    assert on["ray_operator_config"] == [{
-        "enabled": True,
-        "ray_cluster_logging_config": {"enabled": True},
-        "ray_cluster_monitoring_config": {"enabled": False},
-    }]
+    assert on["ray_operator_config"] == [
+        {
+            "enabled": True,
+            "ray_cluster_logging_config": {"enabled": True},
+            "ray_cluster_monitoring_config": {"enabled": False},
+        }
+    ]
     assert on["gcs_fuse_csi_driver_config"] == {"enabled": True}
 
 

@@ -153,9 +153,7 @@ def test_proxy_forwards_head_service_urls_to_the_standin_dashboard(monkeypatch):
     try:
         with opener.open("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/raysubmit_1?x=1", timeout=10) as r:
             assert json.loads(r.read()) == {"path": "/api/jobs/raysubmit_1?x=1"}
-        req = urllib.request.Request(
-            "http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/", data=b'{"entrypoint": "echo"}', method="POST"
-        )
+        req = urllib.request.Request("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/", data=b'{"entrypoint": "echo"}', method="POST")
         with opener.open(req, timeout=10) as r:
             assert r.status == 200
         with pytest.raises(urllib.error.HTTPError) as e:
@@ -210,7 +208,9 @@ def test_entrypoint_bad_flags_one_line_exit_2_before_ray(args, flag):
 def test_entrypoint_scaling_config_is_one_worker_per_vm_spread():
     from workloads.ray import jax_trainer as jt
 
-    tpu = jt.parse_args(["--num-workers", "8", "--topology", "4x4", "--accelerator-type", "TPU-V6E", "--chips-per-worker", "4", "--env", "A=b=c", "--", "cfg.yml", "steps=3"])
+    tpu = jt.parse_args(
+        ["--num-workers", "8", "--topology", "4x4", "--accelerator-type", "TPU-V6E", "--chips-per-worker", "4", "--env", "A=b=c", "--", "cfg.yml", "steps=3"]
+    )
     assert jt.scaling_kwargs(tpu) == {
         "num_workers": 8,
         "use_tpu": True,

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
-
 from infra.spec import load_spec
 from tests.conftest import run_module
 from tests.test_cluster import FakeTransport
@@ -29,6 +27,7 @@ from workloads.planning.recipes import RAY_IMAGE
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION
 from workloads.render import jobset, rayjob
 from workloads.render.kustomize import RUNTIMES, build, build_overlay, render, write_tree
+from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -64,9 +63,14 @@ def test_rayjob_follows_the_plan(slices: int) -> None:
     assert group["replicas"] == group["minReplicas"] == group["maxReplicas"] == slices
     assert group["numOfHosts"] == hosts == 4
     pod = group["template"]["spec"]
-    assert pod["nodeSelector"] == jobset.node_selector(plan) == {
-        names.GKE_TPU_ACCELERATOR_LABEL: "tpu-v6e-slice", names.GKE_TPU_TOPOLOGY_LABEL: "4x4",
-    }
+    assert (
+        pod["nodeSelector"]
+        == jobset.node_selector(plan)
+        == {
+            names.GKE_TPU_ACCELERATOR_LABEL: "tpu-v6e-slice",
+            names.GKE_TPU_TOPOLOGY_LABEL: "4x4",
+        }
+    )
     assert pod["tolerations"] == [dict(names.TPU_TOLERATION)]
     (worker,) = pod["containers"]
     assert worker["resources"] == {"requests": {names.TPU_RESOURCE: 4}, "limits": {names.TPU_RESOURCE: 4}}
@@ -93,7 +97,7 @@ def test_the_entrypoint_is_the_jaxtrainer_with_the_plans_maxtext_args() -> None:
     argv = shlex.split(rayjob.rayjob(plan)["spec"]["entrypoint"])
     assert argv[:3] == ["python3", "-m", ENTRYPOINT_MODULE]
     sep = argv.index("--")
-    flags = dict(zip(argv[3:sep:2], argv[4:sep:2]))
+    flags = dict(zip(argv[3:sep:2], argv[4:sep:2], strict=True))
     assert flags == {
         "--num-workers": "8",  # hosts x slices: one Ray Train worker per TPU VM
         "--topology": "4x4",
@@ -101,7 +105,7 @@ def test_the_entrypoint_is_the_jaxtrainer_with_the_plans_maxtext_args() -> None:
         "--chips-per-worker": "4",
         "--run-name": "rj",
     }
-    assert argv[sep + 1:] == list(plan.program.args)  # exactly what the JobSet's container gets
+    assert argv[sep + 1 :] == list(plan.program.args)  # exactly what the JobSet's container gets
     assert "dcn_data_parallelism=2" in argv
 
 
@@ -233,8 +237,11 @@ def test_expected_pods_are_replicas_times_hosts() -> None:
 
 
 def test_status_while_queued_running_and_after() -> None:
-    pending_wl = {"metadata": {"name": "rayjob-rj-1"}, "spec": {"queueName": "research-queue"},
-                  "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for google.com/tpu"}]}}
+    pending_wl = {
+        "metadata": {"name": "rayjob-rj-1"},
+        "spec": {"queueName": "research-queue"},
+        "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "insufficient quota for google.com/tpu"}]},
+    }
     q = st.run_status(NS, "rj", _rayjob_obj(suspend=True), pending_wl, [])
     assert q.phase is st.RunPhase.QUEUED and "insufficient quota" in q.message
 
@@ -251,8 +258,13 @@ def test_status_while_queued_running_and_after() -> None:
     done = st.run_status(NS, "rj", _rayjob_obj(jobStatus="SUCCEEDED", jobDeploymentStatus="Complete", succeeded=1), None, [])
     assert done.phase is st.RunPhase.SUCCEEDED
 
-    failed = st.run_status(NS, "rj", _rayjob_obj(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed",
-                                                 message="Job entrypoint command failed with exit code 1", failed=2), None, [])
+    failed = st.run_status(
+        NS,
+        "rj",
+        _rayjob_obj(jobStatus="FAILED", jobDeploymentStatus="Failed", reason="AppFailed", message="Job entrypoint command failed with exit code 1", failed=2),
+        None,
+        [],
+    )
     assert failed.phase is st.RunPhase.FAILED and "AppFailed" in failed.message and "exit code 1" in failed.message
     assert failed.restarts == 1  # two failed attempts: the first was retried once
     assert "AppFailed" in failed.last_failure
@@ -266,12 +278,14 @@ def _transport(pods: list[dict]) -> FakeTransport:
         want = set(q["labelSelector"].split(","))
         return {"items": [p for p in pods if want <= {f"{k}={v}" for k, v in p["metadata"]["labels"].items()}]}
 
-    return FakeTransport({
-        ("GET", "/apis/ray.io/v1"): RAY_DISCOVERY,
-        ("GET", RAYJOB_PATH): _rayjob_obj(),
-        ("GET", PODS_PATH): pods_for,
-        ("DELETE", RAYJOB_PATH): {"kind": "Status", "status": "Success"},
-    })
+    return FakeTransport(
+        {
+            ("GET", "/apis/ray.io/v1"): RAY_DISCOVERY,
+            ("GET", RAYJOB_PATH): _rayjob_obj(),
+            ("GET", PODS_PATH): pods_for,
+            ("DELETE", RAYJOB_PATH): {"kind": "Status", "status": "Success"},
+        }
+    )
 
 
 def test_a_rayjob_is_found_before_the_submitter_job_of_the_same_name() -> None:
@@ -282,8 +296,9 @@ def test_a_rayjob_is_found_before_the_submitter_job_of_the_same_name() -> None:
 
 
 def test_logs_default_to_the_driver_and_can_pick_the_head_or_a_worker() -> None:
-    submitter = {"metadata": {"name": "rj-submitter", "creationTimestamp": "2026-01-01T00:00:00Z",
-                              "labels": {names.TGK_RUN_LABEL: "rj", names.K8S_JOB_NAME_LABEL: "rj"}}}
+    submitter = {
+        "metadata": {"name": "rj-submitter", "creationTimestamp": "2026-01-01T00:00:00Z", "labels": {names.TGK_RUN_LABEL: "rj", names.K8S_JOB_NAME_LABEL: "rj"}}
+    }
     pods = [submitter, _ray_pod("head", 0, None), *(_ray_pod("worker", s, h) for s in range(2) for h in range(4))]
     c = Cluster(_transport(pods))
     assert c.find_pod(NS, "rj")["metadata"]["name"] == "rj-submitter"

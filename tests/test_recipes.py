@@ -29,7 +29,13 @@ def test_maxtext6b_matches_reference_dims() -> None:
     assert m is not None and m.model_name == "default"
     d = m.model
     assert (d.base_emb_dim, d.base_num_query_heads, d.head_dim, d.base_num_decoder_layers, d.base_mlp_dim, d.vocab_size, d.max_target_length) == (
-        4096, 16, 256, 32, 16384, 32768, 2048,
+        4096,
+        16,
+        256,
+        32,
+        16384,
+        32768,
+        2048,
     )
     assert m.args["remat_policy"] == "full"
     # Batch depends on HBM: v5e (16 GiB) gets 4, v4/v6e (32) get 16.

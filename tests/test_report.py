@@ -78,7 +78,9 @@ def test_markdown_without_hardware_leaves_per_chip_blank() -> None:
 
 def test_eval_section_only_when_there_are_evals() -> None:
     # SYNTHETIC eval line (CPU runs here do not evaluate).
-    text = (DATA / "tiny_cpu_noprof.log").read_text() + "\nI1122 metric_logger.py:300] Completed eval after train step 11, loss=5.900, perplexity=365.037, total_weights=512, avg_z_loss=0.000\n"
+    text = (
+        DATA / "tiny_cpu_noprof.log"
+    ).read_text() + "\nI1122 metric_logger.py:300] Completed eval after train step 11, loss=5.900, perplexity=365.037, total_weights=512, avg_z_loss=0.000\n"
     log = m.parse_log(text)
     md = rp.render_markdown(rp.RunFacts("x", "f"), log, m.summarize(log.steps))
     assert "## Eval" in md and "| 11 | 5.9000 |" in md

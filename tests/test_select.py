@@ -14,9 +14,7 @@ SPEC = load_spec("examples/default.yaml")  # one pool: v5e-16 = 2 x v5litepod-16
 def _spec(*pools: tuple[str, str, str, int]):
     """The default spec with these (name, generation, topology, slices) pools, in this order."""
     data = SPEC.model_dump(mode="json", exclude_none=True)
-    data["tpu_pools"] = [
-        {"name": n, "generation": g, "topology": t, "slices": s, "capacity": "spot"} for n, g, t, s in pools
-    ]
+    data["tpu_pools"] = [{"name": n, "generation": g, "topology": t, "slices": s, "capacity": "spot"} for n, g, t, s in pools]
     return parse_spec(data)
 
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
 from tests.conftest import REPO
 from toolkit.errors import SpecError
-from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
 
 BASE = {
     "project": "my-tpu-project",

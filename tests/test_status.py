@@ -36,17 +36,26 @@ def _pod(slice_i: int, worker: int, phase="Running", node="gke-tpu-0", **status)
 PENDING_WL = {
     "metadata": {"name": "jobset-r1-1a2b3"},
     "spec": {"queueName": "research-queue", "priority": 500, "active": True},
-    "status": {"conditions": [{
-        "type": "QuotaReserved", "status": "False", "reason": "Pending",
-        "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed",
-    }]},
+    "status": {
+        "conditions": [
+            {
+                "type": "QuotaReserved",
+                "status": "False",
+                "reason": "Pending",
+                "message": "couldn't assign flavors to pod set slice: insufficient quota for google.com/tpu in flavor v5e-4x4, 16 more needed",
+            }
+        ]
+    },
 }
 ADMITTED_WL = {
     "metadata": {"name": "jobset-r1-1a2b3"},
     "spec": {"queueName": "research-queue"},
     "status": {
         "conditions": [{"type": "QuotaReserved", "status": "True"}, {"type": "Admitted", "status": "True", "reason": "Admitted"}],
-        "admission": {"clusterQueue": "tpu-cq", "podSetAssignments": [{"name": "slice", "flavors": {"cpu": "default-flavor", "google.com/tpu": "v5e-4x4"}, "count": 8}]},
+        "admission": {
+            "clusterQueue": "tpu-cq",
+            "podSetAssignments": [{"name": "slice", "flavors": {"cpu": "default-flavor", "google.com/tpu": "v5e-4x4"}, "count": 8}],
+        },
     },
 }
 
@@ -108,10 +117,26 @@ def test_running_run_groups_pods_by_slice_and_worker() -> None:
 
 
 def test_starting_run_explains_the_stuck_pod() -> None:
-    pods = [_pod(0, 0), _pod(0, 1, phase="Pending", node=None, conditions=[
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient google.com/tpu."}
-    ])]
-    pods.append(_pod(0, 2, phase="Pending", containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}]))
+    pods = [
+        _pod(0, 0),
+        _pod(
+            0,
+            1,
+            phase="Pending",
+            node=None,
+            conditions=[
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available: 3 Insufficient google.com/tpu."}
+            ],
+        ),
+    ]
+    pods.append(
+        _pod(
+            0,
+            2,
+            phase="Pending",
+            containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}],
+        )
+    )
     r = st.run_status("research", "r1", _jobset(replicas=1), ADMITTED_WL, pods)
     assert r.phase is st.RunPhase.STARTING
     assert "1/4 pods running" in r.message and "Unschedulable" in r.message
@@ -119,7 +144,9 @@ def test_starting_run_explains_the_stuck_pod() -> None:
 
 
 def test_failed_and_succeeded_runs() -> None:
-    failed = _jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed due to one or more job failures"}], restarts=2)
+    failed = _jobset(
+        conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "jobset failed due to one or more job failures"}], restarts=2
+    )
     pods = [_pod(0, 0, phase="Failed", containerStatuses=[{"restartCount": 1, "state": {"terminated": {"reason": "Error", "exitCode": 137}}}])]
     r = st.run_status("research", "r1", failed, ADMITTED_WL, pods)
     assert r.phase is st.RunPhase.FAILED and "FailedJobs" in r.message and r.restarts == 2
@@ -152,8 +179,13 @@ def test_slice_summary_counts_each_phase_and_names_the_abnormal_workers() -> Non
     pods = [
         _pod(1, 0, node="n0"),
         _pod(1, 1, node="n1", **restarted),  # running, but restarted twice
-        _pod(1, 2, phase="Pending", node=None, conditions=[
-            {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}]),
+        _pod(
+            1,
+            2,
+            phase="Pending",
+            node=None,
+            conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/3 nodes are available"}],
+        ),
         _pod(1, 3, phase="Pending", node="n3", containerStatuses=[{"restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}]),
         _pod(1, 4, phase="Failed", node="n4", containerStatuses=[{"restartCount": 0, "state": {"terminated": {"reason": "Error", "exitCode": 1}}}]),
         _pod(1, 5, phase="Succeeded", node="n5", containerStatuses=[{"restartCount": 0, "state": {"terminated": {"reason": "Completed", "exitCode": 0}}}]),
@@ -177,10 +209,18 @@ def test_a_slice_of_one_worker_reads_in_the_singular() -> None:
         (_jobset(suspend=True), PENDING_WL, [], "Queued: Workload jobset-r1-1a2b3 pending in queue research-queue: couldn't assign"),
         (_jobset(), ADMITTED_WL, [_pod(0, 0)], "Starting: 1/8 pods running"),
         (_jobset(replicas=1, parallelism=1), ADMITTED_WL, [_pod(0, 0)], "Running: 1/1 pods running"),
-        (_jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m"}]), ADMITTED_WL, [_pod(0, 0)],
-         "Failed: 1/8 pods running — FailedJobs: m"),
-        (_jobset(conditions=[{"type": "Completed", "status": "True", "message": "jobset completed successfully"}]), ADMITTED_WL,
-         [_pod(0, 0, phase="Succeeded")], "Succeeded: jobset completed successfully"),
+        (
+            _jobset(conditions=[{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "m"}]),
+            ADMITTED_WL,
+            [_pod(0, 0)],
+            "Failed: 1/8 pods running — FailedJobs: m",
+        ),
+        (
+            _jobset(conditions=[{"type": "Completed", "status": "True", "message": "jobset completed successfully"}]),
+            ADMITTED_WL,
+            [_pod(0, 0, phase="Succeeded")],
+            "Succeeded: jobset completed successfully",
+        ),
     ],
 )
 def test_progress_line_says_the_pod_count_once(jobset, wl, pods, want) -> None:

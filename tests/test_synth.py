@@ -122,7 +122,7 @@ def test_node_pools(stacks, example):
             if shape.placement is Placement.COMPACT:
                 assert placement == {"type": "COMPACT", "tpu_topology": shape.topology}
             elif shape.placement is Placement.WORKLOAD_POLICY:
-                policy = ref("google_compute_resource_policy", doc, lambda v: v["workload_policy"]["accelerator_topology"] == shape.topology)
+                policy = ref("google_compute_resource_policy", doc, lambda v, shape=shape: v["workload_policy"]["accelerator_topology"] == shape.topology)
                 assert placement == {"type": "COMPACT", "policy_name": f"${{{policy}.name}}"}
             else:
                 assert placement is None
@@ -203,7 +203,7 @@ def test_buckets_and_their_grants(stacks, example):
         bucket_ref = ref("google_storage_bucket", doc, lambda v, n=b.name: v["name"] == n)
         grants = [m for m in resources(doc, "google_storage_bucket_iam_member") if m["bucket"] == f"${{{bucket_ref}.name}}"]
         owner = spec.bucket_owner(b)
-        team_sa = ref("google_service_account", doc, lambda v: v["account_id"].endswith(f"-t-{owner.name}"))
+        team_sa = ref("google_service_account", doc, lambda v, owner=owner: v["account_id"].endswith(f"-t-{owner.name}"))
         # the owning team's SA writes it; hostNetwork pods act as the node SA, which gets
         # the bucket only when its team opted in (and then only reads training data)
         expected = {f"${{{team_sa}.member}}": "roles/storage.objectAdmin"}

@@ -63,12 +63,15 @@ def test_weights_and_preemption_reach_the_cluster_queues():
     spec = load_spec(EXAMPLES_DIR / "teams.yaml")
     assert _cq(spec, "pretrain")["spec"]["fairSharing"] == {"weight": "2"}
     assert _cq(spec, "research")["spec"]["fairSharing"] == {"weight": "1"}
-    teams = [{"name": "a", "quota_share": 0.5, "preemption": {"within_cluster_queue": "Never", "reclaim_within_cohort": "LowerPriority"}},
-             {"name": "b", "quota_share": 0.5, "preemption": {"borrow_within_cohort": {"policy": "LowerPriority", "max_priority_threshold": 250}}}]
+    teams = [
+        {"name": "a", "quota_share": 0.5, "preemption": {"within_cluster_queue": "Never", "reclaim_within_cohort": "LowerPriority"}},
+        {"name": "b", "quota_share": 0.5, "preemption": {"borrow_within_cohort": {"policy": "LowerPriority", "max_priority_threshold": 250}}},
+    ]
     spec = spec_with(teams, kueue={"fair_sharing": {"enabled": False}})
     assert _cq(spec, "a")["spec"]["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "LowerPriority"}
     assert _cq(spec, "b")["spec"]["preemption"] == {
-        "withinClusterQueue": "LowerPriority", "reclaimWithinCohort": "Any",
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "Any",
         "borrowWithinCohort": {"policy": "LowerPriority", "maxPriorityThreshold": 250},
     }
     assert "fairSharing" not in _cq(spec, "a")["spec"]
@@ -111,12 +114,24 @@ def test_manager_config_cli_merges_fair_sharing(tmp_path: Path):
         ([{"name": "a", "quota_share": 0.3, "lending_limit": 0.5}, {"name": "b", "quota_share": 0.5}], None, "teams[0].lending_limit", "quota_share"),
         ([{"name": "a", "quota_share": 0.5, "borrowing_limit": 1.5}, {"name": "b", "quota_share": 0.5}], None, "teams[0].borrowing_limit", "out of range"),
         ([{"name": "a", "fair_sharing_weight": 2}], None, "teams[0].fair_sharing_weight", "fair sharing is off"),
-        ([{"name": "a", "quota_share": 0.5}, {"name": "b", "quota_share": 0.5, "preemption": {"borrow_within_cohort": {"policy": "LowerPriority"}}}],
-         None, "teams[1].preemption.borrow_within_cohort", "fair sharing"),
-        ([{"name": "a", "quota_share": 0.5, "preemption": {"reclaim_within_cohort": "Sometimes"}}, {"name": "b", "quota_share": 0.5}],
-         None, "teams[0].preemption.reclaim_within_cohort", "Sometimes"),
-        ([{"name": "a", "quota_share": 0.5}, {"name": "b", "quota_share": 0.5}], {"fair_sharing": {"preemption_strategies": ["Biggest"]}},
-         "kueue.fair_sharing.preemption_strategies[0]", "Biggest"),
+        (
+            [{"name": "a", "quota_share": 0.5}, {"name": "b", "quota_share": 0.5, "preemption": {"borrow_within_cohort": {"policy": "LowerPriority"}}}],
+            None,
+            "teams[1].preemption.borrow_within_cohort",
+            "fair sharing",
+        ),
+        (
+            [{"name": "a", "quota_share": 0.5, "preemption": {"reclaim_within_cohort": "Sometimes"}}, {"name": "b", "quota_share": 0.5}],
+            None,
+            "teams[0].preemption.reclaim_within_cohort",
+            "Sometimes",
+        ),
+        (
+            [{"name": "a", "quota_share": 0.5}, {"name": "b", "quota_share": 0.5}],
+            {"fair_sharing": {"preemption_strategies": ["Biggest"]}},
+            "kueue.fair_sharing.preemption_strategies[0]",
+            "Biggest",
+        ),
     ],
 )
 def test_bad_team_settings_name_the_field(teams, kueue_cfg, field, words):

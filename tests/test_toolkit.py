@@ -53,7 +53,7 @@ def test_cache_default_is_spelled_once_in_python() -> None:
     spelled = [
         str(p.relative_to(REPO))
         for p in REPO.rglob("*.py")
-        if "tests" not in p.parts and p.name != "paths.py" and "tpu-gke-toolkit\"" in p.read_text() and ".cache" in p.read_text()
+        if "tests" not in p.parts and p.name != "paths.py" and 'tpu-gke-toolkit"' in p.read_text() and ".cache" in p.read_text()
     ]
     assert spelled == []
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.conftest import run_module
 
+from tests.conftest import run_module
 from workloads.render import yamlio
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,8 +105,9 @@ def test_queues_apply_dry_run() -> None:
 
 
 def test_render_json(tmp_path: Path) -> None:
-    r = run_module("workloads", "render", "llama3-8b", "--name", "rj", "--out", str(tmp_path), "-o", "json",
-                   "--spec", str(REPO / "examples" / "v6e-reservation.yaml"))
+    r = run_module(
+        "workloads", "render", "llama3-8b", "--name", "rj", "--out", str(tmp_path), "-o", "json", "--spec", str(REPO / "examples" / "v6e-reservation.yaml")
+    )
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["run"] == "rj" and Path(data["overlay"]).is_dir()
@@ -117,7 +118,7 @@ def test_render_json(tmp_path: Path) -> None:
 
 
 class FakeCluster:
-    instances: list["FakeCluster"] = []
+    instances: list[FakeCluster] = []
 
     def __init__(self, admitted: bool = True) -> None:
         self.applied: list[dict] = []
@@ -144,8 +145,14 @@ class FakeCluster:
         self.waited.append((namespace, name))
         if on_progress:
             on_progress("QuotaReserved")
-        return AdmissionResult(admitted=self.admitted, workload=f"jobset-{name}-abc", state="Admitted" if self.admitted else "Pending",
-                               flavors={"slice": "v5e-4x4"}, reason="" if self.admitted else "no quota", waited_seconds=1.0)
+        return AdmissionResult(
+            admitted=self.admitted,
+            workload=f"jobset-{name}-abc",
+            state="Admitted" if self.admitted else "Pending",
+            flavors={"slice": "v5e-4x4"},
+            reason="" if self.admitted else "no quota",
+            waited_seconds=1.0,
+        )
 
 
 def _invoke(monkeypatch, capsys, argv: list[str]) -> tuple[int, str, str]:

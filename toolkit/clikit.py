@@ -143,4 +143,3 @@ def confirm(question: str, *, yes: bool) -> None:
         raise ToolkitError(f"{question} needs confirmation; no terminal to ask — pass --yes to proceed")
     if not typer.confirm(question, default=False):
         raise typer.Abort()
-

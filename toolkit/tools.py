@@ -15,9 +15,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
 from toolkit.errors import ExternalToolError
 
@@ -146,8 +146,13 @@ def run(
     try:
         try:
             proc = subprocess.Popen(
-                argv, env=dict(env) if env is not None else None, cwd=cwd, stdout=stdout, stderr=stderr,
-                stdin=None if interactive else subprocess.DEVNULL, start_new_session=not interactive,
+                argv,
+                env=dict(env) if env is not None else None,
+                cwd=cwd,
+                stdout=stdout,
+                stderr=stderr,
+                stdin=None if interactive else subprocess.DEVNULL,
+                start_new_session=not interactive,
             )
         except OSError as e:
             raise ExternalToolError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
@@ -156,8 +161,15 @@ def run(
         for f in files:
             f.close()
     done = Completed(
-        argv=tuple(argv), returncode=proc.returncode, seconds=time.monotonic() - start, peak_rss_bytes=rss,
-        stdout=out, stderr=err, stdout_path=out_path, stderr_path=err_path, timed_out=timed_out,
+        argv=tuple(argv),
+        returncode=proc.returncode,
+        seconds=time.monotonic() - start,
+        peak_rss_bytes=rss,
+        stdout=out,
+        stderr=err,
+        stdout_path=out_path,
+        stderr_path=err_path,
+        timed_out=timed_out,
     )
     if check and not done.ok:
         raise done.failure(what)

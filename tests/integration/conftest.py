@@ -22,8 +22,9 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
@@ -105,7 +106,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 @pytest.fixture(scope="session")
-def local_cluster() -> Iterator["object"]:
+def local_cluster() -> Iterator[object]:
     from workloads.local import LocalClusterError
     from workloads.local.controlplane import LocalCluster
 

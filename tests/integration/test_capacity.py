@@ -18,8 +18,9 @@ from __future__ import annotations
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -59,7 +60,6 @@ def capacity_cluster(tmp_path_factory) -> Iterator[tuple[Any, Path]]:
 
 def wl_cli(*args: str, timeout: float = 300):
     return run_module("workloads", *args, timeout=timeout)
-
 
 
 def submit(spec_path: Path, kubeconfig: Path, run: str, *extra: str, wait_admission: bool = False) -> None:
@@ -160,9 +160,9 @@ def test_queued_provisioning_admits_after_the_slice_exists_and_removes_it_after(
     def queued_nodes() -> list[dict]:
         return [n for n in kube.list(node_info) if (n["metadata"].get("annotations") or {}).get(provisioner.REQUEST_ANNOTATION)]
 
-    assert queued_nodes() == [] and not any(
-        n["metadata"]["labels"].get(GKE_NODEPOOL_LABEL) in pool.node_pool_names() for n in kube.list(node_info)
-    ), "a queued pool has no nodes until a request is answered"
+    assert queued_nodes() == [] and not any(n["metadata"]["labels"].get(GKE_NODEPOOL_LABEL) in pool.node_pool_names() for n in kube.list(node_info)), (
+        "a queued pool has no nodes until a request is answered"
+    )
     provisioner.configure(lc.state_dir, delay_seconds=1.0, refuse=1)
     run = f"dws-{secrets.token_hex(2)}"
     t0 = time.monotonic()

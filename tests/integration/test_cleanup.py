@@ -15,9 +15,9 @@ import pytest
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.conftest import run_module
 from tests.integration.conftest import wait_for
+from toolkit.names import TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
-from toolkit.names import TGK_FIELD_MANAGER
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,6 @@ def _jobset(spec, name: str, complete_after: str) -> dict:
     (js,) = copy.deepcopy(manifests.run_objects(plan))
     js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})[COMPLETE_DELAY] = complete_after
     return js
-
 
 
 def _cond(obj: dict | None, kind: str) -> bool:

@@ -10,7 +10,7 @@ with ``maxRestarts: 0``, where any other classification would fail the JobSet.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -26,7 +26,6 @@ NS, NAME = "research", "disrupted"
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
 
-
 def _running_pods(cluster) -> list[dict]:
     pods = cluster.pods(NS, NAME)
     return [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
@@ -34,13 +33,28 @@ def _running_pods(cluster) -> list[dict]:
 
 def _disrupt(cluster, pod: dict) -> None:
     """What the kubelet does to a pod on a node that shuts down: DisruptionTarget, SIGTERM (143), Failed."""
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     status = {
         "phase": "Failed",
-        "conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "TerminationByKubelet",
-                        "message": "Pod was terminated in response to imminent node shutdown.", "lastTransitionTime": now}],
-        "containerStatuses": [{"name": "workload", "ready": False, "restartCount": 0, "image": pod["spec"]["containers"][0]["image"], "imageID": "",
-                               "state": {"terminated": {"exitCode": 143, "reason": "Error", "startedAt": now, "finishedAt": now}}}],
+        "conditions": [
+            {
+                "type": "DisruptionTarget",
+                "status": "True",
+                "reason": "TerminationByKubelet",
+                "message": "Pod was terminated in response to imminent node shutdown.",
+                "lastTransitionTime": now,
+            }
+        ],
+        "containerStatuses": [
+            {
+                "name": "workload",
+                "ready": False,
+                "restartCount": 0,
+                "image": pod["spec"]["containers"][0]["image"],
+                "imageID": "",
+                "state": {"terminated": {"exitCode": 143, "reason": "Error", "startedAt": now, "finishedAt": now}},
+            }
+        ],
     }
     path = cluster.resource("v1", "Pod").path(NS, pod["metadata"]["name"], "status")
     resp = cluster.transport.request("PATCH", path, body={"status": status}, content_type="application/strategic-merge-patch+json")
@@ -88,7 +102,8 @@ def test_disruption_restarts_the_whole_jobset_without_spending_max_restarts(clus
         # Every slice's pods come back (the whole JobSet, not one replacement pod).
         again = wait_for(
             lambda: (lambda p: p if len(p) == hosts and not {x["metadata"]["uid"] for x in p} & old_uids else None)(_running_pods(cluster)),
-            120, "a new set of pods Running",
+            120,
+            "a new set of pods Running",
         )
         assert all(p["metadata"]["labels"].get("jobset.sigs.k8s.io/restart-attempt") == "1" for p in again)
     finally:

@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
+from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
 from tests.integration.conftest import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, TGK_FIELD_MANAGER
-from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
-from workloads.render import kueue
-from workloads.render import jobset as manifests
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
 from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import recipe_names
+from workloads.render import jobset as manifests
+from workloads.render import kueue
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +39,6 @@ pytestmark = pytest.mark.integration
 FM = TGK_FIELD_MANAGER
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
-
 
 
 def _cond(obj: dict | None, type_: str) -> dict | None:
@@ -109,7 +108,7 @@ def _delete_and_wait(cluster, *jobsets: dict) -> None:
         cluster.delete_jobset(js["metadata"]["namespace"], js["metadata"]["name"])
     for js in jobsets:
         ns, name = js["metadata"]["namespace"], js["metadata"]["name"]
-        wait_for(lambda: cluster.jobset(ns, name) is None and not cluster.pods(ns, name), 120, f"JobSet {name} and its pods to go")
+        wait_for(lambda ns=ns, name=name: cluster.jobset(ns, name) is None and not cluster.pods(ns, name), 120, f"JobSet {name} and its pods to go")
     wl_info = cluster.kueue("Workload")
     names = {js["metadata"]["name"] for js in jobsets}
     wait_for(
@@ -144,8 +143,8 @@ def test_every_rendered_object_is_accepted(cluster, example: Path, tmp_path):
     cluster.apply([o for o in queue_objs if o["kind"] == "Namespace"], field_manager=FM)
     cluster.apply(queue_objs, field_manager=FM, dry_run=True)
 
-    from workloads.render import kustomize as kz
     from workloads.local.controlplane import build_root
+    from workloads.render import kustomize as kz
 
     kustomize_bin = str(build_root() / "bin" / "kustomize")
     accepted = 0

@@ -54,7 +54,12 @@ def test_install_objects_point_webhooks_at_localhost():
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "workloads.render.kueue.x-k8s.io"},
-            "spec": {"conversion": {"strategy": "Webhook", "webhook": {"clientConfig": {"service": {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}}}}},
+            "spec": {
+                "conversion": {
+                    "strategy": "Webhook",
+                    "webhook": {"clientConfig": {"service": {"name": "kueue-webhook-service", "namespace": "kueue-system", "path": "/convert"}}},
+                }
+            },
         },
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -85,7 +90,6 @@ def test_kueue_and_jobset_do_not_share_ports_or_cert_dirs(tmp_path):
     assert k["featureGates"] == {"VisibilityOnDemand": False}
 
 
-
 def test_local_kueue_gets_the_specs_wait_for_pods_ready_scaled_by_the_rehearsal_factor(tmp_path):
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
     from workloads.render.kueue import manager_settings
@@ -99,6 +103,7 @@ def test_local_kueue_gets_the_specs_wait_for_pods_ready_scaled_by_the_rehearsal_
     assert w["requeuingStrategy"]["timestamp"] == "Eviction"
     assert k["webhook"]["port"] == 1 and k["integrations"]  # the base is kept under the spec's part
     assert "waitForPodsReady" not in addons.kueue_config(webhook_port=1, health_port=2, cert_dir=tmp_path / "k")
+
 
 def _published() -> list[dict]:
     def pod_stage(name: str, delay: dict) -> dict:

@@ -30,7 +30,6 @@ EXAMPLE = REPO / "examples" / "tpu7x-multislice.yaml"
 PROBE_NS = "dcn-probe"
 
 
-
 def _install_crds(cluster) -> None:
     crds = addons.gke_networking_crds()
     cluster.apply(crds, field_manager=TGK_FIELD_MANAGER)

@@ -26,8 +26,8 @@ import json
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -84,8 +84,25 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
     kubeconfig = str(ray_cluster.kubeconfig)
     kube = ray_cluster.client()
 
-    r = run_module("workloads", "submit", RECIPE, "--runtime", "ray", "--spec", str(SPEC), "--team", "pretrain",
-                   "--kubeconfig", kubeconfig, "--no-wait", "-o", "json", "--rehearse-seconds", JOB_SECONDS, timeout=300)
+    r = run_module(
+        "workloads",
+        "submit",
+        RECIPE,
+        "--runtime",
+        "ray",
+        "--spec",
+        str(SPEC),
+        "--team",
+        "pretrain",
+        "--kubeconfig",
+        kubeconfig,
+        "--no-wait",
+        "-o",
+        "json",
+        "--rehearse-seconds",
+        JOB_SECONDS,
+        timeout=300,
+    )
     assert r.returncode == 0, (r.stdout[-2000:], r.stderr[-2000:])
     submitted = json.loads(r.stdout)
     run = submitted["run"]
@@ -103,8 +120,11 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
     hosts, chips = pool.shape.nodes, pool.shape.chips_per_vm
 
     def admitted() -> dict | None:
-        wls = [w for w in _items(kube, "kueue.x-k8s.io/v1beta2", "Workload", ns)
-               if any(o.get("kind") == "RayJob" and o.get("name") == run for o in w["metadata"].get("ownerReferences", []))]
+        wls = [
+            w
+            for w in _items(kube, "kueue.x-k8s.io/v1beta2", "Workload", ns)
+            if any(o.get("kind") == "RayJob" and o.get("name") == run for o in w["metadata"].get("ownerReferences", []))
+        ]
         assert len(wls) <= 1, [w["metadata"]["name"] for w in wls]
         return wls[0] if wls and (wls[0].get("status") or {}).get("admission") else None
 
@@ -155,8 +175,14 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
 
     def gone() -> bool:
         left = []
-        for api, kind in (("ray.io/v1", "RayJob"), ("ray.io/v1", "RayCluster"), ("batch/v1", "Job"), ("v1", "Pod"), ("v1", "Service"),
-                          ("kueue.x-k8s.io/v1beta2", "Workload")):
+        for api, kind in (
+            ("ray.io/v1", "RayJob"),
+            ("ray.io/v1", "RayCluster"),
+            ("batch/v1", "Job"),
+            ("v1", "Pod"),
+            ("v1", "Service"),
+            ("kueue.x-k8s.io/v1beta2", "Workload"),
+        ):
             left += [f"{kind}/{o['metadata']['name']}" for o in _items(kube, api, kind, ns) if run in json.dumps(o["metadata"])]
         return not left
 

@@ -50,7 +50,6 @@ def wl(*args: str, timeout: float = 300):
     return run_module("workloads", *args, timeout=timeout)
 
 
-
 class Recorder(threading.Thread):
     """Every version of the watched objects, in order: what a test asserts the history on."""
 
@@ -208,6 +207,7 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
         assert js["status"].get("restarts") == 1
         assert not js["status"].get("restartsCountTowardsMax")  # free: maxRestarts is 0 and the run goes on
         assert _cond(cluster.workload_for(NS, js), "Admitted")["status"] == "True"
+
         # Worker 0's log holds both attempts (as Cloud Logging keeps them): the second
         # restores the checkpoint saved at the preemption and goes on from the next step.
         def restarted_steps() -> str | None:
@@ -265,7 +265,9 @@ def test_an_outside_eviction_behaves_like_preempt(cluster, kubeconfig, run_name)
         # What `kubectl drain` does to each pod: a policy/v1 Eviction.
         for p in victims:
             name = p["metadata"]["name"]
-            cluster.request("POST", pod_info.path(NS, name, "eviction"), {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}})
+            cluster.request(
+                "POST", pod_info.path(NS, name, "eviction"), {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}}
+            )
         wait_for(lambda: _all_running(cluster, run_name, "1", 8), 180, "all 8 workers of the restarted JobSet Running")
         assert cluster.jobset(NS, run_name)["status"].get("restarts") == 1
         assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"

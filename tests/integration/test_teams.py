@@ -16,15 +16,16 @@ import re
 import secrets
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from infra.spec import load_spec
-from toolkit.errors import ToolkitError
 from tests.integration.conftest import own_spec, start_own_cluster, wait_for
 from tests.integration.test_capacity import admitted_flavor, finished, running_pods, wl_cli, workload
+from toolkit.errors import ToolkitError
 
 pytestmark = pytest.mark.integration
 
@@ -51,8 +52,24 @@ def teams_cluster(tmp_path_factory) -> Iterator[tuple[Any, Path]]:
 
 
 def _submit(spec_path: Path, kubeconfig: Path, team: str, run: str, slices: int, seconds: float, *extra: str) -> None:
-    r = wl_cli("submit", "maxtext-6b", "--spec", str(spec_path), "--kubeconfig", str(kubeconfig), "--team", team, "--name", run,
-               "--slices", str(slices), "--rehearse-seconds", str(seconds), "--no-wait", *extra)
+    r = wl_cli(
+        "submit",
+        "maxtext-6b",
+        "--spec",
+        str(spec_path),
+        "--kubeconfig",
+        str(kubeconfig),
+        "--team",
+        team,
+        "--name",
+        run,
+        "--slices",
+        str(slices),
+        "--rehearse-seconds",
+        str(seconds),
+        "--no-wait",
+        *extra,
+    )
     assert r.returncode == 0, (r.stdout, r.stderr)
 
 

@@ -17,10 +17,9 @@ import time
 
 import pytest
 
-from workloads.local.disrupt import Replacement, replacements_dir
-
 from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, Recorder, _cond, wl
+from workloads.local.disrupt import Replacement, replacements_dir
 
 pytestmark = pytest.mark.integration
 

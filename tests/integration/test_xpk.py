@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import yaml
@@ -58,9 +58,26 @@ def xpk_bin() -> str:
 def _xpk(xpk_bin: str, spec, tmp: Path, resources: str, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp), "DRY_RUN_RESOURCES_CONFIG_MAP": resources}
     return subprocess.run(
-        [xpk_bin, "workload", "create", "--dry-run", "--skip-validation", f"--cluster={spec.cluster.name}", f"--project={spec.project}",
-         "--project-number=1", f"--zone={spec.zones[0]}", f"--workload={WORKLOAD}", "--docker-image=busybox:1.37.0", "--command=echo hi", *args],
-        env=env, cwd=tmp, capture_output=True, text=True, timeout=300,
+        [
+            xpk_bin,
+            "workload",
+            "create",
+            "--dry-run",
+            "--skip-validation",
+            f"--cluster={spec.cluster.name}",
+            f"--project={spec.project}",
+            "--project-number=1",
+            f"--zone={spec.zones[0]}",
+            f"--workload={WORKLOAD}",
+            "--docker-image=busybox:1.37.0",
+            "--command=echo hi",
+            *args,
+        ],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

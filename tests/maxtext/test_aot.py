@@ -36,8 +36,9 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
     assert f"compile_topology_num_slices={slices}" in argv and f"dcn_data_parallelism={slices}" in argv
     assert "ici_fsdp_parallelism=16" in argv and "per_device_batch_size=4" in argv
     assert d["env"]["LIBTPU_INIT_ARGS"].startswith("--xla_tpu_enable_data_parallel_all_reduce_opt=true")
-    print(f"\n[maxtext tier] AOT maxtext-6b v5e-16 x{slices}: {mem['total']} GiB/device, "
-          f"{d['compile_seconds']} s, peak RSS {d['peak_rss_bytes'] / GIB:.2f} GiB")
+    print(
+        f"\n[maxtext tier] AOT maxtext-6b v5e-16 x{slices}: {mem['total']} GiB/device, {d['compile_seconds']} s, peak RSS {d['peak_rss_bytes'] / GIB:.2f} GiB"
+    )
 
 
 def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):

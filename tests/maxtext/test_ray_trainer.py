@@ -21,7 +21,7 @@ import os
 import subprocess
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ def ray_venv(maxtext_venv) -> Path:
 def _tiny_llama_command(maxtext_venv: Path, out: Path) -> tuple[list[str], dict[str, str]]:
     """The llama3-8b recipe's MaxText args and env on the seed's v6e 4x4, shrunk exactly as run-local --tiny does."""
     spec = load_spec(REPO / "examples" / "v6e-reservation.yaml")
-    plan = plan_run("llama3-8b", spec, Overrides(slices=1, steps=STEPS), now=datetime.now(timezone.utc), rand="ray")
+    plan = plan_run("llama3-8b", spec, Overrides(slices=1, steps=STEPS), now=datetime.now(UTC), rand="ray")
     workdir = Path(tempfile.mkdtemp(prefix="tgk-ray-test-", dir=out))
     argv, env = rl.command(plan, maxtext_venv, workdir, out)
     assert argv[1:3] == ["-m", "maxtext.trainers.pre_train.train"], argv
@@ -64,9 +64,19 @@ def test_jaxtrainer_entrypoint_trains_tiny_llama_on_cpu(maxtext_venv, ray_venv, 
     assert maxtext_args[0] == "src/maxtext/configs/base.yml" and "model_name=llama3-8b" in maxtext_args
     env_flags = [f for k, v in sorted(run_env.items()) for f in ("--env", f"{k}={v}")]
     cmd = [
-        str(ray_venv / "bin" / "python"), "-m", "workloads.ray.jax_trainer",
-        "--cpu", "--num-workers", "1", "--run-name", "tiny-llama", "--storage-path", str(tmp_path / "ray-results"),
-        *env_flags, "--", *maxtext_args,
+        str(ray_venv / "bin" / "python"),
+        "-m",
+        "workloads.ray.jax_trainer",
+        "--cpu",
+        "--num-workers",
+        "1",
+        "--run-name",
+        "tiny-llama",
+        "--storage-path",
+        str(tmp_path / "ray-results"),
+        *env_flags,
+        "--",
+        *maxtext_args,
     ]
     proc_env = {k: os.environ[k] for k in maxtext_env.INHERITED_ENV if k in os.environ}
     proc_env.update({"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"})
@@ -78,7 +88,7 @@ def test_jaxtrainer_entrypoint_trains_tiny_llama_on_cpu(maxtext_venv, ray_venv, 
     (tmp_path / "stderr.txt").write_text(done.stderr)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
 
-    summary_lines = [l for l in done.stdout.splitlines() if l.startswith("tgk-jaxtrainer ")]
+    summary_lines = [ln for ln in done.stdout.splitlines() if ln.startswith("tgk-jaxtrainer ")]
     assert len(summary_lines) == 1, done.stdout[-2000:]
     summary = json.loads(summary_lines[0].split(" ", 1)[1])
     assert summary == {**summary, "run_name": "tiny-llama", "workers": 1, "use_tpu": False, "error": None}

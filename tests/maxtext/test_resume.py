@@ -81,8 +81,26 @@ def _trainer(pid: int) -> int | None:
 
 def test_resume_after_sigkill_mid_training(maxtext_venv, tmp_path):
     out, ckpt, name, steps = tmp_path / "run", tmp_path / "ckpt", "resume-killed", 120
-    argv = [sys.executable, "-m", "workloads", "run-local", RECIPE, "--tiny", "--steps", str(steps), "--name", name,
-            "--out", str(out), "--checkpoint-dir", str(ckpt), "--set", "checkpoint_period=10", "-o", "json"]
+    argv = [
+        sys.executable,
+        "-m",
+        "workloads",
+        "run-local",
+        RECIPE,
+        "--tiny",
+        "--steps",
+        str(steps),
+        "--name",
+        name,
+        "--out",
+        str(out),
+        "--checkpoint-dir",
+        str(ckpt),
+        "--set",
+        "checkpoint_period=10",
+        "-o",
+        "json",
+    ]
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("TGK_SPEC", None)
     proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

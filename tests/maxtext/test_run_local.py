@@ -4,7 +4,6 @@ goes through the cluster path's metrics and report code."""
 from __future__ import annotations
 
 import itertools
-
 import json
 from pathlib import Path
 
@@ -69,10 +68,10 @@ def test_text_output_is_the_metrics_summary(maxtext_venv, tmp_path):
     lines = r.stdout.splitlines()
     assert "6 steps, steady state over 4 (steps 2–5)" in lines[0]
     for label in ("step time", "TFLOP/s", "tokens/s", "loss"):
-        assert any(l.strip().startswith(label) for l in lines), (label, r.stdout)
+        assert any(ln.strip().startswith(label) for ln in lines), (label, r.stdout)
     # Same lines `metrics` prints for the files the run wrote.
     again = run_module("workloads", "metrics", str(tmp_path / "maxtext.log"), "--metrics-file", str(tmp_path / "metrics.jsonl"))
     assert again.returncode == 0, again.stderr
     # The indented summary block; run-local then adds its own (unindented) resume and timing lines.
-    summary = list(itertools.takewhile(lambda l: l.startswith("  "), lines[1:]))
+    summary = list(itertools.takewhile(lambda ln: ln.startswith("  "), lines[1:]))
     assert summary and again.stdout.splitlines()[1 : 1 + len(summary)] == summary  # `metrics` adds goodput after

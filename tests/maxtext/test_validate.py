@@ -90,8 +90,10 @@ def results(maxtext_venv, default_spec, tmp_path_factory):
     cases.append(("neg:env-twice", *_case(base, work, extra_env={"M_LOG_PERIOD": "5"})))
     cases.append(("neg:env-value", *_case(base, work, extra_env={"M_SCAN_LAYERS": "maybe"})))
     out = maxtext_env.validate(cases, maxtext_venv, work)
-    print(f"\n[maxtext tier] {len(cases)} validations, import {out['_import']['seconds']} s, "
-          f"checks {sum(v.get('seconds', 0) for k, v in out.items() if k != '_import'):.1f} s")
+    print(
+        f"\n[maxtext tier] {len(cases)} validations, import {out['_import']['seconds']} s, "
+        f"checks {sum(v.get('seconds', 0) for k, v in out.items() if k != '_import'):.1f} s"
+    )
     return plans, out
 
 

@@ -9,8 +9,7 @@ a named run that is still queued or running, without ``--force``, is one line an
 from __future__ import annotations
 
 import time
-from datetime import timezone
-from pathlib import Path
+from datetime import UTC
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from workloads.cluster.cleanup import CheckpointDir
 
 
-def _namespaces(spec: "EnvSpec", team: str | None) -> list[str]:
+def _namespaces(spec: EnvSpec, team: str | None) -> list[str]:
     if team is not None:
         return [spec.team(team).ns]
     out = [t.ns for t in spec.teams]
@@ -33,7 +32,7 @@ def _namespaces(spec: "EnvSpec", team: str | None) -> list[str]:
     return out
 
 
-def _buckets(spec: "EnvSpec", team: str | None) -> list[str]:
+def _buckets(spec: EnvSpec, team: str | None) -> list[str]:
     from infra.spec import BucketPurpose
 
     teams = [spec.team(team)] if team is not None else list(spec.teams)
@@ -51,7 +50,7 @@ def _buckets(spec: "EnvSpec", team: str | None) -> list[str]:
     return out
 
 
-def checkpoint_dirs(client: Any, bucket: str) -> list["CheckpointDir"]:
+def checkpoint_dirs(client: Any, bucket: str) -> list[CheckpointDir]:
     """Every ``<run>/checkpoints/`` directory in the bucket, with its object count, size and newest write."""
     from workloads.cluster.cleanup import CheckpointDir
 
@@ -60,7 +59,7 @@ def checkpoint_dirs(client: Any, bucket: str) -> list["CheckpointDir"]:
         parts = blob.name.split("/")
         if len(parts) < 3 or parts[1] != "checkpoints":
             continue
-        updated = blob.updated.replace(tzinfo=blob.updated.tzinfo or timezone.utc).timestamp() if blob.updated else 0.0
+        updated = blob.updated.replace(tzinfo=blob.updated.tzinfo or UTC).timestamp() if blob.updated else 0.0
         a = acc.setdefault(parts[0], [0, 0, 0.0])
         a[0] += 1
         a[1] += int(blob.size or 0)
@@ -68,7 +67,7 @@ def checkpoint_dirs(client: Any, bucket: str) -> list["CheckpointDir"]:
     return [CheckpointDir(bucket, run, int(a[0]), int(a[1]), a[2]) for run, a in sorted(acc.items())]
 
 
-def delete_checkpoints(client: Any, ckpt: "CheckpointDir") -> int:
+def delete_checkpoints(client: Any, ckpt: CheckpointDir) -> int:
     blobs = list(client.list_blobs(ckpt.bucket, prefix=ckpt.prefix))
     b = client.bucket(ckpt.bucket)
     for blob in blobs:
@@ -84,7 +83,11 @@ def cleanup(
         Optional[str], typer.Option("--older-than", metavar="D", help="only runs finished at least D ago (30m, 12h, 7d); also the checkpoints' retention")
     ] = None,
     checkpoints: Annotated[
-        bool, typer.Option("--checkpoints", help="also delete <run>/checkpoints/ in the team's checkpoints bucket when last written more than --older-than ago and the run is gone")
+        bool,
+        typer.Option(
+            "--checkpoints",
+            help="also delete <run>/checkpoints/ in the team's checkpoints bucket when last written more than --older-than ago and the run is gone",
+        ),
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="also delete runs that are still queued or running")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
@@ -119,9 +122,7 @@ def cleanup(
         for b in buckets:
             dirs.extend(checkpoint_dirs(client, b))
     now = time.time()
-    plan = cl.choose(
-        found, orphans, now=now, older_than=age, names=runs or (), force=force, checkpoints=dirs, retention=age if checkpoints else None
-    )
+    plan = cl.choose(found, orphans, now=now, older_than=age, names=runs or (), force=force, checkpoints=dirs, retention=age if checkpoints else None)
     if not plan.empty() and not dry_run:
         n = len(plan.runs) + len(plan.orphans) + len(plan.checkpoints)
         confirm(f"delete {n} run(s), orphaned Workload(s) and checkpoint directories listed by --dry-run?", yes=yes)

@@ -14,8 +14,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, print_json
-from toolkit.clikit import make_app
+from toolkit.clikit import OutputFormat, make_app, print_json
 from workloads.cli import Output, SpecOpt, app, check_out_dir
 
 local_app = make_app("local", "A simulated GKE TPU cluster on a real local control plane (kwok nodes, JobSet, Kueue).")
@@ -65,7 +64,11 @@ def up(
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="seconds to wait for each component")] = 300.0,
     with_: Annotated[
         Optional[list[str]],
-        typer.Option("--with", metavar="ADDON", help="optional add-on to run too: 'ray' (KubeRay v1.6.0 and a stand-in Ray head; also on when the spec turns the Ray add-on on)"),
+        typer.Option(
+            "--with",
+            metavar="ADDON",
+            help="optional add-on to run too: 'ray' (KubeRay v1.6.0 and a stand-in Ray head; also on when the spec turns the Ray add-on on)",
+        ),
     ] = None,
     output: Output = OutputFormat.text,
 ) -> None:
@@ -107,7 +110,11 @@ def preempt(
     run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],
     slice_index: Annotated[int, typer.Option("--slice", min=0, help="slice (JobSet job index) whose node pool GKE takes away")] = 0,
     maintenance: Annotated[
-        bool, typer.Option("--maintenance", help="a maintenance event: the node pool is drained through the Eviction API (default: a spot preemption, the kubelet's node shutdown)")
+        bool,
+        typer.Option(
+            "--maintenance",
+            help="a maintenance event: the node pool is drained through the Eviction API (default: a spot preemption, the kubelet's node shutdown)",
+        ),
     ] = False,
     replace_after: Annotated[
         float, typer.Option("--replace-after", min=0, metavar="SECONDS", help="seconds until the replaced nodes are back and Ready")
@@ -127,7 +134,9 @@ def preempt(
     lc = _cluster(state_dir, quiet=True)
     kube = lc.client()
     if not lc.daemon("rehearsal").alive():
-        raise LocalClusterError(f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (nothing would bring the nodes back) — run 'python -m workloads local down' and 'local up'")
+        raise LocalClusterError(
+            f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (nothing would bring the nodes back) — run 'python -m workloads local down' and 'local up'"
+        )
     res = do_preempt(kube, lc.state_dir, ns, run, slice_index, maintenance=maintenance, replace_after=replace_after)
     if output is OutputFormat.json:
         print_json(res.to_dict())

@@ -13,7 +13,7 @@ MaxText venv could not be built.
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,13 +27,20 @@ from workloads.cli import Output, SpecOpt, app, check_out_dir
 @app.command("run-local")
 def run_local(
     recipe: Annotated[str, typer.Argument(help="MaxText recipe whose rendered command to run")],
-    out: Annotated[Path, typer.Option("--out", help="directory for maxtext.log, metrics.jsonl, command.txt and the report (report.md, metrics.png, summary.json)")],
+    out: Annotated[
+        Path, typer.Option("--out", help="directory for maxtext.log, metrics.jsonl, command.txt and the report (report.md, metrics.png, summary.json)")
+    ],
     tiny: Annotated[bool, typer.Option("--tiny", help="shrink the model to the ~20 s CPU model (required: a real-size model does not train on a CPU)")] = False,
     steps: Annotated[int, typer.Option("--steps", min=3, help="training steps (steps 0-1 compile; the steady state starts at 2)")] = 10,
     pool: Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec whose plan (mesh, env) to run")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value, as for submit (repeatable)")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1, help="give up after this many seconds")] = 900,
-    name: Annotated[Optional[str], typer.Option("--name", help="run name (MaxText's run_name); reuse it, with the same checkpoint directory, to resume (default: <recipe>-<MMDD-HHMM>-loc)")] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Option(
+            "--name", help="run name (MaxText's run_name); reuse it, with the same checkpoint directory, to resume (default: <recipe>-<MMDD-HHMM>-loc)"
+        ),
+    ] = None,
     checkpoint_dir: Annotated[
         Optional[Path], typer.Option("--checkpoint-dir", help="where checkpoints go, as the bucket would hold them (default: <out>/checkpoints)")
     ] = None,
@@ -45,11 +52,11 @@ def run_local(
     Checkpoints are saved as the plan says (on for training recipes); a second run with
     the same --name and checkpoint directory resumes from the last saved step."""
     from infra.spec import load_spec
+    from workloads.cli.observe import print_summary
     from workloads.maxtext import env as maxtext_env
+    from workloads.maxtext import run_local as rl
     from workloads.observe import metrics as m
     from workloads.observe import report as rp
-    from workloads.maxtext import run_local as rl
-    from workloads.cli.observe import print_summary
     from workloads.planning.planner import Overrides, plan_run
 
     if not tiny:
@@ -58,7 +65,7 @@ def run_local(
     # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
     overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name)
-    plan = plan_run(recipe, env, overrides, now=datetime.now(timezone.utc), rand="loc")
+    plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
     check_out_dir(out, "--out")
@@ -80,9 +87,14 @@ def run_local(
     if output is OutputFormat.json:
         doc = rp.summary_document(facts, log, summ)
         doc["local_run"] = {
-            "seconds": round(done.seconds, 1), "peak_rss_bytes": done.peak_rss_bytes, "report": str(files.markdown), "argv": list(done.argv),
-            "run_name": plan.name, "checkpoint_dir": str(done.checkpoint_dir) if done.checkpoint_dir else None,
-            "restored_step": done.restored_step, "restore_seconds": done.restore_seconds,
+            "seconds": round(done.seconds, 1),
+            "peak_rss_bytes": done.peak_rss_bytes,
+            "report": str(files.markdown),
+            "argv": list(done.argv),
+            "run_name": plan.name,
+            "checkpoint_dir": str(done.checkpoint_dir) if done.checkpoint_dir else None,
+            "restored_step": done.restored_step,
+            "restore_seconds": done.restore_seconds,
         }
         print_json(doc)
         return
@@ -90,4 +102,6 @@ def run_local(
     if done.checkpoint_dir is not None:
         resumed = "started at step 0" if done.restored_step is None else f"resumed from step {done.restored_step} (restore {done.restore_seconds} s)"
         sys.stdout.write(f"{resumed}; checkpoints in {rl.run_checkpoints(done.checkpoint_dir, plan.name)} (reuse --name {plan.name} to resume)\n")
-    sys.stdout.write(f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n")
+    sys.stdout.write(
+        f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n"
+    )

@@ -11,12 +11,12 @@ a preflight with failing rows).
 from __future__ import annotations
 
 import dataclasses
-
 import inspect
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Callable, Optional, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Optional, get_type_hints
 
 import typer
 
@@ -25,9 +25,9 @@ from toolkit.errors import SpecError, ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
 
 if TYPE_CHECKING:
+    from infra.catalog import SliceShape
     from infra.spec import EnvSpec
     from workloads.cluster.client import Cluster
-    from infra.catalog import SliceShape
     from workloads.observe.goodput import Goodput, Timeline
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
@@ -45,7 +45,7 @@ FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, help=
 # ------------------------------------------------------------------- helpers
 
 
-def _spec(path: Path | None) -> "EnvSpec":
+def _spec(path: Path | None) -> EnvSpec:
     from infra.spec import load_spec
 
     return load_spec(path)
@@ -57,7 +57,7 @@ def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) 
     return _spec(spec_path).team(team).ns
 
 
-def _connect(kubeconfig: Path | None, context: str | None) -> "Cluster":
+def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
     from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, context)
@@ -67,7 +67,7 @@ def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
 
 
-def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> "tuple[SliceShape, int | None] | None":
+def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> tuple[SliceShape, int | None] | None:
     """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
     from infra import catalog
     from toolkit.errors import CatalogError
@@ -91,7 +91,7 @@ def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -
     return None
 
 
-def _hardware(choice: "tuple[SliceShape, int | None] | None", slices: int | None, log: "RunLog") -> "Hardware | None":
+def _hardware(choice: tuple[SliceShape, int | None] | None, slices: int | None, log: RunLog) -> Hardware | None:
     """Per-chip context for the summary. Slices: --slices, else what the log's device count
     implies, else the pool's, else 1 — the log is what actually ran."""
     from workloads.observe.metrics import Hardware, is_fp8
@@ -128,7 +128,7 @@ def _load_run(
     team: str | None,
     kubeconfig: Path | None,
     context: str | None,
-) -> tuple[str, str, "RunLog", str, "Timeline | None"]:
+) -> tuple[str, str, RunLog, str, Timeline | None]:
     """(run name, source, parsed log, its text, cluster timeline) from a local file or, for a run name, worker 0's log."""
     from workloads.observe import metrics as m
 
@@ -172,16 +172,19 @@ def _timeline(cluster, ns: str, run: str):
     status = (wl or {}).get("status") or {}
     # After an eviction the Admitted time is the re-admission's: created -> admitted would not be queueing.
     if not status.get("requeueState") and not (status.get("schedulingStats") or {}).get("evictions"):
-        admitted = next((epoch(c.get("lastTransitionTime")) for c in status.get("conditions") or []
-                         if c.get("type") == "Admitted" and c.get("status") == "True"), None)
+        admitted = next(
+            (epoch(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Admitted" and c.get("status") == "True"), None
+        )
     st = js.get("status") or {}
     return Timeline(
-        created=epoch((js.get("metadata") or {}).get("creationTimestamp")), admitted=admitted,
-        restarts=int(st.get("restarts") or 0), restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
+        created=epoch((js.get("metadata") or {}).get("creationTimestamp")),
+        admitted=admitted,
+        restarts=int(st.get("restarts") or 0),
+        restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
     )
 
 
-def _profiler(log: "RunLog", first: int | None, steps: int | None):
+def _profiler(log: RunLog, first: int | None, steps: int | None):
     from workloads.observe.metrics import ProfilerWindow
 
     if steps == 0:
@@ -233,8 +236,13 @@ class RunSource:
         from workloads.observe import goodput
 
         run, source, log, text, timeline = _load_run(
-            target, metrics_file=self.metrics_file, spec_path=self.spec, namespace=self.namespace, team=self.team,
-            kubeconfig=self.kubeconfig, context=self.context,
+            target,
+            metrics_file=self.metrics_file,
+            spec_path=self.spec,
+            namespace=self.namespace,
+            team=self.team,
+            kubeconfig=self.kubeconfig,
+            context=self.context,
         )
         hw = _hardware(choice, self.slices, log)
         prof = _profiler(log, self.profiler_first_step, self.profiler_steps)
@@ -285,8 +293,13 @@ def _wait_finished(cluster, ns: str, run: str, timeout: float):
 
     try:
         return wait_for(
-            lambda: cluster.run_status(ns, run), timeout=timeout, what=f"{ns}/{run} to finish", interval=1.0,
-            until=lambda st: st.phase.value in _FINISHED, on_change=show, key=lambda st: (st.phase.value, st.running, st.restarts),
+            lambda: cluster.run_status(ns, run),
+            timeout=timeout,
+            what=f"{ns}/{run} to finish",
+            interval=1.0,
+            until=lambda st: st.phase.value in _FINISHED,
+            on_change=show,
+            key=lambda st: (st.phase.value, st.running, st.restarts),
         )
     except WaitTimeout as e:
         sys.stderr.write(f"error: {ns}/{run} still {e.last.phase.value} after {timeout:g}s\n")
@@ -358,7 +371,9 @@ def status(
 def logs(
     run: Annotated[str, typer.Argument(help="run name (JobSet, Job or RayJob)")],
     slice_index: Annotated[Optional[int], typer.Option("--slice", min=0, help="slice (JobSet job index; a RayJob's worker-group replica); default 0")] = None,
-    worker: Annotated[Optional[int], typer.Option("--worker", min=0, help="worker within the slice (completion index; a RayJob's host index); default 0")] = None,
+    worker: Annotated[
+        Optional[int], typer.Option("--worker", min=0, help="worker within the slice (completion index; a RayJob's host index); default 0")
+    ] = None,
     head: Annotated[bool, typer.Option("--head", help="a RayJob's Ray head pod")] = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", "-f", help="keep streaming until the container exits")] = False,
     container: Annotated[Optional[str], typer.Option("--container", "-c", help="container (default: the pod's only/first)")] = None,
@@ -375,7 +390,13 @@ def logs(
     cluster = _connect(kubeconfig, context)
     pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
     if pod is None:
-        which = "the head" if head else f"slice {slice_index or 0} worker {worker or 0}" if slice_index is not None or worker is not None else "the driver or worker 0"
+        which = (
+            "the head"
+            if head
+            else f"slice {slice_index or 0} worker {worker or 0}"
+            if slice_index is not None or worker is not None
+            else "the driver or worker 0"
+        )
         raise ClusterError(f"no pod for {which} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
     for line in cluster.logs(ns, pod["metadata"]["name"], container=container, follow=follow):
         sys.stdout.write(line + "\n")
@@ -407,8 +428,10 @@ def print_goodput(g) -> None:
     pct = "–" if g.goodput is None else f"{100 * g.goodput:.1f}%"
     ckpt = f", last checkpoint step {g.last_checkpoint}" if g.last_checkpoint is not None else ""
     _out(f"  goodput        {pct} of {g.total:,.1f} s ({g.attempts} attempt{'s' if g.attempts != 1 else ''}, {g.steps_redone} steps redone{ckpt})")
-    _out(f"    productive {g.productive:,.1f} s, queueing {g.queueing:,.1f} s, start-up/compile {g.startup:,.1f} s, "
-         f"restarts {g.restarts:,.1f} s, redone {g.redone:,.1f} s, other {g.other:,.1f} s")
+    _out(
+        f"    productive {g.productive:,.1f} s, queueing {g.queueing:,.1f} s, start-up/compile {g.startup:,.1f} s, "
+        f"restarts {g.restarts:,.1f} s, redone {g.redone:,.1f} s, other {g.other:,.1f} s"
+    )
     for n in g.notes:
         _out(f"    ({n})")
 
@@ -417,9 +440,14 @@ def print_summary(run: str, source: str, summ, hw) -> None:
     """The text summary `metrics` prints; `run-local` prints the same."""
     from workloads.observe.report import steady_range
 
-    _out(f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({'steps ' if summ.steady_steps else ''}{steady_range(summ.steady_steps)})")
+    _out(
+        f"{run} ({source}): {summ.steps_seen} steps, steady state over {len(summ.steady_steps)} ({'steps ' if summ.steady_steps else ''}{steady_range(summ.steady_steps)})"
+    )
     sec = summ.step_seconds_spread
-    _out(f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median" + (f", range {_f(sec.low, 4)}–{_f(sec.high, 4)} s" if sec else ""))
+    _out(
+        f"  step time      {_f(summ.step_seconds_mean, 4)} s mean, {_f(summ.step_seconds_median, 4)} s median"
+        + (f", range {_f(sec.low, 4)}–{_f(sec.high, 4)} s" if sec else "")
+    )
     # Headline = total work / total time; the per-step rates' median and range beside it.
     unit = "chip" if hw else "device"
     for label, digits, dev, chip, spread in (
@@ -430,14 +458,18 @@ def print_summary(run: str, source: str, summ, hw) -> None:
         if spread:
             _out(f"  {'':<15}per step: median {_f(spread.median, digits)}, range {_f(spread.low, digits)}–{_f(spread.high, digits)} per {unit}")
     if hw:
-        _out(f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name}, {hw.precision} peak)")
+        _out(
+            f"  MFU            {'–' if summ.mfu is None else f'{100 * summ.mfu:.2f}%'} of {hw.peak_tflops_per_device:g} TFLOP/s per device ({hw.name}, {hw.precision} peak)"
+        )
     else:
         _out("  (per-chip figures and MFU need --shape or --pool)")
     drop = summ.loss_drop_pct
-    _out(f"  loss           {_f(summ.loss_first)} -> {_f(summ.loss_last)}" + (f" ({drop:.1f}% lower)" if drop is not None else "") + f", min {_f(summ.loss_min)}")
+    _out(
+        f"  loss           {_f(summ.loss_first)} -> {_f(summ.loss_last)}" + (f" ({drop:.1f}% lower)" if drop is not None else "") + f", min {_f(summ.loss_min)}"
+    )
 
 
-def _measured_cost(source: "RunSource", a: "Analysis"):
+def _measured_cost(source: RunSource, a: Analysis):
     """The run's cost from its measured time (infra.pricing), in every capacity mode; None without the hardware or a timed log."""
     from infra import catalog, pricing
     from workloads.observe.report import measured_seconds
@@ -449,8 +481,13 @@ def _measured_cost(source: "RunSource", a: "Analysis"):
     pool = next((p for p in env.tpu_pools if p.name == source.pool), None)
     seconds, how = measured
     return pricing.run_cost(
-        pricing.prices_for(env), catalog.resolve(a.hardware.name).generation.name, env.region, a.hardware.chips, seconds,
-        pool_modes=pricing.pool_modes(pool) if pool else (), basis=f"measured ({how})",
+        pricing.prices_for(env),
+        catalog.resolve(a.hardware.name).generation.name,
+        env.region,
+        a.hardware.chips,
+        seconds,
+        pool_modes=pricing.pool_modes(pool) if pool else (),
+        basis=f"measured ({how})",
     )
 
 
@@ -478,8 +515,14 @@ def report(
     cost = _measured_cost(source, a)
     try:
         files = rp.write_report(
-            out, rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, profiler=a.profiler,
-            first_steady_step=source.first_steady_step, goodput=a.goodput, cost=cost,
+            out,
+            rp.RunFacts.from_log(a.run, a.source, a.log),
+            a.log,
+            a.summary,
+            profiler=a.profiler,
+            first_steady_step=source.first_steady_step,
+            goodput=a.goodput,
+            cost=cost,
         )
     except OSError as e:
         raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None
@@ -513,8 +556,16 @@ def delete(
     results = _connect(kubeconfig, context).delete_run(ns, run, dry_run=dry_run)
     res = results[0]
     if output is OutputFormat.json:
-        print_json({"kind": res.kind, "namespace": ns, "name": run, "deleted": res.deleted, "dry_run": res.dry_run,
-                    "also": [{"kind": r.kind, "name": r.name, "deleted": r.deleted} for r in results[1:]]})
+        print_json(
+            {
+                "kind": res.kind,
+                "namespace": ns,
+                "name": run,
+                "deleted": res.deleted,
+                "dry_run": res.dry_run,
+                "also": [{"kind": r.kind, "name": r.name, "deleted": r.deleted} for r in results[1:]],
+            }
+        )
         return
     if not res.deleted:
         _out(f"no run {ns}/{run} (JobSet, Job or RayJob): already deleted")
@@ -558,7 +609,6 @@ def preflight(
     if sets or keep_logs:
         raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
     from workloads.observe import preflight as pf
-
     from workloads.planning.recipes import load_recipe
     from workloads.planning.select import select_pool
 
@@ -619,4 +669,3 @@ def _preflight_compile(
             _out(line)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-

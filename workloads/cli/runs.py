@@ -8,7 +8,7 @@ suffix are read here, at the edge, and passed into the planner.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -70,7 +70,10 @@ RehearseOpt = Annotated[
 ]
 RuntimeOpt = Annotated[
     Optional[str],
-    typer.Option("--runtime", help="jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first"),
+    typer.Option(
+        "--runtime",
+        help="jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first",
+    ),
 ]
 ProfileOpt = Annotated[
     Optional[int],
@@ -94,7 +97,7 @@ class NotAdmitted(ToolkitError):
     exit_code = 4
 
 
-def _spec(path: Path | None) -> "EnvSpec":
+def _spec(path: Path | None) -> EnvSpec:
     from infra.spec import load_spec
 
     return load_spec(path)
@@ -110,7 +113,7 @@ def _random_suffix() -> str:
 
 def _plan(
     recipe: str,
-    spec: "EnvSpec",
+    spec: EnvSpec,
     *,
     slices: int | None,
     pool: str | None,
@@ -127,7 +130,7 @@ def _plan(
     runtime: str | None = None,
     profile: int | None = None,
     profile_start: int | None = None,
-) -> "RunPlan":
+) -> RunPlan:
     from workloads.planning.model import RUNTIME_RAY
     from workloads.planning.planner import Overrides, plan_run
 
@@ -148,7 +151,7 @@ def _plan(
         profile_steps=profile,
         profile_start=profile_start,
     )
-    plan = plan_run(recipe, spec, overrides, now=datetime.now(timezone.utc), rand=_random_suffix())
+    plan = plan_run(recipe, spec, overrides, now=datetime.now(UTC), rand=_random_suffix())
     if plan.runtime == RUNTIME_RAY and not spec.cluster.ray.enabled:
         # A warning, not a refusal: a cluster may run a KubeRay installed by hand (the local one does).
         typer.echo(
@@ -178,9 +181,7 @@ def recipes(output: Output = OutputFormat.text) -> None:
 def import_recipe(
     file: Annotated[Path, typer.Argument(help="a tpu-recipes run_recipe.sh, or a file holding an `xpk workload create` line", show_default=False)],
     name: Annotated[Optional[str], typer.Option("--name", help="recipe name (default: the model name and its quantization)")] = None,
-    out: Annotated[
-        Optional[Path], typer.Option("--out", help="recipe file or directory (default: the user recipe directory, $TGK_RECIPES)")
-    ] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="recipe file or directory (default: the user recipe directory, $TGK_RECIPES)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace an existing recipe file")] = False,
     output: Output = OutputFormat.text,
 ) -> None:
@@ -205,12 +206,25 @@ def import_recipe(
     head = f"# Imported by `python -m workloads import-recipe` from {file.name}.\n" + "".join(f"# not carried: {u}\n" for u in imported.unmapped)
     path.write_text(head + yamlio.dump(imported.recipe), encoding="utf-8")
     if output is OutputFormat.json:
-        print_json({"name": imported.name, "path": str(path), "device_type": imported.device_type, "slices": imported.slices, "unmapped": imported.unmapped, "recipe": imported.recipe})
+        print_json(
+            {
+                "name": imported.name,
+                "path": str(path),
+                "device_type": imported.device_type,
+                "slices": imported.slices,
+                "unmapped": imported.unmapped,
+                "recipe": imported.recipe,
+            }
+        )
         return
     typer.echo(str(path))
     for line in imported.unmapped:
         typer.echo(f"  {line}", err=True)
-    typer.echo(f"run it with: python -m workloads submit {imported.name} --dry-run" + ("" if path.parent == user_recipes_dir() else f"  (with TGK_RECIPES={path.parent})"), err=True)
+    typer.echo(
+        f"run it with: python -m workloads submit {imported.name} --dry-run"
+        + ("" if path.parent == user_recipes_dir() else f"  (with TGK_RECIPES={path.parent})"),
+        err=True,
+    )
 
 
 def _recipe_path(out: Path | None, name: str) -> Path:
@@ -222,7 +236,9 @@ def _recipe_path(out: Path | None, name: str) -> Path:
         return user_recipes_dir() / f"{name}.yaml"
     if out.suffix in (".yaml", ".yml") and not out.is_dir():
         if out.stem != name or out.suffix != ".yaml":
-            raise FieldError("--out", f"{out.name} must be named {name}.yaml (recipes are found by file name)", f"pass --out {out.parent / (name + '.yaml')} or a directory")
+            raise FieldError(
+                "--out", f"{out.name} must be named {name}.yaml (recipes are found by file name)", f"pass --out {out.parent / (name + '.yaml')} or a directory"
+            )
         return out
     if out.exists() and not out.is_dir():
         raise FieldError("--out", f"{out} is a file that is not a recipe YAML", "pass a directory or NAME.yaml")
@@ -257,9 +273,23 @@ def render(
 
     env = _spec(spec)
     plan = _plan(
-        recipe, env, slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
-        priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every, runtime=runtime, profile=profile, profile_start=profile_start,
+        recipe,
+        env,
+        slices=slices,
+        pool=pool,
+        sets=set_,
+        steps=steps,
+        image=image,
+        team=team,
+        priority=priority,
+        name=name,
+        suffix=suffix,
+        host_network=host_network,
+        max_restarts=max_restarts,
+        checkpoint_every=checkpoint_every,
+        runtime=runtime,
+        profile=profile,
+        profile_start=profile_start,
     )
     files = render_tree(plan)
     written = write_tree(out, files)
@@ -273,7 +303,7 @@ def render(
     _echo_cost(plan, env)
 
 
-def _summary(plan: "RunPlan", env: "EnvSpec") -> dict:
+def _summary(plan: RunPlan, env: EnvSpec) -> dict:
     """The plan's summary with its estimated cost in every capacity mode (each price with its date)."""
     from infra.pricing import plan_cost
 
@@ -281,7 +311,7 @@ def _summary(plan: "RunPlan", env: "EnvSpec") -> dict:
     return {**plan.summary(), "estimated_cost": None if cost is None else cost.to_dict()}
 
 
-def _echo_cost(plan: "RunPlan", env: "EnvSpec") -> None:
+def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
     """The estimated cost, side by side for every capacity mode, on stderr (stdout stays the manifests/paths)."""
     from infra.pricing import plan_cost, plan_cost_lines
 
@@ -332,9 +362,23 @@ def submit(
 
     env = _spec(spec)
     plan = _plan(
-        recipe, env, slices=slices, pool=pool, sets=set_, steps=steps, image=image, team=team,
-        priority=priority, name=name, suffix=suffix, host_network=host_network, max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every, runtime=runtime, profile=profile, profile_start=profile_start,
+        recipe,
+        env,
+        slices=slices,
+        pool=pool,
+        sets=set_,
+        steps=steps,
+        image=image,
+        team=team,
+        priority=priority,
+        name=name,
+        suffix=suffix,
+        host_network=host_network,
+        max_restarts=max_restarts,
+        checkpoint_every=checkpoint_every,
+        runtime=runtime,
+        profile=profile,
+        profile_start=profile_start,
     )
     # The overlay `render` would write, built from its own text: what is applied is
     # exactly what `kustomize build overlays/<run>` of a rendered tree gives.
@@ -373,8 +417,12 @@ def submit(
         data: dict = {"run": plan.name, "namespace": t.namespace, "applied": [_ref(o) for o in objects], "plan": _summary(plan, env)}
         if result is not None:
             data["admission"] = {
-                "admitted": result.admitted, "workload": result.workload, "state": result.state,
-                "flavors": result.flavors, "reason": result.reason, "waited_seconds": round(result.waited_seconds, 1),
+                "admitted": result.admitted,
+                "workload": result.workload,
+                "state": result.state,
+                "flavors": result.flavors,
+                "reason": result.reason,
+                "waited_seconds": round(result.waited_seconds, 1),
             }
         print_json(data)
     elif result is not None and result.admitted:
@@ -386,7 +434,7 @@ def submit(
         )
 
 
-def _resubmission(cluster, plan: "RunPlan", objects: list[dict], output: OutputFormat) -> list[dict] | None:
+def _resubmission(cluster, plan: RunPlan, objects: list[dict], output: OutputFormat) -> list[dict] | None:
     """The objects stamped with their digest; None when the very same run is already there (reported, not applied).
 
     The rendered objects carry a digest (workloads.render.submission); on the local cluster it
@@ -419,7 +467,7 @@ def _resubmission(cluster, plan: "RunPlan", objects: list[dict], output: OutputF
     return None
 
 
-def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | None) -> tuple[list[dict], str]:
+def _rehearsal(objects: list[dict], plan: RunPlan, cluster, seconds: float | None) -> tuple[list[dict], str]:
     """On the local cluster (its kubeconfig context) the run becomes a rehearsal; elsewhere it is applied as rendered."""
     from toolkit.errors import FieldError
     from workloads.local import CONTEXT
@@ -427,14 +475,18 @@ def _rehearsal(objects: list[dict], plan: "RunPlan", cluster, seconds: float | N
     context = getattr(cluster, "context", None)
     if context != CONTEXT:
         if seconds is not None:
-            raise FieldError("--rehearse-seconds", f"the context is {context!r}, not the local cluster's ({CONTEXT})", "drop it: a real cluster runs as long as the run takes")
+            raise FieldError(
+                "--rehearse-seconds",
+                f"the context is {context!r}, not the local cluster's ({CONTEXT})",
+                "drop it: a real cluster runs as long as the run takes",
+            )
         return objects, ""
     from workloads.local import rehearsal
 
     return rehearsal.decorate(objects, plan, seconds=seconds), rehearsal.summary(plan, seconds)
 
 
-def _resilience(plan: "RunPlan") -> str:
+def _resilience(plan: RunPlan) -> str:
     """One line: how the run survives disruptions, and where it resumes from."""
     from workloads.planning.model import RUNTIME_JOB, RUNTIME_RAY
 
@@ -449,7 +501,7 @@ def _resilience(plan: "RunPlan") -> str:
     return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.program.output_dir}checkpoints/"
 
 
-def _profile_note(plan: "RunPlan") -> str:
+def _profile_note(plan: RunPlan) -> str:
     p = plan.program.profile
     assert p is not None
     where = f"uploaded to Vertex AI TensorBoard {p.tensorboard!r} (experiment {plan.name})" if p.tensorboard else "no TensorBoard in the spec: not uploaded"
@@ -461,17 +513,18 @@ def _ref(obj: dict) -> dict:
     return {"kind": obj["kind"], "name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
 
 
-def _kind(plan: "RunPlan"):
+def _kind(plan: RunPlan):
     from workloads.cluster.runkinds import BY_RUNTIME
 
     return BY_RUNTIME[plan.runtime]
 
 
-def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
+def _wait(cluster, plan: RunPlan, timeout: float, *, quiet: bool):
     """Wait for admission with a live status line on stderr (plain lines when not a terminal)."""
     import sys
 
     if quiet or not sys.stderr.isatty():
+
         def say(msg: str) -> None:
             if not quiet:
                 typer.echo(f"  {msg}", err=True)
@@ -482,6 +535,7 @@ def _wait(cluster, plan: "RunPlan", timeout: float, *, quiet: bool):
 
     console = Console(stderr=True)
     with console.status(f"waiting for Kueue to admit {plan.name} (queue {plan.target.local_queue})") as status:
+
         def progress(msg: str) -> None:
             status.update(f"{plan.name}: {msg}")
 

@@ -16,9 +16,10 @@ A finished Workload whose owner is already gone (deleted by hand, or a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
 from toolkit.names import TGK_RUN_LABEL
@@ -175,9 +176,7 @@ def choose(
             continue
         chosen.append(r)
     gone = {(r.namespace, r.name) for r in chosen}
-    orph = tuple(
-        o for o in orphans if not wanted and (o.finished_at is None or now - o.finished_at >= older_than)
-    )
+    orph = tuple(o for o in orphans if not wanted and (o.finished_at is None or now - o.finished_at >= older_than))
     ckpts: list[CheckpointDir] = []
     if retention is not None:
         live = {r.name for r in runs if (r.namespace, r.name) not in gone}
@@ -201,7 +200,7 @@ def _human(seconds: float) -> str:
 # ------------------------------------------------------------------ the edges
 
 
-def collect(cluster: "Cluster", namespaces: Iterable[str]) -> tuple[list[Run], list[OrphanWorkload]]:
+def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], list[OrphanWorkload]]:
     """Every run (JobSet, RayJob, and plain Job made by the toolkit) and orphaned finished Workload in the namespaces."""
     runs: list[Run] = []
     orphans: list[OrphanWorkload] = []
@@ -233,7 +232,7 @@ def collect(cluster: "Cluster", namespaces: Iterable[str]) -> tuple[list[Run], l
     return runs, orphans
 
 
-def execute(cluster: "Cluster", plan: CleanupPlan, *, dry_run: bool) -> list["DeleteResult"]:
+def execute(cluster: Cluster, plan: CleanupPlan, *, dry_run: bool) -> list[DeleteResult]:
     """Delete the plan's runs (Foreground: pods and Workload first) and orphaned Workloads."""
     out: list[DeleteResult] = []
     for r in plan.runs:

@@ -30,9 +30,10 @@ import binascii
 import json
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit
 
 from toolkit.errors import ClusterError
@@ -90,9 +91,7 @@ class Transport(Protocol):
         timeout: float | None = None,
     ) -> Response: ...
 
-    def stream(
-        self, path: str, *, query: list[tuple[str, str]] | None = None, timeout: float | None = None
-    ) -> Iterator[bytes]:
+    def stream(self, path: str, *, query: list[tuple[str, str]] | None = None, timeout: float | None = None) -> Iterator[bytes]:
         """GET that yields the body line by line (watches, followed logs); raises ClusterError on non-2xx."""
         ...
 
@@ -192,13 +191,11 @@ class _Tls:
     key_data: bytes | None = None
     insecure: bool = False  # insecure-skip-tls-verify
 
-    def context(self) -> "ssl.SSLContext":
+    def context(self) -> ssl.SSLContext:
         import ssl
         import tempfile
 
-        ctx = ssl.create_default_context(
-            cafile=str(self.ca_file) if self.ca_file else None, cadata=self.ca_data.decode() if self.ca_data else None
-        )
+        ctx = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None, cadata=self.ca_data.decode() if self.ca_data else None)
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -238,7 +235,7 @@ class _StdlibTransport:
         self._timeout = timeout
         self._ctx: ssl.SSLContext | None = None
 
-    def _connection(self, timeout: float | None) -> "http.client.HTTPConnection":
+    def _connection(self, timeout: float | None) -> http.client.HTTPConnection:
         import http.client
 
         if not self._https:
@@ -247,12 +244,10 @@ class _StdlibTransport:
             try:
                 self._ctx = self._tls.context()
             except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
-                raise ClusterError(
-                    f"cannot load the TLS certificates for {self.server}: {_one_line(e)} — check the kubeconfig's certificate entries"
-                ) from None
+                raise ClusterError(f"cannot load the TLS certificates for {self.server}: {_one_line(e)} — check the kubeconfig's certificate entries") from None
         return http.client.HTTPSConnection(self._host, self._port, context=self._ctx, timeout=timeout)
 
-    def _open(self, method, path, query, body, content_type, timeout) -> "tuple[http.client.HTTPConnection, http.client.HTTPResponse]":
+    def _open(self, method, path, query, body, content_type, timeout) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         import http.client
 
         url = self._prefix + path + (f"?{urlencode(query)}" if query else "")
@@ -319,8 +314,8 @@ def _read_kubeconfig(path: Path, context: str | None) -> _KubeconfigContext:
     """The chosen context of one kubeconfig file, with its cluster and user entries."""
     import yaml
 
-    from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
     from toolkit.errors import ToolkitError
+    from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 
     fix = "check the file or pass another --kubeconfig"
     try:
@@ -379,9 +374,12 @@ def _stdlib_transport(kc: _KubeconfigContext, timeout: float) -> _StdlibTranspor
             raise ClusterError(f"kubeconfig {kc.path}: {key}-data of context {kc.name!r} is not base64 — fix the context's cluster/user entries") from None
 
     tls = _Tls(
-        ca_file=file(kc.cluster, "certificate-authority"), ca_data=data(kc.cluster, "certificate-authority"),
-        cert_file=file(kc.user, "client-certificate"), cert_data=data(kc.user, "client-certificate"),
-        key_file=file(kc.user, "client-key"), key_data=data(kc.user, "client-key"),
+        ca_file=file(kc.cluster, "certificate-authority"),
+        ca_data=data(kc.cluster, "certificate-authority"),
+        cert_file=file(kc.user, "client-certificate"),
+        cert_data=data(kc.user, "client-certificate"),
+        key_file=file(kc.user, "client-key"),
+        key_data=data(kc.user, "client-key"),
         insecure=bool(kc.cluster.get("insecure-skip-tls-verify")),
     )
     if bool(tls.cert_file or tls.cert_data) != bool(tls.key_file or tls.key_data):
@@ -429,7 +427,9 @@ def _api_error(resp: Response, what: str) -> ClusterError:
     if resp.status == 403:
         return ClusterError(f"{what}: forbidden ({msg}) — the kubeconfig identity lacks RBAC permission for this")
     if resp.status == 409:
-        return ClusterError(f"{what}: conflict ({msg}) — another field manager (kubectl, another tool) owns these fields; undo its change, or apply with force_conflicts to take them over")
+        return ClusterError(
+            f"{what}: conflict ({msg}) — another field manager (kubectl, another tool) owns these fields; undo its change, or apply with force_conflicts to take them over"
+        )
     return ClusterError(f"{what}: {msg} (HTTP {resp.status})")
 
 
@@ -509,7 +509,7 @@ class Cluster:
     # ------------------------------------------------------------ construction
 
     @classmethod
-    def connect(cls, kubeconfig: Path | None = None, context: str | None = None, *, timeout: float = 10) -> "Cluster":
+    def connect(cls, kubeconfig: Path | None = None, context: str | None = None, *, timeout: float = 10) -> Cluster:
         """Load a kubeconfig, check the server answers, return a Cluster.
 
         Order of precedence for the file: the argument, $KUBECONFIG (first entry), ~/.kube/config.
@@ -519,9 +519,7 @@ class Cluster:
         """
         path = _kubeconfig_path(kubeconfig)
         if not path.is_file():
-            raise ClusterError(
-                f"no kubeconfig at {path} — pass --kubeconfig, set KUBECONFIG, or run gcloud container clusters get-credentials"
-            )
+            raise ClusterError(f"no kubeconfig at {path} — pass --kubeconfig, set KUBECONFIG, or run gcloud container clusters get-credentials")
         kc = _read_kubeconfig(path, context)
         transport = _stdlib_transport(kc, timeout) or _kube_transport(kc, timeout)
         cluster = cls(transport, default_namespace=kc.namespace, context=kc.name)
@@ -529,9 +527,7 @@ class Cluster:
         return cluster
 
     @classmethod
-    def with_client_cert(
-        cls, server: str, *, ca: Path, cert: Path, key: Path, timeout: float = 30, context: str | None = None
-    ) -> "Cluster":
+    def with_client_cert(cls, server: str, *, ca: Path, cert: Path, key: Path, timeout: float = 30, context: str | None = None) -> Cluster:
         """A Cluster on the standard-library transport, from certificate files; no request is sent.
 
         For a server that may not be up yet (``local up`` waits for it with ``healthy``).
@@ -635,9 +631,7 @@ class Cluster:
             query = [("fieldManager", field_manager), ("force", "true" if force_conflicts else "false")]
             if dry_run:
                 query.append(("dryRun", "All"))
-            resp = self.transport.request(
-                "PATCH", info.path(ns, name), query=query, body=obj, content_type="application/apply-patch+yaml"
-            )
+            resp = self.transport.request("PATCH", info.path(ns, name), query=query, body=obj, content_type="application/apply-patch+yaml")
             if not resp.ok:
                 where = f"{kind} {ns + '/' if ns else ''}{name}"
                 raise _api_error(resp, f"apply {where}")
@@ -688,9 +682,7 @@ class Cluster:
             raise _api_error(resp, f"list {info.plural}")
         return list(resp.json().get("items") or [])
 
-    def delete(
-        self, info: ResourceInfo, name: str, namespace: str | None = None, *, dry_run: bool = False, propagation: str = "Foreground"
-    ) -> DeleteResult:
+    def delete(self, info: ResourceInfo, name: str, namespace: str | None = None, *, dry_run: bool = False, propagation: str = "Foreground") -> DeleteResult:
         query = [("propagationPolicy", propagation)]
         if dry_run:
             query.append(("dryRun", "All"))
@@ -732,7 +724,7 @@ class Cluster:
     def jobset(self, namespace: str, name: str) -> dict | None:
         return self.get(self.resource(JOBSET_API, "JobSet"), name, namespace)
 
-    def find_run(self, namespace: str, run: str) -> "tuple[rk.RunKind, dict] | None":
+    def find_run(self, namespace: str, run: str) -> tuple[rk.RunKind, dict] | None:
         """The run's top-level object, whichever runtime made it (runkinds.LOOKUP_ORDER); None if there is none."""
         for kind in rk.LOOKUP_ORDER:
             try:
@@ -756,7 +748,7 @@ class Cluster:
                 return max(items, key=lambda w: (w.get("metadata") or {}).get("creationTimestamp") or "")
         return None
 
-    def pods(self, namespace: str, run: str, kind: "rk.RunKind" = rk.JOBSET) -> list[dict]:
+    def pods(self, namespace: str, run: str, kind: rk.RunKind = rk.JOBSET) -> list[dict]:
         return self.list(self.resource("v1", "Pod"), namespace, label_selector=kind.pod_selector(run))
 
     def run_status(self, namespace: str, run: str) -> st.RunStatus:
@@ -773,15 +765,11 @@ class Cluster:
     def events(self, namespace: str, kind: str, name: str) -> list[dict]:
         """Events about one object; none (not an error) when the server will not list them."""
         try:
-            return self.list(
-                self.resource("v1", "Event"), namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
-            )
+            return self.list(self.resource("v1", "Event"), namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")
         except ClusterError:
             return []
 
-    def find_pod(
-        self, namespace: str, run: str, *, slice_index: int | None = None, worker: int | None = None, head: bool = False
-    ) -> dict | None:
+    def find_pod(self, namespace: str, run: str, *, slice_index: int | None = None, worker: int | None = None, head: bool = False) -> dict | None:
         """A pod of the run: with neither slice nor worker, the run's own log (a RayJob's driver,
         else worker 0 of slice 0); ``head``: a RayJob's head."""
         found = self.find_run(namespace, run)
@@ -798,16 +786,15 @@ class Cluster:
         if not pods and kind is rk.RAYJOB and not head and not driver and not worker:
             # KubeRay labels a host index only in multi-host groups: a one-VM slice's worker has none.
             in_slice = f"{kind.pod_selector(run)},{kind.slice_label}={slice_index or 0}"
-            pods = [p for p in self.list(pod_info, namespace, label_selector=in_slice)
-                    if kind.worker_label not in ((p.get("metadata") or {}).get("labels") or {})]
+            pods = [
+                p for p in self.list(pod_info, namespace, label_selector=in_slice) if kind.worker_label not in ((p.get("metadata") or {}).get("labels") or {})
+            ]
         if not pods:
             return None
         # Several attempts after restarts: the newest is the one that is running.
         return max(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
 
-    def logs(
-        self, namespace: str, pod: str, *, container: str | None = None, follow: bool = False, tail_lines: int | None = None
-    ) -> Iterator[str]:
+    def logs(self, namespace: str, pod: str, *, container: str | None = None, follow: bool = False, tail_lines: int | None = None) -> Iterator[str]:
         """Lines of a pod's log; with follow, until the container exits."""
         query: list[tuple[str, str]] = []
         if container:
@@ -839,7 +826,7 @@ class Cluster:
         import queue
         import threading
 
-        lines: "queue.Queue[tuple[str, object]]" = queue.Queue()
+        lines: queue.Queue[tuple[str, object]] = queue.Queue()
 
         def read() -> None:
             try:
@@ -900,7 +887,7 @@ class Cluster:
         jobset: str,
         *,
         timeout: float,
-        kind: "rk.RunKind" = rk.JOBSET,
+        kind: rk.RunKind = rk.JOBSET,
         on_progress: Callable[[str], None] | None = None,
         poll: float = 2.0,
     ) -> AdmissionResult:
@@ -939,9 +926,14 @@ class Cluster:
 
         try:
             wl = wait_for(
-                current, timeout=timeout, what=f"admission of {kind.kind} {namespace}/{jobset}", interval=poll, between=changes,
+                current,
+                timeout=timeout,
+                what=f"admission of {kind.kind} {namespace}/{jobset}",
+                interval=poll,
+                between=changes,
                 until=lambda w: w is not None and st.workload_status(w).state in _ADMISSION_OVER,
-                key=describe, on_change=(lambda w: on_progress(describe(w))) if on_progress else None,
+                key=describe,
+                on_change=(lambda w: on_progress(describe(w))) if on_progress else None,
             )
         except WaitTimeout:
             return self._not_admitted(namespace, followed, start)
@@ -962,13 +954,18 @@ class Cluster:
     def _not_admitted(self, namespace: str, workload: str | None, start: float) -> AdmissionResult:
         """Where a Workload stands when the wait for its admission timed out."""
         if workload is None:
-            return AdmissionResult(False, None, st.WorkloadState.MISSING.value,
-                                   reason=f"Kueue created no Workload (no {KUEUE_QUEUE_LABEL} label, or Kueue is not running)",
-                                   waited_seconds=time.monotonic() - start)
+            return AdmissionResult(
+                False,
+                None,
+                st.WorkloadState.MISSING.value,
+                reason=f"Kueue created no Workload (no {KUEUE_QUEUE_LABEL} label, or Kueue is not running)",
+                waited_seconds=time.monotonic() - start,
+            )
         latest = self.get(self.kueue("Workload"), workload, namespace)
         if latest is None:
-            return AdmissionResult(False, workload, st.WorkloadState.MISSING.value, reason="the Workload disappeared (JobSet deleted?)",
-                                   waited_seconds=time.monotonic() - start)
+            return AdmissionResult(
+                False, workload, st.WorkloadState.MISSING.value, reason="the Workload disappeared (JobSet deleted?)", waited_seconds=time.monotonic() - start
+            )
         final = st.workload_status(latest)
         return self._admission(final, final.state is st.WorkloadState.ADMITTED, start)
 

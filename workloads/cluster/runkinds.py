@@ -51,7 +51,12 @@ RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
 RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice
 RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
 RAYJOB = RunKind(
-    "ray", RAY_API, "RayJob", names.TGK_RUN_LABEL, RAY_REPLICA_INDEX_LABEL, RAY_HOST_INDEX_LABEL,
+    "ray",
+    RAY_API,
+    "RayJob",
+    names.TGK_RUN_LABEL,
+    RAY_REPLICA_INDEX_LABEL,
+    RAY_HOST_INDEX_LABEL,
     pod_filter=f"{RAY_NODE_TYPE_LABEL}=worker",
     driver_filter=f"{names.K8S_JOB_NAME_LABEL}={{run}}",
 )

@@ -6,9 +6,10 @@ The shapes read here are the same in Kueue v1beta1 and v1beta2 (conditions,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, TPU_RESOURCE
 from workloads.cluster.runkinds import RAY_HOST_INDEX_LABEL, RAY_REPLICA_INDEX_LABEL

@@ -20,7 +20,8 @@ caller can say where things stood. Both errors are one-line ``ToolkitError``s.
 from __future__ import annotations
 
 import time
-from typing import Callable, Hashable, Iterable, TypeVar
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
 
 from toolkit.errors import ToolkitError
 

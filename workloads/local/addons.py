@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import base64
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
@@ -89,9 +90,7 @@ def load_docs(path: Path) -> list[dict[str, Any]]:
         return [d for d in yaml.safe_load_all(f) if d]
 
 
-def install_objects(
-    addon: Addon, docs: Iterable[dict[str, Any]], port: int, ca_bundle: bytes | None = None
-) -> list[dict[str, Any]]:
+def install_objects(addon: Addon, docs: Iterable[dict[str, Any]], port: int, ca_bundle: bytes | None = None) -> list[dict[str, Any]]:
     """The objects to apply for ``addon``, with its webhooks pointed at localhost:port.
 
     ``ca_bundle`` (PEM) is set on every webhook and CRD conversion entry when the
@@ -308,9 +307,7 @@ def kwok_stages(published: list[dict[str, Any]]) -> list[dict[str, Any]]:
             delay.pop("jitterDurationMilliseconds", None)
         name = st["metadata"]["name"]
         if is_node:
-            spec.setdefault("selector", {}).setdefault("matchExpressions", []).append(
-                _key(f'.metadata.annotations["{NODE_DOWN_ANNOTATION}"]', "DoesNotExist")
-            )
+            spec.setdefault("selector", {}).setdefault("matchExpressions", []).append(_key(f'.metadata.annotations["{NODE_DOWN_ANNOTATION}"]', "DoesNotExist"))
         if is_pod and name == "pod-complete":
             spec["selector"]["matchExpressions"] += [
                 _key(f'.metadata.labels["{FAIL_LABEL}"]', "DoesNotExist"),

@@ -8,9 +8,9 @@ stamp file in that dir. The script owns the key, so Python only asks for the dir
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from toolkit import tools
 from toolkit.errors import ExternalToolError

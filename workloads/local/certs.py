@@ -82,9 +82,7 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
+    path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     path.chmod(0o600)
 
 
@@ -101,7 +99,7 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
 
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
     # Back-dated a minute: the components compare against their own clocks.
-    now = dt.datetime.now(dt.timezone.utc) - dt.timedelta(minutes=1)
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
     return (
         x509.CertificateBuilder()
         .subject_name(subject)
@@ -127,8 +125,15 @@ def _leaf(
     b = b.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
     b = b.add_extension(
         x509.KeyUsage(
-            digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
-            key_agreement=False, key_cert_sign=False, crl_sign=False, encipher_only=False, decipher_only=False,
+            digital_signature=True,
+            key_encipherment=False,
+            content_commitment=False,
+            data_encipherment=False,
+            key_agreement=False,
+            key_cert_sign=False,
+            crl_sign=False,
+            encipher_only=False,
+            decipher_only=False,
         ),
         critical=True,
     )
@@ -156,8 +161,15 @@ def ensure_pki(directory: Path) -> Pki:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_encipherment=False, content_commitment=False, data_encipherment=False,
-                key_agreement=False, key_cert_sign=True, crl_sign=True, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_encipherment=False,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -167,7 +179,10 @@ def ensure_pki(directory: Path) -> Pki:
     _write_cert(pki.ca_cert, ca_cert)
 
     key, cert = _leaf(
-        ca_key, ca_cert, _name("kube-apiserver"), server=True,
+        ca_key,
+        ca_cert,
+        _name("kube-apiserver"),
+        server=True,
         dns=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
         ips=["127.0.0.1", KUBERNETES_SERVICE_IP],
     )
@@ -181,9 +196,7 @@ def ensure_pki(directory: Path) -> Pki:
 
     sa = _new_key()
     _write_key(pki.sa_key, sa)
-    pki.sa_pub.write_bytes(
-        sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
+    pki.sa_pub.write_bytes(sa.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo))
     return pki
 
 

@@ -37,10 +37,11 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import yaml
 
@@ -106,7 +107,7 @@ class Ports:
     jobset_health: int = 0
 
     @classmethod
-    def pick(cls) -> "Ports":
+    def pick(cls) -> Ports:
         chosen: set[int] = set()
         values = {}
         for name in cls.__dataclass_fields__:
@@ -193,9 +194,7 @@ class LocalCluster:
     def _client(self, port: int, who: str = "admin") -> Cluster:
         # The standard-library transport: no kubernetes package import, so `up` starts at once.
         pki = certs.Pki(self.state_dir / "pki")
-        return Cluster.with_client_cert(
-            f"https://127.0.0.1:{port}", ca=pki.ca_cert, cert=pki.client_cert(who), key=pki.client_key(who), context=CONTEXT
-        )
+        return Cluster.with_client_cert(f"https://127.0.0.1:{port}", ca=pki.ca_cert, cert=pki.client_cert(who), key=pki.client_key(who), context=CONTEXT)
 
     # ----------------------------------------------------------------- status
 
@@ -260,9 +259,7 @@ class LocalCluster:
                 return self._reuse(spec, spec_path, timeout)
             if current["state"] == "degraded":
                 problem = current.get("problem") or f"{', '.join(current.get('stopped', []))} not running"
-                raise LocalClusterError(
-                    f"the local cluster in {self.state_dir} is partly running ({problem}) — run 'python -m workloads local down' first"
-                )
+                raise LocalClusterError(f"the local cluster in {self.state_dir} is partly running ({problem}) — run 'python -m workloads local down' first")
             t0 = time.monotonic()
             root = ensure_built(self.progress, build=build)
             self._ray = kuberay.prepare(self.progress, build=build) if with_ray else None
@@ -482,17 +479,13 @@ class LocalCluster:
         ports = boot.ports
         env = {"KUBECONFIG": str(self.kubeconfig)}
         jcfg, kcfg = boot.config("jobset.yaml"), boot.config("kueue.yaml")
-        jcfg.write_text(
-            yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=boot.jobset_certs))
-        )
+        jcfg.write_text(yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=boot.jobset_certs)))
         # The spec's waitForPodsReady, its timeouts shrunk by the rehearsal time factor like every
         # other duration here. Kueue reads its Configuration once: a cluster reused with
         # another spec keeps the settings it started with.
         settings = kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor())
         kcfg.write_text(
-            yaml.safe_dump(
-                addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs, settings=settings)
-            )
+            yaml.safe_dump(addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs, settings=settings))
         )
         self.daemon("jobset").start([boot.bin("jobset"), f"--config={jcfg}", "--zap-log-level=2"], env=env)
         if self._ray:
@@ -752,13 +745,7 @@ _PROBE_JOBSET = {
             {
                 "name": "w",
                 "replicas": 1,
-                "template": {
-                    "spec": {
-                        "template": {
-                            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}
-                        }
-                    }
-                },
+                "template": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}}},
             }
         ]
     },

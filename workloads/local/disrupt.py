@@ -43,7 +43,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -64,7 +64,7 @@ _LIVE = ("Pending", "Running")
 
 
 def _now_iso() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def replacements_dir(state_dir: Path) -> Path:
@@ -126,18 +126,24 @@ class Replacement:
         return path
 
     @classmethod
-    def load(cls, path: Path) -> "Replacement":
+    def load(cls, path: Path) -> Replacement:
         return cls(**json.loads(path.read_text()))
 
 
 def _snapshot(node: dict[str, Any]) -> dict[str, Any]:
     """A Node as `local up` created it: name, labels, kwok's annotations, taints, capacity."""
     meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
-    taints = [t for t in spec.get("taints") or [] if t.get("key") != IMPENDING_TERMINATION_TAINT["key"] and not t.get("key", "").startswith("node.kubernetes.io/")]
+    taints = [
+        t for t in spec.get("taints") or [] if t.get("key") != IMPENDING_TERMINATION_TAINT["key"] and not t.get("key", "").startswith("node.kubernetes.io/")
+    ]
     out: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": meta["name"], "labels": dict(meta.get("labels") or {}), "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+        "metadata": {
+            "name": meta["name"],
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": {KWOK_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
+        },
         "spec": {"taints": taints} if taints else {},
         "status": {"capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})},
     }
@@ -157,7 +163,7 @@ class PreemptResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d["back_at"] = datetime.fromtimestamp(self.back_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        d["back_at"] = datetime.fromtimestamp(self.back_at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return d
 
 
@@ -178,22 +184,37 @@ def preempt(
     """Preempt (or take for maintenance) one slice of a run; see the module docstring."""
     js = kube.jobset(namespace, run)
     if js is None:
-        raise FieldError("RUN", f"no run {run!r} in namespace {namespace!r} on the local cluster", "check the name with `python -m workloads status RUN` (or pass --namespace/--team)")
+        raise FieldError(
+            "RUN",
+            f"no run {run!r} in namespace {namespace!r} on the local cluster",
+            "check the name with `python -m workloads status RUN` (or pass --namespace/--team)",
+        )
     slices = _slices(js)
     if not 0 <= slice_index < slices:
-        raise FieldError("--slice", f"run {run!r} has {slices} slice{'s' if slices != 1 else ''} (0..{slices - 1}), not {slice_index}", f"pass --slice 0..{slices - 1}")
+        raise FieldError(
+            "--slice", f"run {run!r} has {slices} slice{'s' if slices != 1 else ''} (0..{slices - 1}), not {slice_index}", f"pass --slice 0..{slices - 1}"
+        )
     selector = f"{JOBSET_NAME_LABEL}={run},{JOBSET_JOB_INDEX_LABEL}={slice_index}"
     placed = [
-        p for p in kube.list(kube.resource("v1", "Pod"), namespace, label_selector=selector)
+        p
+        for p in kube.list(kube.resource("v1", "Pod"), namespace, label_selector=selector)
         if (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") in _LIVE and not p["metadata"].get("deletionTimestamp")
     ]
     if not placed:
-        raise FieldError("--slice", f"slice {slice_index} of run {run!r} has no pod on a node right now (queued, restarting or finished)", f"preempt it while it runs: see `python -m workloads status {run}`")
+        raise FieldError(
+            "--slice",
+            f"slice {slice_index} of run {run!r} has no pod on a node right now (queued, restarting or finished)",
+            f"preempt it while it runs: see `python -m workloads status {run}`",
+        )
     node_info = kube.resource("v1", "Node")
     all_nodes = {n["metadata"]["name"]: n for n in kube.list(node_info)}
     pools = sorted({(all_nodes.get(p["spec"]["nodeName"]) or {}).get("metadata", {}).get("labels", {}).get(GKE_NODEPOOL_LABEL, "") for p in placed} - {""})
     if len(pools) != 1:
-        raise FieldError("--slice", f"slice {slice_index} of run {run!r} is not on one GKE node pool ({', '.join(pools) or 'none'})", "preempt runs placed by the toolkit's JobSet (one slice per node pool)")
+        raise FieldError(
+            "--slice",
+            f"slice {slice_index} of run {run!r} is not on one GKE node pool ({', '.join(pools) or 'none'})",
+            "preempt runs placed by the toolkit's JobSet (one slice per node pool)",
+        )
     pool = pools[0]
     nodes = sorted((n for n in all_nodes.values() if n["metadata"].get("labels", {}).get(GKE_NODEPOOL_LABEL) == pool), key=lambda n: n["metadata"]["name"])
 
@@ -201,8 +222,12 @@ def preempt(
     old = replacements_dir(state_dir) / f"{pool}.json"
     snapshots = Replacement.load(old).nodes if old.is_file() else [_snapshot(n) for n in nodes]
     record = Replacement(
-        pool=pool, nodes=snapshots, preempted_at=now, down_at=now + NOTREADY_AFTER_S,
-        up_at=now + max(replace_after, NOTREADY_AFTER_S), maintenance=maintenance,
+        pool=pool,
+        nodes=snapshots,
+        preempted_at=now,
+        down_at=now + NOTREADY_AFTER_S,
+        up_at=now + max(replace_after, NOTREADY_AFTER_S),
+        maintenance=maintenance,
     )
     # Written first: whatever happens next, the daemon brings the nodes back.
     record.save(state_dir)
@@ -223,7 +248,8 @@ def preempt(
                 continue
             if maintenance:
                 resp = kube.transport.request(
-                    "POST", pod_info.path(meta["namespace"], meta["name"], "eviction"),
+                    "POST",
+                    pod_info.path(meta["namespace"], meta["name"], "eviction"),
                     body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}},
                 )
                 if resp.status == 404:
@@ -240,8 +266,14 @@ def preempt(
                     raise
             disrupted.append(f"{meta['namespace']}/{meta['name']}")
     return PreemptResult(
-        namespace=namespace, run=run, slice=slice_index, how="maintenance" if maintenance else "preemption",
-        pool=pool, nodes=tuple(n["metadata"]["name"] for n in nodes), pods=tuple(disrupted), back_at=record.up_at,
+        namespace=namespace,
+        run=run,
+        slice=slice_index,
+        how="maintenance" if maintenance else "preemption",
+        pool=pool,
+        nodes=tuple(n["metadata"]["name"] for n in nodes),
+        pods=tuple(disrupted),
+        back_at=record.up_at,
     )
 
 

@@ -41,10 +41,11 @@ import sys
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
@@ -191,7 +192,7 @@ class RayPorts:
     proxy: int
 
     @classmethod
-    def pick(cls) -> "RayPorts":
+    def pick(cls) -> RayPorts:
         chosen: list[int] = []
         while len(chosen) < 3:
             p = free_port()
@@ -243,9 +244,19 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
     lc._wait("the stand-in Ray head's dashboard", head_ready.is_file, timeout)
     lc.daemon("ray-standin").start(
         [
-            sys.executable, "-m", "workloads.local.kuberay", "--state-dir", str(lc.state_dir),
-            "--dashboard-port", str(ray.ports.dashboard), "--proxy-port", str(ray.ports.proxy),
-            "--ray-python", python, "--ready-file", str(standin_ready),
+            sys.executable,
+            "-m",
+            "workloads.local.kuberay",
+            "--state-dir",
+            str(lc.state_dir),
+            "--dashboard-port",
+            str(ray.ports.dashboard),
+            "--proxy-port",
+            str(ray.ports.proxy),
+            "--ray-python",
+            python,
+            "--ready-file",
+            str(standin_ready),
         ],
         env={"PYTHONPATH": str(REPO_ROOT)},
         cwd=REPO_ROOT,
@@ -319,7 +330,7 @@ def _say(msg: str) -> None:
 
 
 def _now_rfc3339() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 class StandIn:

@@ -59,9 +59,7 @@ def _node_name(cluster: str, pool: str, index: int) -> str:
     return (f"gke-{cluster}-{pool}"[: 63 - len(suffix)].rstrip("-")) + suffix
 
 
-def _node(
-    name: str, labels: dict[str, str], *, cpu: int, memory: str, pods: int, tpu: int = 0, taints: list[dict[str, str]]
-) -> dict[str, Any]:
+def _node(name: str, labels: dict[str, str], *, cpu: int, memory: str, pods: int, tpu: int = 0, taints: list[dict[str, str]]) -> dict[str, Any]:
     resources = {"cpu": str(cpu), "memory": memory, "pods": str(pods), "ephemeral-storage": "100Gi"}
     if tpu:
         resources[TPU_RESOURCE] = str(tpu)
@@ -148,9 +146,7 @@ def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> li
         labels = {**base, **pool.node_labels(option, index), GKE_NODEPOOL_LABEL: node_pool}
         for i in range(shape.nodes):
             name = _node_name(spec.cluster.name, node_pool, i)
-            out.append(
-                _node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint)
-            )
+            out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint))
     return out
 
 

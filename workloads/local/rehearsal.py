@@ -36,7 +36,7 @@ import math
 import os
 import shlex
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
@@ -70,7 +70,7 @@ def time_factor() -> float:
     return value
 
 
-def rehearsal_seconds(plan: "RunPlan", seconds: float | None = None, factor: float | None = None) -> float:
+def rehearsal_seconds(plan: RunPlan, seconds: float | None = None, factor: float | None = None) -> float:
     """How long the run takes on the local cluster (see the module docstring)."""
     if seconds is not None:
         if not math.isfinite(seconds) or seconds < 0:
@@ -112,13 +112,13 @@ class Rehearsal:
         return json.dumps({k: v for k, v in d.items() if v not in (None, "", [], ())}, separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_annotation(cls, text: str) -> "Rehearsal":
+    def from_annotation(cls, text: str) -> Rehearsal:
         d = json.loads(text)
         d["config"] = tuple((str(k), str(v)) for k, v in d.get("config") or ())
         return cls(**d)
 
     @classmethod
-    def of(cls, plan: "RunPlan", wall_seconds: float) -> "Rehearsal":
+    def of(cls, plan: RunPlan, wall_seconds: float) -> Rehearsal:
         p, t, c = plan.program, plan.target, plan.policy.checkpoint
         common = dict(run=plan.name, workers=t.nodes, wall_seconds=round(wall_seconds, 3), devices=t.devices)
         if not p.is_maxtext or p.estimated_step_seconds is None:
@@ -141,7 +141,7 @@ class Rehearsal:
         )
 
 
-def decorate(objects: list[dict[str, Any]], plan: "RunPlan", *, seconds: float | None = None) -> list[dict[str, Any]]:
+def decorate(objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | None = None) -> list[dict[str, Any]]:
     """The run's objects with its pods made rehearsal pods (label + annotation); the input is left as it is."""
     wall = rehearsal_seconds(plan, seconds)
     facts = Rehearsal.of(plan, wall)
@@ -167,7 +167,7 @@ def _worker_templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def summary(plan: "RunPlan", seconds: float | None = None) -> str:
+def summary(plan: RunPlan, seconds: float | None = None) -> str:
     """One line for ``submit``: how long the rehearsal runs and where that comes from."""
     wall = rehearsal_seconds(plan, seconds)
     p = plan.program
@@ -176,7 +176,9 @@ def summary(plan: "RunPlan", seconds: float | None = None) -> str:
     elif p.estimated_run_seconds is None:
         why = "a plain command: no step-time estimate"
     else:
-        why = f"{p.steps} steps x {p.estimated_step_seconds:.2f} s planned x time factor {time_factor():g}" + (f", capped at {MAX_SECONDS:g} s" if wall >= MAX_SECONDS else "")
+        why = f"{p.steps} steps x {p.estimated_step_seconds:.2f} s planned x time factor {time_factor():g}" + (
+            f", capped at {MAX_SECONDS:g} s" if wall >= MAX_SECONDS else ""
+        )
     from workloads.planning.model import RUNTIME_RAY
 
     if plan.runtime == RUNTIME_RAY:
@@ -229,11 +231,11 @@ def loss(r: Rehearsal, step: int) -> float:
 
 
 def _stamp(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%m%d %H:%M:%S.%f")
+    return datetime.fromtimestamp(t, UTC).strftime("%m%d %H:%M:%S.%f")
 
 
 def _cri_time(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f") + "000Z"
 
 
 @dataclass(frozen=True)
@@ -309,12 +311,14 @@ class MaxTextLog:
 
     def save(self, t: float, step: int) -> list[str]:
         """MaxText's checkpoint save of ``step`` (print_save_message and the wait before it)."""
-        done = (
-            f"Started an asynchronous checkpoint save for step {step}" if self.r.async_checkpoint else f"Saved a checkpoint at step {step}."
-        )
+        done = f"Started an asynchronous checkpoint save for step {step}" if self.r.async_checkpoint else f"Saved a checkpoint at step {step}."
         return [
             self.line(t, "checkpointing.py:1310", f"Waiting for step {step} to finish before checkpoint..."),
-            self.line(t, "checkpointing.py:1314", f"Waited 0.0{int(_unit(self.pod, step) * 900) + 100} seconds for step {step} to finish before starting checkpointing."),
+            self.line(
+                t,
+                "checkpointing.py:1314",
+                f"Waited 0.0{int(_unit(self.pod, step) * 900) + 100} seconds for step {step} to finish before starting checkpointing.",
+            ),
             self.line(t, "checkpointing.py:596" if self.r.async_checkpoint else "checkpointing.py:598", done),
         ]
 

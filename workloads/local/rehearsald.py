@@ -39,7 +39,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +66,7 @@ def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
 
 
 def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _say(msg: str) -> None:
@@ -87,7 +87,7 @@ class RunBook:
     logs: dict[str, str] = field(default_factory=dict)  # worker (JAX process index) -> its latest pod's log file
 
     @classmethod
-    def open(cls, path: Path) -> "RunBook":
+    def open(cls, path: Path) -> RunBook:
         try:
             d = json.loads(path.read_text())
             return cls(path, d.get("saved"), d.get("attempts") or {}, d.get("logs") or {})
@@ -212,8 +212,14 @@ class Rehearsals:
         ns, name = meta["namespace"], meta["name"]
         path = pod_log_file(self.state_dir, ns, name)
         w = Worker(
-            namespace=ns, name=name, uid=uid, run_uid=labels.get(JOBSET_UID_LABEL, r.run), attempt=labels.get(RESTART_ATTEMPT_LABEL, "0"),
-            r=r, log=MaxTextLog(r, name, index), path=path,
+            namespace=ns,
+            name=name,
+            uid=uid,
+            run_uid=labels.get(JOBSET_UID_LABEL, r.run),
+            attempt=labels.get(RESTART_ATTEMPT_LABEL, "0"),
+            r=r,
+            log=MaxTextLog(r, name, index),
+            path=path,
         )
         resumed = _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,7 +280,9 @@ class Rehearsals:
             book.attempts[attempt] = clock
             book.write()
             restored = f" (restored step {book.saved})" if book.saved is not None else ""
-            _say(f"run {r.run} attempt {attempt}: all {r.workers} workers running; steps {clock['first']}..{r.steps - 1}{restored}, until {iso(finish_time(r, now, clock['first']))}")
+            _say(
+                f"run {r.run} attempt {attempt}: all {r.workers} workers running; steps {clock['first']}..{r.steps - 1}{restored}, until {iso(finish_time(r, now, clock['first']))}"
+            )
         if clock is None:
             for w, _ in members:
                 if phases[w.uid] not in ("pending", "running"):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,14 +172,14 @@ def parse_memory(stdout: str) -> MemoryStats | None:
 
 
 def parse_flops(stdout: str) -> float | None:
-    line = next((l for l in stdout.splitlines() if l.startswith("Cost analysis:")), "")
+    line = next((ln for ln in stdout.splitlines() if ln.startswith("Cost analysis:")), "")
     m = _FLOPS.search(line)
     return float(m.group(1)) if m else None
 
 
 def parse_oom(text: str) -> Oom | None:
     """XLA's compile-time HBM out-of-memory error, if the compile failed with one."""
-    line = next((l.strip() for l in text.splitlines() if "CompileTimeHbmOom" in l or ("RESOURCE_EXHAUSTED" in l and "HBM" in l.upper())), None)
+    line = next((ln.strip() for ln in text.splitlines() if "CompileTimeHbmOom" in ln or ("RESOURCE_EXHAUSTED" in ln and "HBM" in ln.upper())), None)
     if line is None:
         return None
     m = _OOM.search(line)
@@ -290,7 +290,9 @@ def render_text(r: AotResult) -> list[str]:
     elif r.oom:
         o = r.oom
         if o.needed_bytes is not None and o.available_bytes is not None:
-            out.append(f"  {o.buffers or 'needed':<22}{gib(o.needed_bytes):>12}   > {o.available_bytes / GIB:.2f} GiB usable HBM (catalog: {r.hbm_bytes_per_device / GIB:g} GiB per device)")
+            out.append(
+                f"  {o.buffers or 'needed':<22}{gib(o.needed_bytes):>12}   > {o.available_bytes / GIB:.2f} GiB usable HBM (catalog: {r.hbm_bytes_per_device / GIB:g} GiB per device)"
+            )
         else:
             out.append(f"  XLA: {o.message}")
     if r.model_tflop_per_device is not None:
@@ -308,8 +310,10 @@ def render_text(r: AotResult) -> list[str]:
         if r.memory:
             what = f"{r.memory.total / GIB:.2f} GiB compiled > {r.hbm_bytes_per_device / GIB:g} GiB per device"
         elif r.oom and r.oom.needed_bytes is not None and r.oom.available_bytes is not None:
-            what = (f"CompileTimeHbmOom, {r.oom.buffers or 'the step'} alone need {r.oom.needed_bytes / GIB:.2f} GiB "
-                    f"of {r.oom.available_bytes / GIB:.2f} GiB usable HBM per device")
+            what = (
+                f"CompileTimeHbmOom, {r.oom.buffers or 'the step'} alone need {r.oom.needed_bytes / GIB:.2f} GiB "
+                f"of {r.oom.available_bytes / GIB:.2f} GiB usable HBM per device"
+            )
         else:
             what = "XLA ran out of HBM at compile time (CompileTimeHbmOom)"
         out.append(f"does not fit: {what}; try: " + "; or ".join(r.advice()))

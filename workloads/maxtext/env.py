@@ -30,8 +30,9 @@ is checked.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from toolkit import tools
 from toolkit.errors import ExternalToolError, ToolkitError
@@ -61,7 +62,7 @@ class MaxTextEnvError(ExternalToolError):
     exit_code = 4
 
 
-def compile_topology(shape: "SliceShape") -> str:
+def compile_topology(shape: SliceShape) -> str:
     """MaxText's compile_topology name for a slice, e.g. v5e 4x4 (v5litepod-16) -> v5e-16."""
     generation = shape.generation.name
     if generation not in _TOPOLOGY_PREFIX:
@@ -174,7 +175,7 @@ def run(argv: Sequence[str], env: Mapping[str, str], workdir: Path, name: str, *
 # ----------------------------------------------------------------- validation
 
 
-def topology_args(shape: "SliceShape", slices: int) -> dict[str, str]:
+def topology_args(shape: SliceShape, slices: int) -> dict[str, str]:
     """What makes MaxText size the config for the plan's target instead of this CPU."""
     return {"compile_topology": compile_topology(shape), "compile_topology_num_slices": str(slices)}
 

@@ -189,9 +189,7 @@ def run_tiny(
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
         argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period)
-        (out_dir / COMMAND_NAME).write_text(
-            "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
-        )
+        (out_dir / COMMAND_NAME).write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n")
         done = maxtext_env.run(argv, env, workdir, "train", timeout=timeout)
         log_path = out_dir / LOG_NAME
         # MaxText's per-step lines go to stderr (absl); stdout holds the rest.
@@ -206,8 +204,17 @@ def run_tiny(
             raise LocalRunError(f"MaxText finished but wrote no metrics file {metrics_path} — log: {log_path}")
         restored, restore_s = restore_facts(log_path.read_text(errors="replace"))
         return LocalRun(
-            plan, tuple(argv), env, out_dir, log_path, metrics_path, done.seconds, done.peak_rss_bytes,
-            checkpoint_dir=checkpoint_dir, restored_step=restored, restore_seconds=restore_s,
+            plan,
+            tuple(argv),
+            env,
+            out_dir,
+            log_path,
+            metrics_path,
+            done.seconds,
+            done.peak_rss_bytes,
+            checkpoint_dir=checkpoint_dir,
+            restored_step=restored,
+            restore_seconds=restore_s,
         )
     finally:
         if not keep_workdir:
@@ -217,12 +224,12 @@ def run_tiny(
 def last_error(stderr: str) -> str:
     """The line of a MaxText/Python failure worth showing: its config error or final
     exception, else the last line (``toolkit.tools.last_line``, as for any tool)."""
-    lines = [l.strip() for l in stderr.splitlines() if l.strip()]
-    for l in reversed(lines):
-        if "MAXTEXT CONFIG ERROR" in l:
-            return l[l.index("MAXTEXT CONFIG ERROR") :]
-    for l in reversed(lines):
-        head = l.split(":", 1)[0]
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "MAXTEXT CONFIG ERROR" in ln:
+            return ln[ln.index("MAXTEXT CONFIG ERROR") :]
+    for ln in reversed(lines):
+        head = ln.split(":", 1)[0]
         if head.endswith(("Error", "Exception", "Oom")) and " " not in head:
-            return l[:500]
+            return ln[:500]
     return last_line(stderr) or "no output"

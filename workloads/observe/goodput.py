@@ -118,12 +118,14 @@ def _lines(text: str, year: int) -> list[_Line]:
         if t is None:
             continue
         step, restore, save = _STEP.search(line), _RESTORE.search(line), _SAVE.search(line)
-        out.append(_Line(
-            t,
-            StepAt(int(step.group(1)), t, float(step.group(2))) if step else None,
-            int(restore.group(1)) if restore else None,
-            int(save.group(1)) if save else None,
-        ))
+        out.append(
+            _Line(
+                t,
+                StepAt(int(step.group(1)), t, float(step.group(2))) if step else None,
+                int(restore.group(1)) if restore else None,
+                int(save.group(1)) if save else None,
+            )
+        )
     return out
 
 
@@ -156,15 +158,17 @@ def attempts(text: str, *, year: int = 2000) -> list[Attempt]:
         return []
     starts = _starts(lines)
     out = []
-    for a, b in zip(starts, [*starts[1:], len(lines)]):
+    for a, b in zip(starts, [*starts[1:], len(lines)], strict=True):
         chunk = lines[a:b]
-        out.append(Attempt(
-            start=chunk[0].at,
-            end=chunk[-1].at,
-            restored_step=next((ln.restored for ln in chunk if ln.restored is not None), None),
-            steps=tuple(ln.step for ln in chunk if ln.step is not None),
-            checkpoints=tuple(ln.saved for ln in chunk if ln.saved is not None),
-        ))
+        out.append(
+            Attempt(
+                start=chunk[0].at,
+                end=chunk[-1].at,
+                restored_step=next((ln.restored for ln in chunk if ln.restored is not None), None),
+                steps=tuple(ln.step for ln in chunk if ln.step is not None),
+                checkpoints=tuple(ln.saved for ln in chunk if ln.saved is not None),
+            )
+        )
     return out
 
 

@@ -33,8 +33,9 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from infra.catalog import SliceShape
 from toolkit.errors import ToolkitError
@@ -89,7 +90,7 @@ class RunLog:
         n = self.system.get("num_devices")
         return int(n) if n and n.isdigit() else None
 
-    def profiler_window(self) -> "ProfilerWindow | None":
+    def profiler_window(self) -> ProfilerWindow | None:
         return ProfilerWindow.from_config(self.config)
 
 
@@ -205,9 +206,7 @@ def parse_log(text: str) -> RunLog:
         dev = _DEVICES_RE.search(line)
         if dev:
             system["num_devices"] = dev.group(1)
-    return RunLog(
-        steps=tuple(sorted(steps.values(), key=lambda s: s.step)), evals=tuple(evals), config=config, system=system
-    )
+    return RunLog(steps=tuple(sorted(steps.values(), key=lambda s: s.step)), evals=tuple(evals), config=config, system=system)
 
 
 def parse_metrics_file(text: str) -> tuple[StepMetrics, ...]:
@@ -271,7 +270,7 @@ class ProfilerWindow:
         return range(self.first, self.first + self.steps + 2)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, str]) -> "ProfilerWindow | None":
+    def from_config(cls, config: Mapping[str, str]) -> ProfilerWindow | None:
         # Logged as e.g. "ProfilerType.XPLANE"; off is "" or "...NONE".
         mode = config.get("profiler", "").strip("'\" ").lower().rsplit(".", 1)[-1]
         if mode in ("", "none"):
@@ -298,7 +297,7 @@ class Hardware:
     precision: str = "bf16"  # which peak MFU is measured against
 
     @classmethod
-    def from_shape(cls, shape: SliceShape, slices: int | None = None, *, fp8: bool = False) -> "Hardware":
+    def from_shape(cls, shape: SliceShape, slices: int | None = None, *, fp8: bool = False) -> Hardware:
         """An fp8 run is measured against the fp8 peak where the catalog has one (tpu7x); elsewhere
         against bf16, and ``precision`` says which peak the MFU is of."""
         gen = shape.generation
@@ -321,10 +320,10 @@ class Spread:
     high: float
 
     @classmethod
-    def of(cls, xs: list[float]) -> "Spread | None":
+    def of(cls, xs: list[float]) -> Spread | None:
         return cls(statistics.median(xs), min(xs), max(xs)) if xs else None
 
-    def scaled(self, k: float) -> "Spread":
+    def scaled(self, k: float) -> Spread:
         return Spread(self.median * k, self.low * k, self.high * k)
 
 
@@ -407,7 +406,7 @@ def _slope(points: list[tuple[int, float]]) -> float | None:
     ys = [p[1] for p in points]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     den = sum((x - mx) ** 2 for x in xs)
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / den if den else None
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None
 
 
 def summarize(

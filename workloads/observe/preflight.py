@@ -13,9 +13,10 @@ xpk, e.g. ``1xtpu7x-256``) counts as long as it selects the right nodes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Mapping
+from typing import Any
 
 from infra.catalog import SliceShape
 from infra.spec import EnvSpec, FlexStart, TeamSpec, TpuPoolSpec
@@ -24,6 +25,7 @@ from toolkit.names import GKE_TPU_ACCELERATOR_LABEL as ACCELERATOR_LABEL
 from toolkit.names import GKE_TPU_TOPOLOGY_LABEL as TOPOLOGY_LABEL
 from toolkit.names import K8S_ZONE_LABEL as ZONE_LABEL
 from toolkit.names import KUEUE_GROUP, TPU_RESOURCE
+
 QUEUES_FIX = "apply the spec's Kueue objects: python -m workloads queues apply"
 
 
@@ -163,13 +165,19 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
     ask = _Ask(spec, pool, team, slices or pool.slices)
     checks: list[Check] = []
     if not snap.kueue_served:
-        checks.append(Check("kueue", Result.FAIL, "the cluster does not serve kueue.x-k8s.io", f"install Kueue {spec.versions.kueue} and its CRDs (see python -m workloads local for a local cluster)"))
+        checks.append(
+            Check(
+                "kueue",
+                Result.FAIL,
+                "the cluster does not serve kueue.x-k8s.io",
+                f"install Kueue {spec.versions.kueue} and its CRDs (see python -m workloads local for a local cluster)",
+            )
+        )
     matching = {_name(f) for f in snap.resource_flavors if flavor_matches(f, ask.shape)}
     checks.append(_flavor_check(ask, matching))
     checks.extend(_queue_checks(ask, snap, matching))
     tpu_nodes = [
-        n for n in snap.nodes
-        if _labels(n).get(ACCELERATOR_LABEL) == ask.shape.accelerator_label and _labels(n).get(TOPOLOGY_LABEL) == ask.shape.topology
+        n for n in snap.nodes if _labels(n).get(ACCELERATOR_LABEL) == ask.shape.accelerator_label and _labels(n).get(TOPOLOGY_LABEL) == ask.shape.topology
     ]
     checks.extend(_node_checks(ask, tpu_nodes))
     checks.append(_zone_check(ask, tpu_nodes))
@@ -180,7 +188,11 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
 def _flavor_check(ask: _Ask, matching: set[str]) -> Check:
     shape = ask.shape
     if matching:
-        return Check("resource-flavor", Result.PASS, f"{', '.join(sorted(matching))} selects {ACCELERATOR_LABEL}={shape.accelerator_label}, {TOPOLOGY_LABEL}={shape.topology}")
+        return Check(
+            "resource-flavor",
+            Result.PASS,
+            f"{', '.join(sorted(matching))} selects {ACCELERATOR_LABEL}={shape.accelerator_label}, {TOPOLOGY_LABEL}={shape.topology}",
+        )
     return Check("resource-flavor", Result.FAIL, f"no ResourceFlavor with nodeLabels {shape.accelerator_label}/{shape.topology}", QUEUES_FIX)
 
 
@@ -212,20 +224,35 @@ def _quota_checks(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: se
     if not listed:
         return [Check("cluster-queue", Result.FAIL, f"ClusterQueue {name} does not list a flavor for {key}", QUEUES_FIX)]
     if quota < need and _cohort_quota(cq, snap.cluster_queues, matching) >= need:
-        return [Check("cluster-queue", Result.WARN,
-                      f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key} of {need:g} needed; "
-                      f"the rest must be borrowed from cohort {_cohort(cq)} while the other teams leave it unused",
-                      "raise the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices")]
+        return [
+            Check(
+                "cluster-queue",
+                Result.WARN,
+                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key} of {need:g} needed; "
+                f"the rest must be borrowed from cohort {_cohort(cq)} while the other teams leave it unused",
+                "raise the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices",
+            )
+        ]
     if quota < need:
-        return [Check("cluster-queue", Result.FAIL,
-                      f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key}; {ask.slices} slice(s) need {need:g}",
-                      "raise the pool's slices or the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices")]
+        return [
+            Check(
+                "cluster-queue",
+                Result.FAIL,
+                f"ClusterQueue {name} has {quota:g} {TPU_RESOURCE} for {key}; {ask.slices} slice(s) need {need:g}",
+                "raise the pool's slices or the team's quota_share in the spec and re-run python -m workloads queues apply, or run fewer --slices",
+            )
+        ]
     checks = [Check("cluster-queue", Result.PASS, f"ClusterQueue {name}: {quota:g} {TPU_RESOURCE} >= {need:g} needed")]
     missing = [r for r in ("cpu", "memory") if r not in covered]
     if missing:
-        checks.append(Check("cluster-queue-resources", Result.WARN,
-                            f"ClusterQueue {name} does not cover {', '.join(missing)}; pods that request them cannot be admitted",
-                            f"add {', '.join(missing)} to coveredResources ({QUEUES_FIX})"))
+        checks.append(
+            Check(
+                "cluster-queue-resources",
+                Result.WARN,
+                f"ClusterQueue {name} does not cover {', '.join(missing)}; pods that request them cannot be admitted",
+                f"add {', '.join(missing)} to coveredResources ({QUEUES_FIX})",
+            )
+        )
     return checks
 
 
@@ -237,22 +264,26 @@ def _node_checks(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> list[Check]:
         by_pool.setdefault(_labels(n).get(NODEPOOL_LABEL, "?"), []).append(n)
     full_pools = [p for p, ns in by_pool.items() if sum(_ready(n) for n in ns) >= shape.nodes]
     ready = sum(_ready(n) for n in tpu_nodes)
-    detail = (f"{ready} ready {shape.accelerator_label}/{shape.topology} nodes in {len(full_pools)} complete node pool(s); "
-              f"{ask.slices} slice(s) need {ask.slices * shape.nodes} nodes in {ask.slices} pool(s) of {shape.nodes}")
+    detail = (
+        f"{ready} ready {shape.accelerator_label}/{shape.topology} nodes in {len(full_pools)} complete node pool(s); "
+        f"{ask.slices} slice(s) need {ask.slices * shape.nodes} nodes in {ask.slices} pool(s) of {shape.nodes}"
+    )
     if len(full_pools) >= ask.slices:
         checks = [Check("nodes", Result.PASS, detail)]
     elif ask.scales_from_zero:
         checks = [Check("nodes", Result.WARN, detail + " (pool scales from zero: nodes appear once the run is admitted)")]
     else:
         checks = [Check("nodes", Result.FAIL, detail, f"create the node pools: python -m infra deploy (pool {pool.name}: {', '.join(pool.node_pool_names())})")]
-    bad_alloc = [
-        _name(n) for n in tpu_nodes
-        if _quantity(((n.get("status") or {}).get("allocatable") or {}).get(TPU_RESOURCE, 0)) < shape.chips_per_vm
-    ]
+    bad_alloc = [_name(n) for n in tpu_nodes if _quantity(((n.get("status") or {}).get("allocatable") or {}).get(TPU_RESOURCE, 0)) < shape.chips_per_vm]
     if bad_alloc:
-        checks.append(Check("node-tpu-resource", Result.FAIL,
-                            f"{len(bad_alloc)} node(s) report fewer than {shape.chips_per_vm} allocatable {TPU_RESOURCE} (e.g. {bad_alloc[0]})",
-                            "wait for the TPU device plugin to start, or recreate the node"))
+        checks.append(
+            Check(
+                "node-tpu-resource",
+                Result.FAIL,
+                f"{len(bad_alloc)} node(s) report fewer than {shape.chips_per_vm} allocatable {TPU_RESOURCE} (e.g. {bad_alloc[0]})",
+                "wait for the TPU device plugin to start, or recreate the node",
+            )
+        )
     return checks
 
 
@@ -262,11 +293,20 @@ def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
     zones = sorted({_labels(n).get(ZONE_LABEL, "?") for n in tpu_nodes})
     if not tpu_nodes:
         fail = not ask.scales_from_zero
-        return Check("zone", Result.FAIL if fail else Result.WARN, f"no {key} nodes to compare with the spec's zone {zone}", "create the node pools first" if fail else "")
+        return Check(
+            "zone",
+            Result.FAIL if fail else Result.WARN,
+            f"no {key} nodes to compare with the spec's zone {zone}",
+            "create the node pools first" if fail else "",
+        )
     if zones == [zone]:
         return Check("zone", Result.PASS, f"all {key} nodes are in {zone}")
-    return Check("zone", Result.FAIL, f"{key} nodes are in {', '.join(zones)} but the spec puts pool {pool.name} in {zone}",
-                 f"set tpu_pools[{pool.name}].zone to the nodes' zone, or recreate the pool in {zone}")
+    return Check(
+        "zone",
+        Result.FAIL,
+        f"{key} nodes are in {', '.join(zones)} but the spec puts pool {pool.name} in {zone}",
+        f"set tpu_pools[{pool.name}].zone to the nodes' zone, or recreate the pool in {zone}",
+    )
 
 
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:

@@ -11,9 +11,10 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -28,8 +29,16 @@ JSON_NAME = "summary.json"
 
 # Config keys worth a row in the facts table, in this order, when the log carries them.
 CONFIG_FACTS = (
-    "model_name", "per_device_batch_size", "max_target_length", "steps", "num_slices",
-    "ici_fsdp_parallelism", "dcn_data_parallelism", "remat_policy", "dataset_type", "profiler",
+    "model_name",
+    "per_device_batch_size",
+    "max_target_length",
+    "steps",
+    "num_slices",
+    "ici_fsdp_parallelism",
+    "dcn_data_parallelism",
+    "remat_policy",
+    "dataset_type",
+    "profiler",
 )
 
 
@@ -38,10 +47,10 @@ class RunFacts:
     run: str
     source: str  # a log file path or namespace/run on a cluster
     config_facts: tuple[tuple[str, str], ...] = ()
-    generated_at: str = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+    generated_at: str = field(default_factory=lambda: dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
     @classmethod
-    def from_log(cls, run: str, source: str, log: RunLog) -> "RunFacts":
+    def from_log(cls, run: str, source: str, log: RunLog) -> RunFacts:
         facts = tuple((k, _config_value(log.config[k])) for k in CONFIG_FACTS if _config_value(log.config.get(k, "")))
         return cls(run=run, source=source, config_facts=facts)
 
@@ -141,7 +150,7 @@ def plot(log: RunLog, summary: Summary, path: Path) -> Path:
     fig, (ax_loss, ax_tp) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, constrained_layout=True)
     loss_pts = [(s.step, s.loss) for s in steps if s.loss is not None]
     if loss_pts:
-        ax_loss.plot(*zip(*loss_pts), marker="o", ms=3, color="tab:blue")
+        ax_loss.plot(*zip(*loss_pts, strict=True), marker="o", ms=3, color="tab:blue")
     ax_loss.set_ylabel("loss")
     ax_loss.grid(alpha=0.3)
 
@@ -149,9 +158,9 @@ def plot(log: RunLog, summary: Summary, path: Path) -> Path:
     tp_in = [(s.step, s.tokens_per_device * per) for s in steps if s.tokens_per_device is not None and s.step in steady]
     tp_out = [(s.step, s.tokens_per_device * per) for s in steps if s.tokens_per_device is not None and s.step not in steady]
     if tp_in:
-        ax_tp.plot(*zip(*tp_in), "o-", ms=3, color="tab:green", label="steady state")
+        ax_tp.plot(*zip(*tp_in, strict=True), "o-", ms=3, color="tab:green", label="steady state")
     if tp_out:
-        ax_tp.plot(*zip(*tp_out), "o", ms=4, mfc="none", color="tab:gray", label="compile / profiler / rampup")
+        ax_tp.plot(*zip(*tp_out, strict=True), "o", ms=4, mfc="none", color="tab:gray", label="compile / profiler / rampup")
     if summary.tokens_per_device is not None:
         ax_tp.axhline(summary.tokens_per_device * per, ls="--", lw=1, color="tab:green", alpha=0.6, label="steady state: total tokens / total time")
     ax_tp.set_ylabel(f"tokens/s per {unit}")

@@ -58,9 +58,7 @@ def make_client(project: str | None = None) -> Any:
     try:
         return storage.Client(project=project)
     except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
-        raise StorageError(
-            f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login"
-        ) from None
+        raise StorageError(f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login") from None
 
 
 def upload(report_dir: Path, bucket: str, prefix: str, *, client: Any = None, project: str | None = None) -> list[Uploaded]:

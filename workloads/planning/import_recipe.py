@@ -140,7 +140,9 @@ def _find_xpk(text: str) -> tuple[list[str], list[str]]:
     if len(xpk) > 1:
         raise _bad(f"the script runs `xpk workload create` {len(xpk)} times", "import a script with one workload")
     if not xpk:
-        raise _bad("no `xpk workload create` command (so no --device-type and no MaxText command)", "pass a tpu-recipes run_recipe.sh or an xpk workload create line")
+        raise _bad(
+            "no `xpk workload create` command (so no --device-type and no MaxText command)", "pass a tpu-recipes run_recipe.sh or an xpk workload create line"
+        )
     return xpk[0], others
 
 
@@ -224,7 +226,10 @@ def parse_command(command: str) -> _Command:
         elif words[0] != "set":
             unmapped.append(f"--command runs `{' '.join(words)[:70]}`: not carried (the toolkit's image and runner replace it)")
     if not maxtext:
-        raise _bad("no MaxText training command (python3 -m MaxText.train ... or maxtext.trainers.pre_train.train) in --command", "import a script that trains with MaxText")
+        raise _bad(
+            "no MaxText training command (python3 -m MaxText.train ... or maxtext.trainers.pre_train.train) in --command",
+            "import a script that trains with MaxText",
+        )
     if len(maxtext) > 1:
         raise _bad(f"--command runs MaxText {len(maxtext)} times", "import a script with one training command")
     return _Command(env=exports, maxtext=maxtext[0], unmapped=unmapped)
@@ -289,7 +294,10 @@ def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
     presets = model_presets()
     name = kv.pop("model_name", "default")
     if name not in presets:
-        raise _bad(f"model_name={name!r} is not a MaxText {presets_version()} model{suggest(name, list(presets))}", "use a model_name MaxText ships, or import with model_name=default and explicit dimensions")
+        raise _bad(
+            f"model_name={name!r} is not a MaxText {presets_version()} model{suggest(name, list(presets))}",
+            "use a model_name MaxText ships, or import with model_name=default and explicit dimensions",
+        )
     dims = dict(presets[name])
     given = {k: kv.pop(k) for k in sorted(MODEL_KEYS & kv.keys())}
     if given and name != "default" and kv.get("override_model_config", "").lower() != "true":
@@ -319,7 +327,9 @@ def _parallelism(kv: dict[str, str]) -> dict[str, dict[str, int]]:
     for level, rule in levels.items():
         fills = [a for a, d in rule.items() if d == FILL]
         if len(fills) > 1:
-            raise _bad(f"conflicting flags: {', '.join(f'{level}_{a}_parallelism=-1' for a in fills)} all ask for the rest", "leave at most one axis per level at -1")
+            raise _bad(
+                f"conflicting flags: {', '.join(f'{level}_{a}_parallelism=-1' for a in fills)} all ask for the rest", "leave at most one axis per level at -1"
+            )
     # MaxText's own defaults (base.yml): fsdp takes a slice's devices, data the slices.
     if not levels["ici"]:
         levels["ici"] = {"fsdp": FILL}
@@ -379,7 +389,10 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
 
     config, kv = _key_values(command.maxtext)
     if "num_slices" in kv and kv["num_slices"] != slices_text:
-        raise _bad(f"conflicting flags: --num-slices={slices_text} but MaxText num_slices={kv['num_slices']}", "make them agree (the toolkit sets num_slices from --num-slices)")
+        raise _bad(
+            f"conflicting flags: --num-slices={slices_text} but MaxText num_slices={kv['num_slices']}",
+            "make them agree (the toolkit sets num_slices from --num-slices)",
+        )
     steps_text = kv.get("steps")
     if steps_text is not None and (not _PLAIN_INT.match(steps_text) or int(steps_text) < 1):
         raise _bad(f"MaxText steps={steps_text!r} is not a step count", "write steps as a positive integer")
@@ -471,5 +484,9 @@ def _validate(recipe: dict[str, Any], source: str) -> None:
         where = ".".join(str(p) for p in first["loc"])
         msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
         field = "--name" if where == "name" else "import-recipe"
-        raise FieldError(field, f"{source} gives a recipe that does not validate: {where}: {msg}", "pass --name NAME (lowercase, <= 30 characters)" if field == "--name" else "fix the script") from None
+        raise FieldError(
+            field,
+            f"{source} gives a recipe that does not validate: {where}: {msg}",
+            "pass --name NAME (lowercase, <= 30 characters)" if field == "--name" else "fix the script",
+        ) from None
     check_image(model)

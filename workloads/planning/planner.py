@@ -44,12 +44,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from infra.access import tensorboard_name, tensorboard_problem, write_problem
 from infra.catalog import GIB, SliceShape
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
-from infra.access import tensorboard_name, tensorboard_problem, write_problem
+from workloads import ray as ray_pins
 from workloads.planning.model import (
-    DcnNetwork,
     ASSUMED_MFU,
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -57,16 +57,17 @@ from workloads.planning.model import (
     DEFAULT_MAX_RESTARTS,
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
+    RUNTIME_JOB,
+    RUNTIME_JOBSET,
+    RUNTIME_RAY,
+    RUNTIMES,
     Checkpointing,
+    DcnNetwork,
     HbmEstimate,
     MaxTextSizing,
     Policy,
     Profiling,
     Program,
-    RUNTIME_JOB,
-    RUNTIME_JOBSET,
-    RUNTIME_RAY,
-    RUNTIMES,
     RunPlan,
     Target,
 )
@@ -75,9 +76,9 @@ from workloads.planning.recipes import (
     MAXTEXT_IMAGE,
     MAXTEXT_TRAIN_MODULE,
     MESH_AXES,
-    RAY_IMAGE,
     MODEL_KEYS,
     PLANNER_KEYS,
+    RAY_IMAGE,
     Kind,
     MaxTextSpec,
     ModelDims,
@@ -88,7 +89,6 @@ from workloads.planning.recipes import (
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
-from workloads import ray as ray_pins
 
 __all__ = ["DEFAULT_TTL_SECONDS", "Overrides", "PlanError", "RunPlan", "name_budget", "parse_sets", "plan_run"]
 
@@ -224,7 +224,9 @@ def _resolve_axes(level: str, rule: dict[str, int], target: int, unit: str, sour
     set_keys = [f"{level}_{a}_parallelism={d}" for a, d in degrees.items() if d not in (1, FILL)]
     where = next((sources[k.split("=")[0]] for k in set_keys if k.split("=")[0] in sources), "--set")
     if level == "dcn" and target == 1 and fixed > 1:
-        raise PlanError(where, f"DCN parallelism {' x '.join(set_keys)} needs {fixed} slices but the run has 1", f"pass --slices {fixed} or drop the dcn_* setting")
+        raise PlanError(
+            where, f"DCN parallelism {' x '.join(set_keys)} needs {fixed} slices but the run has 1", f"pass --slices {fixed} or drop the dcn_* setting"
+        )
     if fills:
         if target % fixed:
             raise PlanError(
@@ -301,7 +303,9 @@ def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: st
     base = re.sub(r"[^-a-z0-9]", "-", recipe.name)[: max(1, budget - len(tail))].rstrip("-")
     name = base + tail
     if not DNS1035.match(name) or len(name) > budget:
-        raise PlanError("--suffix", f"{name!r} is not a usable run name ({budget} characters at most, DNS-1035)", "use a short suffix of lowercase letters and digits")
+        raise PlanError(
+            "--suffix", f"{name!r} is not a usable run name ({budget} characters at most, DNS-1035)", "use a short suffix of lowercase letters and digits"
+        )
     return name
 
 
@@ -361,7 +365,9 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:
     if runtime == RUNTIME_JOB and slices > 1:
         # One Job per slice would need JobSet's whole-run restart and multislice env; that is the jobset runtime.
         raise PlanError(
-            "--slices", f"the job runtime runs one slice (a plain Job cannot restart {slices} slices together)", "use --runtime jobset for multislice, or --slices 1"
+            "--slices",
+            f"the job runtime runs one slice (a plain Job cannot restart {slices} slices together)",
+            "use --runtime jobset for multislice, or --slices 1",
         )
     return runtime
 
@@ -403,7 +409,9 @@ def _check_counts(recipe: Recipe, o: Overrides) -> int:
         raise PlanError("--steps", f"must be at least 1, got {steps}", "pass a positive step count")
     if o.max_restarts is not None and o.max_restarts < 0:
         raise PlanError(
-            "--max-restarts", f"must be >= 0, got {o.max_restarts}", "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default"
+            "--max-restarts",
+            f"must be >= 0, got {o.max_restarts}",
+            "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default",
         )
     every = o.checkpoint_every
     if every is not None and not (math.isfinite(every) and every > 0):
@@ -422,7 +430,11 @@ def _policy(recipe: Recipe, o: Overrides, target: Target, checkpoint: Checkpoint
     """
     if runtime == RUNTIME_JOB:
         if o.max_restarts:
-            raise PlanError("--max-restarts", "a plain Job cannot restart the whole run (it fails on the first pod failure)", "use --runtime jobset for restarts, or drop --max-restarts")
+            raise PlanError(
+                "--max-restarts",
+                "a plain Job cannot restart the whole run (it fails on the first pod failure)",
+                "use --runtime jobset for restarts, or drop --max-restarts",
+            )
         max_restarts = 0
     else:
         max_restarts = DEFAULT_MAX_RESTARTS[target.capacity] if o.max_restarts is None else o.max_restarts
@@ -481,7 +493,11 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
         if o.sets:
             raise PlanError("--set", f"recipe {recipe.name} runs a plain command, not MaxText; it takes no --set", "drop --set or pick a MaxText recipe")
         if o.checkpoint_every is not None:
-            raise PlanError("--checkpoint-every", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop --checkpoint-every or pick a MaxText recipe")
+            raise PlanError(
+                "--checkpoint-every",
+                f"recipe {recipe.name} runs a plain command, which saves no checkpoints",
+                "drop --checkpoint-every or pick a MaxText recipe",
+            )
         if o.profile_steps is not None or o.profile_start is not None:
             raise PlanError("--profile", f"recipe {recipe.name} runs a plain command, not MaxText's profiler", "drop --profile or pick a MaxText recipe")
         assert recipe.command is not None  # guaranteed by the recipe model
@@ -492,9 +508,7 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
 # ------------------------------------------------------------------ MaxText
 
 
-def _maxtext_program(
-    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]
-) -> tuple[Program, Checkpointing | None]:
+def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]) -> tuple[Program, Checkpointing | None]:
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
@@ -566,9 +580,7 @@ def _model(mt: MaxTextSpec, sets: dict[str, str]) -> ModelDims:
     return ModelDims.model_validate(dims)
 
 
-def _mesh(
-    recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], shape: SliceShape, slices: int
-) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
+def _mesh(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], shape: SliceShape, slices: int) -> tuple[dict[str, int], dict[str, int], dict[str, str]]:
     """ICI and DCN degrees: the recipe's rule, then --set on single axes (an explicit value ends a fill)."""
     recipe_where = f"recipe {recipe.name}"
     sources: dict[str, str] = {}
@@ -610,9 +622,7 @@ class _AxisBlame:
 
     def axis_set(self, *axes: str) -> bool:
         levels = {"ici": self.ici, "dcn": self.dcn}
-        return any(
-            self.sources.get(f"{level}_{a}_parallelism") == "--set" and degrees[a] != 1 for a in axes for level, degrees in levels.items()
-        )
+        return any(self.sources.get(f"{level}_{a}_parallelism") == "--set" and degrees[a] != 1 for a in axes for level, degrees in levels.items())
 
     def dim_set(self, dim: str, *axes: str) -> bool:
         """The dimension, not the mesh, came from --set: the message names the dimension."""
@@ -652,7 +662,9 @@ def _per_device_batch(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], sha
         try:
             pdb = float(sets["per_device_batch_size"])
         except ValueError:
-            raise PlanError("--set", f"per_device_batch_size={sets['per_device_batch_size']!r} is not a number", "write it like per_device_batch_size=4") from None
+            raise PlanError(
+                "--set", f"per_device_batch_size={sets['per_device_batch_size']!r} is not a number", "write it like per_device_batch_size=4"
+            ) from None
         if not pdb > 0:
             raise PlanError("--set", f"per_device_batch_size={pdb:g} must be positive", "use e.g. per_device_batch_size=1")
         return pdb, "--set"
@@ -699,7 +711,8 @@ def _hbm(model: ModelDims, params: int, pdb: float, seq: int, totals: dict[str, 
         where, changed = blame
         raise PlanError(
             where,
-            (f"{changed}: " if changed else "") + f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
+            (f"{changed}: " if changed else "")
+            + f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
             f"activations {d['activations_gib']:g}, logits {d['logits_gib']:g}) but a {shape.generation.name} device has {d['available_gib']:g} GiB",
             ("shrink or drop those --set values, or " if changed else "")
             + "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
@@ -722,13 +735,31 @@ def _output_base(spec: EnvSpec, sets: dict[str, str], team: TeamSpec) -> str:
 
 
 def _maxtext_args(
-    mt: MaxTextSpec, model: ModelDims, sets: dict[str, str], *, name: str, base_out: str, pdb: float, steps: int,
-    ici: dict[str, int], dcn: dict[str, int], checkpoint: Checkpointing | None = None,
+    mt: MaxTextSpec,
+    model: ModelDims,
+    sets: dict[str, str],
+    *,
+    name: str,
+    base_out: str,
+    pdb: float,
+    steps: int,
+    ici: dict[str, int],
+    dcn: dict[str, int],
+    checkpoint: Checkpointing | None = None,
 ) -> dict[str, str]:
     """Argument order: identity, model, recipe args, sizing, checkpointing, mesh; --set replaces in place or appends."""
     args: dict[str, str] = {"run_name": name, "base_output_directory": base_out, "model_name": mt.model_name}
     if mt.model_name == "default":
-        for key in ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size", "max_target_length"):
+        for key in (
+            "base_emb_dim",
+            "base_num_query_heads",
+            "base_num_kv_heads",
+            "head_dim",
+            "base_num_decoder_layers",
+            "base_mlp_dim",
+            "vocab_size",
+            "max_target_length",
+        ):
             args[key] = _fmt(getattr(model, key))
     for key, value in mt.args.items():
         args[key] = _fmt(value)
@@ -751,7 +782,14 @@ def _maxtext_args(
 # --------------------------------------------------------------- profiling
 
 # MaxText keys --profile writes; a --set on one of them next to --profile is a conflict.
-PROFILE_KEYS = ("profiler", "skip_first_n_steps_for_profiler", "profiler_steps", "use_vertex_tensorboard", "vertex_tensorboard_project", "vertex_tensorboard_region")
+PROFILE_KEYS = (
+    "profiler",
+    "skip_first_n_steps_for_profiler",
+    "profiler_steps",
+    "use_vertex_tensorboard",
+    "vertex_tensorboard_project",
+    "vertex_tensorboard_region",
+)
 # Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
 # steady steps, so the trace shows the steady state (the playbook profiles from step 5).
 DEFAULT_PROFILE_START = 5
@@ -801,9 +839,7 @@ def estimate_step_seconds(model: ModelDims, params: int, tokens: int, seq: int, 
     return flops / rate
 
 
-def _checkpointing(
-    recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], o: Overrides, target: Target, step_s: float, steps: int
-) -> Checkpointing | None:
+def _checkpointing(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], o: Overrides, target: Target, step_s: float, steps: int) -> Checkpointing | None:
     """--set wins over the recipe's args, which win over the capacity mode's defaults."""
     given = {k: _fmt(v) for k, v in mt.args.items() if k in CHECKPOINT_KEYS}
     where = {k: f"recipe {recipe.name} args.{k}" for k in given}
@@ -816,10 +852,18 @@ def _checkpointing(
         return None
     if "checkpoint_period" in given:
         if o.checkpoint_every is not None:
-            raise PlanError("--checkpoint-every", f"checkpoint_period={given['checkpoint_period']} ({where['checkpoint_period']}) also sets the period", "give one: --checkpoint-every MINUTES or checkpoint_period=STEPS")
+            raise PlanError(
+                "--checkpoint-every",
+                f"checkpoint_period={given['checkpoint_period']} ({where['checkpoint_period']}) also sets the period",
+                "give one: --checkpoint-every MINUTES or checkpoint_period=STEPS",
+            )
         period = _count(given, where, "checkpoint_period")
         if period > steps:
-            raise PlanError(where["checkpoint_period"], f"checkpoint_period={period} is longer than the run ({steps} steps)", f"use at most {steps}, or --checkpoint-every MINUTES")
+            raise PlanError(
+                where["checkpoint_period"],
+                f"checkpoint_period={period} is longer than the run ({steps} steps)",
+                f"use at most {steps}, or --checkpoint-every MINUTES",
+            )
         every = round(period * step_s / 60, 2)
     else:
         every = DEFAULT_CHECKPOINT_MINUTES[target.capacity] if o.checkpoint_every is None else o.checkpoint_every
@@ -891,4 +935,6 @@ def _check_checkpoint_bucket(spec: EnvSpec, sets: dict[str, str], team: TeamSpec
             )
     problem = None if bucket is None else write_problem(spec, bucket, team, host_network)
     if problem:
-        raise PlanError(where, f"checkpoints cannot be saved: {problem}", "write them to a bucket of the run's team (buckets[].team), or --set enable_checkpointing=false")
+        raise PlanError(
+            where, f"checkpoints cannot be saved: {problem}", "write them to a bucket of the run's team (buckets[].team), or --set enable_checkpointing=false"
+        )

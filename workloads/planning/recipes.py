@@ -15,15 +15,15 @@ from __future__ import annotations
 import difflib
 import math
 from enum import Enum
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
-from toolkit.yamlfile import YamlFileError, read_capped
 from toolkit.errors import ToolkitError
+from toolkit.yamlfile import YamlFileError, read_capped
 from workloads.planning.model import RUNTIMES
 from workloads.ray import RAY_VERSION
 
@@ -84,7 +84,7 @@ class ImageRef(_Model):
     registry: str | None = Field(None, description="name:tag in <region>-docker.pkg.dev/<project>/<repository>/")
 
     @model_validator(mode="after")
-    def _one(self) -> "ImageRef":
+    def _one(self) -> ImageRef:
         if (self.ref is None) == (self.registry is None):
             raise ValueError("give exactly one of image.ref or image.registry")
         return self
@@ -122,9 +122,7 @@ class ModelDims(_Model):
 
 
 # The MaxText keys ModelDims mirrors; a --set on one of them changes the model.
-MODEL_KEYS = frozenset(
-    ["base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size"]
-)
+MODEL_KEYS = frozenset(["base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size"])
 
 
 class BatchRule(_Model):
@@ -192,18 +190,14 @@ class Recipe(_Model):
     generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), min_length=1, description="generations the recipe runs on")
     min_chips_per_slice: int = Field(1, ge=1)
     slices: int = Field(1, ge=1, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
-    libtpu_init_args: dict[str, list[str]] = Field(
-        default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest"
-    )
+    libtpu_init_args: dict[str, list[str]] = Field(default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest")
     env: dict[str, str] = Field(default_factory=dict)
     fatal_exit_codes: list[int] = Field(
         default_factory=list, description="exit codes that end the run at once, besides 1 and 2 (program errors: a rerun cannot help)"
     )
     maxtext: MaxTextSpec | None = None
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
-    runtimes: list[str] = Field(
-        default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first"
-    )
+    runtimes: list[str] = Field(default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first")
 
     @field_validator("runtimes")
     @classmethod
@@ -242,7 +236,7 @@ class Recipe(_Model):
         return v
 
     @model_validator(mode="after")
-    def _kind(self) -> "Recipe":
+    def _kind(self) -> Recipe:
         if self.kind is Kind.MAXTEXT and (self.maxtext is None or self.command is not None):
             raise ValueError("kind maxtext needs a maxtext block and no command")
         if self.kind is Kind.COMMAND and (self.command is None or self.maxtext is not None):
@@ -310,7 +304,7 @@ def _format(e: ValidationError, name: str, path: Path | None = None) -> str:
     return f"recipe {name}: {where}: {msg}{fix}" if where else f"recipe {name}: {msg}{fix}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_recipe(name: str) -> Recipe:
     """Load a shipped recipe by name; unknown names list the known ones."""
     from workloads.render import yamlio
@@ -376,4 +370,3 @@ def summary(recipe: Recipe) -> dict[str, Any]:
 
 def is_whole(x: float) -> bool:
     return math.isfinite(x) and float(x).is_integer()
-

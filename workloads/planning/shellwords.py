@@ -18,7 +18,7 @@ so a later ``$X`` sees the value the script gave it by then.
 from __future__ import annotations
 
 import re
-from typing import Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 
 from toolkit.errors import ToolkitError
 

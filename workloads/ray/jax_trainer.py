@@ -31,7 +31,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 _TOPOLOGY = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")

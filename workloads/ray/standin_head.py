@@ -26,7 +26,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-
 ATTEMPTS = 3
 
 

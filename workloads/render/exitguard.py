@@ -18,7 +18,7 @@ step was already saved restarts, finds nothing left to do, and exits 0.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 SHELL = "/bin/sh"
 SIGTERM_EXIT_CODE = 143

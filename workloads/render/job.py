@@ -49,9 +49,7 @@ def worker_hostnames(plan: RunPlan) -> str:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}}
-    return [
-        {"name": k, "value": v} for k, v in plan.program.env
-    ] + [
+    return [{"name": k, "value": v} for k, v in plan.program.env] + [
         {"name": names.TPU_WORKER_ID_ENV, "valueFrom": index},
         {"name": names.TPU_WORKER_HOSTNAMES_ENV, "value": worker_hostnames(plan)},
     ]
@@ -70,9 +68,7 @@ def affinity(plan: RunPlan) -> dict[str, Any]:
     return {
         "podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": this_job, "topologyKey": pool}]},
         # An empty namespaceSelector: other teams' Jobs too (a term covers its own namespace only otherwise).
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": other_jobs, "namespaceSelector": {}, "topologyKey": pool}]
-        },
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": other_jobs, "namespaceSelector": {}, "topologyKey": pool}]},
     }
 
 

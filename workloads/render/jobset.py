@@ -47,8 +47,8 @@ from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RunPlan
-from workloads.render import exitguard
 from workloads.planning.planner import REPLICATED_JOB
+from workloads.render import exitguard
 
 RUNTIME = "jobset"
 MEGASCALE_PORT = 8080

@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
-from toolkit.errors import SpecError
 from infra.naming import team_service_account_email
 from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, FlexStart, TeamSpec
+from toolkit.errors import SpecError
 from toolkit.names import (
     GKE_TPU_ACCELERATOR_LABEL,
     GKE_TPU_TOPOLOGY_LABEL,
@@ -56,7 +56,6 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-
 
 # DWS queued provisioning (GKE): nodes of a queued node pool carry this label and taint,
 # so only pods admitted through a ProvisioningRequest (which get both from the flavor) land there.
@@ -225,9 +224,7 @@ def provisioning_objects(spec: EnvSpec) -> list[dict[str, Any]]:
                         "backoffBaseSeconds": retry.base_seconds,
                         "backoffMaxSeconds": retry.max_seconds,
                     },
-                    "podSetUpdates": {
-                        "nodeSelector": [{"key": GKE_PROVISIONING_REQUEST_LABEL, "valueFromProvisioningClassDetail": GKE_RESIZE_REQUEST_DETAIL}]
-                    },
+                    "podSetUpdates": {"nodeSelector": [{"key": GKE_PROVISIONING_REQUEST_LABEL, "valueFromProvisioningClassDetail": GKE_RESIZE_REQUEST_DETAIL}]},
                 },
             }
         )

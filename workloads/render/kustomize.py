@@ -26,9 +26,10 @@ import copy
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from toolkit import names, tools
 from toolkit.errors import ExternalToolError, FieldError, ToolkitError
@@ -125,7 +126,7 @@ def diff(base: Any, final: Any, path: str = "") -> list[dict[str, Any]]:
                 ops.append({"op": "add", "path": sub, "value": copy.deepcopy(value)})
         return ops
     if isinstance(base, list) and isinstance(final, list) and len(base) == len(final):
-        return [op for i, (b, f) in enumerate(zip(base, final)) for op in diff(b, f, f"{path}/{i}")]
+        return [op for i, (b, f) in enumerate(zip(base, final, strict=True)) for op in diff(b, f, f"{path}/{i}")]
     if base == final and type(base) is type(final):
         return []
     return [{"op": "replace", "path": path, "value": copy.deepcopy(final)}]

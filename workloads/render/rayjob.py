@@ -62,12 +62,19 @@ def entrypoint_args(plan: RunPlan) -> list[str]:
     """What the head runs: the JaxTrainer entrypoint, then ``--`` and the plan's MaxText arguments."""
     t = plan.target
     return [
-        "python3", "-m", ENTRYPOINT_MODULE,
-        "--num-workers", str(t.nodes),
-        "--topology", t.shape.topology,
-        "--accelerator-type", accelerator_type(plan),
-        "--chips-per-worker", str(t.shape.chips_per_vm),
-        "--run-name", plan.name,
+        "python3",
+        "-m",
+        ENTRYPOINT_MODULE,
+        "--num-workers",
+        str(t.nodes),
+        "--topology",
+        t.shape.topology,
+        "--accelerator-type",
+        accelerator_type(plan),
+        "--chips-per-worker",
+        str(t.shape.chips_per_vm),
+        "--run-name",
+        plan.name,
         "--",
         *plan.program.args,
     ]
@@ -207,9 +214,7 @@ def skeletons() -> list[dict[str, Any]]:
                 "shutdownAfterJobFinishes": True,
                 "ttlSecondsAfterFinished": 0,
                 "submissionMode": "K8sJobMode",
-                "submitterPodTemplate": {
-                    "spec": {"containers": [{"name": SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}
-                },
+                "submitterPodTemplate": {"spec": {"containers": [{"name": SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}},
                 "rayClusterSpec": {
                     "rayVersion": RAY_VERSION,
                     "headGroupSpec": {

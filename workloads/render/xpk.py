@@ -34,7 +34,7 @@ from typing import Any
 
 from infra.catalog import QUOTA_FALLBACK_SIZE, machine_size
 from infra.spec import EnvSpec, Reservation
-from toolkit.names import KUEUE_API, K8S_NAMESPACE_NAME_LABEL, TPU_RESOURCE
+from toolkit.names import K8S_NAMESPACE_NAME_LABEL, KUEUE_API, TPU_RESOURCE
 from workloads.render.kueue import PSA_ENFORCE_LABEL, PSA_WARN_LABEL, flavors
 
 XPK_VERSION = "1.13.1"  # the xpk release whose source this module follows; scripts/setup-xpk.sh pins it
@@ -111,10 +111,7 @@ def cluster_queue(spec: EnvSpec) -> dict[str, Any]:
             "resourceGroups": [
                 {
                     "coveredResources": [TPU_RESOURCE, "cpu", "memory"],
-                    "flavors": [
-                        {"name": f.name, "resources": _quota(f, share)}
-                        for f in flavors(spec)
-                    ],
+                    "flavors": [{"name": f.name, "resources": _quota(f, share)} for f in flavors(spec)],
                 }
             ],
         },

@@ -8,7 +8,8 @@ output is stable enough to diff and to keep as golden files.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import yaml
 
@@ -43,9 +44,7 @@ def dump(obj: Any) -> str:
 
 
 def dump_all(objs: Iterable[Any]) -> str:
-    return yaml.dump_all(
-        list(objs), Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096, explicit_start=True
-    )
+    return yaml.dump_all(list(objs), Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True, width=4096, explicit_start=True)
 
 
 def load(text: str | bytes) -> Any:
