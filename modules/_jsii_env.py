@@ -16,6 +16,9 @@ of Python objects, and the interpreter's last garbage collection over them took
 handler, the jsii runtime's shutdown included) the heap is frozen, so that
 collection skips it; nothing else changes, as nothing runs after it.
 
+And it points jsii at the toolkit's own tools (``toolkit.paths.tool_environ``): the cached
+Node 22 and jsii package cache, as scripts/env.sh does, so a plain shell is as fast.
+
 Node's compile cache (NODE_COMPILE_CACHE) was measured too and is not set: once only
 the used namespaces load, it saved no CPU time and cost ~40 MB of cache.
 """
@@ -27,6 +30,8 @@ import gc
 import os
 from collections.abc import MutableMapping
 from pathlib import Path
+
+from toolkit.paths import tool_environ
 
 LAZY_PROVIDER = Path(__file__).resolve().with_name("_lazy_provider.cjs")
 LAZY_ENV = "TGK_LAZY_PROVIDER"
@@ -45,6 +50,7 @@ def configure(environ: MutableMapping[str, str] = os.environ) -> None:
     if not _exit_registered:
         atexit.register(gc.freeze)  # registered before the runtime's own handler, so it runs after it
         _exit_registered = True
+    tool_environ(environ)
     environ.setdefault("CDKTN_DISABLE_CREATION_STACK", "1")
     if environ.get(LAZY_ENV, "1") == "0" or not LAZY_PROVIDER.is_file():
         return

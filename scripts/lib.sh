@@ -5,6 +5,13 @@
 # $TGK_CACHE moves it; toolkit/paths.py cache_dir() is the same rule for Python.
 cache="${TGK_CACHE:-$HOME/.cache/tpu-gke-toolkit}"
 
+# Pins of the tools scripts/setup.sh installs beside the Python environment. toolkit/paths.py
+# spells the same three (tests/test_toolkit.py holds them equal), so the toolkit finds its own
+# Node and checkov without scripts/env.sh.
+node_version="22.22.0"
+cdktn_cli_version="0.24.0"
+checkov_version="3.3.30"
+
 # The rest only defines functions, for the scripts that call them: sourcing this file
 # (as scripts/env.sh does, into the caller's shell) adds no log or die of its own.
 

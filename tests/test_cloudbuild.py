@@ -17,6 +17,7 @@ import re
 import stat
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,22 @@ CONFIGS = sorted(CB.glob("*.yaml"))
 NAMES = [c.stem for c in CONFIGS]
 
 BUILTINS = {
-    "PROJECT_ID", "PROJECT_NUMBER", "BUILD_ID", "LOCATION", "TRIGGER_NAME", "COMMIT_SHA", "REVISION_ID",
-    "SHORT_SHA", "REPO_NAME", "REPO_FULL_NAME", "BRANCH_NAME", "TAG_NAME", "REF_NAME",
-    "TRIGGER_BUILD_CONFIG_PATH", "SERVICE_ACCOUNT_EMAIL", "SERVICE_ACCOUNT",
+    "PROJECT_ID",
+    "PROJECT_NUMBER",
+    "BUILD_ID",
+    "LOCATION",
+    "TRIGGER_NAME",
+    "COMMIT_SHA",
+    "REVISION_ID",
+    "SHORT_SHA",
+    "REPO_NAME",
+    "REPO_FULL_NAME",
+    "BRANCH_NAME",
+    "TAG_NAME",
+    "REF_NAME",
+    "TRIGGER_BUILD_CONFIG_PATH",
+    "SERVICE_ACCOUNT_EMAIL",
+    "SERVICE_ACCOUNT",
 }
 DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
 VAR = re.compile(r"\$(\$|\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -113,7 +127,21 @@ def test_schema_basics(path: Path):
     ids = []
     for s in steps:
         assert isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"], s
-        assert set(s) <= {"name", "args", "env", "dir", "id", "waitFor", "entrypoint", "secretEnv", "volumes", "timeout", "script", "allowFailure", "allowExitCodes"}, s.keys()
+        assert set(s) <= {
+            "name",
+            "args",
+            "env",
+            "dir",
+            "id",
+            "waitFor",
+            "entrypoint",
+            "secretEnv",
+            "volumes",
+            "timeout",
+            "script",
+            "allowFailure",
+            "allowExitCodes",
+        }, s.keys()
         assert "id" in s, f"every step has an id: {s['name']}"
         ids.append(s["id"])
         assert all(isinstance(a, str) for a in s.get("args", [])), f"{s['id']}: args must be strings"
@@ -272,10 +300,18 @@ def test_provision_order():
     steps = load(CB / "provision.yaml")["steps"]
     anc = ancestors(steps)
     order = [
-        "state-bucket", "tf-init", "tf-plan", "tf-apply", "credentials", "install-jobset-kueue",
-        "kueue-config-read", "kueue-config-merge", "kueue-config-apply", "kueue-objects",
+        "state-bucket",
+        "tf-init",
+        "tf-plan",
+        "tf-apply",
+        "credentials",
+        "install-jobset-kueue",
+        "kueue-config-read",
+        "kueue-config-merge",
+        "kueue-config-apply",
+        "kueue-objects",
     ]
-    for before, after in zip(order, order[1:]):
+    for before, after in zip(order, order[1:], strict=False):
         assert before in anc[after], f"{after} must run after {before}"
     assert "synth" in anc["tf-init"] and "spec-env" in anc["state-bucket"]
     by_id = {s["id"]: step_text(s) for s in steps}
@@ -303,7 +339,7 @@ def test_destroy_and_ci_shape():
 
 def test_no_hard_coded_versions_or_places():
     for path in CONFIGS:
-        body = "\n".join(l for l in path.read_text().splitlines() if not l.lstrip().startswith("#"))
+        body = "\n".join(ln for ln in path.read_text().splitlines() if not ln.lstrip().startswith("#"))
         assert not re.search(r"download/v\d", body), f"{path.name}: add-on version hard-coded"
         assert "my-tpu-project" not in body and "us-west4" not in body, f"{path.name}: spec values hard-coded"
 
@@ -337,7 +373,7 @@ def shims(tmp_path: Path) -> Path:
     _shim(
         d,
         "python",
-        f'''if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+        f"""if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
   mkdir -p "$3/bin"
   printf '#!/bin/sh\\nexec {real} "$@"\\n' > "$3/bin/python"
   printf '#!/bin/sh\\necho "pip $*" >> "$TGK_TEST_LOG"\\n' > "$3/bin/pip"
@@ -345,7 +381,7 @@ def shims(tmp_path: Path) -> Path:
   exit 0
 fi
 exec {real} "$@"
-''',
+""",
     )
     _shim(d, "kubectl", 'echo "kubectl $*" >> "$TGK_TEST_LOG"\n')
     return d
@@ -373,7 +409,7 @@ def test_provision_installs_the_spec_versions(versions, tmp_path: Path, shims: P
     assert "pip install -q --disable-pip-version-check -c constraints.txt -e ." in log.read_text()
     r = _run_step(doc, "install-jobset-kueue", ws, subs, shims)
     assert r.returncode == 0, r.stderr
-    calls = [l for l in log.read_text().splitlines() if l.startswith("kubectl")]
+    calls = [ln for ln in log.read_text().splitlines() if ln.startswith("kubectl")]
     js, kq = spec.versions.jobset, spec.versions.kueue
     if versions:
         assert (js, kq) == ("v0.8.3", "v0.14.9")
@@ -455,9 +491,14 @@ def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) ->
     _shim(shims, "docker", 'echo "docker $*" >> "$TGK_TEST_LOG"\n')
     ws = tmp_path / "ws"
     ws.mkdir()
-    for rel in _RAY_CONTEXT_FILES:
+    # The workspace is the repository: its packages whole (a partial copy would shadow the
+    # toolkit the steps' Python imports), and the files the Ray build context is made of.
+    for rel in ("infra", "modules", "toolkit", "workloads", *_RAY_CONTEXT_FILES):
         (ws / rel).parent.mkdir(parents=True, exist_ok=True)
-        (shutil.copytree if (REPO / rel).is_dir() else shutil.copy)(REPO / rel, ws / rel)
+        if (REPO / rel).is_dir():
+            shutil.copytree(REPO / rel, ws / rel, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(REPO / rel, ws / rel)
     doc = load(CB / "image-maxtext.yaml")
     subs = {**doc["substitutions"], "_SPEC": str(spec)}
     assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "push"]
@@ -465,7 +506,7 @@ def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) ->
         r = _run_step(doc, sid, ws, subs, shims)
         assert r.returncode == 0, (sid, r.stderr)
     log = (tmp_path / "log").read_text()
-    pushes = [l.removeprefix("docker push ") for l in log.splitlines() if l.startswith("docker push ")]
+    pushes = [ln.removeprefix("docker push ") for ln in log.splitlines() if ln.startswith("docker push ")]
     return log, pushes, ws
 
 
@@ -491,7 +532,7 @@ def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Pa
     repo = "us-west4-docker.pkg.dev/my-tpu-project/tpu-training"
     assert pushes == [f"{repo}/{recipes.MAXTEXT_IMAGE}", f"{repo}/{recipes.RAY_IMAGE}"]
     ctx = ws / ".tgk/ray-context"
-    build = next(l for l in log.splitlines() if l.startswith(f"docker build -f {ctx.relative_to(ws)}/Dockerfile"))
+    build = next(ln for ln in log.splitlines() if ln.startswith(f"docker build -f {ctx.relative_to(ws)}/Dockerfile"))
     assert f"--build-arg BASE={pushes[0]}" in build and f"--build-arg RAY_VERSION={RAY_VERSION}" in build
     assert build.endswith(f"-t {pushes[1]} {ctx.relative_to(ws)}")
     # The context holds what the RayJob's entrypoint imports, and nothing of the workspace's venv.
@@ -525,7 +566,7 @@ def test_the_ray_image_runs_the_entrypoint_the_rayjob_names() -> None:
     from workloads.ray import ENTRYPOINT_MODULE
 
     dockerfile = (CB / "ray" / "Dockerfile").read_text()
-    assert "FROM ${BASE}" in dockerfile and 'ray[default,train]==${RAY_VERSION}' in dockerfile
+    assert "FROM ${BASE}" in dockerfile and "ray[default,train]==${RAY_VERSION}" in dockerfile
     assert f"import {ENTRYPOINT_MODULE}" in dockerfile  # the build fails if the entrypoint cannot import
 
 
@@ -539,7 +580,7 @@ def test_image_path_comes_from_the_spec(tmp_path: Path, shims: Path, monkeypatch
 @pytest.mark.parametrize("example", ["default.yaml", "tpu7x.yaml"])
 def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path: Path, shims: Path, monkeypatch):
     """Every recipe that runs in the MaxText image pulls exactly the reference the pipeline pushes."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from infra.spec import load_spec
     from workloads.planning import recipes
@@ -549,7 +590,7 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
     spec = load_spec(REPO / "examples" / example)
     in_image = [r.name for r in recipes.all_recipes() if (r.image.registry or "").split(":")[0] == recipes.MAXTEXT_IMAGE_NAME]
     assert {"maxtext-6b", "llama3-8b", "gpt3-6b", "hello-tpu"} <= set(in_image)
-    now = datetime(2026, 3, 4, 5, 6, tzinfo=timezone.utc)
+    now = datetime(2026, 3, 4, 5, 6, tzinfo=UTC)
     from workloads.planning.select import why_not
 
     planned = 0
@@ -569,7 +610,9 @@ def test_a_recipe_pulling_another_maxtext_tag_is_refused():
     good = recipes.load_recipe("maxtext-6b")
     recipes.check_image(good)
     stale = good.model_copy(update={"image": recipes.ImageRef(registry="maxtext:0.2.5-py3.12")})
-    with pytest.raises(recipes.RecipeError, match=r"image.registry: maxtext:0.2.5-py3.12 is not the image cloudbuild/image-maxtext.yaml pushes \(maxtext:0.2.5\)"):
+    with pytest.raises(
+        recipes.RecipeError, match=r"image.registry: maxtext:0.2.5-py3.12 is not the image cloudbuild/image-maxtext.yaml pushes \(maxtext:0.2.5\)"
+    ):
         recipes.check_image(stale)
     recipes.check_image(good.model_copy(update={"image": recipes.ImageRef(registry="other:1")}))  # not the MaxText image
 
@@ -591,9 +634,9 @@ def test_ci_test_step_runs_dot_ci_run_with_go_and_node_22(tmp_path: Path, shims:
     node_image = {s["id"]: s["name"] for s in doc["steps"]}["node"]
     go_version = go_image.split(":")[1].split("-")[0]
     node_version = node_image.split(":")[1].split("-")[0]
-    # The versions the toolkit needs: README "Go >= 1.26"; scripts/setup.sh installs Node 22 with this npm.
+    # The versions the toolkit needs: README "Go >= 1.26"; scripts/setup.sh installs Node 22 (pinned in scripts/lib.sh) with this npm.
     assert tuple(int(x) for x in go_version.split(".")[:2]) >= (1, 26)
-    setup_node = re.search(r'^node_version="(\d+)\.', (REPO / "scripts/setup.sh").read_text(), re.M).group(1)
+    setup_node = re.search(r'^node_version="(\d+)\.', (REPO / "scripts/lib.sh").read_text(), re.M).group(1)
     assert node_version.split(".")[0] == setup_node == "22"
 
     goroot = tmp_path / "image-go"
@@ -621,7 +664,7 @@ def test_ci_test_step_runs_dot_ci_run_with_go_and_node_22(tmp_path: Path, shims:
     r = _run_step(doc, "test", ws, subs, shims)
     assert r.returncode == 0, r.stderr
     assert f"go version go{go_version}" in r.stdout and f"v{node_version}" in r.stdout
-    found = dict(l.split("=", 1) for l in log.read_text().splitlines() if "=" in l)
+    found = dict(ln.split("=", 1) for ln in log.read_text().splitlines() if "=" in ln)
     assert found == {"go": f"{ws}/.tgk/go/bin/go", "node": f"{ws}/.tgk/node/bin/node", "npm": f"{ws}/.tgk/node/bin/npm"}
     assert f"v{node_version}" in log.read_text().splitlines()
 
@@ -679,7 +722,7 @@ def test_fake_client_create_then_idempotent(capsys):
     c = FakeClient()
     spec = str(REPO / "examples/v4.yaml")
     assert bsb.main(["--spec", spec], client=c) == 0
-    (b, project, location), = c.created
+    ((b, project, location),) = c.created
     assert (b.name, project, location) == ("my-tpu-project-tf-state", "my-tpu-project", "us-central2")
     assert b.iam_configuration.uniform_bucket_level_access_enabled and b.iam_configuration.public_access_prevention == "enforced"
     assert b.versioning_enabled
@@ -701,7 +744,9 @@ def test_fake_client_tightens_a_weak_existing_bucket(capsys):
 def test_bad_spec_is_one_line(tmp_path: Path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts/bootstrap_state_bucket.py"), "--spec", str(REPO / "tests/bad_specs/zero_slices.yaml"), "--dry-run"],
-        capture_output=True, text=True, cwd=REPO,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: tpu_pools[0].slices:")
 
@@ -792,7 +837,12 @@ def test_emulator_script_as_a_process(gcs_emulator, tmp_path: Path):
     """The shell entry point, end to end, with the client built from STORAGE_EMULATOR_HOST."""
     spec = _spec_with_bucket(tmp_path, "tgk-state-process")
     env = {**os.environ, "STORAGE_EMULATOR_HOST": gcs_emulator, "TGK_PYTHON_BIN": sys.executable}
-    run = lambda *a: subprocess.run(["bash", str(REPO / "scripts/bootstrap-state-bucket.sh"), "--spec", str(spec), *a], env=env, capture_output=True, text=True, timeout=60)
+
+    def run(*a: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(REPO / "scripts/bootstrap-state-bucket.sh"), "--spec", str(spec), *a], env=env, capture_output=True, text=True, timeout=60
+        )
+
     dry = run("--dry-run")
     assert dry.returncode == 0 and dry.stdout.startswith("would create"), dry.stderr
     first = run()
