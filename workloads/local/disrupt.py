@@ -77,7 +77,7 @@ def replacements_dir(state_dir: Path) -> Path:
 def patch(kube: Cluster, path: str, body: dict[str, Any], *, strategic: bool = False) -> dict[str, Any]:
     """PATCH ``path`` (a merge patch, or a strategic merge patch for built-in lists keyed by type); NotFound if it is gone."""
     kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
-    return kube.request("PATCH", path, body, content_type=kind)
+    return kube.request("PATCH", path, body=body, content_type=kind)
 
 
 def force_delete(kube: Cluster, path: str) -> None:
