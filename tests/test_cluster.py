@@ -24,7 +24,10 @@ import yaml
 
 from tests.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
-from workloads.cluster.client import Cluster, LogsUnavailable, Response, _read_kubeconfig, _stdlib_transport, _StdlibTransport
+from workloads.cluster.api import LogsUnavailable
+from workloads.cluster.kubeconfig import read_kubeconfig, stdlib_transport
+from workloads.cluster.runs import Cluster
+from workloads.cluster.transport import Response, StdlibTransport
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -482,7 +485,7 @@ def test_client_cert_kubeconfig_goes_over_the_standard_library(tmp_path: Path, p
         path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1"
         api.routes[("PATCH", path)] = lambda q, b: (200, json.loads(b))
         cluster = Cluster.connect(_cert_kubeconfig(tmp_path, api.url, pki, inline=inline))
-        assert isinstance(cluster.transport, _StdlibTransport)
+        assert isinstance(cluster.transport, StdlibTransport)
         assert cluster.default_namespace == "team-a" and cluster.context == "c"
         obj = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "r1"}, "spec": {"suspend": True}}
         assert cluster.apply([obj]) == [obj]
@@ -555,7 +558,7 @@ def test_standard_library_streams_lines_and_watches(tmp_path: Path) -> None:
             )
         )
         cluster = Cluster.connect(p)
-        assert isinstance(cluster.transport, _StdlibTransport)
+        assert isinstance(cluster.transport, StdlibTransport)
         api.routes[("GET", "/api/v1/namespaces/default/pods/p0/log")] = lambda q, b: (200, b"step 1\nstep 2\nlast")
         assert list(cluster.logs("default", "p0", follow=True)) == ["step 1", "step 2", "last"]
         events = b"".join(json.dumps({"type": t, "object": {"metadata": {"name": n}}}).encode() + b"\n" for t, n in (("ADDED", "a"), ("DELETED", "a")))
@@ -585,19 +588,19 @@ def test_the_transport_follows_the_kubeconfig_user(tmp_path: Path) -> None:
                 }
             )
         )
-        return _read_kubeconfig(p, None)
+        return read_kubeconfig(p, None)
 
     cert = {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}
-    assert isinstance(_stdlib_transport(context(cert), 5), _StdlibTransport)
-    assert isinstance(_stdlib_transport(context({}), 5), _StdlibTransport)
+    assert isinstance(stdlib_transport(context(cert), 5), StdlibTransport)
+    assert isinstance(stdlib_transport(context({}), 5), StdlibTransport)
     # Tokens, exec plugins (gke-gcloud-auth-plugin) and proxies are the kubernetes client's.
-    assert _stdlib_transport(context({"token": "t"}), 5) is None
-    assert _stdlib_transport(context({"exec": {"command": "gke-gcloud-auth-plugin"}}), 5) is None
-    assert _stdlib_transport(context(cert, {"server": "https://x", "proxy-url": "http://p"}), 5) is None
+    assert stdlib_transport(context({"token": "t"}), 5) is None
+    assert stdlib_transport(context({"exec": {"command": "gke-gcloud-auth-plugin"}}), 5) is None
+    assert stdlib_transport(context(cert, {"server": "https://x", "proxy-url": "http://p"}), 5) is None
     with pytest.raises(ClusterError, match="certificate without its key"):
-        _stdlib_transport(context({"client-certificate-data": "Y2VydA=="}), 5)
+        stdlib_transport(context({"client-certificate-data": "Y2VydA=="}), 5)
     with pytest.raises(ClusterError, match="client-certificate-data .* is not base64"):
-        _stdlib_transport(context({"client-certificate-data": "!!", "client-key-data": "a2V5"}), 5)
+        stdlib_transport(context({"client-certificate-data": "!!", "client-key-data": "a2V5"}), 5)
     with pytest.raises(ClusterError, match="has no cluster with a server"):
         context({}, {"certificate-authority-data": "Y2E="})
 
@@ -619,7 +622,7 @@ def test_the_standard_library_path_does_not_import_the_kubernetes_client(tmp_pat
         )
         code = (
             "import sys, workloads.local.controlplane\n"
-            "from workloads.cluster.client import Cluster\n"
+            "from workloads.cluster.runs import Cluster\n"
             f"print(Cluster.connect({str(p)!r}).server_version())\n"
             "print([m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3')])\n"
         )

@@ -20,8 +20,8 @@ from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustom
 from tests.test_manifests import _check_golden
 from toolkit import names
 from workloads.cluster import status as st
-from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA_INDEX_LABEL, RAYJOB
+from workloads.cluster.runs import Cluster
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.planning.recipes import RAY_IMAGE
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION

@@ -44,7 +44,44 @@ class ExternalToolError(ToolkitError):
 class ClusterError(ToolkitError):
     """The Kubernetes API could not be reached or refused a request.
 
-    Exit code 3 tells scripts "the cluster side failed" apart from bad input (2).
+    Exit code 3 tells scripts "the cluster side failed" apart from bad input (2). The base
+    class itself is what cannot be sorted by the server's answer: an unusable kubeconfig,
+    a kind the toolkit cannot place. Where the API server answered, ``status`` is its HTTP
+    status and the subclass says what kind of refusal it was, so a caller can treat
+    "not there" differently from "not allowed" or "not reachable".
     """
 
     exit_code = 3
+    status: int | None = None
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class NotFound(ClusterError):
+    """404: the object is not there, or its kind or API group is not served (a CRD not installed)."""
+
+    status = 404
+
+
+class Forbidden(ClusterError):
+    """401/403 from authentication or RBAC: the kubeconfig's identity may not do this."""
+
+    status = 403
+
+
+class Conflict(ClusterError):
+    """409: the object already exists, or another field manager owns fields an apply sets."""
+
+    status = 409
+
+
+class Unreachable(ClusterError):
+    """No answer from the API server: connection refused, TLS handshake, timeout, DNS."""
+
+
+class Rejected(ClusterError):
+    """Any other refusal the server answered with: an invalid object (400/422), an admission
+    webhook or Pod Security (403 that is not RBAC), throttling (429), a server failure (5xx)."""

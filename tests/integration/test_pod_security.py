@@ -14,8 +14,8 @@ import copy
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, TeamSpec, load_spec
+from toolkit.errors import Forbidden, Rejected
 from toolkit.names import TGK_FIELD_MANAGER
-from workloads.cluster.client import ClusterError
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import kueue
 from workloads.render.jobset import run_objects
@@ -46,9 +46,11 @@ def test_a_team_namespace_refuses_host_network_pods(cluster):
     cluster.apply([o for o in kueue.queue_objects(spec) if o["kind"] in ("Namespace", "ServiceAccount")], field_manager=TGK_FIELD_MANAGER)
     pod = _worker_pod(team.ns, "psa-pod-network")
     assert cluster.create(pod, dry_run=True)["spec"].get("hostNetwork") in (None, False)
-    with pytest.raises(ClusterError) as refused:
+    with pytest.raises(Rejected) as refused:
         cluster.create(_on_host_network(pod), dry_run=True)
     assert "PodSecurity" in str(refused.value) and "hostNetwork" in str(refused.value), str(refused.value)
+    # A 403 from admission, not from RBAC: the line does not send the user after permissions.
+    assert refused.value.status == 403 and not isinstance(refused.value, Forbidden) and "RBAC" not in str(refused.value)
 
 
 def test_an_opted_in_team_namespace_admits_them(cluster):

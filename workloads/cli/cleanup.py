@@ -109,7 +109,7 @@ def cleanup(
     namespaces = _namespaces(spec_obj, team)
     buckets = _buckets(spec_obj, team) if checkpoints else []
 
-    from workloads.cluster.client import Cluster
+    from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     found, orphans = cl.collect(cluster, namespaces)

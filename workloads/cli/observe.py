@@ -27,7 +27,7 @@ from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, ap
 if TYPE_CHECKING:
     from infra.catalog import SliceShape
     from infra.spec import EnvSpec
-    from workloads.cluster.client import Cluster
+    from workloads.cluster.runs import Cluster
     from workloads.observe.goodput import Goodput, Timeline
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
@@ -58,7 +58,7 @@ def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) 
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
-    from workloads.cluster.client import Cluster
+    from workloads.cluster.runs import Cluster
 
     return Cluster.connect(kubeconfig, context)
 
@@ -152,10 +152,14 @@ def _load_run(
 
 
 def _timeline(cluster, ns: str, run: str):
-    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown)."""
+    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown).
+
+    Unknown without the JobSet CRD or Kueue; also when the identity may not read them (the
+    log it did read is still analysed), which a warning line on stderr says.
+    """
     from datetime import datetime
 
-    from workloads.cluster.client import ClusterError
+    from toolkit.errors import Forbidden, NotFound
     from workloads.observe.goodput import Timeline
 
     def epoch(ts: str | None) -> float | None:
@@ -164,7 +168,10 @@ def _timeline(cluster, ns: str, run: str):
     try:
         js = cluster.jobset(ns, run)
         wl = cluster.workload_for(ns, js) if js else None
-    except ClusterError:
+    except NotFound:
+        return None
+    except Forbidden as e:
+        sys.stderr.write(f"warning: the run's queueing time is unknown: {e}\n")
         return None
     if js is None:
         return None
@@ -307,8 +314,14 @@ def _wait_finished(cluster, ns: str, run: str, timeout: float):
 
 
 def _last_checkpoint(cluster, ns: str, run: str) -> int | None:
-    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown)."""
-    from workloads.cluster.client import ClusterError
+    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown).
+
+    A log the server cannot serve (no kubelet behind a simulated node, pod gone) leaves it
+    unknown; so does one the identity may not read, with a warning line on stderr: the
+    status itself was readable. No answer from the server fails the command (exit 3).
+    """
+    from toolkit.errors import Forbidden, NotFound
+    from workloads.cluster.api import LogsUnavailable
     from workloads.observe.goodput import last_checkpoint
 
     try:
@@ -316,7 +329,10 @@ def _last_checkpoint(cluster, ns: str, run: str) -> int | None:
         if pod is None:
             return None
         return last_checkpoint("\n".join(cluster.logs(ns, pod["metadata"]["name"], tail_lines=2000)))
-    except ClusterError:
+    except (LogsUnavailable, NotFound):
+        return None
+    except Forbidden as e:
+        sys.stderr.write(f"warning: the last checkpoint is unknown: {e}\n")
         return None
 
 
@@ -384,7 +400,7 @@ def logs(
     context: ContextOpt = None,
 ) -> None:
     """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics; for a RayJob, its driver: the submitter)."""
-    from workloads.cluster.client import ClusterError
+    from toolkit.errors import NotFound
 
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
@@ -397,7 +413,7 @@ def logs(
             if slice_index is not None or worker is not None
             else "the driver or worker 0"
         )
-        raise ClusterError(f"no pod for {which} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
+        raise NotFound(f"no pod for {which} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
     for line in cluster.logs(ns, pod["metadata"]["name"], container=container, follow=follow):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()

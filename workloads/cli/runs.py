@@ -389,7 +389,7 @@ def submit(
             _echo_cost(plan, env)
         return
 
-    from workloads.cluster.client import Cluster
+    from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     objects, rehearsal_note = _rehearsal(objects, plan, cluster, rehearse_seconds)
@@ -559,7 +559,7 @@ def queues_apply(
     if dry_run:
         _print_objects(objects, output)
         return
-    from workloads.cluster.client import Cluster
+    from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)

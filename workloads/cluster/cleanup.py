@@ -26,7 +26,8 @@ from toolkit.names import TGK_RUN_LABEL
 from workloads.cluster import runkinds as rk
 
 if TYPE_CHECKING:
-    from workloads.cluster.client import Cluster, DeleteResult
+    from workloads.cluster.api import DeleteResult
+    from workloads.cluster.runs import Cluster
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
@@ -201,17 +202,22 @@ def _human(seconds: float) -> str:
 
 
 def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], list[OrphanWorkload]]:
-    """Every run (JobSet, RayJob, and plain Job made by the toolkit) and orphaned finished Workload in the namespaces."""
+    """Every run (JobSet, RayJob, and plain Job made by the toolkit) and orphaned finished Workload in the namespaces.
+
+    A runtime or Kueue that is not installed has nothing to clean up; a refused read
+    (Forbidden) is raised: a cleanup that skipped what it may not see would report
+    "nothing to remove" for a cluster it never looked at.
+    """
     runs: list[Run] = []
     orphans: list[OrphanWorkload] = []
-    from toolkit.errors import ClusterError
+    from toolkit.errors import NotFound
 
     for ns in namespaces:
         live_uids: set[str] = set()
         for kind in rk.LOOKUP_ORDER:
             try:
                 info = cluster.resource(kind.api_version, kind.kind)
-            except ClusterError:
+            except NotFound:
                 continue  # that runtime is not installed
             selector = f"{TGK_RUN_LABEL}" if kind is rk.JOB else None
             for obj in cluster.list(info, ns, label_selector=selector):
@@ -223,8 +229,8 @@ def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], lis
                 runs.append(run_from(obj))
         try:
             workloads = cluster.list(cluster.kueue("Workload"), ns)
-        except ClusterError:
-            workloads = []
+        except NotFound:
+            workloads = []  # Kueue is not installed
         for wl in workloads:
             o = orphan_from(wl, live_uids)
             if o is not None:

@@ -214,3 +214,20 @@ def write_webhook_cert(pki: Pki, cert_dir: Path, dns_name: str) -> bytes:
     _write_key(cert_dir / "tls.key", key)
     _write_cert(cert_dir / "tls.crt", cert)
     return pki.ca_cert.read_bytes()
+
+
+def write_client_cert(pki: Pki, out_dir: Path, common_name: str, organisation: str | None = None) -> tuple[Path, Path]:
+    """A client certificate signed by the cluster CA for user ``common_name`` (group ``organisation``),
+    written to ``out_dir`` as ``<common_name>.crt``/``.key``; returns (cert, key).
+
+    An identity the bootstrap RBAC grants nothing beyond discovery, for speaking to the
+    cluster as a user whose Roles are chosen (the API server trusts any cert of its client CA).
+    """
+    ca_key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), password=None)
+    ca_cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key, cert = _leaf(ca_key, ca_cert, _name(common_name, organisation), server=False)  # type: ignore[arg-type]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = out_dir / f"{common_name}.crt", out_dir / f"{common_name}.key"
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
+    return cert_path, key_path

@@ -57,7 +57,7 @@ from toolkit.names import (
     TGK_LOCAL_MANAGED_LABEL,
 )
 from toolkit.paths import REPO_ROOT, cache_dir, script
-from workloads.cluster.client import Cluster
+from workloads.cluster.runs import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, rehearsal
 from workloads.local.procs import Daemon, free_port, port_open

@@ -47,9 +47,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ClusterError, FieldError
+from toolkit.errors import Conflict, FieldError, NotFound, Rejected
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, KWOK_NODE_ANNOTATION
-from workloads.cluster.client import Cluster
+from workloads.cluster.runs import Cluster
 from workloads.local.addons import NODE_DOWN_ANNOTATION
 
 DEFAULT_REPLACE_AFTER_S = 5.0  # preemption -> the slice's nodes Ready again (GKE: minutes)
@@ -75,19 +75,17 @@ def replacements_dir(state_dir: Path) -> Path:
 
 
 def patch(kube: Cluster, path: str, body: dict[str, Any], *, strategic: bool = False) -> dict[str, Any]:
-    """PATCH ``path`` (a merge patch, or a strategic merge patch for built-in lists keyed by type)."""
+    """PATCH ``path`` (a merge patch, or a strategic merge patch for built-in lists keyed by type); NotFound if it is gone."""
     kind = "application/strategic-merge-patch+json" if strategic else "application/merge-patch+json"
-    resp = kube.transport.request("PATCH", path, body=body, content_type=kind)
-    if not resp.ok:
-        raise ClusterError(f"PATCH {path}: HTTP {resp.status} {resp.body[:200].decode(errors='replace')}")
-    return resp.json()
+    return kube.request("PATCH", path, body=body, content_type=kind)
 
 
 def force_delete(kube: Cluster, path: str) -> None:
-    """DELETE with no grace period: gone as soon as no finalizer holds it (404 is fine)."""
-    resp = kube.transport.request("DELETE", path, query=[("gracePeriodSeconds", "0")])
-    if not resp.ok and resp.status != 404:
-        raise ClusterError(f"DELETE {path}: HTTP {resp.status} {resp.body[:200].decode(errors='replace')}")
+    """DELETE with no grace period: gone as soon as no finalizer holds it (already gone is fine)."""
+    try:
+        kube.request("DELETE", path, query=[("gracePeriodSeconds", "0")])
+    except NotFound:
+        pass
 
 
 def _condition(type_: str, status: str, reason: str, message: str) -> dict[str, str]:
@@ -247,23 +245,17 @@ def preempt(
             if (p.get("status") or {}).get("phase") not in _LIVE or meta.get("deletionTimestamp"):
                 continue
             if maintenance:
-                resp = kube.transport.request(
-                    "POST",
-                    pod_info.path(meta["namespace"], meta["name"], "eviction"),
-                    body={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}},
-                )
-                if resp.status == 404:
-                    continue
-                if not resp.ok:
-                    raise ClusterError(f"evicting pod {meta['namespace']}/{meta['name']}: HTTP {resp.status} {resp.body[:200].decode(errors='replace')}")
+                eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
+                try:
+                    kube.request("POST", pod_info.path(meta["namespace"], meta["name"], "eviction"), eviction)
+                except NotFound:
+                    continue  # gone meanwhile
             else:
                 cond = _condition("DisruptionTarget", "True", "TerminationByKubelet", SHUTDOWN_MESSAGE)
                 try:
                     patch(kube, pod_info.path(meta["namespace"], meta["name"], "status"), {"status": {"conditions": [cond]}}, strategic=True)
-                except ClusterError:
-                    if kube.get(pod_info, meta["name"], meta["namespace"]) is None:
-                        continue  # gone meanwhile
-                    raise
+                except NotFound:
+                    continue  # gone meanwhile
             disrupted.append(f"{meta['namespace']}/{meta['name']}")
     return PreemptResult(
         namespace=namespace,
@@ -307,14 +299,11 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
         if now < max(record.up_at, record.gone + RECREATE_GAP_S):
             return False
         for snap in record.nodes:
-            name = snap["metadata"]["name"]
             node = {**snap, "spec": {**snap.get("spec", {}), "unschedulable": True}}
             try:
                 kube.create(node, field_manager="tgk-local")
-            except ClusterError:
-                if kube.get(node_info, name) is None:
-                    raise
-                # Created by an earlier pass that did not finish: it stays.
+            except Conflict:
+                pass  # created by an earlier pass that did not finish: it stays
         record.created = True
         return False
     for name in names:
@@ -358,9 +347,8 @@ def _take_down(kube: Cluster, node_info, names: list[str], left: dict[str, list[
             cond = _condition("Ready", "Unknown", "NodeStatusUnknown", "Kubelet stopped posting node status.")
             cond["lastHeartbeatTime"] = cond["lastTransitionTime"]
             patch(kube, node_info.path(None, name, "status"), {"status": {"conditions": [cond]}}, strategic=True)
-        except ClusterError:
-            if kube.get(node_info, name) is not None:
-                raise
+        except NotFound:
+            pass  # already gone: nothing to mark down
         # What the pod GC does to a pod whose node is gone: Failed, DisruptionTarget, deleted.
         for p in left.get(name) or []:
             meta = p["metadata"]
@@ -369,8 +357,8 @@ def _take_down(kube: Cluster, node_info, names: list[str], left: dict[str, list[
                 cond = _condition("DisruptionTarget", "True", "DeletionByPodGC", "PodGC: node no longer exists")
                 try:
                     patch(kube, path + "/status", {"status": {"phase": "Failed", "conditions": [cond]}}, strategic=True)
-                except ClusterError:
-                    pass  # gone meanwhile
+                except (NotFound, Rejected):
+                    pass  # gone meanwhile, or ended meanwhile (a finished pod's phase cannot change)
             force_delete(kube, path)
 
 

@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from workloads.local import disrupt
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
@@ -259,9 +259,8 @@ class Rehearsals:
         }
         try:
             self.kube.create(obj, field_manager="tgk-rehearsal")
-        except ToolkitError as e:
-            if "already exists" not in str(e):
-                raise
+        except Conflict:
+            pass  # made by an earlier pass
 
     def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any]]], now: float) -> None:
         book = self.book(run_uid)

@@ -310,13 +310,17 @@ def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
 
 
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:
-    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.client.Cluster."""
-    from workloads.cluster.client import ClusterError
+    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.runs.Cluster.
+
+    Only a Kueue API group the cluster does not serve counts as "Kueue not installed";
+    a refused or failed discovery is raised as it is, not reported as a missing Kueue.
+    """
+    from toolkit.errors import NotFound
 
     try:
         cluster.preferred_version(KUEUE_GROUP)
         kueue_ok = True
-    except ClusterError:
+    except NotFound:
         kueue_ok = False
     nodes = tuple(cluster.list(cluster.resource("v1", "Node")))
     if not kueue_ok:
