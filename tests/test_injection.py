@@ -43,6 +43,8 @@ EXAMPLES = REPO / "examples"
 # MaxText keys the planner passes on as written (it reads none of them).
 FREE_KEYS = ("dataset_path", "tokenizer_path", "hf_path", "hf_data_dir", "eval_dataset_name")
 ISSUE_EXAMPLE = "x;touch${IFS}/tmp/p"  # issue 21's own value, marker /tmp/p
+# Inert words that look like flags or like the encoded form: they stay plain in the entrypoint.
+INERT_TRICKY = ["-rf", "--", "--maxtext-args-b64=W10=", "a=b=c", "%s@:,+./"]
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -276,6 +278,13 @@ def test_any_value_reaches_the_jaxtrainer_as_given(drawn: list[str], shims: Shim
         got = _through_the_submitter(plan, shims, Path(cwd))
     assert got.get("maxtext_args") == list(plan.program.args), got
     assert not mark.exists()
+
+
+def test_inert_values_that_look_like_flags_stay_plain_and_reach_the_jaxtrainer(shims: Shims, tmp_path: Path) -> None:
+    plan = _plan("ray", INERT_TRICKY)
+    assert ep.ARGS_FLAG + "=" not in rayjob.rayjob(plan)["spec"]["entrypoint"].split(" -- ")[0]
+    got = _through_the_submitter(plan, shims, tmp_path)
+    assert got["maxtext_args"] == list(plan.program.args)
 
 
 def test_plain_args_stay_readable_in_the_entrypoint() -> None:
