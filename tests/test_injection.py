@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 from infra.spec import load_spec
 from tests.conftest import REPO, run_module
 from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
+from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from workloads.planning import carry
 from workloads.planning import recipes as r
 from workloads.planning.import_recipe import import_recipe
@@ -37,6 +38,8 @@ from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.ray import entrypoint as ep
 from workloads.ray import jax_trainer
 from workloads.render import exitguard, job, jobset, rayjob
+from workloads.render.kustomize import build, render, write_tree
+from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
 from workloads.render.literal import k8s_literal
 
 EXAMPLES = REPO / "examples"
@@ -469,3 +472,16 @@ def test_names_are_dns_labels_so_they_cannot_carry_shell_text() -> None:
         with pytest.raises(PlanError) as e:
             _plan("jobset", [], **{"name": bad})
         assert e.value.field == "--name"
+
+
+# ------------------------------------------------------------------ the Kustomize tree keeps them
+
+
+@pytest.mark.tools
+@pytest.mark.parametrize("runtime", ["jobset", "job", "ray"])
+def test_kustomize_build_keeps_the_values_byte_for_byte(runtime: str, tmp_path: Path, kustomize_bin: str, mark: Path) -> None:  # noqa: F811
+    """`render --out` then `kustomize build` (what a user applies): no $(VAR) substitution, no quoting lost."""
+    values = [ISSUE_EXAMPLE, "it's", "$(HOME) a$$b", f'`touch {mark}`\n"', "ünï 🚀"]
+    plan = _plan(runtime, values)
+    write_tree(tmp_path, render(plan))
+    assert build(tmp_path / "overlays" / plan.name, binary=kustomize_bin) == stamped(plan)
