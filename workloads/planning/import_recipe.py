@@ -49,6 +49,7 @@ from workloads.planning.recipes import (
     RECIPES_DIR,
     Recipe,
     check_image,
+    image_problem,
     maxtext_keys,
     mesh_key,
     suggest,
@@ -469,7 +470,7 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
 
 
 def _image(ref: str | None, unmapped: list[str]) -> dict[str, str]:
-    if ref and _IMAGE_REF.match(ref):
+    if ref and _IMAGE_REF.match(ref) and image_problem(ref) is None:
         return {"ref": ref}
     given = f"--docker-image={ref[:60]}: not a tagged image reference" if ref else "no --docker-image (--image)"
     unmapped.append(f"{given}; the recipe uses the toolkit's {MAXTEXT_IMAGE} (submit --image overrides)")

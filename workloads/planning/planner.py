@@ -49,6 +49,7 @@ from infra.catalog import GIB, SliceShape
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
+from workloads.planning import carry
 from workloads.planning.model import (
     ASSUMED_MFU,
     AUTOCHECKPOINT_CAPACITY,
@@ -83,6 +84,7 @@ from workloads.planning.recipes import (
     MaxTextSpec,
     ModelDims,
     Recipe,
+    image_problem,
     load_recipe,
     maxtext_keys,
     mesh_key,
@@ -99,7 +101,6 @@ DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
-_IMAGE_TAGGED = re.compile(r"^[^\s@]+(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}|@sha256:[0-9a-f]{64})$")
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,9 @@ def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
             raise PlanError("--set", f"{key!r} is not a MaxText key (lowercase letters, digits and _)", "write it like --set remat_policy=full")
         if key in out:
             raise PlanError("--set", f"{key} is given twice ({out[key]!r} and {value!r})", "give each key once")
+        bad = carry.problem(value)
+        if bad:
+            raise PlanError("--set", f"the value of {key} {bad}", f"give {key} a value without it")
         out[key] = value
     return out
 
@@ -273,8 +277,9 @@ def estimate_hbm(model: ModelDims, params: int, per_device_batch: float, seq: in
 
 def _image(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str | None = None) -> str:
     if image is not None:
-        if not _IMAGE_TAGGED.match(image) or image.rsplit("/", 1)[-1].startswith(":"):
-            raise PlanError("--image", f"{image!r} has no tag or digest", "pin it, e.g. --image us-docker.pkg.dev/p/r/maxtext:0.2.5")
+        bad = image_problem(image)
+        if bad:
+            raise PlanError("--image", f"{image[:300]!r} {bad}", "pin it, e.g. --image us-docker.pkg.dev/p/r/maxtext:0.2.5")
         return image
     if recipe.image.ref:
         return recipe.image.ref
@@ -335,6 +340,7 @@ def plan_run(
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
     program, checkpoint = _program(recipe, spec, o, target, name)
+    _check_carried(program, runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return RunPlan(
         name=name,
         target=target,
@@ -349,6 +355,17 @@ def plan_run(
         kueue_version=spec.versions.kueue,
         runtime=runtime,
     )
+
+
+def _check_carried(program: Program, runtime: str, field: str) -> None:
+    """Every word and env value the program gets can reach it (``carry``); the recipe and --set were checked as they were read."""
+    for text in (*program.command, *program.args, *(v for _, v in program.env)):
+        bad = carry.problem(text)
+        if bad:
+            raise PlanError(field, f"a program argument {bad}", "remove it")
+    bad_command = carry.command_problem(program.command, program.args, ray=runtime == RUNTIME_RAY)
+    if bad_command:
+        raise PlanError(field, *bad_command)
 
 
 def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:

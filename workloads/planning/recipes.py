@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from enum import Enum
 from functools import cache, lru_cache
 from pathlib import Path
@@ -24,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from infra.catalog import GENERATIONS
 from toolkit.errors import ToolkitError
 from toolkit.yamlfile import YamlFileError, read_capped
+from workloads.planning import carry
 from workloads.planning.model import RUNTIMES
 from workloads.ray import RAY_VERSION
 
@@ -64,6 +66,31 @@ RAY_IMAGE_NAME = "ray-maxtext"
 RAY_IMAGE = f"{RAY_IMAGE_NAME}:{RAY_VERSION}-maxtext-{MAXTEXT_VERSION}"
 
 
+# An image reference as the kubelet parses it (the OCI distribution grammar), pinned by a
+# tag or a digest: anything else is refused before a run, not met as InvalidImageName
+# on a pod that already holds its TPUs.
+_DOMAIN_PART = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
+_PATH_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_REPOSITORY = rf"(?:{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]+)?/)?{_PATH_PART}(?:/{_PATH_PART})*"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = r"sha256:[0-9a-f]{64}"
+IMAGE_REFERENCE = re.compile(rf"(?P<repo>{_REPOSITORY})(?::{_TAG})?(?:@{_DIGEST})?")
+REGISTRY_IMAGE = re.compile(rf"{_PATH_PART}(?:/{_PATH_PART})*:{_TAG}")  # name:tag inside the spec's repository
+IMAGE_REPOSITORY_MAX = 255  # the distribution spec's limit on the repository part
+
+
+def image_problem(ref: str) -> str | None:
+    """Why ``ref`` is not a pinned image reference, or None."""
+    m = IMAGE_REFERENCE.fullmatch(ref)
+    if m is None:
+        return "is not an image reference (registry/path:tag or @sha256:<digest>, lowercase path)"
+    if len(m.group("repo")) > IMAGE_REPOSITORY_MAX:
+        return f"has a repository name over {IMAGE_REPOSITORY_MAX} characters"
+    if len(m.group("repo")) == len(ref):
+        return "has no tag or digest"
+    return None
+
+
 class RecipeError(ToolkitError):
     """A recipe that does not exist or does not validate."""
 
@@ -87,6 +114,11 @@ class ImageRef(_Model):
     def _one(self) -> ImageRef:
         if (self.ref is None) == (self.registry is None):
             raise ValueError("give exactly one of image.ref or image.registry")
+        bad = image_problem(self.ref) if self.ref is not None else None
+        if bad:
+            raise ValueError(f"image.ref {self.ref[:300]!r} {bad}")
+        if self.registry is not None and not REGISTRY_IMAGE.fullmatch(self.registry):
+            raise ValueError(f"image.registry {self.registry[:300]!r} is not name:tag (lowercase name, tag of letters, digits, '_', '.', '-')")
         return self
 
 
@@ -241,6 +273,26 @@ class Recipe(_Model):
             raise ValueError("kind maxtext needs a maxtext block and no command")
         if self.kind is Kind.COMMAND and (self.command is None or self.maxtext is not None):
             raise ValueError("kind command needs a command and no maxtext block")
+        return self
+
+    @model_validator(mode="after")
+    def _carried(self) -> Recipe:
+        """Every text the recipe hands its program can reach it (``carry``: no NUL, UTF-8, within Linux's limits)."""
+        texts: list[tuple[str, str]] = [(f"command[{i}]", w) for i, w in enumerate(self.command or [])]
+        texts += [(f"env.{k}", v) for k, v in self.env.items()]
+        texts += [(f"libtpu_init_args.{g}", f) for g, flags in self.libtpu_init_args.items() for f in flags]
+        if self.maxtext is not None:
+            m = self.maxtext
+            texts += [("maxtext.config", m.config), ("maxtext.model_name", m.model_name)]
+            texts += [(f"maxtext.args.{k}", f"{k}={v}") for k, v in m.args.items()]
+        for where, text in texts:
+            bad = carry.problem(text)
+            if bad:
+                raise ValueError(f"{where} {bad}")
+        for key in self.env:
+            bad = carry.env_name_problem(key) or carry.problem(key)
+            if bad:
+                raise ValueError(f"env key {key[:60]!r} {bad}")
         return self
 
     def libtpu_flags(self, generation: str) -> list[str]:

@@ -2,9 +2,10 @@
 
 ``jax_trainer`` is the script a ``--runtime ray`` RayJob runs on its head: Ray Train's
 JaxTrainer (alpha in Ray) starting one worker per TPU VM, each running MaxText's
-trainer with the recipe's arguments. It imports only the standard library, Ray and
-MaxText, so it runs unchanged in the run's image and in the local Ray venv
-(scripts/setup-ray.sh). Nothing in the toolkit imports Ray.
+trainer with the recipe's arguments; ``entrypoint`` is how those arguments travel in
+the RayJob's entrypoint string (inert words, base64url when needed). Both import only
+the standard library, Ray and MaxText, so they run unchanged in the run's image and in
+the local Ray venv (scripts/setup-ray.sh). Nothing in the toolkit imports Ray.
 """
 
 from __future__ import annotations

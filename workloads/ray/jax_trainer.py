@@ -6,9 +6,14 @@
 
     python3 -m workloads.ray.jax_trainer --cpu --num-workers 1 -- CONFIG key=value ...
 
+    python3 -m workloads.ray.jax_trainer ... --maxtext-args-b64=BASE64URL
+
 Everything after ``--`` is MaxText's own command line, exactly what the JobSet runtime
 passes to ``python3 -m maxtext.trainers.pre_train.train`` (the config file, then the
-recipe's ``key=value`` arguments). The trainer starts ``--num-workers`` Ray Train
+recipe's ``key=value`` arguments). A RayJob whose arguments are not all plain words
+gives them as ``--maxtext-args-b64`` instead (``workloads.ray.entrypoint``: its
+entrypoint passes through bash, ``ray job submit`` and ``sh`` before it gets here,
+and only such words pass all three unchanged). The trainer starts ``--num-workers`` Ray Train
 workers, one per TPU VM (hosts per slice x slices), and each runs MaxText's ``main``
 with that command line: Ray's JAX backend calls ``jax.distributed.initialize`` on
 every worker first (MaxText sees it initialized and does not do it again), and for
@@ -19,8 +24,9 @@ runs on the host platform. That is what the local test runs (tests/maxtext/
 test_ray_trainer.py); what only a TPU exercises is listed in README.md (Ray on TPU).
 
 Bad flags end with one line naming the flag and the fix, exit code 2, before Ray is
-imported. Only the standard library, Ray and MaxText are used, so the file can be
-copied into any image that has those two (Ray Train's JaxTrainer is alpha in Ray).
+imported. Only the standard library, Ray, MaxText and ``workloads.ray.entrypoint``
+are used, so the ``workloads/ray`` package can be copied into any image that has
+those two (Ray Train's JaxTrainer is alpha in Ray).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ import sys
 import time
 from collections.abc import Sequence
 from typing import Any
+
+from workloads.ray import entrypoint
 
 TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 _TOPOLOGY = re.compile(r"^[1-9][0-9]*(x[1-9][0-9]*){1,2}$")
@@ -68,7 +76,15 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     p.add_argument("--ray-address", default=None, help="Ray cluster to join (default: RAY_ADDRESS, else a local one)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="env var for every worker (repeatable)")
     p.add_argument("--train-module", default=TRAIN_MODULE, help="MaxText module whose main(argv) trains")
+    p.add_argument(entrypoint.ARGS_FLAG, dest="maxtext_args_b64", metavar="BASE64URL", help="MaxText's command line as one word (instead of `-- ...`)")
     args = p.parse_args(ours)
+    if args.maxtext_args_b64 is not None:
+        if maxtext:
+            raise UsageError(f"{entrypoint.ARGS_FLAG} and `-- ...` both give MaxText's command line: keep one")
+        try:
+            maxtext = entrypoint.decode_args(args.maxtext_args_b64)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
     args.maxtext_args = maxtext
     check(args)
     return args

@@ -36,6 +36,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
 from workloads.render import jobset
+from workloads.render.literal import k8s_literal
 from workloads.render.skeleton import indexed_job_spec
 
 RUNTIME = RUNTIME_JOB
@@ -49,7 +50,7 @@ def worker_hostnames(plan: RunPlan) -> str:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}}
-    return [{"name": k, "value": v} for k, v in plan.program.env] + [
+    return [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env] + [
         {"name": names.TPU_WORKER_ID_ENV, "valueFrom": index},
         {"name": names.TPU_WORKER_HOSTNAMES_ENV, "value": worker_hostnames(plan)},
     ]

@@ -49,6 +49,7 @@ from toolkit import names
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import REPLICATED_JOB
 from workloads.render import exitguard
+from workloads.render.literal import k8s_literal, k8s_literals
 
 RUNTIME = "jobset"
 MEGASCALE_PORT = 8080
@@ -101,7 +102,7 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in plan.program.env]
+    env: list[dict[str, Any]] = [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env]
     if plan.target.multislice:
         env += [
             {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},
@@ -138,8 +139,11 @@ def container(plan: RunPlan) -> dict[str, Any]:
         "image": program.image,
         "imagePullPolicy": "IfNotPresent",
     }
-    # Every worker runs under the exit guard: a drained worker must not end Succeeded.
+    # Every worker runs under the exit guard: a drained worker must not end Succeeded. The
+    # program and its arguments are the guard's argv ("$@"), never part of its script, and
+    # carry their `$` doubled: the kubelet would expand $(NAME) in them.
     c["command"], c["args"] = exitguard.wrap(program.command, program.args)
+    c["args"] = k8s_literals(c["args"])
     c["env"] = _env(plan)
     c["ports"] = [
         {"name": "tpu-runtime", "containerPort": TPU_RUNTIME_PORT},

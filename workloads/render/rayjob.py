@@ -29,13 +29,14 @@ TPUs; the RayJob object stays for ``status`` and ``logs`` until ``delete``.
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RUNTIME_RAY, RunPlan
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
+from workloads.ray import entrypoint as ray_entrypoint
 from workloads.render import jobset
+from workloads.render.literal import k8s_literal
 
 RUNTIME = RUNTIME_RAY
 RAYJOB_API = "ray.io/v1"
@@ -58,8 +59,8 @@ def accelerator_type(plan: RunPlan) -> str:
     return ray_accelerator_type(plan.target.shape.generation.name)
 
 
-def entrypoint_args(plan: RunPlan) -> list[str]:
-    """What the head runs: the JaxTrainer entrypoint, then ``--`` and the plan's MaxText arguments."""
+def entrypoint_head(plan: RunPlan) -> list[str]:
+    """The JaxTrainer entrypoint and its own flags (every word inert: numbers, catalog names, a DNS-1035 name)."""
     t = plan.target
     return [
         "python3",
@@ -75,9 +76,22 @@ def entrypoint_args(plan: RunPlan) -> list[str]:
         str(t.shape.chips_per_vm),
         "--run-name",
         plan.name,
-        "--",
-        *plan.program.args,
     ]
+
+
+def entrypoint_args(plan: RunPlan) -> list[str]:
+    """What the head runs, as argv: the JaxTrainer entrypoint, then ``--`` and the plan's MaxText arguments."""
+    return [*entrypoint_head(plan), "--", *plan.program.args]
+
+
+def entrypoint(plan: RunPlan) -> str:
+    """``spec.entrypoint``: ``entrypoint_args`` in words that bash, ``ray job submit`` and ``sh`` all leave as they are.
+
+    See ``workloads.ray.entrypoint``: plain words after ``--`` when every MaxText
+    argument is inert, else all of them as one base64url word. The planner refused
+    arguments this could not carry (a NUL, an entrypoint over ``entrypoint.MAX_BYTES``).
+    """
+    return ray_entrypoint.entrypoint(entrypoint_head(plan), plan.program.args)
 
 
 def _meta(plan: RunPlan) -> dict[str, Any]:
@@ -144,7 +158,7 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "name": WORKER_CONTAINER,
         "image": plan.program.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": [{"name": k, "value": v} for k, v in plan.program.env],
+        "env": [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env],
         "resources": {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}},
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
     }
@@ -185,7 +199,7 @@ def rayjob(plan: RunPlan) -> dict[str, Any]:
             "ttlSecondsAfterFinished": 0,
             "backoffLimit": plan.policy.max_restarts,
             "submissionMode": "K8sJobMode",
-            "entrypoint": shlex.join(entrypoint_args(plan)),
+            "entrypoint": entrypoint(plan),
             "submitterPodTemplate": submitter_template(plan),
             "rayClusterSpec": {
                 "rayVersion": RAY_VERSION,
