@@ -11,16 +11,14 @@ a preflight with failing rows).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, confirm, print_json
+from toolkit.clikit import OutputFormat, confirm, dataclass_options, option_group, print_json
 from toolkit.errors import SpecError, ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
 
@@ -251,27 +249,8 @@ class RunSource:
         return Analysis(run, source, log, hw, prof, summ, good)
 
 
-def _with_run_source(command: Callable[..., None]) -> Callable[..., None]:
-    """Give ``command`` RunSource's fields as options, in place of its ``source: RunSource`` parameter."""
-    sig = inspect.signature(command, eval_str=True)
-    hints = get_type_hints(RunSource, include_extras=True)
-    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]) for f in fields(RunSource)]
-    params: list[inspect.Parameter] = []
-    for p in sig.parameters.values():
-        if p.name == "source":
-            params += shared
-        else:
-            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-    names = {f.name for f in fields(RunSource)}
-
-    def wrapper(**kwargs):
-        source = RunSource(**{k: kwargs.pop(k) for k in names})
-        return command(source=source, **kwargs)
-
-    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = command.__name__, command.__qualname__, command.__doc__
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
+# Gives a command RunSource's fields as options, in place of its ``source: RunSource`` parameter.
+_with_run_source = option_group("source", dataclass_options(RunSource), RunSource)
 
 
 def _f(v: float | None, digits: int = 3) -> str:
