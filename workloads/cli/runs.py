@@ -11,6 +11,7 @@ written or applied.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args, get_origin, get_type_hints
@@ -43,33 +44,36 @@ RehearseOpt = Annotated[
 ]
 
 
-def _override_options() -> tuple[list[inspect.Parameter], set[str]]:
-    """Each field of Overrides that has a flag, as a Typer option (and the names of the repeatable ones)."""
-    hints = get_type_hints(Overrides)
+def flag_options(cls: type, name: str = "options") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator giving a command one Typer option per field of ``cls`` that has a ``Flag``, in place of its parameter ``name``.
+
+    The option's type follows the field's: ``X | None`` is an optional X, ``bool`` a switch
+    (``--x/--no-x``), ``tuple[X, ...]`` a repeatable option; the command receives ``cls(...)``.
+    """
+    hints = get_type_hints(cls)
     params: list[inspect.Parameter] = []
     repeated: set[str] = set()
-    for f in fields(Overrides):
+    for f in fields(cls):
         flag = flag_of(f)
         if flag is None:
             continue
         kind, default = hints[f.name], f.default
-        if get_origin(kind) is tuple:  # tuple[str, ...]: a repeatable option, a list on the command line
+        if get_origin(kind) is tuple:  # a list on the command line
             kind, default = Optional[list[get_args(kind)[0]]], None
             repeated.add(f.name)
-        elif kind is not bool:  # X | None
+        elif kind is not bool:
             kind = Optional[next(a for a in get_args(kind) if a is not type(None))]
         option = typer.Option(flag.decls, help=flag.help, metavar=flag.metavar)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]))
-    return params, repeated
+
+    def build(**values: Any) -> Any:
+        return cls(**{k: tuple(v or ()) if k in repeated else v for k, v in values.items()})
+
+    return option_group(name, params, build)
 
 
-def _overrides(**values: Any) -> Overrides:
-    return Overrides(**{k: tuple(v or ()) if k in _REPEATED else v for k, v in values.items()})
-
-
-_OPTIONS, _REPEATED = _override_options()
-# Gives a command the run-planning options in place of its ``options: Overrides = NO_OVERRIDES`` parameter.
-run_options = option_group("options", _OPTIONS, _overrides)
+# Gives `render` and `submit` the run-planning options in place of ``options: Overrides = NO_OVERRIDES``.
+run_options = flag_options(Overrides)
 NO_OVERRIDES = Overrides()
 
 
