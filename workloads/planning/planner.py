@@ -1,6 +1,6 @@
 """Run planning: recipe + overrides + environment spec -> a validated, frozen RunPlan.
 
-Pure: no I/O, no clock, no randomness (the CLI passes ``now`` and a random
+Pure: no I/O, no clock, no randomness (the run service, ``workloads.runs``, passes ``now`` and a random
 suffix in). Every check that can be made before a cloud call is made here, and
 each failure is one ``PlanError`` line naming the flag or field and the fix:
 the pool and slice count against the spec, the MaxText mesh against the slice's
