@@ -21,11 +21,11 @@ import typer
 from toolkit.clikit import OutputFormat, confirm, dataclass_options, option_group, print_json
 from toolkit.errors import SpecError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
-from workloads.observe.analysis import Analysis, last_checkpoint, measured_cost, run_namespace
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.cluster.client import Cluster
+    from workloads.observe.analysis import Analysis
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
@@ -45,6 +45,12 @@ def _spec(path: Path | None) -> EnvSpec:
     from infra.spec import load_spec
 
     return load_spec(path)
+
+
+def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
+    from workloads.observe.analysis import run_namespace
+
+    return run_namespace(spec_path, namespace, team)
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
@@ -134,7 +140,9 @@ def status(
     context: ContextOpt = None,
 ) -> None:
     """Where a run is: queued in Kueue (and why), starting, running, finished; one line per slice."""
-    ns = run_namespace(spec, namespace, team)
+    from workloads.observe.analysis import last_checkpoint
+
+    ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
     st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
     st = dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
@@ -186,7 +194,7 @@ def logs(
     """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics; for a RayJob, its driver: the submitter)."""
     from workloads.cluster.client import ClusterError
 
-    ns = run_namespace(spec, namespace, team)
+    ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
     pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
     if pod is None:
@@ -280,6 +288,7 @@ def report(
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
     from infra.spec import BucketPurpose
     from workloads.observe import report as rp
+    from workloads.observe.analysis import measured_cost
 
     bucket = None
     if upload:
@@ -327,7 +336,7 @@ def delete(
     context: ContextOpt = None,
 ) -> None:
     """Delete a run (its JobSet, Job + headless Service, or RayJob; pods and Kueue Workload go with it). Already gone is fine."""
-    ns = run_namespace(spec, namespace, team)
+    ns = _namespace(spec, namespace, team)
     # Ask before connecting: a refusal needs no cluster.
     if not dry_run:
         confirm(f"delete run {ns}/{run} and its pods?", yes=yes)

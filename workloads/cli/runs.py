@@ -21,8 +21,8 @@ import typer
 from toolkit.clikit import OutputFormat, make_app, option_group, print_json
 from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.planning.defaults import SUBMIT_TIMEOUT_S
 from workloads.planning.overrides import Overrides, flag_of
-from workloads.runs import TIMEOUT_S
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
@@ -233,7 +233,7 @@ def submit(
     rehearse_seconds: RehearseOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = TIMEOUT_S,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
     output: Output = OutputFormat.text,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,

@@ -27,6 +27,8 @@ DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "o
 DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
 AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
 
+SUBMIT_TIMEOUT_S = 600.0  # how long `submit` waits for Kueue admission
+
 # Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
 # steady steps, so the trace shows the steady state (the playbook profiles from step 5).
 DEFAULT_PROFILE_START = 5

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
 from toolkit.names import TGK_FIELD_MANAGER
+from workloads.planning.defaults import SUBMIT_TIMEOUT_S
 from workloads.planning.overrides import Overrides
 from workloads.runs import hooks
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from workloads.cluster.runkinds import RunKind
     from workloads.planning.model import RunPlan
 
-TIMEOUT_S = 600.0  # how long `submit` waits for Kueue admission by default
+TIMEOUT_S = SUBMIT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
