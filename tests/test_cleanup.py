@@ -16,9 +16,9 @@ import yaml
 from tests.conftest import REPO, run_module
 from tests.gcs_emulator import running_emulator
 from toolkit.errors import FieldError
-from workloads.cli import cleanup as cli
 from workloads.cluster import cleanup as cl
 from workloads.planning import model
+from workloads.runs import cleanup as service
 
 NOW = 1_800_000_000.0
 
@@ -222,11 +222,11 @@ def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:
     }
     for name, data in files.items():
         b.blob(name).upload_from_string(data)
-    dirs = {d.run: d for d in cli.checkpoint_dirs(gcs_client, bucket)}
+    dirs = {d.run: d for d in service.checkpoint_dirs(gcs_client, bucket)}
     assert set(dirs) == {"run-a", "run-b"}
     assert (dirs["run-a"].objects, dirs["run-a"].size) == (2, 150)
     assert abs(dirs["run-a"].last_write - datetime.now(UTC).timestamp()) < 300
-    assert cli.delete_checkpoints(gcs_client, dirs["run-a"]) == 2
+    assert service.delete_checkpoints(gcs_client, dirs["run-a"]) == 2
     left = sorted(bl.name for bl in gcs_client.list_blobs(bucket))
     assert left == ["loose-file", "run-a/tensorboard/events", "run-b/checkpoints/5/items/state"]
 

@@ -7,9 +7,11 @@ of heavy imports so ``--help`` stays fast.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -55,6 +57,44 @@ def make_app(name: str, help: str, **settings: Any) -> typer.Typer:
 
 def _group() -> None:
     pass
+
+
+def option_group(name: str, options: list[inspect.Parameter], build: Callable[..., Any]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command ``options`` in place of its parameter ``name``; call it with ``name=build(**their values)``.
+
+    Typer reads a command's options from its signature, so a group of options declared once
+    (the fields of a dataclass) becomes options of every command that takes the group, at
+    the place of that parameter in ``--help``.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for p in sig.parameters.values():
+            params += options if p.name == name else [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)]
+        keys = [p.name for p in options]
+
+        def wrapper(**kwargs: Any) -> Any:
+            group = build(**{k: kwargs.pop(k) for k in keys})
+            return command(**{name: group}, **kwargs)
+
+        # Not functools.wraps: its __wrapped__ would make inspect (and Typer) read the command's own signature.
+        wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = command.__name__, command.__qualname__, command.__doc__
+        wrapper.__module__ = command.__module__
+        wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper
+
+    return decorate
+
+
+def dataclass_options(cls: type) -> list[inspect.Parameter]:
+    """The fields of a dataclass whose annotations are Typer options, as keyword parameters with their defaults."""
+    from dataclasses import fields
+    from typing import get_type_hints
+
+    hints = get_type_hints(cls, include_extras=True)
+    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]) for f in fields(cls)]
 
 
 def check_out_dir(path: Path, flag: str = "--out") -> None:

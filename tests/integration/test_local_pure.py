@@ -266,16 +266,27 @@ def test_rehearsal_log_is_maxtext_format_and_follows_the_plan():
 
 def test_rehearse_seconds_is_refused_off_the_local_cluster():
     from toolkit.errors import FieldError
-    from workloads.cli.runs import _rehearsal
+    from workloads import runs
+
+    plan = runs.plan("hello-tpu", load_spec(EXAMPLES_DIR / "default.yaml"), runs.Overrides(name="off-local"))
 
     class Other:
         context = "gke_my-project_us-east5_tpu-dev"
 
-    objs = [{"kind": "JobSet"}]
+        def find_run(self, namespace, name):
+            return None
+
+        def apply(self, objects, **_):
+            self.applied = objects
+
+    other = Other()
     with pytest.raises(FieldError) as err:
-        _rehearsal(objs, None, Other(), 5.0)  # type: ignore[arg-type]
-    assert str(err.value).startswith("--rehearse-seconds: the context is 'gke_my-project_us-east5_tpu-dev'")
-    assert _rehearsal(objs, None, Other(), None) == (objs, "")  # type: ignore[arg-type]
+        runs.apply(other, plan, rehearse_seconds=5.0)  # type: ignore[arg-type]
+    assert str(err.value).startswith("--rehearse-seconds: the context is 'gke_my-project_us-east5_tpu-dev', not the local cluster's (tgk-local)")
+    assert not hasattr(other, "applied")
+    sub = runs.apply(other, plan)  # type: ignore[arg-type]
+    assert sub.note == "" and list(sub.applied) == other.applied
+    assert not any(addons.REHEARSAL_LABEL in str(o) for o in other.applied)  # applied as rendered, not as a rehearsal
 
 
 def test_replacement_records_the_nodes_as_local_up_made_them(tmp_path):

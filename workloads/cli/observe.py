@@ -11,25 +11,21 @@ a preflight with failing rows).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional, get_type_hints
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, confirm, print_json
-from toolkit.errors import SpecError, ToolkitError
+from toolkit.clikit import OutputFormat, confirm, dataclass_options, option_group, print_json
+from toolkit.errors import SpecError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
 
 if TYPE_CHECKING:
-    from infra.catalog import SliceShape
     from infra.spec import EnvSpec
     from workloads.cluster.runs import Cluster
-    from workloads.observe.goodput import Goodput, Timeline
-    from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
+    from workloads.observe.analysis import Analysis
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
@@ -52,9 +48,9 @@ def _spec(path: Path | None) -> EnvSpec:
 
 
 def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
-    if namespace:
-        return namespace
-    return _spec(spec_path).team(team).ns
+    from workloads.observe.analysis import run_namespace
+
+    return run_namespace(spec_path, namespace, team)
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
@@ -65,154 +61,6 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
 
 def _out(line: str = "") -> None:
     sys.stdout.write(line + "\n")
-
-
-def _shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> tuple[SliceShape, int | None] | None:
-    """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
-    from infra import catalog
-    from toolkit.errors import CatalogError
-
-    if shape and pool:
-        raise SpecError("--shape", "give --shape or --pool, not both", "drop one of them")
-    if pool:
-        spec = _spec(spec_path)
-        match = next((p for p in spec.tpu_pools if p.name == pool), None)
-        if match is None:
-            raise SpecError("--pool", f"no TPU pool {pool!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
-        return match.shape, match.slices
-    if shape:
-        try:
-            head, _, tail = shape.rpartition("-")
-            if head and "x" in tail:  # a catalog key such as v5e-4x4
-                return catalog.shape(head, tail), None
-            return catalog.resolve(shape), None
-        except CatalogError as e:
-            raise SpecError("--shape", str(e)) from None
-    return None
-
-
-def _hardware(choice: tuple[SliceShape, int | None] | None, slices: int | None, log: RunLog) -> Hardware | None:
-    """Per-chip context for the summary. Slices: --slices, else what the log's device count
-    implies, else the pool's, else 1 — the log is what actually ran."""
-    from workloads.observe.metrics import Hardware, is_fp8
-
-    if choice is None:
-        return None
-    shape, pool_slices = choice
-    n = log.num_devices
-    from_log = n // shape.devices if n and n >= shape.devices and n % shape.devices == 0 else None
-    return Hardware.from_shape(shape, slices or from_log or pool_slices or 1, fp8=is_fp8(log.config))
-
-
-def _looks_like_file(arg: str) -> bool:
-    return "/" in arg or "." in Path(arg).name or Path(arg).exists()
-
-
-def _read(path: Path, what: str) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except FileNotFoundError:
-        raise SpecError(what, f"{path} does not exist", "pass the path of a MaxText log (stderr) or metrics_file") from None
-    except IsADirectoryError:
-        raise SpecError(what, f"{path} is a directory", "pass a file") from None
-    except OSError as e:
-        raise SpecError(what, f"cannot read {path}: {e.strerror}") from None
-
-
-def _load_run(
-    target: str,
-    *,
-    metrics_file: Path | None,
-    spec_path: Path | None,
-    namespace: str | None,
-    team: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
-) -> tuple[str, str, RunLog, str, Timeline | None]:
-    """(run name, source, parsed log, its text, cluster timeline) from a local file or, for a run name, worker 0's log."""
-    from workloads.observe import metrics as m
-
-    metrics_text = _read(metrics_file, "--metrics-file") if metrics_file else None
-    if _looks_like_file(target):
-        path = Path(target)
-        text = _read(path, "LOGFILE")
-        if path.suffix == ".jsonl" and metrics_text is None:
-            log = m.load(None, text)  # a metrics file given as the only input
-        else:
-            log = m.load(text, metrics_text)
-        run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
-        return run, str(path), log, text, None
-    ns = _namespace(spec_path, namespace, team)
-    cluster = _connect(kubeconfig, context)
-    pod = cluster.find_pod(ns, target)
-    if pod is None:
-        raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
-    text = "\n".join(cluster.logs(ns, pod["metadata"]["name"]))
-    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, _timeline(cluster, ns, target)
-
-
-def _timeline(cluster, ns: str, run: str):
-    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown).
-
-    Unknown without the JobSet CRD or Kueue; also when the identity may not read them (the
-    log it did read is still analysed), which a warning line on stderr says.
-    """
-    from datetime import datetime
-
-    from toolkit.errors import Forbidden, NotFound
-    from workloads.observe.goodput import Timeline
-
-    def epoch(ts: str | None) -> float | None:
-        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if ts else None
-
-    try:
-        js = cluster.jobset(ns, run)
-        wl = cluster.workload_for(ns, js) if js else None
-    except NotFound:
-        return None
-    except Forbidden as e:
-        sys.stderr.write(f"warning: the run's queueing time is unknown: {e}\n")
-        return None
-    if js is None:
-        return None
-    admitted = None
-    status = (wl or {}).get("status") or {}
-    # After an eviction the Admitted time is the re-admission's: created -> admitted would not be queueing.
-    if not status.get("requeueState") and not (status.get("schedulingStats") or {}).get("evictions"):
-        admitted = next(
-            (epoch(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Admitted" and c.get("status") == "True"), None
-        )
-    st = js.get("status") or {}
-    return Timeline(
-        created=epoch((js.get("metadata") or {}).get("creationTimestamp")),
-        admitted=admitted,
-        restarts=int(st.get("restarts") or 0),
-        restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
-    )
-
-
-def _profiler(log: RunLog, first: int | None, steps: int | None):
-    from workloads.observe.metrics import ProfilerWindow
-
-    if steps == 0:
-        return None
-    auto = log.profiler_window()
-    if first is None and steps is None:
-        return auto
-    return ProfilerWindow(first if first is not None else (auto.first if auto else 1), steps if steps is not None else (auto.steps if auto else 5))
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """A run's parsed log and its steady-state summary, as `metrics` and `report` show it."""
-
-    run: str
-    source: str  # the log file, or namespace/pod it was read from
-    log: RunLog
-    hardware: Hardware | None
-    profiler: ProfilerWindow | None
-    summary: Summary
-    goodput: Goodput
 
 
 @dataclass(frozen=True)
@@ -237,48 +85,13 @@ class RunSource:
 
     def analyse(self, target: str) -> Analysis:
         """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
-        from workloads.observe import metrics as m
+        from workloads.observe.analysis import analyse
 
-        choice = _shape_choice(self.spec, self.shape, self.pool)
-        from workloads.observe import goodput
-
-        run, source, log, text, timeline = _load_run(
-            target,
-            metrics_file=self.metrics_file,
-            spec_path=self.spec,
-            namespace=self.namespace,
-            team=self.team,
-            kubeconfig=self.kubeconfig,
-            context=self.context,
-        )
-        hw = _hardware(choice, self.slices, log)
-        prof = _profiler(log, self.profiler_first_step, self.profiler_steps)
-        summ = m.summarize(log.steps, hardware=hw, first_steady_step=self.first_steady_step, profiler=prof)
-        good = goodput.from_log(text or "", timeline, first_steady_step=self.first_steady_step)
-        return Analysis(run, source, log, hw, prof, summ, good)
+        return analyse(target, **dataclasses.asdict(self))
 
 
-def _with_run_source(command: Callable[..., None]) -> Callable[..., None]:
-    """Give ``command`` RunSource's fields as options, in place of its ``source: RunSource`` parameter."""
-    sig = inspect.signature(command, eval_str=True)
-    hints = get_type_hints(RunSource, include_extras=True)
-    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]) for f in fields(RunSource)]
-    params: list[inspect.Parameter] = []
-    for p in sig.parameters.values():
-        if p.name == "source":
-            params += shared
-        else:
-            params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
-    names = {f.name for f in fields(RunSource)}
-
-    def wrapper(**kwargs):
-        source = RunSource(**{k: kwargs.pop(k) for k in names})
-        return command(source=source, **kwargs)
-
-    wrapper.__name__, wrapper.__qualname__, wrapper.__doc__ = command.__name__, command.__qualname__, command.__doc__
-    wrapper.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in params}
-    return wrapper
+# Gives a command RunSource's fields as options, in place of its ``source: RunSource`` parameter.
+_with_run_source = option_group("source", dataclass_options(RunSource), RunSource)
 
 
 def _f(v: float | None, digits: int = 3) -> str:
@@ -313,29 +126,6 @@ def _wait_finished(cluster, ns: str, run: str, timeout: float):
         raise typer.Exit(1) from None
 
 
-def _last_checkpoint(cluster, ns: str, run: str) -> int | None:
-    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown).
-
-    A log the server cannot serve (no kubelet behind a simulated node, pod gone) leaves it
-    unknown; so does one the identity may not read, with a warning line on stderr: the
-    status itself was readable. No answer from the server fails the command (exit 3).
-    """
-    from toolkit.errors import Forbidden, NotFound
-    from workloads.cluster.api import LogsUnavailable
-    from workloads.observe.goodput import last_checkpoint
-
-    try:
-        pod = cluster.find_pod(ns, run)
-        if pod is None:
-            return None
-        return last_checkpoint("\n".join(cluster.logs(ns, pod["metadata"]["name"], tail_lines=2000)))
-    except (LogsUnavailable, NotFound):
-        return None
-    except Forbidden as e:
-        sys.stderr.write(f"warning: the last checkpoint is unknown: {e}\n")
-        return None
-
-
 @app.command()
 def status(
     run: Annotated[str, typer.Argument(help="run (JobSet) name")],
@@ -350,10 +140,12 @@ def status(
     context: ContextOpt = None,
 ) -> None:
     """Where a run is: queued in Kueue (and why), starting, running, finished; one line per slice."""
+    from workloads.observe.analysis import last_checkpoint
+
     ns = _namespace(spec, namespace, team)
     cluster = _connect(kubeconfig, context)
     st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
-    st = dataclasses.replace(st, last_checkpoint=_last_checkpoint(cluster, ns, run))
+    st = dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
     if output is OutputFormat.json:
         print_json(st.to_dict())
         return
@@ -485,28 +277,6 @@ def print_summary(run: str, source: str, summ, hw) -> None:
     )
 
 
-def _measured_cost(source: RunSource, a: Analysis):
-    """The run's cost from its measured time (infra.pricing), in every capacity mode; None without the hardware or a timed log."""
-    from infra import catalog, pricing
-    from workloads.observe.report import measured_seconds
-
-    measured = measured_seconds(a.log, a.goodput)
-    if a.hardware is None or not a.hardware.chips or measured is None:
-        return None
-    env = _spec(source.spec)
-    pool = next((p for p in env.tpu_pools if p.name == source.pool), None)
-    seconds, how = measured
-    return pricing.run_cost(
-        pricing.prices_for(env),
-        catalog.resolve(a.hardware.name).generation.name,
-        env.region,
-        a.hardware.chips,
-        seconds,
-        pool_modes=pricing.pool_modes(pool) if pool else (),
-        basis=f"measured ({how})",
-    )
-
-
 @app.command()
 @_with_run_source
 def report(
@@ -518,6 +288,7 @@ def report(
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
     from infra.spec import BucketPurpose
     from workloads.observe import report as rp
+    from workloads.observe.analysis import measured_cost
 
     bucket = None
     if upload:
@@ -528,7 +299,7 @@ def report(
         bucket, project = b.name, env.project
     check_out_dir(out, "--out")
     a = source.analyse(target)
-    cost = _measured_cost(source, a)
+    cost = measured_cost(a, source.spec, source.pool)
     try:
         files = rp.write_report(
             out,

@@ -1,64 +1,38 @@
-"""Commands that plan and start runs: ``recipes``, ``render``, ``submit``, ``queues apply``.
+"""Commands that plan and start runs: ``recipes``, ``import-recipe``, ``render``, ``submit``, ``queues``.
 
-Each command loads the spec, plans and renders first (pure, and where every
-user error is raised), and only then touches the file system or the cluster:
-bad input leaves nothing written or applied. The clock and the random name
-suffix are read here, at the edge, and passed into the planner.
+Parse, call, print: the flow (plan -> render -> the cluster's hook -> resubmission check ->
+apply -> wait) is the run service's (``workloads.runs``), which returns data; this module
+turns flags into its arguments and its results into text or JSON. The run-planning options
+are the fields of ``Overrides`` (``workloads.planning.overrides``), given to ``render`` and
+``submit`` by ``run_options``. Bad input is raised by the service before anything is
+written or applied.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import inspect
+from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, get_args, get_origin, get_type_hints
 
 import typer
 
-from toolkit.clikit import OutputFormat, make_app, print_json
+from toolkit.clikit import OutputFormat, make_app, option_group, print_json
 from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.planning.defaults import SUBMIT_TIMEOUT_S
+from workloads.planning.overrides import Overrides, flag_of
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
-    from workloads.planning.planner import RunPlan
+    from workloads.planning.model import RunPlan
+    from workloads.runs import Submission
 
 queues_app = make_app("queues", "Kueue objects derived from the spec (flavors, queues, priorities).")
 app.add_typer(queues_app, name="queues")
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe name (see `recipes`)", show_default=False)]
-SlicesOpt = Annotated[Optional[int], typer.Option("--slices", help="number of TPU slices (default: the recipe's, 1 unless imported with --num-slices)")]
-PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="tpu_pools entry to run on (default: the recipe's preferred shape)")]
-SetOpt = Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value; repeatable")]
-StepsOpt = Annotated[Optional[int], typer.Option("--steps", help="training steps (default: the recipe's)")]
-ImageOpt = Annotated[Optional[str], typer.Option("--image", help="container image with a tag or digest")]
-TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team (namespace, queue, service account); default the spec's first")]
-PriorityOpt = Annotated[Optional[str], typer.Option("--priority", help="very-low, low, medium, high, very-high (default: the team's)")]
-NameOpt = Annotated[Optional[str], typer.Option("--name", help="exact run name (default: <recipe>-<MMDD-HHMM>-<random>)")]
-SuffixOpt = Annotated[Optional[str], typer.Option("--suffix", help="suffix for the run name instead of the time and random part")]
-HostNetOpt = Annotated[
-    bool,
-    typer.Option(
-        "--host-network/--no-host-network",
-        help="hostNetwork pods: more DCN throughput, but they act as the TPU nodes' SA, not the team's "
-        "(only for teams with host_network: true in the spec); default: pod network with the team's own identity",
-    ),
-]
-RestartsOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--max-restarts",
-        help="whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
-        "(exit 1, 2: fails at once); default by capacity: spot/flex-start 3, on-demand/reservation 1",
-    ),
-]
-CheckpointEveryOpt = Annotated[
-    Optional[float],
-    typer.Option(
-        "--checkpoint-every",
-        metavar="MINUTES",
-        help="minutes between checkpoints (MaxText recipes); default by capacity: spot 15, flex-start 30, on-demand/reservation 60",
-    ),
-]
 RehearseOpt = Annotated[
     Optional[float],
     typer.Option(
@@ -68,27 +42,39 @@ RehearseOpt = Annotated[
         help="local cluster only: how long the run's pods stay Running (default: the plan's estimated run time x the rehearsal time factor)",
     ),
 ]
-RuntimeOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--runtime",
-        help="jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first",
-    ),
-]
-ProfileOpt = Annotated[
-    Optional[int],
-    typer.Option(
-        "--profile",
-        metavar="STEPS",
-        help="record STEPS steps with MaxText's xplane profiler and upload them to the spec's Vertex AI TensorBoard "
-        "(an experiment named after the run); traces also stay in <output>/<run>/tensorboard/",
-    ),
-]
-ProfileStartOpt = Annotated[
-    Optional[int],
-    typer.Option("--profile-start", metavar="STEP", help="steps to skip before profiling (default 5: past compilation and warm-up)"),
-]
-TIMEOUT_S = 600.0
+
+
+def flag_options(cls: type, name: str = "options") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator giving a command one Typer option per field of ``cls`` that has a ``Flag``, in place of its parameter ``name``.
+
+    The option's type follows the field's: ``X | None`` is an optional X, ``bool`` a switch
+    (``--x/--no-x``), ``tuple[X, ...]`` a repeatable option; the command receives ``cls(...)``.
+    """
+    hints = get_type_hints(cls)
+    params: list[inspect.Parameter] = []
+    repeated: set[str] = set()
+    for f in fields(cls):
+        flag = flag_of(f)
+        if flag is None:
+            continue
+        kind, default = hints[f.name], f.default
+        if get_origin(kind) is tuple:  # a list on the command line
+            kind, default = Optional[list[get_args(kind)[0]]], None
+            repeated.add(f.name)
+        elif kind is not bool:
+            kind = Optional[next(a for a in get_args(kind) if a is not type(None))]
+        option = typer.Option(flag.decls, help=flag.help, metavar=flag.metavar)
+        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]))
+
+    def build(**values: Any) -> Any:
+        return cls(**{k: tuple(v or ()) if k in repeated else v for k, v in values.items()})
+
+    return option_group(name, params, build)
+
+
+# Gives `render` and `submit` the run-planning options in place of ``options: Overrides = NO_OVERRIDES``.
+run_options = flag_options(Overrides)
+NO_OVERRIDES = Overrides()
 
 
 class NotAdmitted(ToolkitError):
@@ -103,62 +89,13 @@ def _spec(path: Path | None) -> EnvSpec:
     return load_spec(path)
 
 
-def _random_suffix() -> str:
-    import secrets  # imported here: it pulls in hmac/openssl, ~30 ms of every --help
-    import string
+def _plan(recipe: str, spec: EnvSpec, options: Overrides) -> RunPlan:
+    """The service's plan, its warnings on stderr."""
+    from workloads import runs
 
-    alphabet = string.ascii_lowercase + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(3))
-
-
-def _plan(
-    recipe: str,
-    spec: EnvSpec,
-    *,
-    slices: int | None,
-    pool: str | None,
-    sets: list[str] | None,
-    steps: int | None,
-    image: str | None,
-    team: str | None,
-    priority: str | None,
-    name: str | None,
-    suffix: str | None,
-    host_network: bool,
-    max_restarts: int | None,
-    checkpoint_every: float | None = None,
-    runtime: str | None = None,
-    profile: int | None = None,
-    profile_start: int | None = None,
-) -> RunPlan:
-    from workloads.planning.model import RUNTIME_RAY
-    from workloads.planning.planner import Overrides, plan_run
-
-    overrides = Overrides(
-        slices=slices,
-        pool=pool,
-        sets=tuple(sets or ()),
-        steps=steps,
-        image=image,
-        team=team,
-        priority=priority,
-        name=name,
-        suffix=suffix,
-        host_network=host_network,
-        max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every,
-        runtime=runtime,
-        profile_steps=profile,
-        profile_start=profile_start,
-    )
-    plan = plan_run(recipe, spec, overrides, now=datetime.now(UTC), rand=_random_suffix())
-    if plan.runtime == RUNTIME_RAY and not spec.cluster.ray.enabled:
-        # A warning, not a refusal: a cluster may run a KubeRay installed by hand (the local one does).
-        typer.echo(
-            "warning: --runtime ray: the spec leaves GKE's Ray operator off, so the cluster it builds cannot run a RayJob"
-            " — set cluster.ray.enabled: true and deploy (or install KubeRay yourself)",
-            err=True,
-        )
+    plan = runs.plan(recipe, spec, options)
+    for line in runs.warnings(plan, spec):
+        typer.echo(f"warning: {line}", err=True)
     return plan
 
 
@@ -246,69 +183,29 @@ def _recipe_path(out: Path | None, name: str) -> Path:
 
 
 @app.command()
+@run_options
 def render(
     recipe: RecipeArg,
     out: Annotated[Path, typer.Option("--out", help="directory for base/ and overlays/<run>/")] = Path("runs"),
-    slices: SlicesOpt = None,
-    pool: PoolOpt = None,
-    set_: SetOpt = None,
-    steps: StepsOpt = None,
-    image: ImageOpt = None,
-    team: TeamOpt = None,
-    priority: PriorityOpt = None,
-    name: NameOpt = None,
-    suffix: SuffixOpt = None,
-    host_network: HostNetOpt = False,
-    max_restarts: RestartsOpt = None,
-    checkpoint_every: CheckpointEveryOpt = None,
-    runtime: RuntimeOpt = None,
-    profile: ProfileOpt = None,
-    profile_start: ProfileStartOpt = None,
+    options: Overrides = NO_OVERRIDES,
     spec: SpecOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """Write a Kustomize tree for a run: base/<runtime>/ (shared by every run) and overlays/<run>/."""
-    from workloads.render.kustomize import render as render_tree
+    from workloads import runs
     from workloads.render.kustomize import write_tree
 
     env = _spec(spec)
-    plan = _plan(
-        recipe,
-        env,
-        slices=slices,
-        pool=pool,
-        sets=set_,
-        steps=steps,
-        image=image,
-        team=team,
-        priority=priority,
-        name=name,
-        suffix=suffix,
-        host_network=host_network,
-        max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every,
-        runtime=runtime,
-        profile=profile,
-        profile_start=profile_start,
-    )
-    files = render_tree(plan)
-    written = write_tree(out, files)
+    plan = _plan(recipe, env, options)
+    written = write_tree(out, runs.render(plan))
     overlay = out / "overlays" / plan.name
     if output is OutputFormat.json:
-        print_json({"run": plan.name, "overlay": str(overlay), "files": [str(p) for p in written], "plan": _summary(plan, env)})
+        print_json({"run": plan.name, "overlay": str(overlay), "files": [str(p) for p in written], "plan": runs.summary(plan, env)})
         return
     for p in written:
         typer.echo(str(p))
     typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
     _echo_cost(plan, env)
-
-
-def _summary(plan: RunPlan, env: EnvSpec) -> dict:
-    """The plan's summary with its estimated cost in every capacity mode (each price with its date)."""
-    from infra.pricing import plan_cost
-
-    cost = plan_cost(plan, env)
-    return {**plan.summary(), "estimated_cost": None if cost is None else cost.to_dict()}
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
@@ -329,60 +226,25 @@ def _print_objects(objects: list[dict], output: OutputFormat) -> None:
 
 
 @app.command()
+@run_options
 def submit(
     recipe: RecipeArg,
-    slices: SlicesOpt = None,
-    pool: PoolOpt = None,
-    set_: SetOpt = None,
-    steps: StepsOpt = None,
-    image: ImageOpt = None,
-    team: TeamOpt = None,
-    priority: PriorityOpt = None,
-    name: NameOpt = None,
-    suffix: SuffixOpt = None,
-    host_network: HostNetOpt = False,
-    max_restarts: RestartsOpt = None,
-    checkpoint_every: CheckpointEveryOpt = None,
-    runtime: RuntimeOpt = None,
-    profile: ProfileOpt = None,
-    profile_start: ProfileStartOpt = None,
+    options: Overrides = NO_OVERRIDES,
     rehearse_seconds: RehearseOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = TIMEOUT_S,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
     output: Output = OutputFormat.text,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     spec: SpecOpt = None,
 ) -> None:
     """Plan a run and apply what `kustomize build` of its overlay gives (server-side); wait until Kueue admits it."""
-    from toolkit.names import TGK_FIELD_MANAGER
-    from workloads.render.kustomize import build_overlay
-    from workloads.render.kustomize import render as render_tree
+    from workloads import runs
 
     env = _spec(spec)
-    plan = _plan(
-        recipe,
-        env,
-        slices=slices,
-        pool=pool,
-        sets=set_,
-        steps=steps,
-        image=image,
-        team=team,
-        priority=priority,
-        name=name,
-        suffix=suffix,
-        host_network=host_network,
-        max_restarts=max_restarts,
-        checkpoint_every=checkpoint_every,
-        runtime=runtime,
-        profile=profile,
-        profile_start=profile_start,
-    )
-    # The overlay `render` would write, built from its own text: what is applied is
-    # exactly what `kustomize build overlays/<run>` of a rendered tree gives.
-    objects = build_overlay(render_tree(plan), plan.name)
+    plan = _plan(recipe, env, options)
+    objects = runs.manifests(plan)
     if dry_run:
         _print_objects(objects, output)
         if output is OutputFormat.text:
@@ -392,12 +254,11 @@ def submit(
     from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    objects, rehearsal_note = _rehearsal(objects, plan, cluster, rehearse_seconds)
-    objects = _resubmission(cluster, plan, objects, output)
-    if objects is None:
-        return
-    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds)
     t = plan.target
+    if sub.existing is not None:
+        _echo_existing(sub, output)
+        return
     if output is OutputFormat.text:
         typer.echo(
             f"submitted {t.namespace}/{plan.name}: {plan.program.recipe} on {t.slices} x {t.shape.generation.name} {t.shape.topology} "
@@ -408,13 +269,13 @@ def submit(
         if plan.program.profile:
             typer.echo(f"  {_profile_note(plan)}", err=True)
         _echo_cost(plan, env)
-        if rehearsal_note:
-            typer.echo(f"  {rehearsal_note}", err=True)
+        if sub.note:
+            typer.echo(f"  {sub.note}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
     if output is OutputFormat.json:
-        data: dict = {"run": plan.name, "namespace": t.namespace, "applied": [_ref(o) for o in objects], "plan": _summary(plan, env)}
+        data: dict = {"run": plan.name, "namespace": t.namespace, "applied": sub.refs, "plan": runs.summary(plan, env)}
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted,
@@ -434,56 +295,15 @@ def submit(
         )
 
 
-def _resubmission(cluster, plan: RunPlan, objects: list[dict], output: OutputFormat) -> list[dict] | None:
-    """The objects stamped with their digest; None when the very same run is already there (reported, not applied).
-
-    The rendered objects carry a digest (workloads.render.submission); on the local cluster it
-    is taken again after the rehearsal's decoration. Another run under the name is refused
-    before anything is applied.
-    """
-    from toolkit.errors import FieldError
-    from workloads.render import submission as resubmit
-
+def _echo_existing(sub: Submission, output: OutputFormat) -> None:
+    """The very same run was already submitted: say where it is instead of applying it again."""
+    plan, e = sub.plan, sub.existing
     ns = plan.target.namespace
-    objects = resubmit.stamp(objects, _kind(plan).kind)
-    found = cluster.find_run(ns, plan.name)
-    verdict = resubmit.verdict(found[1] if found else None, objects)
-    if verdict == "new":
-        return objects
-    kind = found[0].kind
-    if verdict != "same":
-        why = "with different options" if verdict == "changed" else "and was not submitted by this toolkit"
-        raise FieldError(
-            "--name",
-            f"{kind} {ns}/{plan.name} already exists {why}",
-            f"pick another --name, or delete it first: python -m workloads delete {plan.name}",
-        )
-    status = cluster.run_status(ns, plan.name)
     if output is OutputFormat.json:
-        print_json({"run": plan.name, "namespace": ns, "applied": [], "existing": True, "phase": status.phase.value, "message": status.message})
+        print_json({"run": plan.name, "namespace": ns, "applied": [], "existing": True, "phase": e.phase, "message": e.message})
     else:
-        typer.echo(f"{kind} {ns}/{plan.name} was already submitted with these options; nothing applied. It is {status.phase.value}: {status.message}", err=True)
+        typer.echo(f"{e.kind} {ns}/{plan.name} was already submitted with these options; nothing applied. It is {e.phase}: {e.message}", err=True)
         typer.echo(f"  follow it with: python -m workloads status {plan.name}", err=True)
-    return None
-
-
-def _rehearsal(objects: list[dict], plan: RunPlan, cluster, seconds: float | None) -> tuple[list[dict], str]:
-    """On the local cluster (its kubeconfig context) the run becomes a rehearsal; elsewhere it is applied as rendered."""
-    from toolkit.errors import FieldError
-    from workloads.local import CONTEXT
-
-    context = getattr(cluster, "context", None)
-    if context != CONTEXT:
-        if seconds is not None:
-            raise FieldError(
-                "--rehearse-seconds",
-                f"the context is {context!r}, not the local cluster's ({CONTEXT})",
-                "drop it: a real cluster runs as long as the run takes",
-            )
-        return objects, ""
-    from workloads.local import rehearsal
-
-    return rehearsal.decorate(objects, plan, seconds=seconds), rehearsal.summary(plan, seconds)
 
 
 def _resilience(plan: RunPlan) -> str:
@@ -508,20 +328,11 @@ def _profile_note(plan: RunPlan) -> str:
     return f"profiling steps {p.first_step}-{p.first_step + p.steps - 1} (xplane) to {plan.program.output_dir}tensorboard/, {where}"
 
 
-def _ref(obj: dict) -> dict:
-    meta = obj["metadata"]
-    return {"kind": obj["kind"], "name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
-
-
-def _kind(plan: RunPlan):
-    from workloads.cluster.runkinds import BY_RUNTIME
-
-    return BY_RUNTIME[plan.runtime]
-
-
 def _wait(cluster, plan: RunPlan, timeout: float, *, quiet: bool):
     """Wait for admission with a live status line on stderr (plain lines when not a terminal)."""
     import sys
+
+    from workloads import runs
 
     if quiet or not sys.stderr.isatty():
 
@@ -529,7 +340,7 @@ def _wait(cluster, plan: RunPlan, timeout: float, *, quiet: bool):
             if not quiet:
                 typer.echo(f"  {msg}", err=True)
 
-        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=say, kind=_kind(plan))
+        return runs.wait(cluster, plan, timeout, on_progress=say)
 
     from rich.console import Console
 
@@ -539,7 +350,7 @@ def _wait(cluster, plan: RunPlan, timeout: float, *, quiet: bool):
         def progress(msg: str) -> None:
             status.update(f"{plan.name}: {msg}")
 
-        return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=progress, kind=_kind(plan))
+        return runs.wait(cluster, plan, timeout, on_progress=progress)
 
 
 @queues_app.command("apply")
@@ -553,6 +364,7 @@ def queues_apply(
     """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's objects, the DCN network's)."""
     from toolkit.names import TGK_FIELD_MANAGER
     from workloads.render.kueue import cluster_objects
+    from workloads.runs.service import ref
 
     spec_obj = _spec(spec)
     objects = cluster_objects(spec_obj)
@@ -564,11 +376,11 @@ def queues_apply(
     cluster = Cluster.connect(kubeconfig, context)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     if output is OutputFormat.json:
-        print_json({"applied": [_ref(o) for o in objects]})
+        print_json({"applied": [ref(o) for o in objects]})
     else:
         for o in objects:
-            ref = _ref(o)
-            typer.echo(f"applied {ref['kind']} {ref.get('namespace', '') + '/' if ref.get('namespace') else ''}{ref['name']}")
+            r = ref(o)
+            typer.echo(f"applied {r['kind']} {r.get('namespace', '') + '/' if r.get('namespace') else ''}{r['name']}")
 
 
 @queues_app.command("manager-config")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from toolkit.errors import ToolkitError
 
 # The kubeconfig context `local up` writes: how the CLI knows it talks to the local cluster
-# (``submit`` then makes the run a rehearsal: workloads.local.rehearsal).
+# (``submit`` then makes the run a rehearsal: its hook in workloads.local.runhooks).
 CONTEXT = "tgk-local"
 
 

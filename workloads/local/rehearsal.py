@@ -1,8 +1,9 @@
 """Rehearsal runs: on the local cluster a run's pods run for a simulated time and print MaxText's log.
 
 Pure: a RunPlan in, pod-template decorations and log lines out. On real GKE nothing here
-is used: ``submit`` calls ``decorate`` only when its kubeconfig context is the local
-cluster's (``workloads.local.CONTEXT``), so the rendered manifests stay what GKE gets.
+is used: the run service calls ``decorate`` (through ``runhooks``) only when the cluster's
+kubeconfig context is the local cluster's (``workloads.local.CONTEXT``), so the rendered
+manifests stay what GKE gets.
 
 How long a rehearsal runs (``rehearsal_seconds``): ``submit --rehearse-seconds N`` sets it;
 otherwise it is the plan's estimated run time (``plan.program.estimated_run_seconds``:

@@ -22,25 +22,15 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 
-# Exit codes that mean "the program itself is wrong": rerunning it cannot help
-# (Python exits 1 on an uncaught exception, 2 on a usage error). A recipe may add more.
-PROGRAM_ERROR_EXIT_CODES = (1, 2)
-DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, status) for 3 days
-
-# Restarts allowed for failures that are neither a disruption (free) nor a program
-# error (fatal): signal deaths, OOM kills, a peer lost mid-collective. Spot and
-# flex-start slices vanish often enough that such knock-on failures are expected (a
-# peer slice can crash before the preempted one is reported); on on-demand and
-# reserved capacity one retry covers a transient crash without looping on a
-# deterministic one.
-DEFAULT_MAX_RESTARTS: dict[str, int] = {"spot": 3, "flex-start": 3, "on-demand": 1, "reservation": 1}
-
-# Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
-# ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
-# slices lose work only to maintenance, for which Google advises about hourly.
-DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "on-demand": 60, "reservation": 60}
-DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
-AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
+# The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
+from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
+    AUTOCHECKPOINT_CAPACITY,
+    DEFAULT_CHECKPOINT_MINUTES,
+    DEFAULT_CHECKPOINTS_KEPT,
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_TTL_SECONDS,
+    PROGRAM_ERROR_EXIT_CODES,
+)
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
 # report, on purpose. A slower real step makes checkpoints *more* frequent in time than

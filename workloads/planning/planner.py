@@ -1,6 +1,6 @@
 """Run planning: recipe + overrides + environment spec -> a validated, frozen RunPlan.
 
-Pure: no I/O, no clock, no randomness (the CLI passes ``now`` and a random
+Pure: no I/O, no clock, no randomness (the run service, ``workloads.runs``, passes ``now`` and a random
 suffix in). Every check that can be made before a cloud call is made here, and
 each failure is one ``PlanError`` line naming the flag or field and the fix:
 the pool and slice count against the spec, the MaxText mesh against the slice's
@@ -50,6 +50,7 @@ from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
 from workloads.planning import carry
+from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.model import (
     ASSUMED_MFU,
     AUTOCHECKPOINT_CAPACITY,
@@ -72,6 +73,7 @@ from workloads.planning.model import (
     RunPlan,
     Target,
 )
+from workloads.planning.overrides import Overrides
 from workloads.planning.recipes import (
     FILL,
     MAXTEXT_IMAGE,
@@ -101,28 +103,6 @@ DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 _PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """What the user may change on the command line."""
-
-    slices: int | None = None
-    pool: str | None = None
-    sets: tuple[str, ...] = ()
-    steps: int | None = None
-    image: str | None = None
-    team: str | None = None
-    priority: str | None = None
-    name: str | None = None
-    suffix: str | None = None
-    host_network: bool = False  # pod network: the team's own identity (see _check_host_network)
-    max_restarts: int | None = None  # None: by the pool's capacity mode (model.DEFAULT_MAX_RESTARTS)
-    checkpoint_every: float | None = None  # minutes; None: by capacity mode (model.DEFAULT_CHECKPOINT_MINUTES)
-    ttl_seconds: int = DEFAULT_TTL_SECONDS
-    runtime: str | None = None  # jobset, job or ray; None: the recipe's first runtime
-    profile_steps: int | None = None  # --profile: steps MaxText's profiler records; None: no profiling
-    profile_start: int | None = None  # --profile-start: steps skipped first; None: DEFAULT_PROFILE_START
 
 
 # ----------------------------------------------------------------- helpers
@@ -807,9 +787,6 @@ PROFILE_KEYS = (
     "vertex_tensorboard_project",
     "vertex_tensorboard_region",
 )
-# Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
-# steady steps, so the trace shows the steady state (the playbook profiles from step 5).
-DEFAULT_PROFILE_START = 5
 
 
 def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:

@@ -1,0 +1,32 @@
+"""The local cluster's run hook: on its kubeconfig context a submitted run becomes a rehearsal.
+
+Found by ``workloads.runs.hooks`` (by this module's name), so the run service and the CLI
+apply a run here without knowing this package. The rehearsal itself is ``rehearsal``;
+it is imported when a run is submitted here, not when the hooks are listed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from workloads.local import CONTEXT
+
+if TYPE_CHECKING:
+    from workloads.planning.model import RunPlan
+
+
+class Rehearse:
+    """``workloads.runs.hooks.RunHook`` for ``tgk-local``: pods labelled and annotated for the rehearsal daemon."""
+
+    def decorate(self, objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | None) -> list[dict[str, Any]]:
+        from workloads.local import rehearsal
+
+        return rehearsal.decorate(objects, plan, seconds=seconds)
+
+    def note(self, plan: RunPlan, *, seconds: float | None) -> str:
+        from workloads.local import rehearsal
+
+        return rehearsal.summary(plan, seconds)
+
+
+HOOKS = {CONTEXT: Rehearse()}

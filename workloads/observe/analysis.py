@@ -1,0 +1,271 @@
+"""A run's log, analysed: read from a file or from worker 0 of the run, on what hardware, its steady state and goodput.
+
+What ``metrics`` and ``report`` show, and what a notebook calls to get the same figures:
+``analyse(target, ...)`` takes a log file (or metrics JSONL) or a run name (worker 0's log and
+the JobSet/Workload timeline from the cluster), resolves the hardware from ``shape`` or
+``pool`` (slices: given, else what the log's device count implies, else the pool's), and
+summarises the steady state (``metrics.summarize``) and the goodput (``goodput.from_log``).
+Bad input is a ``SpecError`` naming the flag it comes from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from toolkit.errors import SpecError, ToolkitError
+
+if TYPE_CHECKING:
+    from infra.catalog import SliceShape
+    from infra.pricing import RunCost
+    from infra.spec import EnvSpec
+    from workloads.cluster.runs import Cluster
+    from workloads.observe.goodput import Goodput, Timeline
+    from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """A run's parsed log and its steady-state summary, as `metrics` and `report` show it."""
+
+    run: str
+    source: str  # the log file, or namespace/pod it was read from
+    log: RunLog
+    hardware: Hardware | None
+    profiler: ProfilerWindow | None
+    summary: Summary
+    goodput: Goodput
+
+
+def analyse(
+    target: str,
+    *,
+    metrics_file: Path | None = None,
+    shape: str | None = None,
+    pool: str | None = None,
+    slices: int | None = None,
+    profiler_first_step: int | None = None,
+    profiler_steps: int | None = None,
+    first_steady_step: int = 2,
+    namespace: str | None = None,
+    team: str | None = None,
+    spec: Path | None = None,
+    kubeconfig: Path | None = None,
+    context: str | None = None,
+) -> Analysis:
+    """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
+    from workloads.observe import goodput
+    from workloads.observe import metrics as m
+
+    choice = shape_choice(spec, shape, pool)
+    run, source, log, text, tl = load_run(
+        target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context
+    )
+    hw = hardware(choice, slices, log)
+    prof = profiler_window(log, profiler_first_step, profiler_steps)
+    summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
+    good = goodput.from_log(text or "", tl, first_steady_step=first_steady_step)
+    return Analysis(run, source, log, hw, prof, summ, good)
+
+
+def _load_spec(path: Path | None) -> EnvSpec:
+    from infra.spec import load_spec
+
+    return load_spec(path)
+
+
+def run_namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
+    """``namespace``, else the team's (the spec's first team without ``team``)."""
+    if namespace:
+        return namespace
+    return _load_spec(spec_path).team(team).ns
+
+
+def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
+    from workloads.cluster.runs import Cluster
+
+    return Cluster.connect(kubeconfig, context)
+
+
+def shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> tuple[SliceShape, int | None] | None:
+    """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
+    from infra import catalog
+    from toolkit.errors import CatalogError
+
+    if shape and pool:
+        raise SpecError("--shape", "give --shape or --pool, not both", "drop one of them")
+    if pool:
+        spec = _load_spec(spec_path)
+        match = next((p for p in spec.tpu_pools if p.name == pool), None)
+        if match is None:
+            raise SpecError("--pool", f"no TPU pool {pool!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
+        return match.shape, match.slices
+    if shape:
+        try:
+            head, _, tail = shape.rpartition("-")
+            if head and "x" in tail:  # a catalog key such as v5e-4x4
+                return catalog.shape(head, tail), None
+            return catalog.resolve(shape), None
+        except CatalogError as e:
+            raise SpecError("--shape", str(e)) from None
+    return None
+
+
+def hardware(choice: tuple[SliceShape, int | None] | None, slices: int | None, log: RunLog) -> Hardware | None:
+    """Per-chip context for the summary. Slices: --slices, else what the log's device count
+    implies, else the pool's, else 1 — the log is what actually ran."""
+    from workloads.observe.metrics import Hardware, is_fp8
+
+    if choice is None:
+        return None
+    shape, pool_slices = choice
+    n = log.num_devices
+    from_log = n // shape.devices if n and n >= shape.devices and n % shape.devices == 0 else None
+    return Hardware.from_shape(shape, slices or from_log or pool_slices or 1, fp8=is_fp8(log.config))
+
+
+def looks_like_file(arg: str) -> bool:
+    return "/" in arg or "." in Path(arg).name or Path(arg).exists()
+
+
+def read_log(path: Path, what: str) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        raise SpecError(what, f"{path} does not exist", "pass the path of a MaxText log (stderr) or metrics_file") from None
+    except IsADirectoryError:
+        raise SpecError(what, f"{path} is a directory", "pass a file") from None
+    except OSError as e:
+        raise SpecError(what, f"cannot read {path}: {e.strerror}") from None
+
+
+def load_run(
+    target: str,
+    *,
+    metrics_file: Path | None,
+    spec_path: Path | None,
+    namespace: str | None,
+    team: str | None,
+    kubeconfig: Path | None,
+    context: str | None,
+) -> tuple[str, str, RunLog, str, Timeline | None]:
+    """(run name, source, parsed log, its text, cluster timeline) from a local file or, for a run name, worker 0's log."""
+    from workloads.observe import metrics as m
+
+    metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
+    if looks_like_file(target):
+        path = Path(target)
+        text = read_log(path, "LOGFILE")
+        if path.suffix == ".jsonl" and metrics_text is None:
+            log = m.load(None, text)  # a metrics file given as the only input
+        else:
+            log = m.load(text, metrics_text)
+        run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
+        return run, str(path), log, text, None
+    ns = run_namespace(spec_path, namespace, team)
+    cluster = _connect(kubeconfig, context)
+    pod = cluster.find_pod(ns, target)
+    if pod is None:
+        raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
+    text = "\n".join(cluster.logs(ns, pod["metadata"]["name"]))
+    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, timeline(cluster, ns, target)
+
+
+def timeline(cluster, ns: str, run: str):
+    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown).
+
+    Unknown without the JobSet CRD or Kueue; also when the identity may not read them (the
+    log it did read is still analysed), which a warning line on stderr says.
+    """
+    import sys
+    from datetime import datetime
+
+    from toolkit.errors import Forbidden, NotFound
+    from workloads.observe.goodput import Timeline
+
+    def epoch(ts: str | None) -> float | None:
+        return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if ts else None
+
+    try:
+        js = cluster.jobset(ns, run)
+        wl = cluster.workload_for(ns, js) if js else None
+    except NotFound:
+        return None
+    except Forbidden as e:
+        sys.stderr.write(f"warning: the run's queueing time is unknown: {e}\n")
+        return None
+    if js is None:
+        return None
+    admitted = None
+    status = (wl or {}).get("status") or {}
+    # After an eviction the Admitted time is the re-admission's: created -> admitted would not be queueing.
+    if not status.get("requeueState") and not (status.get("schedulingStats") or {}).get("evictions"):
+        admitted = next(
+            (epoch(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Admitted" and c.get("status") == "True"), None
+        )
+    st = js.get("status") or {}
+    return Timeline(
+        created=epoch((js.get("metadata") or {}).get("creationTimestamp")),
+        admitted=admitted,
+        restarts=int(st.get("restarts") or 0),
+        restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
+    )
+
+
+def profiler_window(log: RunLog, first: int | None, steps: int | None):
+    from workloads.observe.metrics import ProfilerWindow
+
+    if steps == 0:
+        return None
+    auto = log.profiler_window()
+    if first is None and steps is None:
+        return auto
+    return ProfilerWindow(first if first is not None else (auto.first if auto else 1), steps if steps is not None else (auto.steps if auto else 5))
+
+
+def last_checkpoint(cluster, ns: str, run: str) -> int | None:
+    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown).
+
+    A log the server cannot serve (no kubelet behind a simulated node, pod gone) leaves it
+    unknown; so does one the identity may not read, with a warning line on stderr: the
+    status itself was readable. No answer from the server fails the command (exit 3).
+    """
+    import sys
+
+    from toolkit.errors import Forbidden, NotFound
+    from workloads.cluster.api import LogsUnavailable
+    from workloads.observe.goodput import last_checkpoint
+
+    try:
+        pod = cluster.find_pod(ns, run)
+        if pod is None:
+            return None
+        return last_checkpoint("\n".join(cluster.logs(ns, pod["metadata"]["name"], tail_lines=2000)))
+    except (LogsUnavailable, NotFound):
+        return None
+    except Forbidden as e:
+        sys.stderr.write(f"warning: the last checkpoint is unknown: {e}\n")
+        return None
+
+
+def measured_cost(a: Analysis, spec_path: Path | None, pool: str | None) -> RunCost | None:
+    """The run's cost from its measured time (infra.pricing), in every capacity mode; None without the hardware or a timed log."""
+    from infra import catalog, pricing
+    from workloads.observe.report import measured_seconds
+
+    measured = measured_seconds(a.log, a.goodput)
+    if a.hardware is None or not a.hardware.chips or measured is None:
+        return None
+    env = _load_spec(spec_path)
+    match = next((p for p in env.tpu_pools if p.name == pool), None)
+    seconds, how = measured
+    return pricing.run_cost(
+        pricing.prices_for(env),
+        catalog.resolve(a.hardware.name).generation.name,
+        env.region,
+        a.hardware.chips,
+        seconds,
+        pool_modes=pricing.pool_modes(match) if match else (),
+        basis=f"measured ({how})",
+    )

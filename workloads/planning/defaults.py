@@ -1,0 +1,42 @@
+"""What a run gets when the user does not say: the policy defaults, by capacity mode where they differ.
+
+Plain data with no imports, so the planner applies these and the CLI's help quotes them
+(``workloads.planning.overrides``) from the same objects without loading the run model.
+``workloads.planning.model`` re-exports them as part of the model.
+"""
+
+from __future__ import annotations
+
+# Exit codes that mean "the program itself is wrong": rerunning it cannot help
+# (Python exits 1 on an uncaught exception, 2 on a usage error). A recipe may add more.
+PROGRAM_ERROR_EXIT_CODES = (1, 2)
+DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, status) for 3 days
+
+# Restarts allowed for failures that are neither a disruption (free) nor a program
+# error (fatal): signal deaths, OOM kills, a peer lost mid-collective. Spot and
+# flex-start slices vanish often enough that such knock-on failures are expected (a
+# peer slice can crash before the preempted one is reported); on on-demand and
+# reserved capacity one retry covers a transient crash without looping on a
+# deterministic one.
+DEFAULT_MAX_RESTARTS: dict[str, int] = {"spot": 3, "flex-start": 3, "on-demand": 1, "reservation": 1}
+
+# Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
+# ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
+# slices lose work only to maintenance, for which Google advises about hourly.
+DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "on-demand": 60, "reservation": 60}
+DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
+AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
+
+SUBMIT_TIMEOUT_S = 600.0  # how long `submit` waits for Kueue admission
+
+# Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
+# steady steps, so the trace shows the steady state (the playbook profiles from step 5).
+DEFAULT_PROFILE_START = 5
+
+
+def by_capacity(defaults: dict) -> str:
+    """``{"spot": 3, "flex-start": 3, "on-demand": 1}`` as ``spot/flex-start 3, on-demand 1`` (modes with one value together)."""
+    groups: dict[object, list[str]] = {}
+    for mode, value in defaults.items():
+        groups.setdefault(value, []).append(str(getattr(mode, "value", mode)))
+    return ", ".join(f"{'/'.join(modes)} {value:g}" for value, modes in groups.items())

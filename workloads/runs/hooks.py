@@ -1,0 +1,52 @@
+"""What a cluster does to a run before it is applied, chosen by the cluster's kubeconfig context.
+
+Real clusters take a run as rendered. A cluster that only plays one (the local simulated
+cluster, context ``tgk-local``) may decorate it first: there, a run becomes a rehearsal
+whose pods run for a simulated time and print MaxText's log. The service asks
+``for_context(cluster.context)`` and gets such a hook or None; it never names the package
+that provides one.
+
+A package of the toolkit that plays a cluster declares its hooks in a module named
+``runhooks`` (``workloads/<package>/runhooks.py``) as ``HOOKS: dict[str, RunHook]``, keyed by
+the kubeconfig context it writes. They are found by that file name, imported on the first
+real submit only (a dry run never asks).
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import workloads
+
+if TYPE_CHECKING:
+    from workloads.planning.model import RunPlan
+
+MODULE = "runhooks"
+
+
+class RunHook(Protocol):
+    """Decorates a run's objects for the cluster of one context; ``seconds`` is ``--rehearse-seconds`` (None: its own default)."""
+
+    def decorate(self, objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | None) -> list[dict[str, Any]]: ...
+
+    def note(self, plan: RunPlan, *, seconds: float | None) -> str:
+        """One line for the user: what the decoration does to this run."""
+        ...
+
+
+@cache
+def registry() -> dict[str, RunHook]:
+    """Every context with a hook, from the ``runhooks`` modules of the toolkit's packages."""
+    found: dict[str, RunHook] = {}
+    for root in workloads.__path__:
+        for path in sorted(Path(root).glob(f"*/{MODULE}.py")):
+            found.update(importlib.import_module(f"workloads.{path.parent.name}.{MODULE}").HOOKS)
+    return found
+
+
+def for_context(context: str | None) -> RunHook | None:
+    """The hook of the cluster behind ``context``, None for a cluster that takes runs as rendered."""
+    return registry().get(context) if context else None

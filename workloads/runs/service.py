@@ -1,0 +1,201 @@
+"""Plan, render, apply and wait for a run: the flow behind ``render`` and ``submit``, as functions returning data.
+
+    plan(recipe, spec, Overrides, now, rand) -> RunPlan          pure with now/rand given
+    render(plan)    -> {path: text}   the Kustomize tree (base/<runtime>/ + overlays/<run>/)
+    manifests(plan) -> [objects]      what `kustomize build overlays/<run>` of that tree gives
+    apply(cluster, plan)  -> Submission   the cluster's hook (the local rehearsal), the
+                                          resubmission check, server-side apply
+    wait(cluster, plan, timeout) -> AdmissionResult   Kueue admission
+    submit(cluster, plan, timeout) = apply + wait
+
+Nothing here prints: the CLI (``workloads.cli.runs``) formats what these return, and a
+notebook or pipeline step calls them directly. Bad input raises a ``ToolkitError`` naming
+the flag it comes from, before anything is applied. Whether a cluster decorates runs is
+asked through ``workloads.runs.hooks``, by the cluster's kubeconfig context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import FieldError
+from toolkit.names import TGK_FIELD_MANAGER
+from workloads.planning.defaults import SUBMIT_TIMEOUT_S
+from workloads.planning.overrides import Overrides
+from workloads.runs import hooks
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from infra.spec import EnvSpec
+    from workloads.cluster.runkinds import RunKind
+    from workloads.cluster.runs import AdmissionResult, Cluster
+    from workloads.planning.model import RunPlan
+
+TIMEOUT_S = SUBMIT_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class ExistingRun:
+    """The very run was submitted before with the same options: nothing was applied."""
+
+    kind: str  # JobSet, Job or RayJob
+    phase: str  # a status.Phase value
+    message: str
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What ``apply``/``submit`` did with a run."""
+
+    plan: RunPlan
+    applied: tuple[dict[str, Any], ...] = ()  # the objects as applied (decorated, stamped); () when ``existing``
+    existing: ExistingRun | None = None
+    note: str = ""  # the cluster hook's line (the local rehearsal's length); "" elsewhere
+    admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
+
+    @property
+    def refs(self) -> list[dict[str, str]]:
+        """kind, name (and namespace) of each applied object."""
+        return [ref(o) for o in self.applied]
+
+
+def ref(obj: dict[str, Any]) -> dict[str, str]:
+    meta = obj["metadata"]
+    return {"kind": obj["kind"], "name": meta["name"], **({"namespace": meta["namespace"]} if meta.get("namespace") else {})}
+
+
+# ------------------------------------------------------------------ plan and render (pure)
+
+
+def random_suffix() -> str:
+    """Three random lowercase letters or digits: the tail of a generated run name."""
+    import secrets  # imported here: it pulls in hmac/openssl, ~30 ms of every --help
+    import string
+
+    alphabet = string.ascii_lowercase + string.digits
+    return "".join(secrets.choice(alphabet) for _ in range(3))
+
+
+def plan(recipe: str, spec: EnvSpec, options: Overrides | None = None, *, now: datetime | None = None, rand: str | None = None) -> RunPlan:
+    """The checked plan (``workloads.planning.planner.plan_run``); ``now``/``rand`` default to the clock and a random suffix."""
+    from workloads.planning.planner import plan_run
+
+    return plan_run(recipe, spec, options or Overrides(), now=now or datetime.now(UTC), rand=random_suffix() if rand is None else rand)
+
+
+def warnings(plan: RunPlan, spec: EnvSpec) -> list[str]:
+    """What the plan may trip over on the cluster the spec builds, without being wrong."""
+    from workloads.planning.model import RUNTIME_RAY
+
+    if plan.runtime == RUNTIME_RAY and not spec.cluster.ray.enabled:
+        # A warning, not a refusal: a cluster may run a KubeRay installed by hand (the local one does).
+        return [
+            "--runtime ray: the spec leaves GKE's Ray operator off, so the cluster it builds cannot run a RayJob"
+            " — set cluster.ray.enabled: true and deploy (or install KubeRay yourself)"
+        ]
+    return []
+
+
+def render(plan: RunPlan) -> dict[str, str]:
+    """The run's Kustomize tree, path -> text: ``base/<runtime>/`` (shared by every run) and ``overlays/<run>/``."""
+    from workloads.render.kustomize import render as render_tree
+
+    return render_tree(plan)
+
+
+def manifests(plan: RunPlan) -> list[dict[str, Any]]:
+    """The objects ``kustomize build overlays/<run>`` gives for the tree ``render`` writes, built from its own text."""
+    from workloads.render.kustomize import build_overlay
+
+    return build_overlay(render(plan), plan.name)
+
+
+def summary(plan: RunPlan, spec: EnvSpec) -> dict[str, Any]:
+    """The plan's summary with its estimated cost in every capacity mode (each price with its date)."""
+    from infra.pricing import plan_cost
+
+    cost = plan_cost(plan, spec)
+    return {**plan.summary(), "estimated_cost": None if cost is None else cost.to_dict()}
+
+
+def run_kind(plan: RunPlan) -> RunKind:
+    """How the cluster side finds a run of the plan's runtime."""
+    from workloads.cluster.runkinds import BY_RUNTIME
+
+    return BY_RUNTIME[plan.runtime]
+
+
+# ------------------------------------------------------------------ on the cluster
+
+
+def apply(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]] | None = None, *, rehearse_seconds: float | None = None) -> Submission:
+    """Server-side apply the run (``objects``: its ``manifests``), unless the very same run is already there.
+
+    On a cluster whose context has a hook (the local cluster) the objects are decorated
+    first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
+    Another run under the name is refused (``--name``) before anything is applied.
+    """
+    objects = manifests(plan) if objects is None else objects
+    context = getattr(cluster, "context", None)
+    hook = hooks.for_context(context)
+    note = ""
+    if hook is None:
+        if rehearse_seconds is not None:
+            raise FieldError(
+                "--rehearse-seconds",
+                f"the context is {context!r}, not the local cluster's ({', '.join(hooks.registry())})",
+                "drop it: a real cluster runs as long as the run takes",
+            )
+    else:
+        objects = hook.decorate(objects, plan, seconds=rehearse_seconds)
+        note = hook.note(plan, seconds=rehearse_seconds)
+    objects = _checked(cluster, plan, objects)
+    if isinstance(objects, ExistingRun):
+        return Submission(plan, existing=objects, note=note)
+    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+    return Submission(plan, applied=tuple(objects), note=note)
+
+
+def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]]) -> list[dict[str, Any]] | ExistingRun:
+    """The objects stamped with their digest (workloads.render.submission), or the run already there under the name."""
+    from workloads.render import submission as resubmit
+
+    ns = plan.target.namespace
+    objects = resubmit.stamp(objects, run_kind(plan).kind)
+    found = cluster.find_run(ns, plan.name)
+    verdict = resubmit.verdict(found[1] if found else None, objects)
+    if verdict == "new":
+        return objects
+    kind = found[0].kind
+    if verdict != "same":
+        why = "with different options" if verdict == "changed" else "and was not submitted by this toolkit"
+        raise FieldError(
+            "--name",
+            f"{kind} {ns}/{plan.name} already exists {why}",
+            f"pick another --name, or delete it first: python -m workloads delete {plan.name}",
+        )
+    status = cluster.run_status(ns, plan.name)
+    return ExistingRun(kind, status.phase.value, status.message)
+
+
+def wait(cluster: Cluster, plan: RunPlan, timeout: float = TIMEOUT_S, on_progress: Callable[[str], None] | None = None) -> AdmissionResult:
+    """Wait until Kueue admits the run (or ``timeout`` seconds pass); ``on_progress`` gets each change of its Workload."""
+    return cluster.wait_admitted(plan.target.namespace, plan.name, timeout=timeout, on_progress=on_progress, kind=run_kind(plan))
+
+
+def submit(
+    cluster: Cluster,
+    plan: RunPlan,
+    *,
+    timeout: float | None = TIMEOUT_S,
+    rehearse_seconds: float | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> Submission:
+    """``apply`` the run, then ``wait`` up to ``timeout`` seconds for its admission (None: do not wait)."""
+    sub = apply(cluster, plan, rehearse_seconds=rehearse_seconds)
+    if timeout is None or not sub.applied:
+        return sub
+    return replace(sub, admission=wait(cluster, plan, timeout, on_progress))
