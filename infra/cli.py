@@ -315,7 +315,7 @@ def prices_refresh(
     import re
 
     from infra import price_refresh as pr
-    from infra.pricing import TABLE_PATH, load_table
+    from infra.price_table import TABLE_PATH, load_table
     from toolkit.errors import FieldError
 
     path = (table or TABLE_PATH).resolve()

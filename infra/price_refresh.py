@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.pricing import MODES, PriceTable, parse_table
+from infra.price_table import MODES, PriceTable, parse_table
 
 COMPUTE_SERVICE = "6F81-5844-456A"
 ENDPOINT = "https://cloudbilling.googleapis.com"

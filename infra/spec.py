@@ -22,7 +22,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog, naming
-from infra.pricing import PriceOverrides, check_overrides
+from infra.price_table import PriceOverrides, Prices, load_table
 from toolkit.errors import CatalogError, SpecError
 from toolkit.names import (
     KUEUE_QUEUE_LABEL,
@@ -45,6 +45,9 @@ SPEC_ENV_VAR = "TGK_SPEC"
 # Pinned versions of the cluster add-ons the toolkit installs and renders for.
 DEFAULT_KUEUE_VERSION = "v0.17.1"
 DEFAULT_JOBSET_VERSION = "v0.10.1"
+
+# Kueue v1beta2's ClusterQueue CRD: at most this many flavors in one resource group (maxItems).
+KUEUE_MAX_FLAVORS_PER_GROUP = 16
 
 # The de-facto PriorityClass names and values (shared with xpk).
 PRIORITY_CLASSES: dict[str, int] = {
@@ -488,6 +491,12 @@ class TpuPoolSpec(_Model):
             out.append(CapacityOption(index=k, capacity=cap, tag=tag))
         return out
 
+    def flavor_name(self, option: CapacityOption | None = None) -> str:
+        """The Kueue ResourceFlavor of ``option`` (default: the first): the shape's, which every pool of that
+        shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
+        option = option or self.capacity_options()[0]
+        return f"{self.name}-{option.tag}" if option.tag else self.shape.key
+
     def option_node_pool_names(self, option: CapacityOption) -> list[str]:
         """One GKE node pool per slice of one capacity option: <pool>-<slice>, or <pool>-<tag>-<slice> in a fallback list."""
         stem = f"{self.name}-{option.tag}" if option.tag else self.name
@@ -706,6 +715,12 @@ class KueueSpec(_Model):
 # ------------------------------------------------------------------- the spec
 
 
+def _option_field(i: int, pool: TpuPoolSpec, option: CapacityOption) -> str:
+    """The spec path of capacity option ``option`` of ``tpu_pools[i]`` (indexed only in a capacity list)."""
+    where = f"tpu_pools[{i}].capacity"
+    return f"{where}[{option.index}]" if pool.has_fallback else where
+
+
 _REGION = r"^[a-z]+-[a-z]+\d+$"
 _ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
 
@@ -745,13 +760,52 @@ class EnvSpec(_Model):
     def _cross(self) -> EnvSpec:
         self._check_zones()
         self._check_pools()
+        self._check_flavor_count()
         self._check_gke_version()
         self._check_teams()
         self._check_buckets_and_ci()
         self._check_derived_names()
         self._check_network()
-        check_overrides(self)  # with a prices: section, every pool must get a price
+        self._check_prices()
         return self
+
+    def _check_prices(self) -> None:
+        """A spec with a ``prices:`` section owns its pricing: it must price every pool it runs.
+
+        Without the section, a pool the public table has no figure for shows "no price"
+        (a missing public figure never blocks provisioning). With it, a row for another
+        region, a repeated row, or a pool option left without any price is a mistake in
+        the section, and is refused.
+        """
+        if self.prices is None:
+            return
+        seen: dict[tuple[str, str], int] = {}
+        for i, row in enumerate(self.prices.chip_hour):
+            if row.region != self.region:
+                raise SpecError(
+                    f"prices.chip_hour[{i}].region",
+                    f"{row.region!r} is not the spec's region ({self.region}), so this row would never apply",
+                    f"set region: {self.region}",
+                )
+            for m in row.given():
+                if (row.generation, m) in seen:
+                    raise SpecError(
+                        f"prices.chip_hour[{i}]",
+                        f"repeats the {m} rate of {row.generation} given in prices.chip_hour[{seen[(row.generation, m)]}]",
+                        "give each generation's rate for a mode once",
+                    )
+                seen[(row.generation, m)] = i
+        prices = Prices(load_table(), self.prices)
+        for i, pool in enumerate(self.tpu_pools):
+            gen = pool.shape.generation.name
+            for o in pool.capacity_options():
+                if prices.rate(gen, self.region, o.mode) is None:
+                    raise SpecError(
+                        "prices.chip_hour",
+                        f"has no {o.mode} rate for {gen} in {self.region}, and neither has the shipped table, "
+                        f"but {_option_field(i, pool, o)} ({pool.name}) needs one",
+                        f"add a row with generation: {gen}, region: {self.region} and {o.mode}: <USD per chip-hour>",
+                    )
 
     def _check_zones(self) -> None:
         for i, z in enumerate(self.zones):
@@ -773,7 +827,7 @@ class EnvSpec(_Model):
             pool_names[pool.name] = f"{where}.name"
             if pool.zone and pool.zone not in self.zones:
                 raise SpecError(f"{where}.zone", f"{pool.zone!r} is not one of the cluster's zones {self.zones}", "add it to zones or pick one of them")
-            self._check_capacity_options(where, pool)
+            self._check_capacity_options(i, pool)
             key = pool.shape.key
             if key in seen and seen[key] != pool.shape.machine_type:
                 raise SpecError(
@@ -786,12 +840,13 @@ class EnvSpec(_Model):
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
 
-    def _check_capacity_options(self, where: str, pool: TpuPoolSpec) -> None:
+    def _check_capacity_options(self, i: int, pool: TpuPoolSpec) -> None:
         """Every reservation in the pool's zone; a fallback pool's node pool names fit GKE and its shape is its own."""
+        where = f"tpu_pools[{i}]"
         zone = self.pool_zone(pool)
         for o in pool.capacity_options():
             cap = o.capacity
-            field = f"{where}.capacity[{o.index}]" if pool.has_fallback else f"{where}.capacity"
+            field = _option_field(i, pool, o)
             if isinstance(cap, Reservation) and cap.zone != zone:
                 raise SpecError(
                     f"{field}.zone",
@@ -812,6 +867,16 @@ class EnvSpec(_Model):
                 f"shorten the name by {len(longest) - GKE_NODE_POOL_NAME_MAX} characters",
             )
         self._check_own_shape(f"{where}.capacity", pool, "a capacity list")
+
+    def _check_flavor_count(self) -> None:
+        """Every flavor goes into each team's one resource group, which Kueue caps: refused here, before anything is applied."""
+        count = len(self.flavor_names())
+        if count > KUEUE_MAX_FLAVORS_PER_GROUP:
+            raise SpecError(
+                "tpu_pools",
+                f"{count} ResourceFlavors (distinct TPU shapes and capacity options), but a Kueue resource group holds at most {KUEUE_MAX_FLAVORS_PER_GROUP}",
+                "use fewer distinct generation/topology combinations or shorter capacity lists",
+            )
 
     def _check_own_shape(self, field: str, pool: TpuPoolSpec, what: str) -> None:
         """Its Kueue flavors select this pool's nodes only: no other pool may share the shape."""
@@ -1022,11 +1087,9 @@ class EnvSpec(_Model):
             out.setdefault(p.shape.key, p.shape)
         return out
 
-    def chips_by_shape(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.tpu_pools:
-            out[p.shape.key] = out.get(p.shape.key, 0) + p.total_chips
-        return out
+    def flavor_names(self) -> list[str]:
+        """The Kueue ResourceFlavors of the spec, in the order ClusterQueues try them (workloads.render.flavors makes them)."""
+        return list(dict.fromkeys(p.flavor_name(o) for p in self.tpu_pools for o in p.capacity_options()))
 
     def bucket_for(self, purpose: BucketPurpose, team: TeamSpec | None = None) -> BucketSpec | None:
         """The first bucket for ``purpose`` (of ``team``'s buckets, when given)."""

@@ -179,7 +179,7 @@ def test_node_pool_names_and_chips():
     spec = spec_with()
     p = spec.tpu_pools[0]
     assert p.node_pool_names() == ["v5e-16-0", "v5e-16-1"]
-    assert spec.chips_by_shape() == {"v5e-4x4": 32}
+    assert p.total_chips == 32 and spec.flavor_names() == ["v5e-4x4"]
     assert spec.multislice
 
 

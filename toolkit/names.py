@@ -26,6 +26,8 @@ GKE_MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
 # Nodes of a pool placed by a named resource policy (tpu7x multi-host workload policies).
 GKE_PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 GKE_WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+# DWS queued provisioning: GKE labels and taints the nodes of a queued node pool with it.
+GKE_QUEUED_LABEL = "cloud.google.com/gke-queued"
 # The extended resource TPU VMs advertise, and the taint GKE puts on TPU nodes.
 TPU_RESOURCE = "google.com/tpu"
 TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
@@ -40,11 +42,13 @@ K8S_INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 K8S_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 K8S_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 K8S_JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller puts it on every pod of a Job
-K8S_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_API = "batch/v1"
 K8S_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 K8S_APP_NAME_LABEL = "app.kubernetes.io/name"
 PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
+# Pod Security Admission (built into kube-apiserver): the level a namespace enforces, and warns about.
+K8S_PSA_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+K8S_PSA_WARN_LABEL = "pod-security.kubernetes.io/warn"
 
 # ---------------------------------------------------------------- JobSet (theirs)
 JOBSET_GROUP = "jobset.x-k8s.io"

@@ -50,7 +50,7 @@ from typing import Any
 from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
 from toolkit.paths import REPO_ROOT, script
-from workloads.local import LocalClusterError, addons, builds
+from workloads.local import LocalClusterError, addons, builds, state
 from workloads.local.procs import free_port
 
 KUBERAY_VERSION = "v1.6.0"  # keep in step with scripts/build-kuberay.sh
@@ -404,12 +404,10 @@ class StandIn:
 
 
 def serve(state_dir: Path, dashboard_port: int, proxy_port: int, ray_python: str, ready_file: Path) -> int:
-    from workloads.local.controlplane import LocalCluster
-
     _Proxy.dashboard_port = dashboard_port
     server = _ThreadingServer(("127.0.0.1", proxy_port), _Proxy)
     threading.Thread(target=server.serve_forever, name="proxy", daemon=True).start()
-    kube = LocalCluster(state_dir).client()
+    kube = state.client(state_dir)
     standin = StandIn(kube, f"http://127.0.0.1:{dashboard_port}", ray_python)
     ready_file.write_text("ok\n")
     _say(f"forwarding head-service dashboards to 127.0.0.1:{dashboard_port} (proxy on 127.0.0.1:{proxy_port})")

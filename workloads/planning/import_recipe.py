@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infra import catalog
 from toolkit.errors import CatalogError, FieldError
+from toolkit.yamlfile import load_yaml
 from workloads.planning import shellwords
 from workloads.planning.recipes import (
     FILL,
@@ -88,9 +89,7 @@ def _bad(problem: str, fix: str) -> FieldError:
 
 @lru_cache(maxsize=1)
 def _models_file() -> dict[str, Any]:
-    from workloads.render import yamlio
-
-    return dict(yamlio.load(MODELS_FILE.read_text()))
+    return dict(load_yaml(MODELS_FILE.read_text()))
 
 
 def model_presets() -> dict[str, dict[str, Any]]:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from infra.catalog import GENERATIONS
 from toolkit.errors import ToolkitError
-from toolkit.yamlfile import YamlFileError, read_capped
+from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 from workloads.planning.model import RUNTIMES
 from workloads.ray import RAY_VERSION
 
@@ -266,9 +266,7 @@ mesh_key = _mesh_key
 
 @lru_cache(maxsize=1)
 def maxtext_keys() -> frozenset[str]:
-    from workloads.render import yamlio
-
-    return frozenset(yamlio.load(MAXTEXT_KEYS_FILE.read_text())["keys"])
+    return frozenset(load_yaml(MAXTEXT_KEYS_FILE.read_text())["keys"])
 
 
 def suggest(word: str, choices: list[str] | frozenset[str]) -> str:
@@ -307,15 +305,13 @@ def _format(e: ValidationError, name: str, path: Path | None = None) -> str:
 @cache
 def load_recipe(name: str) -> Recipe:
     """Load a shipped recipe by name; unknown names list the known ones."""
-    from workloads.render import yamlio
-
     files = recipe_files()
     if name not in files:
         names = sorted(files)
         raise RecipeError(f"recipe: no recipe {name!r}{suggest(name, names)} — use one of {', '.join(names)}")
     path = files[name]
     try:
-        data = yamlio.load(read_capped(path))
+        data = load_yaml(read_capped(path))
     except OSError as e:
         raise RecipeError(f"recipe {name}: cannot read {path}: {e.strerror} — check the file and its permissions") from None
     except YamlFileError as e:
