@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from infra import catalog
 from toolkit.errors import FieldError
+from toolkit.names import CapacityMode
 
 TABLE_PATH = Path(__file__).with_name("prices.yaml")
-MODES: tuple[str, ...] = ("on-demand", "spot", "flex-start", "reservation")
+MODES: tuple[str, ...] = tuple(m.value for m in CapacityMode)  # the order displays list them in
 _DATE = r"^\d{4}-\d{2}-\d{2}$"
 _REGION = r"^[a-z]+-[a-z]+\d+$"
 
@@ -36,9 +37,9 @@ class _Model(BaseModel):
 class Rates(_Model):
     """USD per chip-hour by capacity mode; a mode left out has no price (never zero)."""
 
-    on_demand: float | None = Field(None, alias="on-demand")
+    on_demand: float | None = Field(None, alias=CapacityMode.ON_DEMAND.value)
     spot: float | None = None
-    flex_start: float | None = Field(None, alias="flex-start")
+    flex_start: float | None = Field(None, alias=CapacityMode.FLEX_START.value)
     reservation: float | None = Field(None, description="with the committed use discount TPU reservations need")
 
     @field_validator("on_demand", "spot", "flex_start", "reservation")
@@ -108,7 +109,7 @@ class OverrideRow(_Located):
     @model_validator(mode="after")
     def _some_rate(self) -> OverrideRow:
         if not self.given():
-            raise ValueError("gives no rate; add at least one of on-demand, spot, flex-start, reservation (USD per chip-hour)")
+            raise ValueError(f"gives no rate; add at least one of {', '.join(MODES)} (USD per chip-hour)")
         return self
 
 

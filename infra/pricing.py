@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from infra.price_table import MODES, Prices, Rate, load_table
+from toolkit.names import CapacityMode
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec, TpuPoolSpec
@@ -43,9 +44,8 @@ def pool_options(pool: TpuPoolSpec) -> list[OptionCapacity]:
     out = []
     for o in pool.capacity_options():
         mode = o.mode
-        label = f"reservation {o.capacity.name}" if mode == "reservation" else mode
-        scales = pool.autoscaling or o.index > 0 or mode == "flex-start"
-        out.append(OptionCapacity(o.index, mode, label, fixed_size=not scales))
+        label = f"reservation {o.capacity.name}" if mode == CapacityMode.RESERVATION else mode
+        out.append(OptionCapacity(o.index, mode, label, fixed_size=not pool.scales_from_zero(o)))
     return out
 
 

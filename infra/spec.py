@@ -33,6 +33,7 @@ from toolkit.names import (
     TGK_RESERVATION_LABEL,
     TGK_SLICE_INDEX_LABEL,
     TGK_TOPOLOGY_LABEL,
+    CapacityMode,
 )
 from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, load_yaml, read_capped  # noqa: F401  re-exported
 from toolkit.yamlfile import key_text as _key_text
@@ -239,11 +240,11 @@ class CpuPoolSpec(_Model):
 
 
 class OnDemand(_Model):
-    mode: Literal["on-demand"]
+    mode: Literal[CapacityMode.ON_DEMAND.value]
 
 
 class Spot(_Model):
-    mode: Literal["spot"]
+    mode: Literal[CapacityMode.SPOT.value]
 
 
 class ProvisioningRetry(_Model):
@@ -278,7 +279,7 @@ class FlexStart(_Model):
     pods wait for them; with ``queued`` a Kueue admission check asks GKE for the whole slice
     (a ProvisioningRequest) and admits the run only once it is there."""
 
-    mode: Literal["flex-start"]
+    mode: Literal[CapacityMode.FLEX_START.value]
     queued: bool = Field(False, description="queued provisioning: a Kueue ProvisioningRequest admission check on this option's flavor")
     max_run_seconds: int | None = Field(
         None, ge=600, le=FLEX_MAX_RUN_SECONDS, description="how long GKE keeps the VMs (max_run_duration; GKE's default and cap: 7 days)"
@@ -293,7 +294,7 @@ class FlexStart(_Model):
 
 
 class Reservation(_Model):
-    mode: Literal["reservation"]
+    mode: Literal[CapacityMode.RESERVATION.value]
     name: str = Field(..., pattern=_NAME, max_length=63)
     zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
     project: str | None = Field(None, description="owner project of a shared reservation")
@@ -309,9 +310,9 @@ def _capacity_shorthand(v: Any) -> Any:
 
 _CAPACITY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Capacity)
 # Node-pool name tags of the capacity options of a pool with a fallback list.
-_OPTION_TAGS = {"on-demand": "od", "spot": "spot", "flex-start": "flex"}
+_OPTION_TAGS = {CapacityMode.ON_DEMAND: "od", CapacityMode.SPOT: "spot", CapacityMode.FLEX_START: "flex"}
 # Most interruption-prone first: a run that may land on any option is planned for the worst.
-_RUN_MODE_ORDER = ("spot", "flex-start", "on-demand", "reservation")
+_RUN_MODE_ORDER = (CapacityMode.SPOT, CapacityMode.FLEX_START, CapacityMode.ON_DEMAND, CapacityMode.RESERVATION)
 GKE_NODE_POOL_NAME_MAX = 40
 
 
@@ -363,7 +364,7 @@ class TpuPoolSpec(_Model):
     topology: str | None = Field(None, description="e.g. 4x4 or 4x4x8 (with generation)")
     chips_per_vm: int | None = Field(None, description="only to pick multi-host 2x4 (4) over single-host (8)")
     slices: int = Field(1, ge=1, le=512, description="number of slices = node pools")
-    capacity: Capacity = Field(default_factory=lambda: OnDemand(mode="on-demand"))
+    capacity: Capacity = Field(default_factory=lambda: OnDemand(mode=CapacityMode.ON_DEMAND.value))
     zone: str | None = Field(None, description="defaults to the first of the spec's zones")
     autoscaling: bool = Field(False, description="scale each slice between 0 and its node count")
     disk_size_gb: int = Field(100, ge=10, le=65536)
@@ -477,7 +478,7 @@ class TpuPoolSpec(_Model):
     def run_mode(self) -> str:
         """The capacity mode a run on this pool is planned for: the most interruption-prone of its options."""
         modes = {c.mode for c in self.capacities}
-        return next(m for m in _RUN_MODE_ORDER if m in modes)
+        return next(m.value for m in _RUN_MODE_ORDER if m in modes)
 
     def capacity_options(self) -> list[CapacityOption]:
         out, reservations = [], 0
@@ -496,6 +497,15 @@ class TpuPoolSpec(_Model):
         shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
         option = option or self.capacity_options()[0]
         return f"{self.name}-{option.tag}" if option.tag else self.shape.key
+
+    def autoscaled(self, option: CapacityOption) -> bool:
+        """The option's node pools have an autoscaler: the pool asks for one, and every fallback option after the first has one."""
+        return self.autoscaling or option.index > 0
+
+    def scales_from_zero(self, option: CapacityOption) -> bool:
+        """The option's node pools hold no VMs while idle (and cost nothing): autoscaled, or flex-start, which only
+        the autoscaler obtains (modules.tpu_pool)."""
+        return self.autoscaled(option) or option.mode == CapacityMode.FLEX_START
 
     def option_node_pool_names(self, option: CapacityOption) -> list[str]:
         """One GKE node pool per slice of one capacity option: <pool>-<slice>, or <pool>-<tag>-<slice> in a fallback list."""
@@ -1225,7 +1235,7 @@ def derive_cidrs(spec: EnvSpec) -> Cidrs:
 # --------------------------------------------------------------------- loading
 
 
-_CAPACITY_MODES = ("on-demand", "spot", "flex-start", "reservation")
+_CAPACITY_MODES = tuple(m.value for m in CapacityMode)
 _CAPACITY_WRAPPER = "function-after[_shorthand(), tagged-union[OnDemand,Spot,FlexStart,Reservation]]"
 
 
@@ -1286,14 +1296,16 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
         mode = _capacity_mode(tuple(err.get("loc", ())))
         key = err["loc"][-1] if err.get("loc") else ""
         if mode is not None:
-            takes = {"reservation": "mode, name, zone and project", "flex-start": "mode, queued, max_run_seconds and retry"}.get(mode, "only mode")
+            takes = {CapacityMode.RESERVATION: "mode, name, zone and project", CapacityMode.FLEX_START: "mode, queued, max_run_seconds and retry"}.get(
+                mode, "only mode"
+            )
             also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
             return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
         return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
         return "is required", "add it (see examples/default.yaml)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{ctx.get('tag', value)!r} is not a capacity mode", "use one of on-demand, spot, flex-start, reservation"
+        return f"{ctx.get('tag', value)!r} is not a capacity mode", f"use one of {', '.join(CapacityMode)}"
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
     if kind == "enum":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The jsii runtime's environment (no token creation stacks; the provider's resource
 # namespaces loaded on first use): must be set before the runtime starts.
@@ -27,7 +28,7 @@ from constructs import Construct  # noqa: E402
 from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
-from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
@@ -37,9 +38,9 @@ from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
-from modules.tpu_pool import Capacity, Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
+from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import TGK  # noqa: E402
+from toolkit.names import TGK, CapacityMode  # noqa: E402
 
 _PLACEMENT = {
     CatalogPlacement.NONE: Placement.NONE,
@@ -60,15 +61,12 @@ def tpu_node_labels(pool: TpuPoolSpec, index: int, option: CapacityOption | None
     return pool.node_labels(option or pool.capacity_options()[0], index)
 
 
-def _capacity(spec: EnvSpec, cap: object) -> tuple[Capacity, str | None]:
-    if isinstance(cap, Spot):
-        return Capacity.SPOT, None
-    if isinstance(cap, FlexStart):
-        return Capacity.FLEX_START, None
+def _capacity(spec: EnvSpec, cap: Any) -> tuple[CapacityMode, str | None]:
+    """The node pool's capacity mode, and the reservation it consumes (``projects/<owner>/...`` when shared)."""
     if isinstance(cap, Reservation):
         shared = cap.project and cap.project != spec.project
-        return Capacity.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
-    return Capacity.ON_DEMAND, None
+        return CapacityMode.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
+    return CapacityMode(cap.mode), None
 
 
 @dataclass
@@ -397,7 +395,7 @@ def _tpu_slice(
             workload_policy=policy_name,
             capacity=capacity,
             reservation=reservation,
-            autoscaling=pool.autoscaling or option.index > 0,
+            autoscaling=pool.autoscaled(option),
             queued_provisioning=isinstance(option.capacity, FlexStart) and option.capacity.queued,
             max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,

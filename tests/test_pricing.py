@@ -584,3 +584,11 @@ def test_prices_show_lists_the_region_with_dates_and_refuses_a_region_without_an
     rc, out, err = infra_in_process(capsys, "prices", "show", "--region", "europe-west2")
     assert rc == 2 and out == ""
     assert err.splitlines() == [err.strip()] and err.startswith("error: --region: no TPU prices for 'europe-west2'")
+
+
+def test_a_rate_field_per_capacity_mode():
+    """The rate fields are written out (pydantic models); they must stay the capacity modes, in their order."""
+    from infra.price_table import Rates
+    from toolkit.names import CapacityMode
+
+    assert [f.alias or name for name, f in Rates.model_fields.items()] == list(CapacityMode) == list(price_table.MODES)

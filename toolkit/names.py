@@ -17,6 +17,8 @@ the JobSet and Kueue APIs of the pinned releases).
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # ------------------------------------------------------------------- GKE (theirs)
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -92,6 +94,21 @@ TGK_RESERVATION_LABEL = f"{TGK_NODE_LABEL_PREFIX}/reservation"
 TGK_LOCAL_PREFIX = "local.tgk.dev"
 TGK_LOCAL_MANAGED_LABEL = f"{TGK_LOCAL_PREFIX}/managed"
 TGK_LOCAL_FIELD_MANAGER = "tgk-local"
+
+
+class CapacityMode(StrEnum):
+    """How GCP provisions a pool's TPU VMs: the spec's ``capacity`` modes, and the values of
+    ``TGK_CAPACITY_LABEL``. Listed in this order wherever all of them are (prices, messages).
+
+    A member is its string (``CapacityMode.SPOT == "spot"``, formats as ``spot``); models
+    and documents keep plain strings, and tables keyed by mode take either.
+    """
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    FLEX_START = "flex-start"
+    RESERVATION = "reservation"
+
 
 # GKE's TPU tutorial env for a plain Indexed Job: this worker's index, and every worker's DNS name.
 TPU_WORKER_ID_ENV = "TPU_WORKER_ID"

@@ -38,6 +38,7 @@ from toolkit.names import (
     TGK_LOCAL_MANAGED_LABEL,
     TPU_RESOURCE,
     TPU_TAINT,
+    CapacityMode,
 )
 
 
@@ -136,7 +137,7 @@ def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> li
         K8S_REGION_LABEL: spec.region,
         K8S_ZONE_LABEL: spec.pool_zone(pool),
     }
-    if option.mode == "spot":
+    if option.mode == CapacityMode.SPOT:
         base[GKE_SPOT_LABEL] = "true"
     policy = placement_policy_name(spec, pool)
     if policy:

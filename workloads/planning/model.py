@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
+from toolkit.names import CapacityMode
 
 # Exit codes that mean "the program itself is wrong": rerunning it cannot help
 # (Python exits 1 on an uncaught exception, 2 on a usage error). A recipe may add more.
@@ -33,14 +34,14 @@ DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, sta
 # peer slice can crash before the preempted one is reported); on on-demand and
 # reserved capacity one retry covers a transient crash without looping on a
 # deterministic one.
-DEFAULT_MAX_RESTARTS: dict[str, int] = {"spot": 3, "flex-start": 3, "on-demand": 1, "reservation": 1}
+DEFAULT_MAX_RESTARTS: dict[str, int] = {CapacityMode.SPOT: 3, CapacityMode.FLEX_START: 3, CapacityMode.ON_DEMAND: 1, CapacityMode.RESERVATION: 1}
 
 # Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
 # ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
 # slices lose work only to maintenance, for which Google advises about hourly.
-DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "on-demand": 60, "reservation": 60}
+DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {CapacityMode.SPOT: 15, CapacityMode.FLEX_START: 30, CapacityMode.ON_DEMAND: 60, CapacityMode.RESERVATION: 60}
 DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
-AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
+AUTOCHECKPOINT_CAPACITY = frozenset({CapacityMode.SPOT})  # MaxText saves at the preemption step (SIGTERM)
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
 # report, on purpose. A slower real step makes checkpoints *more* frequent in time than

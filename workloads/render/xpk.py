@@ -32,14 +32,19 @@ from __future__ import annotations
 from typing import Any
 
 from infra.spec import EnvSpec, Reservation
-from toolkit.names import K8S_NAMESPACE_NAME_LABEL, K8S_PSA_ENFORCE_LABEL, K8S_PSA_WARN_LABEL, KUEUE_API, TPU_RESOURCE
+from toolkit.names import K8S_NAMESPACE_NAME_LABEL, K8S_PSA_ENFORCE_LABEL, K8S_PSA_WARN_LABEL, KUEUE_API, TPU_RESOURCE, CapacityMode
 from workloads.render.flavors import Flavor, flavors, quota
 
 XPK_VERSION = "1.13.1"  # the xpk release whose source this module follows; scripts/setup-xpk.sh pins it
 CLUSTER_QUEUE = "cluster-queue"  # xpk core/kueue_manager.py CLUSTER_QUEUE_NAME
 LOCAL_QUEUE = "multislice-queue"  # xpk core/kueue_manager.py LOCAL_QUEUE_NAME
 # xpk core/capacity.py CapacityType names, by the spec's capacity mode.
-CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "flex-start": "FLEX_START", "reservation": "RESERVATION"}
+CAPACITY_TYPES = {
+    CapacityMode.ON_DEMAND: "ON_DEMAND",
+    CapacityMode.SPOT: "SPOT",
+    CapacityMode.FLEX_START: "FLEX_START",
+    CapacityMode.RESERVATION: "RESERVATION",
+}
 
 
 def resources_configmap_name(spec: EnvSpec) -> str:
