@@ -181,10 +181,6 @@ class SliceShape:
         return self.chips * self.generation.devices_per_chip
 
     @property
-    def devices_per_vm(self) -> int:
-        return self.chips_per_vm * self.generation.devices_per_chip
-
-    @property
     def accelerator_label(self) -> str:
         return self.generation.accelerator_label
 

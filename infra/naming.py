@@ -20,11 +20,6 @@ def service_account_id(cluster: str, suffix: str) -> str:
     return f"{head}-{digest}-{suffix}"
 
 
-def service_account_email(project: str, cluster: str, suffix: str) -> str:
-    """e.g. workload → <cluster>-workload@<project>.iam.gserviceaccount.com"""
-    return f"{service_account_id(cluster, suffix)}@{project}.iam.gserviceaccount.com"
-
-
 def workload_policy_name(cluster: str, generation: str, topology: str) -> str:
     return f"{cluster}-{generation}-{topology}"[:63].rstrip("-")
 

@@ -725,6 +725,13 @@ class KueueSpec(_Model):
 # ------------------------------------------------------------------- the spec
 
 
+def _flex_start_words(field: str, cap: FlexStart) -> tuple[str, str]:
+    """The key a flex-start refusal names under capacity option ``field``, and what it calls the option."""
+    if cap.queued:
+        return f"{field}.queued", "queued provisioning (DWS flex-start)"
+    return f"{field}.mode", "DWS flex-start"
+
+
 def _option_field(i: int, pool: TpuPoolSpec, option: CapacityOption) -> str:
     """The spec path of capacity option ``option`` of ``tpu_pools[i]`` (indexed only in a capacity list)."""
     where = f"tpu_pools[{i}].capacity"
@@ -864,7 +871,7 @@ class EnvSpec(_Model):
                     f"set the pool's zone to {cap.zone} (and list it in zones) or use a reservation in {zone}",
                 )
             if isinstance(cap, FlexStart):
-                self._check_flex_start(f"{field}", pool, cap)
+                self._check_flex_start(field, pool, cap)
         if pool.queued and not pool.has_fallback:
             self._check_own_shape(f"{where}.capacity.queued", pool, "queued provisioning")
         if not pool.has_fallback:
@@ -899,33 +906,21 @@ class EnvSpec(_Model):
             )
 
     def _check_flex_start(self, field: str, pool: TpuPoolSpec, cap: FlexStart) -> None:
-        """DWS flex-start exists only for some TPU generations and GKE versions."""
+        """DWS flex-start exists only for some TPU generations (and GKE versions: ``_gke_floors``)."""
         gen = pool.shape.generation.name
-        key = f"{field}.queued" if cap.queued else f"{field}.mode"
-        what = "queued provisioning (DWS flex-start)" if cap.queued else "DWS flex-start"
         if gen not in FLEX_START_GENERATIONS:
+            key, what = _flex_start_words(field, cap)
             raise SpecError(
                 key,
                 f"{what} is not offered for TPU {gen}",
                 f"use a {', '.join(FLEX_START_GENERATIONS)} pool, or on-demand, spot or a reservation for {gen}",
-            )
-        mv = self.cluster.min_version
-        if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(FLEX_START_TPU_MIN_GKE_VERSION):
-            raise SpecError(
-                "cluster.min_version",
-                f"{mv} is below {FLEX_START_TPU_MIN_GKE_VERSION}, the first GKE version with {what} for TPUs ({key})",
-                f"set it to {FLEX_START_TPU_MIN_GKE_VERSION} or later, or remove it to use the floor",
             )
 
     def _check_gke_version(self) -> None:
         mv = self.cluster.min_version
         for floor, why in self._gke_floors():
             if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(floor):
-                raise SpecError(
-                    "cluster.min_version",
-                    f"{mv} is below {floor}, the minimum GKE version for {why}",
-                    f"set it to {floor} or later, or remove it to use the floor",
-                )
+                raise SpecError("cluster.min_version", f"{mv} is below {floor}, {why}", f"set it to {floor} or later, or remove it to use the floor")
 
     def _check_teams(self) -> None:
         ns_seen: dict[str, int] = {}
@@ -1031,14 +1026,17 @@ class EnvSpec(_Model):
         return any(p.slices > 1 for p in self.tpu_pools)
 
     def _gke_floors(self) -> list[tuple[str, str]]:
-        """Each minimum GKE version this spec needs, with what needs it."""
+        """Each minimum GKE version this spec needs, with what needs it as a refusal words it (checked in this order)."""
         floors = []
+        flex = next(((i, p, o) for i, p in enumerate(self.tpu_pools) for o in p.capacity_options() if isinstance(o.capacity, FlexStart)), None)
+        if flex is not None:
+            i, pool, option = flex
+            key, what = _flex_start_words(_option_field(i, pool, option), option.capacity)
+            floors.append((FLEX_START_TPU_MIN_GKE_VERSION, f"the first GKE version with {what} for TPUs ({key})"))
         if pools := catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice):
-            floors.append((pools, "these TPU pools"))
-        if any(p.flex_start for p in self.tpu_pools):
-            floors.append((FLEX_START_TPU_MIN_GKE_VERSION, "flex-start TPU pools"))
+            floors.append((pools, "the minimum GKE version for these TPU pools"))
         if self.cluster.ray.enabled:
-            floors.append((RAY_MIN_GKE_VERSION, "Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
+            floors.append((RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
         return floors
 
     @property

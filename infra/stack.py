@@ -28,7 +28,7 @@ from constructs import Construct  # noqa: E402
 from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
-from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
@@ -47,18 +47,6 @@ _PLACEMENT = {
     CatalogPlacement.COMPACT: Placement.COMPACT,
     CatalogPlacement.WORKLOAD_POLICY: Placement.WORKLOAD_POLICY,
 }
-
-# Per bucket purpose: (node SA role, team SA role). A bucket's team SA gets the
-# team role: its pods prepare data, write checkpoints and artifacts. The node SA
-# gets the node role only on the buckets of teams that opted in to hostNetwork
-# runs (whose pods act as it); those pods only read training data.
-# The table lives in infra.access: the planner checks a run can write its checkpoints with it.
-_BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = BUCKET_ROLES
-
-
-def tpu_node_labels(pool: TpuPoolSpec, index: int, option: CapacityOption | None = None) -> dict[str, str]:
-    """The toolkit's labels on every node of slice ``index`` of ``pool`` (of its first capacity option by default)."""
-    return pool.node_labels(option or pool.capacity_options()[0], index)
 
 
 def _capacity(spec: EnvSpec, cap: Any) -> tuple[CapacityMode, str | None]:
@@ -217,8 +205,14 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
 
 
 def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
-    """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA)."""
-    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=_BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
+    """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA).
+
+    A bucket's team SA gets the team role: its pods prepare data, write checkpoints and
+    artifacts. The node SA gets the node role only on the buckets of teams that opted in
+    to hostNetwork runs (whose pods act as it); those pods only read training data. The
+    table is infra.access's BUCKET_ROLES, which the planner checks a run's writes against.
+    """
+    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:

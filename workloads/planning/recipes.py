@@ -13,7 +13,6 @@ Unknown keys are errors, as in the environment spec.
 from __future__ import annotations
 
 import difflib
-import math
 from enum import Enum
 from functools import cache, lru_cache
 from pathlib import Path
@@ -362,7 +361,3 @@ def summary(recipe: Recipe) -> dict[str, Any]:
         out["per_device_batch"] = {f">={r.min_hbm_gib_per_device:g}GiB": r.per_device_batch_size for r in m.per_device_batch}
         out["parallelism"] = {"ici": m.parallelism.ici, "dcn": m.parallelism.dcn}
     return out
-
-
-def is_whole(x: float) -> bool:
-    return math.isfinite(x) and float(x).is_integer()

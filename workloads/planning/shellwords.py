@@ -25,7 +25,6 @@ from toolkit.errors import ToolkitError
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(:?)-(.*)", re.S)
 _ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
-OPERATORS = ("&&", "||", "|", "&", ";")
 _DQ_ESCAPES = '$`"\\'
 _DECLARE = ("export", "declare", "readonly", "local")
 
