@@ -318,11 +318,11 @@ def prices_refresh(
     import re
 
     from infra import price_refresh as pr
-    from infra.price_table import TABLE_PATH, load_table
+    from infra.price_table import DATE, TABLE_PATH, load_table
     from toolkit.errors import FieldError
 
     path = (table or TABLE_PATH).resolve()
-    if as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
+    if as_of and not re.fullmatch(DATE, as_of):
         raise FieldError("--as-of", f"{as_of!r} is not a date", "write it as YYYY-MM-DD")
     if from_file is not None and not as_of:
         raise FieldError(

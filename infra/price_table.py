@@ -21,13 +21,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from infra import catalog
+from infra.naming import REGION
 from toolkit.errors import FieldError
 from toolkit.names import CapacityMode
 
 TABLE_PATH = Path(__file__).with_name("prices.yaml")
 MODES: tuple[str, ...] = tuple(m.value for m in CapacityMode)  # the order displays list them in
-_DATE = r"^\d{4}-\d{2}-\d{2}$"
-_REGION = r"^[a-z]+-[a-z]+\d+$"
+DATE = r"^\d{4}-\d{2}-\d{2}$"  # YYYY-MM-DD, the day a price was taken
 
 
 class _Model(BaseModel):
@@ -59,13 +59,13 @@ class Rates(_Model):
 
 class PriceSource(_Model):
     url: str
-    date: str = Field(..., pattern=_DATE, description="the day the figures were taken (YYYY-MM-DD)")
+    date: str = Field(..., pattern=DATE, description="the day the figures were taken (YYYY-MM-DD)")
     note: str = ""
 
 
 class _Located(Rates):
     generation: str
-    region: str = Field(..., pattern=_REGION)
+    region: str = Field(..., pattern=REGION)
 
     @field_validator("generation")
     @classmethod
@@ -116,7 +116,7 @@ class OverrideRow(_Located):
 class PriceOverrides(_Model):
     """The spec's ``prices:`` section: rates that win over the shipped table."""
 
-    as_of: str = Field(..., pattern=_DATE, description="the day these figures were agreed or taken (YYYY-MM-DD)")
+    as_of: str = Field(..., pattern=DATE, description="the day these figures were agreed or taken (YYYY-MM-DD)")
     note: str = Field("", description="where they come from, e.g. a contract")
     chip_hour: list[OverrideRow] = Field(..., min_length=1)
 

@@ -22,9 +22,22 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog, naming
+from infra.naming import (
+    BUCKET_NAME,
+    GCE_NAME_MAX,
+    GCP_ID,
+    GCP_ID_MAX,
+    GCP_ID_MIN,
+    GKE_CLUSTER_NAME_MAX,
+    GKE_NODE_POOL_NAME_MAX,
+    REGION,
+    ZONE,
+)
 from infra.price_table import PriceOverrides, Prices, load_table
 from toolkit.errors import CatalogError, SpecError
 from toolkit.names import (
+    DNS1035_LABEL,
+    K8S_NAME_MAX,
     KUEUE_QUEUE_LABEL,
     TGK_ACCELERATOR_TYPE_LABEL,
     TGK_CAPACITY_LABEL,
@@ -59,11 +72,11 @@ PRIORITY_CLASSES: dict[str, int] = {
     "very-high": 1000,
 }
 
-_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_SERVICE_ACCOUNT_ID = r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$"  # GCP service account ids
-K8S_NAME_MAX = 63  # DNS-1123 labels (Namespace, LocalQueue, ServiceAccount names) and label values
-GCE_NAME_MAX = 63  # Compute Engine resource names (networks, routers, NATs)
-_GKE_VERSION = r"^\d+\.\d+(\.\d+)?(-gke\.\d+)?$"
+_RELEASE = r"^v\d+\.\d+\.\d+$"  # an add-on's release tag
+_MACHINE_TYPE = r"^[a-z0-9]+-[a-z0-9-]+$"
+MAX_SLICES = 512
+# A TPU pool's node pools are <name>-<slice index>; the longest index must still fit GKE's node pool names.
+TPU_POOL_NAME_MAX = GKE_NODE_POOL_NAME_MAX - len(f"-{MAX_SLICES - 1}")
 
 
 class FieldValueError(ValueError):
@@ -100,7 +113,7 @@ def _private_cidr(v: str, example: str) -> str:
 class NetworkSpec(_Model):
     """VPC-native networking. CIDRs left empty are derived from the node count."""
 
-    name: str | None = Field(None, pattern=_NAME, max_length=63, description="VPC name (default <cluster>-net)")
+    name: str | None = Field(None, pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX, description="VPC name (default <cluster>-net)")
     nodes_cidr: str | None = Field(None, description="primary subnet range for node IPs")
     pods_cidr: str | None = Field(None, description="secondary range for pod IPs")
     services_cidr: str | None = Field(None, description="secondary range for Service IPs")
@@ -122,8 +135,10 @@ class DcnNetworkSpec(_Model):
     only accepts at cluster creation: adding it to a running cluster recreates it.
     """
 
-    name: str | None = Field(None, pattern=_NAME, max_length=63, description="second VPC name (default <cluster>-dcn)")
-    gke_network: str = Field("dcn", pattern=_NAME, max_length=63, description="the GKE Network object (networking.gke.io/v1) runs attach eth1 to")
+    name: str | None = Field(None, pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX, description="second VPC name (default <cluster>-dcn)")
+    gke_network: str = Field(
+        "dcn", pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="the GKE Network object (networking.gke.io/v1) runs attach eth1 to"
+    )
     cidr: str = Field("10.200.0.0/16", description="the second VPC's subnet; every TPU node gets an eth1 address in it")
     mtu: int = Field(8896, ge=1300, le=8896, description="the second VPC's MTU (8896: GCP's largest, fewer packets per DCN transfer)")
     tcp_rmem: str = Field(
@@ -180,9 +195,9 @@ class RayAddonSpec(_Model):
 
 
 class ClusterSpec(_Model):
-    name: str = Field(..., pattern=_NAME, max_length=40)
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=GKE_CLUSTER_NAME_MAX)
     release_channel: ReleaseChannel = ReleaseChannel.RAPID
-    min_version: str | None = Field(None, pattern=_GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
+    min_version: str | None = Field(None, pattern=catalog.GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
     dataplane_v2: bool = True
     private_nodes: bool = False
     master_cidr: str = Field("172.16.0.0/28", description="control-plane range when private_nodes is on")
@@ -226,8 +241,8 @@ class ClusterSpec(_Model):
 
 
 class CpuPoolSpec(_Model):
-    name: str = Field("cpu", pattern=_NAME, max_length=40)
-    machine_type: str = Field("n2-standard-8", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    name: str = Field("cpu", pattern=DNS1035_LABEL, max_length=GKE_NODE_POOL_NAME_MAX)
+    machine_type: str = Field("n2-standard-8", pattern=_MACHINE_TYPE)
     min_nodes: int = Field(1, ge=0, le=1000, description="per zone")
     max_nodes: int = Field(3, ge=1, le=1000, description="per zone")
     disk_size_gb: int = Field(200, ge=10, le=65536)
@@ -295,7 +310,7 @@ class FlexStart(_Model):
 
 class Reservation(_Model):
     mode: Literal[CapacityMode.RESERVATION.value]
-    name: str = Field(..., pattern=_NAME, max_length=63)
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
     zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
     project: str | None = Field(None, description="owner project of a shared reservation")
 
@@ -313,7 +328,6 @@ _CAPACITY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Capacity)
 _OPTION_TAGS = {CapacityMode.ON_DEMAND: "od", CapacityMode.SPOT: "spot", CapacityMode.FLEX_START: "flex"}
 # Most interruption-prone first: a run that may land on any option is planned for the worst.
 _RUN_MODE_ORDER = (CapacityMode.SPOT, CapacityMode.FLEX_START, CapacityMode.ON_DEMAND, CapacityMode.RESERVATION)
-GKE_NODE_POOL_NAME_MAX = 40
 
 
 def _option_key(cap: Any) -> str:
@@ -358,12 +372,12 @@ class CapacityOption(BaseModel):
 class TpuPoolSpec(_Model):
     """A group of identical TPU slices: one GKE node pool per slice."""
 
-    name: str = Field(..., pattern=_NAME, max_length=36, description="node pools are named <name>-<slice index>")
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=TPU_POOL_NAME_MAX, description="node pools are named <name>-<slice index>")
     type: str | None = Field(None, description="accelerator type, e.g. v5litepod-16, v6e-16, tpu7x-256")
     generation: str | None = Field(None, description="v4, v5e, v5p, v6e or tpu7x (with topology)")
     topology: str | None = Field(None, description="e.g. 4x4 or 4x4x8 (with generation)")
     chips_per_vm: int | None = Field(None, description="only to pick multi-host 2x4 (4) over single-host (8)")
-    slices: int = Field(1, ge=1, le=512, description="number of slices = node pools")
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="number of slices = node pools")
     capacity: Capacity = Field(default_factory=lambda: OnDemand(mode=CapacityMode.ON_DEMAND.value))
     zone: str | None = Field(None, description="defaults to the first of the spec's zones")
     autoscaling: bool = Field(False, description="scale each slice between 0 and its node count")
@@ -562,10 +576,10 @@ class TeamPreemptionSpec(_Model):
 
 
 class TeamSpec(_Model):
-    name: str = Field(..., pattern=_NAME, max_length=30)
-    namespace: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to the team name")
-    local_queue: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to <namespace>-queue")
-    service_account: str | None = Field(None, pattern=_NAME, max_length=63, description="KSA bound to the workload GSA")
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=30)
+    namespace: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to the team name")
+    local_queue: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to <namespace>-queue")
+    service_account: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="KSA bound to the workload GSA")
     quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
     priority: str = Field("medium", description="default priority class for the team's runs")
     borrowing_limit: float | None = Field(
@@ -619,7 +633,7 @@ class BucketPurpose(str, Enum):
 
 
 class BucketSpec(_Model):
-    name: str = Field(..., pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$")
+    name: str = Field(..., pattern=BUCKET_NAME)
     purpose: BucketPurpose
     team: str | None = Field(None, description="the team whose pods use it (default: the only team; required with several)")
     versioning: bool | None = Field(None, description="default: on for checkpoints")
@@ -633,7 +647,7 @@ class BucketSpec(_Model):
 
 class ArtifactRegistrySpec(_Model):
     enabled: bool = True
-    repository: str = Field("tpu-training", pattern=_NAME, max_length=63)
+    repository: str = Field("tpu-training", pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
 
 
 class TensorBoardSpec(_Model):
@@ -660,13 +674,13 @@ class CloudBuildSpec(_Model):
 
 
 class StateSpec(_Model):
-    bucket: str | None = Field(None, pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$", description="Terraform state bucket (default <project>-tf-state)")
+    bucket: str | None = Field(None, pattern=BUCKET_NAME, description="Terraform state bucket (default <project>-tf-state)")
     prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
 
 
 class VersionsSpec(_Model):
-    kueue: str = Field(DEFAULT_KUEUE_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
-    jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
+    kueue: str = Field(DEFAULT_KUEUE_VERSION, pattern=_RELEASE)
+    jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=_RELEASE)
 
 
 class WaitForPodsReadySpec(_Model):
@@ -700,7 +714,9 @@ class XpkSpec(_Model):
     """Make the cluster take `xpk workload create` unchanged (workloads/render/xpk.py renders the objects)."""
 
     enabled: bool = Field(False, description="render xpk's ConfigMaps, ClusterQueue cluster-queue and LocalQueue multislice-queue")
-    namespace: str = Field("default", pattern=_NAME, max_length=63, description="the namespace xpk's kubectl uses (its context's; xpk passes no -n)")
+    namespace: str = Field(
+        "default", pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="the namespace xpk's kubectl uses (its context's; xpk passes no -n)"
+    )
     quota_share: float = Field(
         0.0, ge=0, le=1.0, description="fraction of every TPU shape's chips xpk's queue owns; 0 = it only borrows what the teams leave idle"
     )
@@ -738,16 +754,12 @@ def _option_field(i: int, pool: TpuPoolSpec, option: CapacityOption) -> str:
     return f"{where}[{option.index}]" if pool.has_fallback else where
 
 
-_REGION = r"^[a-z]+-[a-z]+\d+$"
-_ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
-
-
 class EnvSpec(_Model):
     """The whole environment."""
 
-    project: str = Field(..., pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id")
-    region: str = Field(..., pattern=_REGION)
-    zones: list[Annotated[str, Field(pattern=_ZONE)]] = Field(..., min_length=1)
+    project: str = Field(..., pattern=GCP_ID, description="GCP project id")
+    region: str = Field(..., pattern=REGION)
+    zones: list[Annotated[str, Field(pattern=ZONE)]] = Field(..., min_length=1)
     labels: dict[str, str] = Field(default_factory=dict, description="GCP resource labels added everywhere")
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     cluster: ClusterSpec
@@ -1006,11 +1018,11 @@ class EnvSpec(_Model):
         accounts = ["nodes", "workload"] + (["ci"] if self.cloud_build.enabled else [])
         for suffix in accounts:
             account = naming.service_account_id(self.cluster.name, suffix)
-            if not re.match(_SERVICE_ACCOUNT_ID, account):
+            if not re.match(GCP_ID, account):
                 raise SpecError(
                     "cluster.name",
-                    f"makes the {suffix} service account id {account!r}, but GCP needs 6-30 characters",
-                    f"use a cluster name of at least {6 - len(suffix) - 1} characters",
+                    f"makes the {suffix} service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} characters",
+                    f"use a cluster name of at least {GCP_ID_MIN - len(suffix) - 1} characters",
                 )
 
     # ---------------------------------------------------------------- derived
@@ -1261,14 +1273,14 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 # Fixes for pattern-checked strings, by pattern: "use lowercase letters" is wrong advice for a version.
 _PATTERN_FIXES: dict[str, str] = {
-    _NAME: "use lowercase letters, digits and '-', starting with a letter",
-    _GKE_VERSION: "write it like 1.31.2-gke.1115000",
-    r"^v\d+\.\d+\.\d+$": "write it like v0.17.1",
-    r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$": "use a GCP project id: 6-30 lowercase letters, digits and '-', starting with a letter",
-    r"^[a-z]+-[a-z]+\d+$": "write it like us-central1",
-    r"^[a-z]+-[a-z]+\d+-[a-z]$": "write it like us-central1-a",
-    r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$": "use 3-63 lowercase letters, digits, '-', '_' and '.'",
-    r"^[a-z0-9]+-[a-z0-9-]+$": "write it like n2-standard-8",
+    DNS1035_LABEL: "use lowercase letters, digits and '-', starting with a letter",
+    catalog.GKE_VERSION: "write it like 1.31.2-gke.1115000",
+    _RELEASE: "write it like v0.17.1",
+    GCP_ID: f"use a GCP project id: {GCP_ID_MIN}-{GCP_ID_MAX} lowercase letters, digits and '-', starting with a letter",
+    REGION: "write it like us-central1",
+    ZONE: "write it like us-central1-a",
+    BUCKET_NAME: "use 3-63 lowercase letters, digits, '-', '_' and '.'",
+    _MACHINE_TYPE: "write it like n2-standard-8",
 }
 
 _BOUND_TYPES = {

@@ -37,6 +37,8 @@ TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 TPU_TOLERATION = {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 # ------------------------------------------------------------- Kubernetes (theirs)
+K8S_NAME_MAX = 63  # a DNS label: Namespace, LocalQueue, ServiceAccount and pod-name parts; label values
+DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a letter first: the names the toolkit takes for Kubernetes and GCE objects
 K8S_HOSTNAME_LABEL = "kubernetes.io/hostname"
 K8S_ZONE_LABEL = "topology.kubernetes.io/zone"
 K8S_REGION_LABEL = "topology.kubernetes.io/region"
@@ -67,6 +69,15 @@ KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.17.1
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on the Workload Kueue creates for a job
+
+# --------------------------------------------------------------- KubeRay (theirs)
+# v1.6.0's API and pod labels (ray-operator/controllers/ray/utils/constant.go).
+RAY_API = "ray.io/v1"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice (RayMultiHostIndexing, on by default)
+RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+RAY_REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"  # one name per multi-host replica (a slice)
+RAY_SUBMITTER_CONTAINER = "ray-job-submitter"  # utils.SubmitterContainerName
 
 # ------------------------------------------------------------------ kwok (theirs)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"

@@ -13,6 +13,7 @@ Unknown keys are errors, as in the environment spec.
 from __future__ import annotations
 
 import difflib
+import re
 from enum import Enum
 from functools import cache, lru_cache
 from pathlib import Path
@@ -47,6 +48,8 @@ MESH_AXES: tuple[str, ...] = (
     "expert",
 )
 FILL = -1  # "all the devices the other axes leave", as in MaxText's base.yml
+# A MaxText integer as a script or --set writes it: what is read as an int, and nothing else (no 1e3, 0x10, 007).
+PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 
