@@ -31,7 +31,6 @@ daemon's checkpoints and pending node replacements).
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import shutil
@@ -60,7 +59,7 @@ from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, provisioner, rehearsal, rehearsald, state
-from workloads.local.procs import Daemon, free_port, port_open
+from workloads.local.procs import Daemon, free_port, locked, port_open
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
@@ -173,13 +172,8 @@ class LocalCluster:
     def _lock(self) -> Iterator[None]:
         # Two `up`s (e.g. two pytest workers) must not start two control planes
         # on one state dir; the second waits and then finds the first one's.
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with locked(self.state_dir / ".lock"):
+            yield
 
     def client(self, who: str = "admin") -> Cluster:
         """The toolkit's cluster client on this cluster, speaking as ``who`` (a certs.CLIENTS identity)."""
