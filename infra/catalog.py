@@ -181,10 +181,6 @@ class SliceShape:
         return self.chips * self.generation.devices_per_chip
 
     @property
-    def devices_per_vm(self) -> int:
-        return self.chips_per_vm * self.generation.devices_per_chip
-
-    @property
     def accelerator_label(self) -> str:
         return self.generation.accelerator_label
 
@@ -391,9 +387,12 @@ def resolve(
     raise CatalogError("give a TPU type name (e.g. v5litepod-16) or both generation and topology")
 
 
+GKE_VERSION = r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$"  # 1.31.2-gke.1115000, 1.34.1, 1.34
+
+
 def gke_version_tuple(version: str) -> tuple[int, ...]:
     """'1.31.2-gke.1115000' -> (1, 31, 2, 1115000); '1.34' -> (1, 34, 0, 0)."""
-    m = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$", version.strip())
+    m = re.match(GKE_VERSION, version.strip())
     if not m:
         raise CatalogError(f"GKE version {version!r} is not of the form 1.31.2-gke.1115000")
     return tuple(int(g) if g else 0 for g in m.groups())

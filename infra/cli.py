@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 import typer
 
 from toolkit.clikit import Output, OutputFormat, SpecOpt, check_out_dir, confirm, make_app, print_json, run
+from toolkit.names import CapacityMode
 
 app = make_app("infra", "Provision the GKE + TPU environment described by an environment spec.")
 
@@ -182,7 +183,8 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                 "capacity": p.capacity.mode,
                 # in priority order: a fallback list's options, each with what tells it apart
                 "capacity_options": [
-                    c.mode + (f" {c.name}" if c.mode == "reservation" else "") + (" (queued)" if getattr(c, "queued", False) else "") for c in p.capacities
+                    c.mode + (f" {c.name}" if c.mode == CapacityMode.RESERVATION else "") + (" (queued)" if getattr(c, "queued", False) else "")
+                    for c in p.capacities
                 ],
             }
             for p in spec_obj.tpu_pools
@@ -271,7 +273,8 @@ def prices_show(
     output: Output = OutputFormat.text,
 ) -> None:
     """The rates for a region: the spec's prices: section over the shipped table, each with its date."""
-    from infra.pricing import MODES, prices_for
+    from infra.price_table import MODES
+    from infra.pricing import prices_for
     from toolkit.errors import FieldError
 
     spec_obj = _load(spec)
@@ -315,11 +318,11 @@ def prices_refresh(
     import re
 
     from infra import price_refresh as pr
-    from infra.pricing import TABLE_PATH, load_table
+    from infra.price_table import DATE, TABLE_PATH, load_table
     from toolkit.errors import FieldError
 
     path = (table or TABLE_PATH).resolve()
-    if as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
+    if as_of and not re.fullmatch(DATE, as_of):
         raise FieldError("--as-of", f"{as_of!r} is not a date", "write it as YYYY-MM-DD")
     if from_file is not None and not as_of:
         raise FieldError(

@@ -1,32 +1,37 @@
-"""Names of cloud resources the stack creates, derived from the cluster name.
+"""GCP's rules for names, and the names of cloud resources the stack creates from the cluster name.
 
 Kept free of CDK imports: the Kubernetes side (KSA annotations, the local
 simulated cluster) must agree with what the stack creates, and both read these
-functions. Kubernetes label names are not here: they live in toolkit.names.
+functions. Kubernetes names and their rules are not here: they live in toolkit.names.
 """
 
 from __future__ import annotations
 
 import hashlib
 
+GCE_NAME_MAX = 63  # Compute Engine resource names (networks, routers, NATs, reservations, resource policies)
+GKE_CLUSTER_NAME_MAX = 40
+GKE_NODE_POOL_NAME_MAX = 40
+# Project ids and service account ids follow one rule: 6-30 lowercase letters, digits and '-', a letter first, no '-' last.
+GCP_ID_MIN, GCP_ID_MAX = 6, 30
+GCP_ID = rf"^[a-z][-a-z0-9]{{{GCP_ID_MIN - 2},{GCP_ID_MAX - 2}}}[a-z0-9]$"
+BUCKET_NAME = r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$"  # Cloud Storage: 3-63 characters (the dotted 222-character form is not taken)
+REGION = r"^[a-z]+-[a-z]+\d+$"
+ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
+
 
 def service_account_id(cluster: str, suffix: str) -> str:
     """A valid SA account id (6-30 chars) from the cluster name, stable and unique per cluster."""
     full = f"{cluster}-{suffix}"
-    if len(full) <= 30:
+    if len(full) <= GCP_ID_MAX:
         return full
     digest = hashlib.sha256(cluster.encode()).hexdigest()[:4]
-    head = cluster[: 30 - len(suffix) - len(digest) - 2].rstrip("-")
+    head = cluster[: GCP_ID_MAX - len(suffix) - len(digest) - 2].rstrip("-")
     return f"{head}-{digest}-{suffix}"
 
 
-def service_account_email(project: str, cluster: str, suffix: str) -> str:
-    """e.g. workload → <cluster>-workload@<project>.iam.gserviceaccount.com"""
-    return f"{service_account_id(cluster, suffix)}@{project}.iam.gserviceaccount.com"
-
-
 def workload_policy_name(cluster: str, generation: str, topology: str) -> str:
-    return f"{cluster}-{generation}-{topology}"[:63].rstrip("-")
+    return f"{cluster}-{generation}-{topology}"[:GCE_NAME_MAX].rstrip("-")
 
 
 def team_service_account_id(cluster: str, team: str) -> str:
@@ -36,11 +41,11 @@ def team_service_account_id(cluster: str, team: str) -> str:
     both names and a digest of the pair, so it stays unique per (cluster, team).
     """
     full = f"{cluster}-t-{team}"
-    if 6 <= len(full) <= 30:
+    if GCP_ID_MIN <= len(full) <= GCP_ID_MAX:
         return full
     digest = hashlib.sha256(f"{cluster}/{team}".encode()).hexdigest()[:6]
     head = cluster[:12].rstrip("-")
-    tail = team[: 30 - len(head) - len(digest) - 2].strip("-")
+    tail = team[: GCP_ID_MAX - len(head) - len(digest) - 2].strip("-")
     return "-".join(p for p in (head, tail, digest) if p)
 
 

@@ -38,8 +38,7 @@ def node_pools(spec: EnvSpec) -> list[NodePool]:
     out = []
     for pool in spec.tpu_pools:
         for option in pool.capacity_options():
-            # As infra.stack builds them: fallback options and flex-start always scale from zero.
-            scales = pool.autoscaling or option.index > 0 or option.mode == "flex-start"
+            scales = pool.scales_from_zero(option)
             out.extend(NodePool(pool.name, n, scales) for n in pool.option_node_pool_names(option))
     return out
 

@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.pricing import MODES, PriceTable, parse_table
+from infra.price_table import MODES, PriceTable, parse_table
+from toolkit.names import CapacityMode
 
 COMPUTE_SERVICE = "6F81-5844-456A"
 ENDPOINT = "https://cloudbilling.googleapis.com"
 SOURCE_KEY = "billing-catalog"
 
-_USAGE_TYPES = {"OnDemand": "on-demand", "Preemptible": "spot", "Commit1Yr": "reservation"}
+_USAGE_TYPES = {"OnDemand": CapacityMode.ON_DEMAND.value, "Preemptible": CapacityMode.SPOT.value, "Commit1Yr": CapacityMode.RESERVATION.value}
 # Most specific first: "v5p" must not be read as v5e, "7x" not as anything older.
 _GENERATIONS: tuple[tuple[str, str], ...] = (
     ("tpu7x", r"\b(tpu ?7x|ironwood|v7x?)\b"),

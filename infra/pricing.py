@@ -1,13 +1,8 @@
-"""TPU prices, and what pools and runs cost at them.
+"""What pools and runs cost at the prices of ``infra.price_table``.
 
-The price table (``infra/prices.yaml``) holds public list prices in USD per chip-hour
-by (TPU generation, region, capacity mode), each row citing a source with the day its
-figures were taken. A spec may override rows in its ``prices:`` section (which carries
-its own date). A price is never shown as current: every ``Rate`` carries the date and
-the source it came from, and every display prints them beside the cost. A figure that
-is missing is "no price" (``None``), never zero.
-
-Everything here is pure except ``load_table`` (reads the shipped table once).
+A price is never shown as current: every cost carries the date and source of its rate,
+and every display prints them beside it. A figure that is missing is "no price"
+(``None``), never zero. Pure (the shipped table is read once, by ``price_table``).
 """
 
 from __future__ import annotations
@@ -15,174 +10,15 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-
-from infra import catalog
-from toolkit.errors import FieldError, SpecError
+from infra.price_table import MODES, Prices, Rate, load_table
+from toolkit.names import CapacityMode
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec, TpuPoolSpec
 
-TABLE_PATH = Path(__file__).with_name("prices.yaml")
-MODES: tuple[str, ...] = ("on-demand", "spot", "flex-start", "reservation")
 HOURS_PER_DAY = 24
-_DATE = r"^\d{4}-\d{2}-\d{2}$"
-_REGION = r"^[a-z]+-[a-z]+\d+$"
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-
-class Rates(_Model):
-    """USD per chip-hour by capacity mode; a mode left out has no price (never zero)."""
-
-    on_demand: float | None = Field(None, alias="on-demand")
-    spot: float | None = None
-    flex_start: float | None = Field(None, alias="flex-start")
-    reservation: float | None = Field(None, description="with the committed use discount TPU reservations need")
-
-    @field_validator("on_demand", "spot", "flex_start", "reservation")
-    @classmethod
-    def _positive(cls, v: float | None) -> float | None:
-        # A zero would make every cost built on it look free; a mode without a figure is left out.
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise ValueError(f"{v!r} USD per chip-hour is not a price; give a price above 0, or leave this mode out (it then shows 'no price')")
-        return v
-
-    def get(self, mode: str) -> float | None:
-        return getattr(self, mode.replace("-", "_"))
-
-    def given(self) -> dict[str, float]:
-        return {m: v for m in MODES if (v := self.get(m)) is not None}
-
-
-class PriceSource(_Model):
-    url: str
-    date: str = Field(..., pattern=_DATE, description="the day the figures were taken (YYYY-MM-DD)")
-    note: str = ""
-
-
-class _Located(Rates):
-    generation: str
-    region: str = Field(..., pattern=_REGION)
-
-    @field_validator("generation")
-    @classmethod
-    def _generation(cls, v: str) -> str:
-        if v not in catalog.GENERATIONS:
-            raise ValueError(f"{v!r} is not a TPU generation; use one of {', '.join(catalog.GENERATIONS)}")
-        return v
-
-
-class PriceRow(_Located):
-    source: str
-
-
-class PriceTable(_Model):
-    currency: Literal["USD"] = "USD"
-    unit: Literal["chip-hour"] = "chip-hour"
-    sources: dict[str, PriceSource]
-    rows: list[PriceRow]
-
-    @model_validator(mode="after")
-    def _cited(self) -> PriceTable:
-        seen: dict[tuple[str, str, str], int] = {}
-        for i, r in enumerate(self.rows):
-            if r.source not in self.sources:
-                raise ValueError(f"rows[{i}] cites source {r.source!r}, which is not under sources")
-            for m in r.given():
-                key = (r.generation, r.region, m)
-                if key in seen:
-                    raise ValueError(f"rows[{i}] repeats the {m} price of {r.generation} in {r.region} (rows[{seen[key]}])")
-                seen[key] = i
-        return self
-
-    @property
-    def dates(self) -> list[str]:
-        return sorted({s.date for s in self.sources.values()})
-
-
-class OverrideRow(_Located):
-    """One spec-side price row: a generation in the spec's region, with one or more modes' rates."""
-
-    @model_validator(mode="after")
-    def _some_rate(self) -> OverrideRow:
-        if not self.given():
-            raise ValueError("gives no rate; add at least one of on-demand, spot, flex-start, reservation (USD per chip-hour)")
-        return self
-
-
-class PriceOverrides(_Model):
-    """The spec's ``prices:`` section: rates that win over the shipped table."""
-
-    as_of: str = Field(..., pattern=_DATE, description="the day these figures were agreed or taken (YYYY-MM-DD)")
-    note: str = Field("", description="where they come from, e.g. a contract")
-    chip_hour: list[OverrideRow] = Field(..., min_length=1)
-
-
-# ------------------------------------------------------------------ lookup
-
-
-@dataclass(frozen=True)
-class Rate:
-    """One price with its provenance: never a bare number."""
-
-    usd_per_chip_hour: float
-    as_of: str
-    source: str  # a table source key, or "spec override"
-    override: bool = False
-
-    def label(self) -> str:
-        return f"spec prices as of {self.as_of}" if self.override else f"list price as of {self.as_of} ({self.source})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"usd_per_chip_hour": self.usd_per_chip_hour, "price_as_of": self.as_of, "price_source": self.source}
-
-
-@dataclass(frozen=True)
-class Prices:
-    """The shipped table with the spec's overrides laid over it."""
-
-    table: PriceTable
-    overrides: PriceOverrides | None = None
-
-    def rate(self, generation: str, region: str, mode: str) -> Rate | None:
-        if self.overrides:
-            for o in self.overrides.chip_hour:
-                if (o.generation, o.region) == (generation, region) and (v := o.get(mode)) is not None:
-                    return Rate(v, self.overrides.as_of, "spec override", override=True)
-        for r in self.table.rows:
-            if (r.generation, r.region) == (generation, region) and (v := r.get(mode)) is not None:
-                return Rate(v, self.table.sources[r.source].date, r.source)
-        return None
-
-
-def parse_table(data: Any, where: str) -> PriceTable:
-    """A price table document, validated; errors name ``where`` and the row."""
-    try:
-        return PriceTable.model_validate(data)
-    except ValidationError as e:
-        first = e.errors(include_url=False)[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        msg = str(first["msg"]).removeprefix("Value error, ")
-        raise FieldError(f"{where}: {loc}" if loc else where, msg, "fix that row, or restore the file from git") from None
-
-
-@lru_cache(maxsize=4)
-def load_table(path: Path = TABLE_PATH) -> PriceTable:
-    """The price table file, validated (errors name the file and the row)."""
-    from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
-
-    try:
-        data = load_yaml(read_capped(path))
-    except (OSError, YamlFileError) as e:
-        raise FieldError(str(path), f"cannot read the price table: {getattr(e, 'strerror', None) or e}", "restore it from git") from None
-    return parse_table(data, path.name)
 
 
 def prices_for(spec: EnvSpec) -> Prices:
@@ -208,49 +44,9 @@ def pool_options(pool: TpuPoolSpec) -> list[OptionCapacity]:
     out = []
     for o in pool.capacity_options():
         mode = o.mode
-        label = f"reservation {o.capacity.name}" if mode == "reservation" else mode
-        scales = pool.autoscaling or o.index > 0 or mode == "flex-start"
-        out.append(OptionCapacity(o.index, mode, label, fixed_size=not scales))
+        label = f"reservation {o.capacity.name}" if mode == CapacityMode.RESERVATION else mode
+        out.append(OptionCapacity(o.index, mode, label, fixed_size=not pool.scales_from_zero(o)))
     return out
-
-
-def check_overrides(spec: EnvSpec) -> None:
-    """A spec with a ``prices:`` section owns its pricing: it must price every pool it runs.
-
-    Without the section, a pool the public table has no figure for shows "no price"
-    (a missing public figure never blocks provisioning). With it, a row for another
-    region, a repeated row, or a pool option left without any price is a mistake in
-    the section, and is refused.
-    """
-    if spec.prices is None:
-        return
-    seen: dict[tuple[str, str], int] = {}
-    for i, row in enumerate(spec.prices.chip_hour):
-        if row.region != spec.region:
-            raise SpecError(
-                f"prices.chip_hour[{i}].region",
-                f"{row.region!r} is not the spec's region ({spec.region}), so this row would never apply",
-                f"set region: {spec.region}",
-            )
-        for m in row.given():
-            if (row.generation, m) in seen:
-                raise SpecError(
-                    f"prices.chip_hour[{i}]",
-                    f"repeats the {m} rate of {row.generation} given in prices.chip_hour[{seen[(row.generation, m)]}]",
-                    "give each generation's rate for a mode once",
-                )
-            seen[(row.generation, m)] = i
-    prices = prices_for(spec)
-    for i, pool in enumerate(spec.tpu_pools):
-        gen = pool.shape.generation.name
-        for o in pool_options(pool):
-            if prices.rate(gen, spec.region, o.mode) is None:
-                where = f"tpu_pools[{i}].capacity[{o.index}]" if pool.has_fallback else f"tpu_pools[{i}].capacity"
-                raise SpecError(
-                    "prices.chip_hour",
-                    f"has no {o.mode} rate for {gen} in {spec.region}, and neither has the shipped table, but {where} ({pool.name}) needs one",
-                    f"add a row with generation: {gen}, region: {spec.region} and {o.mode}: <USD per chip-hour>",
-                )
 
 
 # ------------------------------------------------------------------- costs

@@ -22,9 +22,22 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog, naming
-from infra.pricing import PriceOverrides, check_overrides
+from infra.naming import (
+    BUCKET_NAME,
+    GCE_NAME_MAX,
+    GCP_ID,
+    GCP_ID_MAX,
+    GCP_ID_MIN,
+    GKE_CLUSTER_NAME_MAX,
+    GKE_NODE_POOL_NAME_MAX,
+    REGION,
+    ZONE,
+)
+from infra.price_table import PriceOverrides, Prices, load_table
 from toolkit.errors import CatalogError, SpecError
 from toolkit.names import (
+    DNS1035_LABEL,
+    K8S_NAME_MAX,
     KUEUE_QUEUE_LABEL,
     TGK_ACCELERATOR_TYPE_LABEL,
     TGK_CAPACITY_LABEL,
@@ -33,6 +46,7 @@ from toolkit.names import (
     TGK_RESERVATION_LABEL,
     TGK_SLICE_INDEX_LABEL,
     TGK_TOPOLOGY_LABEL,
+    CapacityMode,
 )
 from toolkit.yamlfile import MAX_YAML_BYTES, YamlFileError, decode_text, load_yaml, read_capped  # noqa: F401  re-exported
 from toolkit.yamlfile import key_text as _key_text
@@ -46,6 +60,9 @@ SPEC_ENV_VAR = "TGK_SPEC"
 DEFAULT_KUEUE_VERSION = "v0.17.1"
 DEFAULT_JOBSET_VERSION = "v0.10.1"
 
+# Kueue v1beta2's ClusterQueue CRD: at most this many flavors in one resource group (maxItems).
+KUEUE_MAX_FLAVORS_PER_GROUP = 16
+
 # The de-facto PriorityClass names and values (shared with xpk).
 PRIORITY_CLASSES: dict[str, int] = {
     "very-low": 100,
@@ -55,11 +72,11 @@ PRIORITY_CLASSES: dict[str, int] = {
     "very-high": 1000,
 }
 
-_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_SERVICE_ACCOUNT_ID = r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$"  # GCP service account ids
-K8S_NAME_MAX = 63  # DNS-1123 labels (Namespace, LocalQueue, ServiceAccount names) and label values
-GCE_NAME_MAX = 63  # Compute Engine resource names (networks, routers, NATs)
-_GKE_VERSION = r"^\d+\.\d+(\.\d+)?(-gke\.\d+)?$"
+_RELEASE = r"^v\d+\.\d+\.\d+$"  # an add-on's release tag
+_MACHINE_TYPE = r"^[a-z0-9]+-[a-z0-9-]+$"
+MAX_SLICES = 512
+# A TPU pool's node pools are <name>-<slice index>; the longest index must still fit GKE's node pool names.
+TPU_POOL_NAME_MAX = GKE_NODE_POOL_NAME_MAX - len(f"-{MAX_SLICES - 1}")
 
 
 class FieldValueError(ValueError):
@@ -96,7 +113,7 @@ def _private_cidr(v: str, example: str) -> str:
 class NetworkSpec(_Model):
     """VPC-native networking. CIDRs left empty are derived from the node count."""
 
-    name: str | None = Field(None, pattern=_NAME, max_length=63, description="VPC name (default <cluster>-net)")
+    name: str | None = Field(None, pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX, description="VPC name (default <cluster>-net)")
     nodes_cidr: str | None = Field(None, description="primary subnet range for node IPs")
     pods_cidr: str | None = Field(None, description="secondary range for pod IPs")
     services_cidr: str | None = Field(None, description="secondary range for Service IPs")
@@ -118,8 +135,10 @@ class DcnNetworkSpec(_Model):
     only accepts at cluster creation: adding it to a running cluster recreates it.
     """
 
-    name: str | None = Field(None, pattern=_NAME, max_length=63, description="second VPC name (default <cluster>-dcn)")
-    gke_network: str = Field("dcn", pattern=_NAME, max_length=63, description="the GKE Network object (networking.gke.io/v1) runs attach eth1 to")
+    name: str | None = Field(None, pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX, description="second VPC name (default <cluster>-dcn)")
+    gke_network: str = Field(
+        "dcn", pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="the GKE Network object (networking.gke.io/v1) runs attach eth1 to"
+    )
     cidr: str = Field("10.200.0.0/16", description="the second VPC's subnet; every TPU node gets an eth1 address in it")
     mtu: int = Field(8896, ge=1300, le=8896, description="the second VPC's MTU (8896: GCP's largest, fewer packets per DCN transfer)")
     tcp_rmem: str = Field(
@@ -176,9 +195,9 @@ class RayAddonSpec(_Model):
 
 
 class ClusterSpec(_Model):
-    name: str = Field(..., pattern=_NAME, max_length=40)
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=GKE_CLUSTER_NAME_MAX)
     release_channel: ReleaseChannel = ReleaseChannel.RAPID
-    min_version: str | None = Field(None, pattern=_GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
+    min_version: str | None = Field(None, pattern=catalog.GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
     dataplane_v2: bool = True
     private_nodes: bool = False
     master_cidr: str = Field("172.16.0.0/28", description="control-plane range when private_nodes is on")
@@ -222,8 +241,8 @@ class ClusterSpec(_Model):
 
 
 class CpuPoolSpec(_Model):
-    name: str = Field("cpu", pattern=_NAME, max_length=40)
-    machine_type: str = Field("n2-standard-8", pattern=r"^[a-z0-9]+-[a-z0-9-]+$")
+    name: str = Field("cpu", pattern=DNS1035_LABEL, max_length=GKE_NODE_POOL_NAME_MAX)
+    machine_type: str = Field("n2-standard-8", pattern=_MACHINE_TYPE)
     min_nodes: int = Field(1, ge=0, le=1000, description="per zone")
     max_nodes: int = Field(3, ge=1, le=1000, description="per zone")
     disk_size_gb: int = Field(200, ge=10, le=65536)
@@ -236,11 +255,11 @@ class CpuPoolSpec(_Model):
 
 
 class OnDemand(_Model):
-    mode: Literal["on-demand"]
+    mode: Literal[CapacityMode.ON_DEMAND.value]
 
 
 class Spot(_Model):
-    mode: Literal["spot"]
+    mode: Literal[CapacityMode.SPOT.value]
 
 
 class ProvisioningRetry(_Model):
@@ -275,7 +294,7 @@ class FlexStart(_Model):
     pods wait for them; with ``queued`` a Kueue admission check asks GKE for the whole slice
     (a ProvisioningRequest) and admits the run only once it is there."""
 
-    mode: Literal["flex-start"]
+    mode: Literal[CapacityMode.FLEX_START.value]
     queued: bool = Field(False, description="queued provisioning: a Kueue ProvisioningRequest admission check on this option's flavor")
     max_run_seconds: int | None = Field(
         None, ge=600, le=FLEX_MAX_RUN_SECONDS, description="how long GKE keeps the VMs (max_run_duration; GKE's default and cap: 7 days)"
@@ -290,8 +309,8 @@ class FlexStart(_Model):
 
 
 class Reservation(_Model):
-    mode: Literal["reservation"]
-    name: str = Field(..., pattern=_NAME, max_length=63)
+    mode: Literal[CapacityMode.RESERVATION.value]
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
     zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
     project: str | None = Field(None, description="owner project of a shared reservation")
 
@@ -306,10 +325,9 @@ def _capacity_shorthand(v: Any) -> Any:
 
 _CAPACITY_ADAPTER: TypeAdapter[Any] = TypeAdapter(Capacity)
 # Node-pool name tags of the capacity options of a pool with a fallback list.
-_OPTION_TAGS = {"on-demand": "od", "spot": "spot", "flex-start": "flex"}
+_OPTION_TAGS = {CapacityMode.ON_DEMAND: "od", CapacityMode.SPOT: "spot", CapacityMode.FLEX_START: "flex"}
 # Most interruption-prone first: a run that may land on any option is planned for the worst.
-_RUN_MODE_ORDER = ("spot", "flex-start", "on-demand", "reservation")
-GKE_NODE_POOL_NAME_MAX = 40
+_RUN_MODE_ORDER = (CapacityMode.SPOT, CapacityMode.FLEX_START, CapacityMode.ON_DEMAND, CapacityMode.RESERVATION)
 
 
 def _option_key(cap: Any) -> str:
@@ -354,13 +372,13 @@ class CapacityOption(BaseModel):
 class TpuPoolSpec(_Model):
     """A group of identical TPU slices: one GKE node pool per slice."""
 
-    name: str = Field(..., pattern=_NAME, max_length=36, description="node pools are named <name>-<slice index>")
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=TPU_POOL_NAME_MAX, description="node pools are named <name>-<slice index>")
     type: str | None = Field(None, description="accelerator type, e.g. v5litepod-16, v6e-16, tpu7x-256")
     generation: str | None = Field(None, description="v4, v5e, v5p, v6e or tpu7x (with topology)")
     topology: str | None = Field(None, description="e.g. 4x4 or 4x4x8 (with generation)")
     chips_per_vm: int | None = Field(None, description="only to pick multi-host 2x4 (4) over single-host (8)")
-    slices: int = Field(1, ge=1, le=512, description="number of slices = node pools")
-    capacity: Capacity = Field(default_factory=lambda: OnDemand(mode="on-demand"))
+    slices: int = Field(1, ge=1, le=MAX_SLICES, description="number of slices = node pools")
+    capacity: Capacity = Field(default_factory=lambda: OnDemand(mode=CapacityMode.ON_DEMAND.value))
     zone: str | None = Field(None, description="defaults to the first of the spec's zones")
     autoscaling: bool = Field(False, description="scale each slice between 0 and its node count")
     disk_size_gb: int = Field(100, ge=10, le=65536)
@@ -474,7 +492,7 @@ class TpuPoolSpec(_Model):
     def run_mode(self) -> str:
         """The capacity mode a run on this pool is planned for: the most interruption-prone of its options."""
         modes = {c.mode for c in self.capacities}
-        return next(m for m in _RUN_MODE_ORDER if m in modes)
+        return next(m.value for m in _RUN_MODE_ORDER if m in modes)
 
     def capacity_options(self) -> list[CapacityOption]:
         out, reservations = [], 0
@@ -487,6 +505,21 @@ class TpuPoolSpec(_Model):
                 tag = _OPTION_TAGS[cap.mode]
             out.append(CapacityOption(index=k, capacity=cap, tag=tag))
         return out
+
+    def flavor_name(self, option: CapacityOption | None = None) -> str:
+        """The Kueue ResourceFlavor of ``option`` (default: the first): the shape's, which every pool of that
+        shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
+        option = option or self.capacity_options()[0]
+        return f"{self.name}-{option.tag}" if option.tag else self.shape.key
+
+    def autoscaled(self, option: CapacityOption) -> bool:
+        """The option's node pools have an autoscaler: the pool asks for one, and every fallback option after the first has one."""
+        return self.autoscaling or option.index > 0
+
+    def scales_from_zero(self, option: CapacityOption) -> bool:
+        """The option's node pools hold no VMs while idle (and cost nothing): autoscaled, or flex-start, which only
+        the autoscaler obtains (modules.tpu_pool)."""
+        return self.autoscaled(option) or option.mode == CapacityMode.FLEX_START
 
     def option_node_pool_names(self, option: CapacityOption) -> list[str]:
         """One GKE node pool per slice of one capacity option: <pool>-<slice>, or <pool>-<tag>-<slice> in a fallback list."""
@@ -543,10 +576,10 @@ class TeamPreemptionSpec(_Model):
 
 
 class TeamSpec(_Model):
-    name: str = Field(..., pattern=_NAME, max_length=30)
-    namespace: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to the team name")
-    local_queue: str | None = Field(None, pattern=_NAME, max_length=63, description="defaults to <namespace>-queue")
-    service_account: str | None = Field(None, pattern=_NAME, max_length=63, description="KSA bound to the workload GSA")
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=30)
+    namespace: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to the team name")
+    local_queue: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to <namespace>-queue")
+    service_account: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="KSA bound to the workload GSA")
     quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
     priority: str = Field("medium", description="default priority class for the team's runs")
     borrowing_limit: float | None = Field(
@@ -600,7 +633,7 @@ class BucketPurpose(str, Enum):
 
 
 class BucketSpec(_Model):
-    name: str = Field(..., pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$")
+    name: str = Field(..., pattern=BUCKET_NAME)
     purpose: BucketPurpose
     team: str | None = Field(None, description="the team whose pods use it (default: the only team; required with several)")
     versioning: bool | None = Field(None, description="default: on for checkpoints")
@@ -614,7 +647,7 @@ class BucketSpec(_Model):
 
 class ArtifactRegistrySpec(_Model):
     enabled: bool = True
-    repository: str = Field("tpu-training", pattern=_NAME, max_length=63)
+    repository: str = Field("tpu-training", pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
 
 
 class TensorBoardSpec(_Model):
@@ -641,13 +674,13 @@ class CloudBuildSpec(_Model):
 
 
 class StateSpec(_Model):
-    bucket: str | None = Field(None, pattern=r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$", description="Terraform state bucket (default <project>-tf-state)")
+    bucket: str | None = Field(None, pattern=BUCKET_NAME, description="Terraform state bucket (default <project>-tf-state)")
     prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
 
 
 class VersionsSpec(_Model):
-    kueue: str = Field(DEFAULT_KUEUE_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
-    jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=r"^v\d+\.\d+\.\d+$")
+    kueue: str = Field(DEFAULT_KUEUE_VERSION, pattern=_RELEASE)
+    jobset: str = Field(DEFAULT_JOBSET_VERSION, pattern=_RELEASE)
 
 
 class WaitForPodsReadySpec(_Model):
@@ -681,7 +714,9 @@ class XpkSpec(_Model):
     """Make the cluster take `xpk workload create` unchanged (workloads/render/xpk.py renders the objects)."""
 
     enabled: bool = Field(False, description="render xpk's ConfigMaps, ClusterQueue cluster-queue and LocalQueue multislice-queue")
-    namespace: str = Field("default", pattern=_NAME, max_length=63, description="the namespace xpk's kubectl uses (its context's; xpk passes no -n)")
+    namespace: str = Field(
+        "default", pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="the namespace xpk's kubectl uses (its context's; xpk passes no -n)"
+    )
     quota_share: float = Field(
         0.0, ge=0, le=1.0, description="fraction of every TPU shape's chips xpk's queue owns; 0 = it only borrows what the teams leave idle"
     )
@@ -706,16 +741,25 @@ class KueueSpec(_Model):
 # ------------------------------------------------------------------- the spec
 
 
-_REGION = r"^[a-z]+-[a-z]+\d+$"
-_ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
+def _flex_start_words(field: str, cap: FlexStart) -> tuple[str, str]:
+    """The key a flex-start refusal names under capacity option ``field``, and what it calls the option."""
+    if cap.queued:
+        return f"{field}.queued", "queued provisioning (DWS flex-start)"
+    return f"{field}.mode", "DWS flex-start"
+
+
+def _option_field(i: int, pool: TpuPoolSpec, option: CapacityOption) -> str:
+    """The spec path of capacity option ``option`` of ``tpu_pools[i]`` (indexed only in a capacity list)."""
+    where = f"tpu_pools[{i}].capacity"
+    return f"{where}[{option.index}]" if pool.has_fallback else where
 
 
 class EnvSpec(_Model):
     """The whole environment."""
 
-    project: str = Field(..., pattern=r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$", description="GCP project id")
-    region: str = Field(..., pattern=_REGION)
-    zones: list[Annotated[str, Field(pattern=_ZONE)]] = Field(..., min_length=1)
+    project: str = Field(..., pattern=GCP_ID, description="GCP project id")
+    region: str = Field(..., pattern=REGION)
+    zones: list[Annotated[str, Field(pattern=ZONE)]] = Field(..., min_length=1)
     labels: dict[str, str] = Field(default_factory=dict, description="GCP resource labels added everywhere")
     network: NetworkSpec = Field(default_factory=NetworkSpec)
     cluster: ClusterSpec
@@ -745,13 +789,52 @@ class EnvSpec(_Model):
     def _cross(self) -> EnvSpec:
         self._check_zones()
         self._check_pools()
+        self._check_flavor_count()
         self._check_gke_version()
         self._check_teams()
         self._check_buckets_and_ci()
         self._check_derived_names()
         self._check_network()
-        check_overrides(self)  # with a prices: section, every pool must get a price
+        self._check_prices()
         return self
+
+    def _check_prices(self) -> None:
+        """A spec with a ``prices:`` section owns its pricing: it must price every pool it runs.
+
+        Without the section, a pool the public table has no figure for shows "no price"
+        (a missing public figure never blocks provisioning). With it, a row for another
+        region, a repeated row, or a pool option left without any price is a mistake in
+        the section, and is refused.
+        """
+        if self.prices is None:
+            return
+        seen: dict[tuple[str, str], int] = {}
+        for i, row in enumerate(self.prices.chip_hour):
+            if row.region != self.region:
+                raise SpecError(
+                    f"prices.chip_hour[{i}].region",
+                    f"{row.region!r} is not the spec's region ({self.region}), so this row would never apply",
+                    f"set region: {self.region}",
+                )
+            for m in row.given():
+                if (row.generation, m) in seen:
+                    raise SpecError(
+                        f"prices.chip_hour[{i}]",
+                        f"repeats the {m} rate of {row.generation} given in prices.chip_hour[{seen[(row.generation, m)]}]",
+                        "give each generation's rate for a mode once",
+                    )
+                seen[(row.generation, m)] = i
+        prices = Prices(load_table(), self.prices)
+        for i, pool in enumerate(self.tpu_pools):
+            gen = pool.shape.generation.name
+            for o in pool.capacity_options():
+                if prices.rate(gen, self.region, o.mode) is None:
+                    raise SpecError(
+                        "prices.chip_hour",
+                        f"has no {o.mode} rate for {gen} in {self.region}, and neither has the shipped table, "
+                        f"but {_option_field(i, pool, o)} ({pool.name}) needs one",
+                        f"add a row with generation: {gen}, region: {self.region} and {o.mode}: <USD per chip-hour>",
+                    )
 
     def _check_zones(self) -> None:
         for i, z in enumerate(self.zones):
@@ -773,7 +856,7 @@ class EnvSpec(_Model):
             pool_names[pool.name] = f"{where}.name"
             if pool.zone and pool.zone not in self.zones:
                 raise SpecError(f"{where}.zone", f"{pool.zone!r} is not one of the cluster's zones {self.zones}", "add it to zones or pick one of them")
-            self._check_capacity_options(where, pool)
+            self._check_capacity_options(i, pool)
             key = pool.shape.key
             if key in seen and seen[key] != pool.shape.machine_type:
                 raise SpecError(
@@ -786,12 +869,13 @@ class EnvSpec(_Model):
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
 
-    def _check_capacity_options(self, where: str, pool: TpuPoolSpec) -> None:
+    def _check_capacity_options(self, i: int, pool: TpuPoolSpec) -> None:
         """Every reservation in the pool's zone; a fallback pool's node pool names fit GKE and its shape is its own."""
+        where = f"tpu_pools[{i}]"
         zone = self.pool_zone(pool)
         for o in pool.capacity_options():
             cap = o.capacity
-            field = f"{where}.capacity[{o.index}]" if pool.has_fallback else f"{where}.capacity"
+            field = _option_field(i, pool, o)
             if isinstance(cap, Reservation) and cap.zone != zone:
                 raise SpecError(
                     f"{field}.zone",
@@ -799,7 +883,7 @@ class EnvSpec(_Model):
                     f"set the pool's zone to {cap.zone} (and list it in zones) or use a reservation in {zone}",
                 )
             if isinstance(cap, FlexStart):
-                self._check_flex_start(f"{field}", pool, cap)
+                self._check_flex_start(field, pool, cap)
         if pool.queued and not pool.has_fallback:
             self._check_own_shape(f"{where}.capacity.queued", pool, "queued provisioning")
         if not pool.has_fallback:
@@ -813,6 +897,16 @@ class EnvSpec(_Model):
             )
         self._check_own_shape(f"{where}.capacity", pool, "a capacity list")
 
+    def _check_flavor_count(self) -> None:
+        """Every flavor goes into each team's one resource group, which Kueue caps: refused here, before anything is applied."""
+        count = len(self.flavor_names())
+        if count > KUEUE_MAX_FLAVORS_PER_GROUP:
+            raise SpecError(
+                "tpu_pools",
+                f"{count} ResourceFlavors (distinct TPU shapes and capacity options), but a Kueue resource group holds at most {KUEUE_MAX_FLAVORS_PER_GROUP}",
+                "use fewer distinct generation/topology combinations or shorter capacity lists",
+            )
+
     def _check_own_shape(self, field: str, pool: TpuPoolSpec, what: str) -> None:
         """Its Kueue flavors select this pool's nodes only: no other pool may share the shape."""
         other = next((p for p in self.tpu_pools if p is not pool and p.shape.key == pool.shape.key), None)
@@ -824,33 +918,21 @@ class EnvSpec(_Model):
             )
 
     def _check_flex_start(self, field: str, pool: TpuPoolSpec, cap: FlexStart) -> None:
-        """DWS flex-start exists only for some TPU generations and GKE versions."""
+        """DWS flex-start exists only for some TPU generations (and GKE versions: ``_gke_floors``)."""
         gen = pool.shape.generation.name
-        key = f"{field}.queued" if cap.queued else f"{field}.mode"
-        what = "queued provisioning (DWS flex-start)" if cap.queued else "DWS flex-start"
         if gen not in FLEX_START_GENERATIONS:
+            key, what = _flex_start_words(field, cap)
             raise SpecError(
                 key,
                 f"{what} is not offered for TPU {gen}",
                 f"use a {', '.join(FLEX_START_GENERATIONS)} pool, or on-demand, spot or a reservation for {gen}",
-            )
-        mv = self.cluster.min_version
-        if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(FLEX_START_TPU_MIN_GKE_VERSION):
-            raise SpecError(
-                "cluster.min_version",
-                f"{mv} is below {FLEX_START_TPU_MIN_GKE_VERSION}, the first GKE version with {what} for TPUs ({key})",
-                f"set it to {FLEX_START_TPU_MIN_GKE_VERSION} or later, or remove it to use the floor",
             )
 
     def _check_gke_version(self) -> None:
         mv = self.cluster.min_version
         for floor, why in self._gke_floors():
             if mv and catalog.gke_version_tuple(mv) < catalog.gke_version_tuple(floor):
-                raise SpecError(
-                    "cluster.min_version",
-                    f"{mv} is below {floor}, the minimum GKE version for {why}",
-                    f"set it to {floor} or later, or remove it to use the floor",
-                )
+                raise SpecError("cluster.min_version", f"{mv} is below {floor}, {why}", f"set it to {floor} or later, or remove it to use the floor")
 
     def _check_teams(self) -> None:
         ns_seen: dict[str, int] = {}
@@ -936,11 +1018,11 @@ class EnvSpec(_Model):
         accounts = ["nodes", "workload"] + (["ci"] if self.cloud_build.enabled else [])
         for suffix in accounts:
             account = naming.service_account_id(self.cluster.name, suffix)
-            if not re.match(_SERVICE_ACCOUNT_ID, account):
+            if not re.match(GCP_ID, account):
                 raise SpecError(
                     "cluster.name",
-                    f"makes the {suffix} service account id {account!r}, but GCP needs 6-30 characters",
-                    f"use a cluster name of at least {6 - len(suffix) - 1} characters",
+                    f"makes the {suffix} service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} characters",
+                    f"use a cluster name of at least {GCP_ID_MIN - len(suffix) - 1} characters",
                 )
 
     # ---------------------------------------------------------------- derived
@@ -956,14 +1038,17 @@ class EnvSpec(_Model):
         return any(p.slices > 1 for p in self.tpu_pools)
 
     def _gke_floors(self) -> list[tuple[str, str]]:
-        """Each minimum GKE version this spec needs, with what needs it."""
+        """Each minimum GKE version this spec needs, with what needs it as a refusal words it (checked in this order)."""
         floors = []
+        flex = next(((i, p, o) for i, p in enumerate(self.tpu_pools) for o in p.capacity_options() if isinstance(o.capacity, FlexStart)), None)
+        if flex is not None:
+            i, pool, option = flex
+            key, what = _flex_start_words(_option_field(i, pool, option), option.capacity)
+            floors.append((FLEX_START_TPU_MIN_GKE_VERSION, f"the first GKE version with {what} for TPUs ({key})"))
         if pools := catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice):
-            floors.append((pools, "these TPU pools"))
-        if any(p.flex_start for p in self.tpu_pools):
-            floors.append((FLEX_START_TPU_MIN_GKE_VERSION, "flex-start TPU pools"))
+            floors.append((pools, "the minimum GKE version for these TPU pools"))
         if self.cluster.ray.enabled:
-            floors.append((RAY_MIN_GKE_VERSION, "Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
+            floors.append((RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
         return floors
 
     @property
@@ -1022,11 +1107,9 @@ class EnvSpec(_Model):
             out.setdefault(p.shape.key, p.shape)
         return out
 
-    def chips_by_shape(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for p in self.tpu_pools:
-            out[p.shape.key] = out.get(p.shape.key, 0) + p.total_chips
-        return out
+    def flavor_names(self) -> list[str]:
+        """The Kueue ResourceFlavors of the spec, in the order ClusterQueues try them (workloads.render.flavors makes them)."""
+        return list(dict.fromkeys(p.flavor_name(o) for p in self.tpu_pools for o in p.capacity_options()))
 
     def bucket_for(self, purpose: BucketPurpose, team: TeamSpec | None = None) -> BucketSpec | None:
         """The first bucket for ``purpose`` (of ``team``'s buckets, when given)."""
@@ -1162,7 +1245,7 @@ def derive_cidrs(spec: EnvSpec) -> Cidrs:
 # --------------------------------------------------------------------- loading
 
 
-_CAPACITY_MODES = ("on-demand", "spot", "flex-start", "reservation")
+_CAPACITY_MODES = tuple(m.value for m in CapacityMode)
 _CAPACITY_WRAPPER = "function-after[_shorthand(), tagged-union[OnDemand,Spot,FlexStart,Reservation]]"
 
 
@@ -1190,14 +1273,14 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 # Fixes for pattern-checked strings, by pattern: "use lowercase letters" is wrong advice for a version.
 _PATTERN_FIXES: dict[str, str] = {
-    _NAME: "use lowercase letters, digits and '-', starting with a letter",
-    _GKE_VERSION: "write it like 1.31.2-gke.1115000",
-    r"^v\d+\.\d+\.\d+$": "write it like v0.17.1",
-    r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$": "use a GCP project id: 6-30 lowercase letters, digits and '-', starting with a letter",
-    r"^[a-z]+-[a-z]+\d+$": "write it like us-central1",
-    r"^[a-z]+-[a-z]+\d+-[a-z]$": "write it like us-central1-a",
-    r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$": "use 3-63 lowercase letters, digits, '-', '_' and '.'",
-    r"^[a-z0-9]+-[a-z0-9-]+$": "write it like n2-standard-8",
+    DNS1035_LABEL: "use lowercase letters, digits and '-', starting with a letter",
+    catalog.GKE_VERSION: "write it like 1.31.2-gke.1115000",
+    _RELEASE: "write it like v0.17.1",
+    GCP_ID: f"use a GCP project id: {GCP_ID_MIN}-{GCP_ID_MAX} lowercase letters, digits and '-', starting with a letter",
+    REGION: "write it like us-central1",
+    ZONE: "write it like us-central1-a",
+    BUCKET_NAME: "use 3-63 lowercase letters, digits, '-', '_' and '.'",
+    _MACHINE_TYPE: "write it like n2-standard-8",
 }
 
 _BOUND_TYPES = {
@@ -1223,14 +1306,16 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
         mode = _capacity_mode(tuple(err.get("loc", ())))
         key = err["loc"][-1] if err.get("loc") else ""
         if mode is not None:
-            takes = {"reservation": "mode, name, zone and project", "flex-start": "mode, queued, max_run_seconds and retry"}.get(mode, "only mode")
+            takes = {CapacityMode.RESERVATION: "mode, name, zone and project", CapacityMode.FLEX_START: "mode, queued, max_run_seconds and retry"}.get(
+                mode, "only mode"
+            )
             also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
             return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
         return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
         return "is required", "add it (see examples/default.yaml)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{ctx.get('tag', value)!r} is not a capacity mode", "use one of on-demand, spot, flex-start, reservation"
+        return f"{ctx.get('tag', value)!r} is not a capacity mode", f"use one of {', '.join(CapacityMode)}"
     if kind == "string_pattern_mismatch":
         return f"{value!r} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
     if kind == "enum":

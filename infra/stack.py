@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # The jsii runtime's environment (no token creation stacks; the provider's resource
 # namespaces loaded on first use): must be set before the runtime starts.
@@ -27,7 +28,7 @@ from constructs import Construct  # noqa: E402
 from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
-from infra.spec import BucketPurpose, CapacityOption, EnvSpec, FlexStart, Reservation, Spot, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
@@ -37,9 +38,9 @@ from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
-from modules.tpu_pool import Capacity, Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
+from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import TGK  # noqa: E402
+from toolkit.names import TGK, CapacityMode  # noqa: E402
 
 _PLACEMENT = {
     CatalogPlacement.NONE: Placement.NONE,
@@ -47,28 +48,13 @@ _PLACEMENT = {
     CatalogPlacement.WORKLOAD_POLICY: Placement.WORKLOAD_POLICY,
 }
 
-# Per bucket purpose: (node SA role, team SA role). A bucket's team SA gets the
-# team role: its pods prepare data, write checkpoints and artifacts. The node SA
-# gets the node role only on the buckets of teams that opted in to hostNetwork
-# runs (whose pods act as it); those pods only read training data.
-# The table lives in infra.access: the planner checks a run can write its checkpoints with it.
-_BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = BUCKET_ROLES
 
-
-def tpu_node_labels(pool: TpuPoolSpec, index: int, option: CapacityOption | None = None) -> dict[str, str]:
-    """The toolkit's labels on every node of slice ``index`` of ``pool`` (of its first capacity option by default)."""
-    return pool.node_labels(option or pool.capacity_options()[0], index)
-
-
-def _capacity(spec: EnvSpec, cap: object) -> tuple[Capacity, str | None]:
-    if isinstance(cap, Spot):
-        return Capacity.SPOT, None
-    if isinstance(cap, FlexStart):
-        return Capacity.FLEX_START, None
+def _capacity(spec: EnvSpec, cap: Any) -> tuple[CapacityMode, str | None]:
+    """The node pool's capacity mode, and the reservation it consumes (``projects/<owner>/...`` when shared)."""
     if isinstance(cap, Reservation):
         shared = cap.project and cap.project != spec.project
-        return Capacity.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
-    return Capacity.ON_DEMAND, None
+        return CapacityMode.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
+    return CapacityMode(cap.mode), None
 
 
 @dataclass
@@ -219,8 +205,14 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
 
 
 def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
-    """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA)."""
-    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=_BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
+    """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA).
+
+    A bucket's team SA gets the team role: its pods prepare data, write checkpoints and
+    artifacts. The node SA gets the node role only on the buckets of teams that opted in
+    to hostNetwork runs (whose pods act as it); those pods only read training data. The
+    table is infra.access's BUCKET_ROLES, which the planner checks a run's writes against.
+    """
+    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
@@ -397,7 +389,7 @@ def _tpu_slice(
             workload_policy=policy_name,
             capacity=capacity,
             reservation=reservation,
-            autoscaling=pool.autoscaling or option.index > 0,
+            autoscaling=pool.autoscaled(option),
             queued_provisioning=isinstance(option.capacity, FlexStart) and option.capacity.queued,
             max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,

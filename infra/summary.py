@@ -13,7 +13,7 @@ from typing import Any
 
 from infra.pricing import costs_document, usd
 from infra.spec import EnvSpec
-from toolkit.names import TGK_TOPOLOGY_LABEL
+from toolkit.names import TGK_TOPOLOGY_LABEL, CapacityMode
 
 
 @dataclass(frozen=True)
@@ -30,13 +30,13 @@ class PoolRow:
 
 def _capacity(cfg: dict[str, Any]) -> str:
     if cfg.get("flex_start"):
-        return "flex-start"
+        return CapacityMode.FLEX_START.value
     if cfg.get("spot"):
-        return "spot"
+        return CapacityMode.SPOT.value
     aff = cfg.get("reservation_affinity") or {}
     if aff.get("consume_reservation_type") == "SPECIFIC_RESERVATION":
-        return "reservation " + ",".join(aff.get("values") or [])
-    return "on-demand"
+        return f"{CapacityMode.RESERVATION} " + ",".join(aff.get("values") or [])
+    return CapacityMode.ON_DEMAND.value
 
 
 def _nodes(pool: dict[str, Any]) -> int:

@@ -30,6 +30,7 @@ from constructs import Construct
 from modules._checkov import suppress
 from modules.cpu_pool import CLOUD_PLATFORM_SCOPE
 from toolkit.names import TPU_TAINT as K8S_TPU_TAINT
+from toolkit.names import CapacityMode
 
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 # Terraform spells the Kubernetes taint effects as an enum of its own.
@@ -44,13 +45,6 @@ class Placement(str, Enum):
     WORKLOAD_POLICY = "workload-policy"  # placement_policy {policy_name = <resource policy>}
 
 
-class Capacity(str, Enum):
-    ON_DEMAND = "on-demand"
-    SPOT = "spot"
-    RESERVATION = "reservation"
-    FLEX_START = "flex-start"
-
-
 @dataclass(frozen=True, kw_only=True)
 class TpuSliceProps:
     cluster: str
@@ -63,7 +57,7 @@ class TpuSliceProps:
     service_account: str
     placement: Placement = Placement.NONE
     workload_policy: str | None = None  # resource-policy name, for Placement.WORKLOAD_POLICY
-    capacity: Capacity = Capacity.ON_DEMAND
+    capacity: CapacityMode = CapacityMode.ON_DEMAND
     # Name of a same-project reservation, or projects/<owner>/reservations/<name> for a shared one.
     reservation: str | None = None
     autoscaling: bool = False
@@ -82,17 +76,17 @@ class TpuSliceProps:
             raise ValueError(f"TPU pool {self.name}: a slice has at least one node, got {self.nodes}")
         if (self.placement is Placement.WORKLOAD_POLICY) != (self.workload_policy is not None):
             raise ValueError(f"TPU pool {self.name}: workload_policy goes with (and only with) Placement.WORKLOAD_POLICY")
-        if (self.capacity is Capacity.RESERVATION) != (self.reservation is not None):
-            raise ValueError(f"TPU pool {self.name}: reservation goes with (and only with) Capacity.RESERVATION")
+        if (self.capacity is CapacityMode.RESERVATION) != (self.reservation is not None):
+            raise ValueError(f"TPU pool {self.name}: reservation goes with (and only with) CapacityMode.RESERVATION")
         if self.placement is not Placement.NONE and self.nodes == 1:
             raise ValueError(f"TPU pool {self.name}: a single-host slice has nothing to place; use Placement.NONE")
-        if (self.queued_provisioning or self.max_run_seconds is not None) and self.capacity is not Capacity.FLEX_START:
-            raise ValueError(f"TPU pool {self.name}: queued_provisioning and max_run_seconds go with Capacity.FLEX_START only")
+        if (self.queued_provisioning or self.max_run_seconds is not None) and self.capacity is not CapacityMode.FLEX_START:
+            raise ValueError(f"TPU pool {self.name}: queued_provisioning and max_run_seconds go with CapacityMode.FLEX_START only")
 
     @property
     def scales(self) -> bool:
         # Flex-start capacity is only ever obtained by the autoscaler.
-        return self.autoscaling or self.capacity is Capacity.FLEX_START
+        return self.autoscaling or self.capacity is CapacityMode.FLEX_START
 
 
 class TpuSlice(Construct):
@@ -102,7 +96,7 @@ class TpuSlice(Construct):
         super().__init__(scope, id_)
         self.props = props
         p = props
-        flex = p.capacity is Capacity.FLEX_START
+        flex = p.capacity is CapacityMode.FLEX_START
         self.pool = ContainerNodePool(
             self,
             "pool",
@@ -129,7 +123,7 @@ class TpuSlice(Construct):
                 labels=dict(p.node_labels) or None,
                 resource_labels=dict(p.resource_labels) or None,
                 taint=[TPU_TAINT],
-                spot=True if p.capacity is Capacity.SPOT else None,
+                spot=True if p.capacity is CapacityMode.SPOT else None,
                 flex_start=True if flex else None,
                 max_run_duration=f"{p.max_run_seconds}s" if p.max_run_seconds else None,
                 reservation_affinity=self._reservation_affinity(),
@@ -145,7 +139,7 @@ class TpuSlice(Construct):
             )
 
     def _autoscaling(self) -> ContainerNodePoolAutoscaling:
-        if self.props.capacity is Capacity.FLEX_START:
+        if self.props.capacity is CapacityMode.FLEX_START:
             return ContainerNodePoolAutoscaling(total_min_node_count=0, total_max_node_count=self.props.nodes, location_policy="ANY")
         return ContainerNodePoolAutoscaling(min_node_count=0, max_node_count=self.props.nodes)
 
@@ -161,11 +155,11 @@ class TpuSlice(Construct):
 
     def _reservation_affinity(self) -> ContainerNodePoolNodeConfigReservationAffinity | None:
         p = self.props
-        if p.capacity is Capacity.RESERVATION:
+        if p.capacity is CapacityMode.RESERVATION:
             return ContainerNodePoolNodeConfigReservationAffinity(
                 consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_NAME_KEY, values=[p.reservation]
             )
-        if p.capacity is Capacity.FLEX_START:
+        if p.capacity is CapacityMode.FLEX_START:
             return ContainerNodePoolNodeConfigReservationAffinity(consume_reservation_type="NO_RESERVATION")
         return None
 

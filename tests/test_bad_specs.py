@@ -118,6 +118,7 @@ REPAIRS = {
     "cluster_name_too_short_for_ci_account": lambda d: d["cluster"].update(name="abc"),
     "spot_key_under_flex_start": lambda d: d["tpu_pools"][0]["capacity"].pop("spot"),
     "state_bucket_invalid": lambda d: d["state"].update(bucket="my-state"),
+    "too_many_flavors": lambda d: d["tpu_pools"].pop(),
 }
 
 

@@ -614,3 +614,13 @@ def test_provisioner_pure_parts():
     assert provisioner.match_option(spec, sel)[0] is pool
     assert provisioner.match_option(spec, {**sel, "cloud.google.com/gke-tpu-topology": "8x8"}) is None
     assert provisioner.match_option(spec_with(capacity="spot"), sel) is None  # not a queued pool
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in EXAMPLES_DIR.glob("*.yaml")))
+def test_the_spec_counts_the_flavors_the_renderer_makes(example: str) -> None:
+    """The loader's Kueue flavor cap (KUEUE_MAX_FLAVORS_PER_GROUP) counts exactly the flavors render/flavors.py writes."""
+    from workloads.render.flavors import flavors
+
+    spec = load_spec(EXAMPLES_DIR / example)
+    assert spec.flavor_names() == [f.name for f in flavors(spec)]
+    assert [f["name"] for f in kueue.cluster_queues(spec)[0]["spec"]["resourceGroups"][0]["flavors"]] == spec.flavor_names()

@@ -104,9 +104,10 @@ def test_matcher_sees_the_slice(synth_one):
 
 
 def test_spot_slice(synth_one):
-    from modules.tpu_pool import Capacity, TpuSlice
+    from modules.tpu_pool import TpuSlice
+    from toolkit.names import CapacityMode
 
-    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=Capacity.SPOT)))
+    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=CapacityMode.SPOT)))
     cfg = only(doc, "google_container_node_pool")["node_config"]
     assert cfg["spot"] is True
     assert "reservation_affinity" not in cfg
@@ -118,9 +119,10 @@ def test_spot_slice(synth_one):
     ids=["same-project", "shared"],
 )
 def test_reservation_slice(synth_one, reservation):
-    from modules.tpu_pool import Capacity, TpuSlice
+    from modules.tpu_pool import TpuSlice
+    from toolkit.names import CapacityMode
 
-    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=Capacity.RESERVATION, reservation=reservation)))
+    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=CapacityMode.RESERVATION, reservation=reservation)))
     cfg = only(doc, "google_container_node_pool")["node_config"]
     assert cfg["reservation_affinity"] == {
         "consume_reservation_type": "SPECIFIC_RESERVATION",
@@ -132,9 +134,10 @@ def test_reservation_slice(synth_one, reservation):
 
 def test_flex_start_slice(synth_one):
     from modules._checkov import suppressions
-    from modules.tpu_pool import Capacity, TpuSlice
+    from modules.tpu_pool import TpuSlice
+    from toolkit.names import CapacityMode
 
-    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=Capacity.FLEX_START, nodes=8, topology="4x8")))
+    doc = synth_one(lambda s: TpuSlice(s, "slice", props=tpu_props(capacity=CapacityMode.FLEX_START, nodes=8, topology="4x8")))
     pool = only(doc, "google_container_node_pool")
     assert "node_count" not in pool
     assert pool["initial_node_count"] == 0
@@ -219,13 +222,14 @@ def test_workload_policy_slice(synth_one):
     ],
 )
 def test_slice_props_refuse_inconsistent_values(bad):
-    from modules.tpu_pool import Capacity, Placement
+    from modules.tpu_pool import Placement
+    from toolkit.names import CapacityMode
 
     over = dict(bad)
     if "placement_name" in over:
         over["placement"] = Placement[over.pop("placement_name")]
     if "capacity_name" in over:
-        over["capacity"] = Capacity[over.pop("capacity_name")]
+        over["capacity"] = CapacityMode[over.pop("capacity_name")]
     with pytest.raises(ValueError):
         tpu_props(**over)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra import pricing
+from infra import price_table, pricing
 from infra.spec import parse_spec
 from tests.conftest import REPO, run_module
 from toolkit.errors import FieldError, SpecError
@@ -24,7 +24,7 @@ BASE = {
     "cluster": {"name": "tpu-dev"},
     "tpu_pools": [{"name": "v5e-16", "type": "v5litepod-16", "slices": 2, "capacity": "spot"}],
 }
-TABLE = pricing.load_table()
+TABLE = price_table.load_table()
 
 
 def spec_with(**changes):
@@ -55,7 +55,7 @@ def test_the_table_leaves_unpublished_figures_out():
     """No flex-start or tpu7x figure was found in a public source: they are absent, not guessed."""
     assert not any(r.flex_start for r in TABLE.rows)
     assert not any(r.generation == "tpu7x" for r in TABLE.rows)
-    assert pricing.Prices(TABLE).rate("tpu7x", "us-central1", "on-demand") is None
+    assert price_table.Prices(TABLE).rate("tpu7x", "us-central1", "on-demand") is None
 
 
 def test_spot_is_cheaper_than_on_demand_in_every_row():
@@ -86,10 +86,10 @@ def test_slice_prices_divide_into_the_per_chip_rows():
     ],
 )
 def test_a_bad_table_is_refused_naming_the_row(mutate, where):
-    data = yaml.safe_load(pricing.TABLE_PATH.read_text())
+    data = yaml.safe_load(price_table.TABLE_PATH.read_text())
     mutate(data)
     with pytest.raises(FieldError) as ei:
-        pricing.parse_table(data, "prices.yaml")
+        price_table.parse_table(data, "prices.yaml")
     assert where in str(ei.value), str(ei.value)
     assert "\n" not in str(ei.value)
 
@@ -202,7 +202,7 @@ def test_fallback_options_each_priced_only_the_first_is_fixed():
 
 
 def test_run_cost_is_chips_times_hours_times_rate_in_every_mode():
-    p = pricing.Prices(TABLE)
+    p = price_table.Prices(TABLE)
     rc = pricing.run_cost(p, "v6e", "us-central1", 64, 5400.0, pool_modes=("spot",), basis="estimated")
     by = {c.mode: c for c in rc.costs}
     assert by["on-demand"].usd == pytest.approx(64 * 1.5 * table_rate("v6e", "us-central1", "on-demand"))
@@ -302,7 +302,7 @@ def test_submit_dry_run_prints_the_cost_of_every_mode_beside_the_manifests():
     head = next(ln for ln in err if ln.startswith("estimated cost: 2000 steps x "))
     assert "32 v5e chips" in head and "us-west4" in head
     rows = {ln.split()[0]: ln for ln in err if ln.startswith("  ")}
-    assert set(rows) >= set(pricing.MODES)
+    assert set(rows) >= set(price_table.MODES)
     assert "no price" in rows["flex-start"] and "no price" in rows["reservation"]
     assert "<- the pool's" in rows["spot"] and "<- the pool's" not in rows["on-demand"]
     for mode in ("on-demand", "spot"):
@@ -370,15 +370,15 @@ def _pages_file(tmp_path: Path) -> Path:
 
 def _table_copy(tmp_path: Path) -> Path:
     t = tmp_path / "prices.yaml"
-    t.write_text(pricing.TABLE_PATH.read_text())
+    t.write_text(price_table.TABLE_PATH.read_text())
     return t
 
 
 def _check_refreshed(table: Path, as_of: str) -> None:
     text = table.read_text()
-    assert text.startswith(pricing.TABLE_PATH.read_text().split("\ncurrency:")[0])  # the comment header is kept
-    new = pricing.parse_table(yaml.safe_load(text), "refreshed")
-    p = pricing.Prices(new)
+    assert text.startswith(price_table.TABLE_PATH.read_text().split("\ncurrency:")[0])  # the comment header is kept
+    new = price_table.parse_table(yaml.safe_load(text), "refreshed")
+    p = price_table.Prices(new)
     changed = p.rate("v6e", "us-east5", "spot")
     assert (changed.usd_per_chip_hour, changed.as_of, changed.source) == (1.05, as_of, "billing-catalog")
     confirmed = p.rate("v6e", "us-east5", "on-demand")  # same figure, now dated by the API read
@@ -584,3 +584,11 @@ def test_prices_show_lists_the_region_with_dates_and_refuses_a_region_without_an
     rc, out, err = infra_in_process(capsys, "prices", "show", "--region", "europe-west2")
     assert rc == 2 and out == ""
     assert err.splitlines() == [err.strip()] and err.startswith("error: --region: no TPU prices for 'europe-west2'")
+
+
+def test_a_rate_field_per_capacity_mode():
+    """The rate fields are written out (pydantic models); they must stay the capacity modes, in their order."""
+    from infra.price_table import Rates
+    from toolkit.names import CapacityMode
+
+    assert [f.alias or name for name, f in Rates.model_fields.items()] == list(CapacityMode) == list(price_table.MODES)

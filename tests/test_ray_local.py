@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, run_module
+from toolkit import names
 from workloads.local import addons, kuberay
 from workloads.ray import RAY_ACCELERATOR_TYPES, ray_accelerator_type
 
@@ -49,7 +50,7 @@ def test_kwok_stages_keep_submitter_pods_running_until_the_standin_ends_them():
     assert json.dumps(published, sort_keys=True) == before  # the input is not modified
     by_name = {s["metadata"]["name"]: s for s in out}
     complete = by_name["pod-complete"]["spec"]["selector"]["matchExpressions"]
-    assert {"key": ".spec.containers[0].name", "operator": "NotIn", "values": [kuberay.SUBMITTER_CONTAINER]} in complete
+    assert {"key": ".spec.containers[0].name", "operator": "NotIn", "values": [names.RAY_SUBMITTER_CONTAINER]} in complete
     assert by_name["pod-ready"] == published[1]
     own = by_name["tgk-ray-submitter-complete"]["spec"]
     keys = {(m["key"], m["operator"]) for m in own["selector"]["matchExpressions"]}

@@ -19,6 +19,7 @@ from tests.test_job_runtime import _one_line
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from tests.test_manifests import _check_golden
 from toolkit import names
+from toolkit.names import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA_INDEX_LABEL
 from workloads.cluster import status as st
 from workloads.cluster.runkinds import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA_INDEX_LABEL, RAYJOB
 from workloads.cluster.runs import Cluster
@@ -328,7 +329,8 @@ def test_a_cluster_without_kuberay_has_no_ray_runs() -> None:
 
 
 def test_each_slice_of_workers_keeps_to_one_node_pool_of_its_own() -> None:
-    from workloads.render.rayjob import RAY_REPLICA_NAME_LABEL, slice_affinity
+    from toolkit.names import RAY_REPLICA_NAME_LABEL
+    from workloads.render.rayjob import slice_affinity
 
     plan = _plan_for_affinity()
     (rj,) = rayjob.run_objects(plan)

@@ -179,7 +179,7 @@ def test_node_pool_names_and_chips():
     spec = spec_with()
     p = spec.tpu_pools[0]
     assert p.node_pool_names() == ["v5e-16-0", "v5e-16-1"]
-    assert spec.chips_by_shape() == {"v5e-4x4": 32}
+    assert p.total_chips == 32 and spec.flavor_names() == ["v5e-4x4"]
     assert spec.multislice
 
 
@@ -326,3 +326,14 @@ def test_spec_larger_than_the_cap_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(yamlfile, "MAX_YAML_BYTES", 1024)
     with pytest.raises(SpecError, match="over 1 KiB"):
         load_spec(big)
+
+
+def test_the_capacity_union_has_one_model_per_mode():
+    from typing import get_args
+
+    from infra.spec import Capacity
+    from toolkit.names import CapacityMode
+
+    union = get_args(get_args(Capacity)[0])
+    assert [get_args(m.model_fields["mode"].annotation)[0] for m in union] == list(CapacityMode)
+    assert all(type(get_args(m.model_fields["mode"].annotation)[0]) is str for m in union), "models keep plain strings (YAML/JSON output)"

@@ -17,6 +17,8 @@ the JobSet and Kueue APIs of the pinned releases).
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 # ------------------------------------------------------------------- GKE (theirs)
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
@@ -26,6 +28,8 @@ GKE_MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
 # Nodes of a pool placed by a named resource policy (tpu7x multi-host workload policies).
 GKE_PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 GKE_WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
+# DWS queued provisioning: GKE labels and taints the nodes of a queued node pool with it.
+GKE_QUEUED_LABEL = "cloud.google.com/gke-queued"
 # The extended resource TPU VMs advertise, and the taint GKE puts on TPU nodes.
 TPU_RESOURCE = "google.com/tpu"
 TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
@@ -33,6 +37,8 @@ TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 TPU_TOLERATION = {"key": TPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
 # ------------------------------------------------------------- Kubernetes (theirs)
+K8S_NAME_MAX = 63  # a DNS label: Namespace, LocalQueue, ServiceAccount and pod-name parts; label values
+DNS1035_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"  # a letter first: the names the toolkit takes for Kubernetes and GCE objects
 K8S_HOSTNAME_LABEL = "kubernetes.io/hostname"
 K8S_ZONE_LABEL = "topology.kubernetes.io/zone"
 K8S_REGION_LABEL = "topology.kubernetes.io/region"
@@ -40,11 +46,13 @@ K8S_INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 K8S_NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 K8S_COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 K8S_JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller puts it on every pod of a Job
-K8S_JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_API = "batch/v1"
 K8S_MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 K8S_APP_NAME_LABEL = "app.kubernetes.io/name"
 PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
+# Pod Security Admission (built into kube-apiserver): the level a namespace enforces, and warns about.
+K8S_PSA_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
+K8S_PSA_WARN_LABEL = "pod-security.kubernetes.io/warn"
 
 # ---------------------------------------------------------------- JobSet (theirs)
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -61,6 +69,15 @@ KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.17.1
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on the Workload Kueue creates for a job
+
+# --------------------------------------------------------------- KubeRay (theirs)
+# v1.6.0's API and pod labels (ray-operator/controllers/ray/utils/constant.go).
+RAY_API = "ray.io/v1"
+RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
+RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice (RayMultiHostIndexing, on by default)
+RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+RAY_REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"  # one name per multi-host replica (a slice)
+RAY_SUBMITTER_CONTAINER = "ray-job-submitter"  # utils.SubmitterContainerName
 
 # ------------------------------------------------------------------ kwok (theirs)
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -88,6 +105,21 @@ TGK_RESERVATION_LABEL = f"{TGK_NODE_LABEL_PREFIX}/reservation"
 TGK_LOCAL_PREFIX = "local.tgk.dev"
 TGK_LOCAL_MANAGED_LABEL = f"{TGK_LOCAL_PREFIX}/managed"
 TGK_LOCAL_FIELD_MANAGER = "tgk-local"
+
+
+class CapacityMode(StrEnum):
+    """How GCP provisions a pool's TPU VMs: the spec's ``capacity`` modes, and the values of
+    ``TGK_CAPACITY_LABEL``. Listed in this order wherever all of them are (prices, messages).
+
+    A member is its string (``CapacityMode.SPOT == "spot"``, formats as ``spot``); models
+    and documents keep plain strings, and tables keyed by mode take either.
+    """
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    FLEX_START = "flex-start"
+    RESERVATION = "reservation"
+
 
 # GKE's TPU tutorial env for a plain Indexed Job: this worker's index, and every worker's DNS name.
 TPU_WORKER_ID_ENV = "TPU_WORKER_ID"

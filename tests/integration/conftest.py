@@ -18,7 +18,6 @@ nodes take turns through ``tpu_quota``, whichever worker runs them.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import sys
 import time
@@ -31,6 +30,7 @@ import yaml
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from toolkit.paths import cache_dir
+from workloads.local.procs import locked
 
 TEST_STATE_DIR_ENV = "TGK_LOCAL_TEST_STATE"
 
@@ -154,9 +154,5 @@ def tpu_quota(local_cluster) -> Iterator[None]:
     default distribution may hand them to different workers at once, so they take turns
     on a lock beside the shared cluster.
     """
-    with open(local_cluster.state_dir / ".tpu-quota.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with locked(local_cluster.state_dir / ".tpu-quota.lock"):
+        yield

@@ -19,7 +19,6 @@ import pytest
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.conftest import run_module
 from toolkit.names import GKE_NODEPOOL_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, KUEUE_JOB_UID_LABEL, TPU_RESOURCE
-from workloads.render.kueue import flavor_name
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +68,7 @@ def test_a_plain_job_run_is_admitted_placed_completed_and_deleted(kubeconfig: Pa
         assert podset["count"] == hosts == 4
         (assignment,) = workload["status"]["admission"]["podSetAssignments"]
         pool = spec.tpu_pools[0]
-        assert assignment["flavors"][TPU_RESOURCE] == flavor_name(pool.shape)
+        assert assignment["flavors"][TPU_RESOURCE] == pool.flavor_name()
         assert hosts * chips_per_vm == pool.shape.chips  # the whole slice's TPUs, in one Workload
 
         done = wl("status", run, "--wait", "--timeout", "180", *kc)

@@ -206,7 +206,7 @@ def test_broken_objects_are_rejected(cluster, spec):
 
 @pytest.mark.usefixtures("tpu_quota")
 def test_admitted_with_flavor_then_queued_beyond_quota(cluster, spec):
-    flavor = kueue.flavor_name(spec.tpu_pools[0].shape)
+    flavor = spec.tpu_pools[0].flavor_name()
     first = _jobset(spec, "quota-first", slices=1, complete_after="20s")
     second = _jobset(spec, "quota-second", slices=2, complete_after="1s")
     try:

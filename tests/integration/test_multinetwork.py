@@ -17,12 +17,11 @@ from infra.spec import load_spec
 from tests.conftest import REPO
 from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
-from toolkit.names import TGK_FIELD_MANAGER
+from toolkit.names import K8S_PSA_ENFORCE_LABEL, TGK_FIELD_MANAGER
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as js
 from workloads.render import multinetwork as mn
-from workloads.render.kueue import PSA_ENFORCE_LABEL
 
 pytestmark = pytest.mark.integration
 
@@ -85,7 +84,7 @@ def test_run_pod_with_eth1_and_tcp_rmem_passes_pod_security_baseline(cluster) ->
     plan = plan_run("maxtext-6b", spec, Overrides(slices=2, name="dcn-run"))
     template = js.jobset(plan)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     cluster.apply(
-        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROBE_NS, "labels": {PSA_ENFORCE_LABEL: "baseline"}}}],
+        [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": PROBE_NS, "labels": {K8S_PSA_ENFORCE_LABEL: "baseline"}}}],
         field_manager=TGK_FIELD_MANAGER,
     )
     spec_ = copy.deepcopy(template["spec"])

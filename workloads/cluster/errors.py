@@ -21,7 +21,7 @@ from urllib.parse import unquote
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 
 if TYPE_CHECKING:
-    from workloads.cluster.transport import Response
+    from workloads.cluster.response import Response
 
 __all__ = ["Access", "access", "one_line", "refusal", "unreachable"]
 

@@ -45,22 +45,18 @@ class RunKind:
 JOBSET = RunKind("jobset", names.JOBSET_API, "JobSet", names.JOBSET_NAME_LABEL, names.JOBSET_JOB_INDEX_LABEL, names.K8S_COMPLETION_INDEX_LABEL)
 JOB = RunKind("job", names.JOB_API, "Job", names.K8S_JOB_NAME_LABEL, None, names.K8S_COMPLETION_INDEX_LABEL)
 
-# KubeRay v1.6.0's pod labels (ray-operator/controllers/ray/utils/constant.go).
-RAY_API = "ray.io/v1"
-RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
-RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice
-RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
+# KubeRay's: its slice and host are its multi-host indexing labels.
 RAYJOB = RunKind(
     "ray",
-    RAY_API,
+    names.RAY_API,
     "RayJob",
     names.TGK_RUN_LABEL,
-    RAY_REPLICA_INDEX_LABEL,
-    RAY_HOST_INDEX_LABEL,
-    pod_filter=f"{RAY_NODE_TYPE_LABEL}=worker",
+    names.RAY_REPLICA_INDEX_LABEL,
+    names.RAY_HOST_INDEX_LABEL,
+    pod_filter=f"{names.RAY_NODE_TYPE_LABEL}=worker",
     driver_filter=f"{names.K8S_JOB_NAME_LABEL}={{run}}",
 )
-RAY_HEAD_FILTER = f"{RAY_NODE_TYPE_LABEL}=head"
+RAY_HEAD_FILTER = f"{names.RAY_NODE_TYPE_LABEL}=head"
 
 LOOKUP_ORDER: tuple[RunKind, ...] = (JOBSET, RAYJOB, JOB)
 BY_RUNTIME = {k.runtime: k for k in LOOKUP_ORDER}

@@ -11,8 +11,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, TPU_RESOURCE
-from workloads.cluster.runkinds import RAY_HOST_INDEX_LABEL, RAY_REPLICA_INDEX_LABEL
+from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, RAY_HOST_INDEX_LABEL, RAY_REPLICA_INDEX_LABEL, TPU_RESOURCE
 
 
 def _meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -25,25 +25,13 @@ from urllib.parse import urlencode, urlsplit
 from toolkit.errors import ClusterError
 from toolkit.names import TGK
 from workloads.cluster.errors import one_line, refusal, unreachable
+from workloads.cluster.response import Response  # noqa: F401  (re-exported: what a transport returns)
 
 if TYPE_CHECKING:
     import http.client
     import ssl
 
 __all__ = ["KubeClientTransport", "Response", "StdlibTransport", "Tls", "Transport"]
-
-
-@dataclass(frozen=True)
-class Response:
-    status: int
-    body: bytes = b""
-
-    def json(self) -> Any:
-        return json.loads(self.body) if self.body else {}
-
-    @property
-    def ok(self) -> bool:
-        return 200 <= self.status < 300
 
 
 class Transport(Protocol):

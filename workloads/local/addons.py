@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from toolkit.names import TGK_LOCAL_PREFIX
+from workloads.render.exitguard import SIGTERM_EXIT_CODE
 
 KEEP_KINDS = {
     "Namespace",
@@ -58,9 +59,6 @@ FINISH_AT_ANNOTATION = f"{TGK_LOCAL_PREFIX}/finish-at"
 # it alone, so the NotReady status `local preempt` gives it stays. kwok keeps the Node
 # in its care otherwise (it sees the Node's deletion and takes the new one at once).
 NODE_DOWN_ANNOTATION = f"{TGK_LOCAL_PREFIX}/node-down"
-# What a kubelet's container runtime reports for a container stopped with SIGTERM
-# (deletion, eviction, node shutdown): 128 + 15.
-SIGTERM_EXIT_CODE = 143
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,6 @@ daemon's checkpoints and pending node replacements).
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import shutil
@@ -59,8 +58,8 @@ from toolkit.names import (
 from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.runs import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, rehearsal
-from workloads.local.procs import Daemon, free_port, port_open
+from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, provisioner, rehearsal, rehearsald, state
+from workloads.local.procs import Daemon, free_port, locked, port_open
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
@@ -161,40 +160,24 @@ class LocalCluster:
 
     @property
     def state_file(self) -> Path:
-        return self.state_dir / "cluster.json"
+        return state.state_file(self.state_dir)
 
     def daemon(self, name: str) -> Daemon:
         return Daemon(name, self.state_dir)
 
     def _state(self) -> dict[str, Any] | None:
-        try:
-            return json.loads(self.state_file.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
+        return state.read_state(self.state_dir)
 
     @contextmanager
     def _lock(self) -> Iterator[None]:
         # Two `up`s (e.g. two pytest workers) must not start two control planes
         # on one state dir; the second waits and then finds the first one's.
-        self.state_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.state_dir / ".lock", "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with locked(self.state_dir / ".lock"):
+            yield
 
     def client(self, who: str = "admin") -> Cluster:
         """The toolkit's cluster client on this cluster, speaking as ``who`` (a certs.CLIENTS identity)."""
-        st = self._state()
-        if not st:
-            raise LocalClusterError(f"no local cluster in {self.state_dir} — run 'python -m workloads local up'")
-        return self._client(st["ports"]["apiserver"], who)
-
-    def _client(self, port: int, who: str = "admin") -> Cluster:
-        # The standard-library transport: no kubernetes package import, so `up` starts at once.
-        pki = certs.Pki(self.state_dir / "pki")
-        return Cluster.with_client_cert(f"https://127.0.0.1:{port}", ca=pki.ca_cert, cert=pki.client_cert(who), key=pki.client_key(who), context=CONTEXT)
+        return state.client(self.state_dir, who)
 
     # ----------------------------------------------------------------- status
 
@@ -308,14 +291,14 @@ class LocalCluster:
         (sd / "logs").mkdir(parents=True, exist_ok=True)
         (sd / "config").mkdir(parents=True, exist_ok=True)
         boot = _Boot(root, sd, certs.ensure_pki(sd / "pki"), Ports.pick(), timeout)
-        state = {
+        st = {
             "ports": boot.ports.__dict__,
             "bin_dir": str(root / "bin"),
             "spec": spec_path,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "layout": LAYOUT,
         }
-        self.state_file.write_text(json.dumps(state, indent=2))
+        self.state_file.write_text(json.dumps(st, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
         return boot
 
@@ -372,7 +355,7 @@ class LocalCluster:
                 "--kubelet-preferred-address-types=InternalIP",
             ]
         )
-        kube = self._client(boot.ports.apiserver)
+        kube = state.client_on(self.state_dir, boot.ports.apiserver)
         self._wait("kube-apiserver", kube.healthy, boot.timeout)
         return kube
 
@@ -511,31 +494,20 @@ class LocalCluster:
 
     def _start_rehearsal(self, boot: _Boot) -> None:
         """The rehearsal daemon (workloads.local.rehearsald), ready once its first pass is done."""
-        from workloads.local import rehearsald
-
-        self.progress("starting the rehearsal daemon")
-        ready = rehearsald.ready_file(self.state_dir)
-        ready.unlink(missing_ok=True)
-        self.daemon("rehearsal").start(
-            [sys.executable, "-m", "workloads.local.rehearsald", "--state-dir", str(self.state_dir)],
-            env={"PYTHONPATH": str(REPO_ROOT)},
-            cwd=REPO_ROOT,
-        )
-        self._wait("the rehearsal daemon", ready.is_file, boot.timeout)
+        self._start_python_daemon(boot, "rehearsal", "workloads.local.rehearsald", rehearsald.ready_file(self.state_dir), "the rehearsal daemon")
 
     def _start_provisioner(self, boot: _Boot) -> None:
         """GKE's DWS queued provisioning, simulated (workloads.local.provisioner)."""
-        from workloads.local import provisioner
-
-        self.progress("starting the simulated DWS provisioner")
-        ready = provisioner.ready_file(self.state_dir)
-        ready.unlink(missing_ok=True)
-        self.daemon("provisioner").start(
-            [sys.executable, "-m", "workloads.local.provisioner", "--state-dir", str(self.state_dir)],
-            env={"PYTHONPATH": str(REPO_ROOT)},
-            cwd=REPO_ROOT,
+        self._start_python_daemon(
+            boot, "provisioner", "workloads.local.provisioner", provisioner.ready_file(self.state_dir), "the provisioner", "the simulated DWS provisioner"
         )
-        self._wait("the provisioner", ready.is_file, boot.timeout)
+
+    def _start_python_daemon(self, boot: _Boot, name: str, module: str, ready: Path, what: str, starting: str = "") -> None:
+        """``python -m module --state-dir`` as daemon ``name``; up once it writes ``ready``."""
+        self.progress(f"starting {starting or what}")
+        ready.unlink(missing_ok=True)
+        self.daemon(name).start([sys.executable, "-m", module, "--state-dir", str(self.state_dir)], env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+        self._wait(what, ready.is_file, boot.timeout)
 
     def _write_kubeconfigs(self, pki: certs.Pki, port: int) -> None:
         server = f"https://127.0.0.1:{port}"

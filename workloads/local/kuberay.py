@@ -49,8 +49,9 @@ from typing import Any
 
 from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
+from toolkit.names import RAY_API, RAY_SUBMITTER_CONTAINER
 from toolkit.paths import REPO_ROOT, script
-from workloads.local import LocalClusterError, addons, builds
+from workloads.local import LocalClusterError, addons, builds, state
 from workloads.local.procs import free_port
 
 KUBERAY_VERSION = "v1.6.0"  # keep in step with scripts/build-kuberay.sh
@@ -59,11 +60,9 @@ BUILD_STAMP = ".complete-1"  # keep in step with scripts/build-kuberay.sh
 BUILD = builds.Build("KubeRay", f"KubeRay {KUBERAY_VERSION}", BUILD_SCRIPT, BUILD_STAMP, cold="~3 min")
 RAY_SETUP_SCRIPT = script("setup-ray.sh")
 CRDS = "manifests/kuberay-crds.yaml"  # under the build root
-RAY_API = "ray.io/v1"
 KUEUE_FRAMEWORKS = ["ray.io/rayjob", "ray.io/raycluster"]
 # Stop order (first stopped first): the stand-in, then the operator, then the head.
 DAEMONS = ("ray-standin", "kuberay", "ray-head")
-SUBMITTER_CONTAINER = "ray-job-submitter"  # KubeRay's utils.SubmitterContainerName
 DEFAULT_JOB_SECONDS = 2.0  # a RayJob applied without `submit` (no annotation)
 # KubeRay builds the dashboard URL from the head Service and this cluster domain.
 CLUSTER_DOMAIN = "cluster.local"
@@ -120,7 +119,7 @@ def kwok_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     kwok's pod-complete stage completes every running pod a Job owns at once; a
     submitter pod instead lives as long as its Ray job (``ray job submit`` follows it).
     """
-    not_submitter = addons._key(".spec.containers[0].name", "NotIn", SUBMITTER_CONTAINER)
+    not_submitter = addons._key(".spec.containers[0].name", "NotIn", RAY_SUBMITTER_CONTAINER)
     out = []
     for st in stages:
         if st.get("metadata", {}).get("name") == "pod-complete":
@@ -130,7 +129,7 @@ def kwok_stages(stages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         addons._pod_stage(
             "tgk-ray-submitter-complete",
             [
-                addons._key(".spec.containers[0].name", "In", SUBMITTER_CONTAINER),
+                addons._key(".spec.containers[0].name", "In", RAY_SUBMITTER_CONTAINER),
                 addons._key(f'.metadata.annotations["{addons.FINISH_AT_ANNOTATION}"]', "Exists"),
                 addons._key(f'.metadata.labels["{addons.FAIL_LABEL}"]', "DoesNotExist"),
                 addons._NOT_DELETED,
@@ -370,7 +369,7 @@ class StandIn:
             pods = [
                 p
                 for p in self.kube.list(pod_info, ns, label_selector=f"batch.kubernetes.io/job-name={name}")
-                if (p["spec"].get("containers") or [{}])[0].get("name") == SUBMITTER_CONTAINER
+                if (p["spec"].get("containers") or [{}])[0].get("name") == RAY_SUBMITTER_CONTAINER
             ]
             running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")]
             if not running:
@@ -404,12 +403,10 @@ class StandIn:
 
 
 def serve(state_dir: Path, dashboard_port: int, proxy_port: int, ray_python: str, ready_file: Path) -> int:
-    from workloads.local.controlplane import LocalCluster
-
     _Proxy.dashboard_port = dashboard_port
     server = _ThreadingServer(("127.0.0.1", proxy_port), _Proxy)
     threading.Thread(target=server.serve_forever, name="proxy", daemon=True).start()
-    kube = LocalCluster(state_dir).client()
+    kube = state.client(state_dir)
     standin = StandIn(kube, f"http://127.0.0.1:{dashboard_port}", ray_python)
     ready_file.write_text("ok\n")
     _say(f"forwarding head-service dashboards to 127.0.0.1:{dashboard_port} (proxy on 127.0.0.1:{proxy_port})")

@@ -26,6 +26,7 @@ from toolkit.names import (
     GKE_MACHINE_FAMILY_LABEL,
     GKE_NODEPOOL_LABEL,
     GKE_PLACEMENT_POLICY_LABEL,
+    GKE_QUEUED_LABEL,
     GKE_SPOT_LABEL,
     GKE_TPU_ACCELERATOR_LABEL,
     GKE_TPU_TOPOLOGY_LABEL,
@@ -37,6 +38,7 @@ from toolkit.names import (
     TGK_LOCAL_MANAGED_LABEL,
     TPU_RESOURCE,
     TPU_TAINT,
+    CapacityMode,
 )
 
 
@@ -105,7 +107,7 @@ def provisioned_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption, 
     They carry what queued nodes carry on GKE: the ``gke-queued`` label and taint, and the
     provisioning-request label Kueue puts into the admitted pods' nodeSelector.
     """
-    from workloads.render.kueue import GKE_PROVISIONING_REQUEST_LABEL, GKE_QUEUED_LABEL, QUEUED_TOLERATION
+    from workloads.render.kueue import GKE_PROVISIONING_REQUEST_LABEL, QUEUED_TOLERATION
 
     taint = {k: QUEUED_TOLERATION[k] for k in ("key", "value", "effect")}
     wanted = set(node_pools)
@@ -135,7 +137,7 @@ def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> li
         K8S_REGION_LABEL: spec.region,
         K8S_ZONE_LABEL: spec.pool_zone(pool),
     }
-    if option.mode == "spot":
+    if option.mode == CapacityMode.SPOT:
         base[GKE_SPOT_LABEL] = "true"
     policy = placement_policy_name(spec, pool)
     if policy:

@@ -42,6 +42,7 @@ from infra.spec import CapacityOption, EnvSpec, TpuPoolSpec, load_spec
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL, TGK_POOL_LABEL
 from workloads.local import nodes as local_nodes
+from workloads.local import state
 from workloads.local.disrupt import patch
 
 PR_API = "autoscaling.x-k8s.io/v1"
@@ -266,10 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workloads.local.provisioner", description=__doc__.splitlines()[0])
     ap.add_argument("--state-dir", type=Path, required=True)
     args = ap.parse_args(argv)
-    from workloads.local.controlplane import LocalCluster
-
     state_dir = args.state_dir
-    prov = Provisioner(state_dir, LocalCluster(state_dir).client())
+    prov = Provisioner(state_dir, state.client(state_dir))
     ready = ready_file(state_dir)
     _say(f"simulated DWS provisioner for {state_dir} (poll {POLL_S}s)")
     while True:

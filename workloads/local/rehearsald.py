@@ -45,7 +45,7 @@ from typing import Any
 
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
-from workloads.local import disrupt
+from workloads.local import disrupt, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by
 
@@ -376,10 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m workloads.local.rehearsald", description=__doc__.splitlines()[0])
     ap.add_argument("--state-dir", type=Path, required=True)
     args = ap.parse_args(argv)
-    from workloads.local.controlplane import LocalCluster
-
     state_dir = args.state_dir
-    kube = LocalCluster(state_dir).client()
+    kube = state.client(state_dir)
     daemon = Rehearsals(state_dir, kube)
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")

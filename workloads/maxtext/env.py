@@ -37,13 +37,13 @@ from typing import TYPE_CHECKING
 from toolkit import tools
 from toolkit.errors import ExternalToolError, ToolkitError
 from toolkit.paths import script
+from workloads.planning.recipes import MAXTEXT_VERSION
 
 if TYPE_CHECKING:
     from infra.catalog import SliceShape
 
 SETUP_SCRIPT = script("setup-maxtext.sh")
 DRIVER = Path(__file__).resolve().parent / "driver.py"
-MAXTEXT_VERSION = "0.2.5"
 TRAIN_COMPILE_MODULE = "maxtext.trainers.pre_train.train_compile"
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ")
 

@@ -1,11 +1,13 @@
 """What a run gets when the user does not say: the policy defaults, by capacity mode where they differ.
 
-Plain data with no imports, so the planner applies these and the CLI's help quotes them
+Plain data (importing only ``toolkit.names`` for the capacity modes), so the planner applies these and the CLI's help quotes them
 (``workloads.planning.overrides``) from the same objects without loading the run model.
 ``workloads.planning.model`` re-exports them as part of the model.
 """
 
 from __future__ import annotations
+
+from toolkit.names import CapacityMode
 
 # Exit codes that mean "the program itself is wrong": rerunning it cannot help
 # (Python exits 1 on an uncaught exception, 2 on a usage error). A recipe may add more.
@@ -18,14 +20,14 @@ DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, sta
 # peer slice can crash before the preempted one is reported); on on-demand and
 # reserved capacity one retry covers a transient crash without looping on a
 # deterministic one.
-DEFAULT_MAX_RESTARTS: dict[str, int] = {"spot": 3, "flex-start": 3, "on-demand": 1, "reservation": 1}
+DEFAULT_MAX_RESTARTS: dict[str, int] = {CapacityMode.SPOT: 3, CapacityMode.FLEX_START: 3, CapacityMode.ON_DEMAND: 1, CapacityMode.RESERVATION: 1}
 
 # Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
 # ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
 # slices lose work only to maintenance, for which Google advises about hourly.
-DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {"spot": 15, "flex-start": 30, "on-demand": 60, "reservation": 60}
+DEFAULT_CHECKPOINT_MINUTES: dict[str, float] = {CapacityMode.SPOT: 15, CapacityMode.FLEX_START: 30, CapacityMode.ON_DEMAND: 60, CapacityMode.RESERVATION: 60}
 DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as new ones land
-AUTOCHECKPOINT_CAPACITY = frozenset({"spot"})  # MaxText saves at the preemption step (SIGTERM)
+AUTOCHECKPOINT_CAPACITY = frozenset({CapacityMode.SPOT})  # MaxText saves at the preemption step (SIGTERM)
 
 SUBMIT_TIMEOUT_S = 600.0  # how long `submit` waits for Kueue admission
 

@@ -41,11 +41,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infra import catalog
 from toolkit.errors import CatalogError, FieldError
+from toolkit.yamlfile import load_yaml
 from workloads.planning import shellwords
 from workloads.planning.recipes import (
     FILL,
     MAXTEXT_IMAGE,
     MODEL_KEYS,
+    PLAIN_INT,
     RECIPES_DIR,
     Recipe,
     check_image,
@@ -89,9 +91,7 @@ def _bad(problem: str, fix: str) -> FieldError:
 
 @lru_cache(maxsize=1)
 def _models_file() -> dict[str, Any]:
-    from workloads.render import yamlio
-
-    return dict(yamlio.load(MODELS_FILE.read_text()))
+    return dict(load_yaml(MODELS_FILE.read_text()))
 
 
 def model_presets() -> dict[str, dict[str, Any]]:
@@ -255,8 +255,6 @@ _PYTHON_OPTIONS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-E", "-I"})
 
 # ------------------------------------------------------------ the MaxText args
 
-_PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
-
 
 def _config(path: str, unmapped: list[str]) -> str:
     """The config file, in the installed package's terms: ``<any prefix>/configs/X`` -> src/maxtext/configs/X."""
@@ -277,7 +275,7 @@ def _key_values(args: list[str]) -> tuple[str | None, dict[str, str]]:
     out: dict[str, str] = {}
     for word in args:
         key, eq, value = word.partition("=")
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        if not eq or not shellwords.NAME.fullmatch(key):
             raise _bad(f"MaxText argument {word[:60]!r} is not key=value", "write every MaxText override as key=value")
         if key in out and out[key] != value:
             raise _bad(f"conflicting flags: MaxText {key} is {out[key]!r} and {value!r}", f"keep one {key}=")
@@ -287,7 +285,7 @@ def _key_values(args: list[str]) -> tuple[str | None, dict[str, str]]:
 
 def _value(text: str) -> int | str:
     """Integers become YAML integers (the same text back); everything else stays the exact text."""
-    return int(text) if _PLAIN_INT.match(text) and len(text) < 12 else text
+    return int(text) if PLAIN_INT.match(text) and len(text) < 12 else text
 
 
 def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
@@ -307,7 +305,7 @@ def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
             "add override_model_config=true, or drop the dimension overrides",
         )
     for key, text in given.items():
-        if not _PLAIN_INT.match(text) or int(text) < 1:
+        if not PLAIN_INT.match(text) or int(text) < 1:
             raise _bad(f"MaxText {key}={text!r} is not a positive integer", f"write {key} as a whole number")
         dims[key] = int(text)
     return name, dims
@@ -322,7 +320,7 @@ def _parallelism(kv: dict[str, str]) -> dict[str, dict[str, int]]:
     for key in [k for k in kv if mesh_key(k)]:
         level, axis = mesh_key(key) or ("", "")
         text = kv.pop(key)
-        if not _PLAIN_INT.match(text) or (int(text) != FILL and int(text) < 1):
+        if not PLAIN_INT.match(text) or (int(text) != FILL and int(text) < 1):
             raise _bad(f"MaxText {key}={text!r} is not a degree", f"write {key} as a positive integer or -1")
         levels[level][axis] = int(text)
     for level, rule in levels.items():
@@ -380,7 +378,7 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
         raise _bad("xpk workload create has no --device-type (or --tpu-type)", "give the TPU type, e.g. --device-type=tpu7x-4x4x8")
     shape = device_shape(device)
     slices_text = flags.pop("num-slices", "1")
-    if not _PLAIN_INT.match(slices_text) or int(slices_text) < 1:
+    if not PLAIN_INT.match(slices_text) or int(slices_text) < 1:
         raise _bad(f"--num-slices={slices_text!r} is not a slice count", "give --num-slices=N with N >= 1")
     slices = int(slices_text)
     image = _image(flags.pop("docker-image", None), unmapped)
@@ -395,7 +393,7 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
             "make them agree (the toolkit sets num_slices from --num-slices)",
         )
     steps_text = kv.get("steps")
-    if steps_text is not None and (not _PLAIN_INT.match(steps_text) or int(steps_text) < 1):
+    if steps_text is not None and (not PLAIN_INT.match(steps_text) or int(steps_text) < 1):
         raise _bad(f"MaxText steps={steps_text!r} is not a step count", "write steps as a positive integer")
     model_name, dims = _model(kv)
     parallelism = _parallelism(kv)

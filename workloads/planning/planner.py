@@ -80,6 +80,7 @@ from workloads.planning.recipes import (
     MAXTEXT_TRAIN_MODULE,
     MESH_AXES,
     MODEL_KEYS,
+    PLAIN_INT,
     PLANNER_KEYS,
     RAY_IMAGE,
     Kind,
@@ -99,10 +100,9 @@ __all__ = ["DEFAULT_TTL_SECONDS", "Overrides", "PlanError", "RunPlan", "name_bud
 REPLICATED_JOB = "slice"  # the JobSet's one replicated job: one child Job per slice
 POD_NAME_RANDOM = len("-abcde")  # the Job controller's generateName suffix
 RAYJOB_NAME_MAX = 47  # KubeRay v1.6.0 utils.MaxRayJobNameLength
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+DNS1035 = re.compile(names.DNS1035_LABEL)
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
-_PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 
 # ----------------------------------------------------------------- helpers
@@ -120,7 +120,7 @@ def name_budget(slices: int, nodes_per_slice: int, runtime: str = RUNTIME_JOBSET
     if runtime == RUNTIME_RAY:
         return RAYJOB_NAME_MAX
     longest_tail = f"-{nodes_per_slice - 1}" if runtime == RUNTIME_JOB else f"-{REPLICATED_JOB}-{slices - 1}-{nodes_per_slice - 1}"
-    return 63 - len(longest_tail) - POD_NAME_RANDOM
+    return names.K8S_NAME_MAX - len(longest_tail) - POD_NAME_RANDOM
 
 
 def _fmt(value: Any) -> str:
@@ -152,7 +152,7 @@ def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
 
 def _int(key: str, value: str, where: str) -> int:
     # Plain ASCII digits only: int() also takes ' 4', '4_0' and '٤', which reach MaxText as written.
-    if not _PLAIN_INT.match(value):
+    if not PLAIN_INT.match(value):
         raise PlanError(where, f"{key}={value!r} is not a plain integer", f"write it like {key}=4 (digits only)")
     if len(value.lstrip("-")) > len(str(INT32_MAX)):  # and int() refuses strings of 4300+ digits
         raise PlanError(where, f"{key}={value[:12]}... has {len(value)} digits, beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
@@ -904,7 +904,7 @@ def _flag(given: dict[str, str], where: dict[str, str], key: str, default: bool)
 
 
 def _count(given: dict[str, str], where: dict[str, str], key: str) -> int:
-    if not _PLAIN_INT.match(given[key]) or int(given[key]) < 1:
+    if not PLAIN_INT.match(given[key]) or int(given[key]) < 1:
         raise PlanError(where[key], f"{key}={given[key]!r} is not a whole number of at least 1", f"write it like {key}=3")
     return int(given[key])
 

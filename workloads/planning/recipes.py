@@ -13,7 +13,6 @@ Unknown keys are errors, as in the environment spec.
 from __future__ import annotations
 
 import difflib
-import math
 import re
 from enum import Enum
 from functools import cache, lru_cache
@@ -24,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from infra.catalog import GENERATIONS
 from toolkit.errors import ToolkitError
-from toolkit.yamlfile import YamlFileError, read_capped
+from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 from workloads.planning import carry
 from workloads.planning.model import RUNTIMES
 from workloads.ray import RAY_VERSION
@@ -50,6 +49,8 @@ MESH_AXES: tuple[str, ...] = (
     "expert",
 )
 FILL = -1  # "all the devices the other axes leave", as in MaxText's base.yml
+# A MaxText integer as a script or --set writes it: what is read as an int, and nothing else (no 1e3, 0x10, 007).
+PLAIN_INT = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
 
@@ -318,9 +319,7 @@ mesh_key = _mesh_key
 
 @lru_cache(maxsize=1)
 def maxtext_keys() -> frozenset[str]:
-    from workloads.render import yamlio
-
-    return frozenset(yamlio.load(MAXTEXT_KEYS_FILE.read_text())["keys"])
+    return frozenset(load_yaml(MAXTEXT_KEYS_FILE.read_text())["keys"])
 
 
 def suggest(word: str, choices: list[str] | frozenset[str]) -> str:
@@ -359,15 +358,13 @@ def _format(e: ValidationError, name: str, path: Path | None = None) -> str:
 @cache
 def load_recipe(name: str) -> Recipe:
     """Load a shipped recipe by name; unknown names list the known ones."""
-    from workloads.render import yamlio
-
     files = recipe_files()
     if name not in files:
         names = sorted(files)
         raise RecipeError(f"recipe: no recipe {name!r}{suggest(name, names)} — use one of {', '.join(names)}")
     path = files[name]
     try:
-        data = yamlio.load(read_capped(path))
+        data = load_yaml(read_capped(path))
     except OSError as e:
         raise RecipeError(f"recipe {name}: cannot read {path}: {e.strerror} — check the file and its permissions") from None
     except YamlFileError as e:
@@ -418,7 +415,3 @@ def summary(recipe: Recipe) -> dict[str, Any]:
         out["per_device_batch"] = {f">={r.min_hbm_gib_per_device:g}GiB": r.per_device_batch_size for r in m.per_device_batch}
         out["parallelism"] = {"ici": m.parallelism.ici, "dcn": m.parallelism.dcn}
     return out
-
-
-def is_whole(x: float) -> bool:
-    return math.isfinite(x) and float(x).is_integer()

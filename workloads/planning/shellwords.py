@@ -22,10 +22,10 @@ from collections.abc import Iterator, MutableMapping
 
 from toolkit.errors import ToolkitError
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_DEFAULT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(:?)-(.*)", re.S)
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
-OPERATORS = ("&&", "||", "|", "&", ";")
+_VARIABLE = r"[A-Za-z_][A-Za-z0-9_]*"  # the shell's name rule (also what a MaxText key=value key must be)
+NAME = re.compile(_VARIABLE)
+_DEFAULT = re.compile(rf"({_VARIABLE})(:?)-(.*)", re.S)
+_ASSIGN = re.compile(rf"^({_VARIABLE})=(.*)$", re.S)
 _DQ_ESCAPES = '$`"\\'
 _DECLARE = ("export", "declare", "readonly", "local")
 
@@ -78,7 +78,7 @@ class _Lexer:
         if t.startswith("${", i):
             end = self._close("{", "}", i + 2)
             inner, self.i = t[i + 2 : end], end + 1
-            if _NAME.fullmatch(inner) and inner in self.env:
+            if NAME.fullmatch(inner) and inner in self.env:
                 return self.env[inner], True
             default = _DEFAULT.fullmatch(inner)
             if default:
@@ -89,7 +89,7 @@ class _Lexer:
                     return value, True
                 return _Lexer(word, self.env).expand_word(), True
             return t[i : end + 1], False
-        m = _NAME.match(t, i + 1)
+        m = NAME.match(t, i + 1)
         if m:
             self.i = m.end()
             return (self.env[m.group()], True) if m.group() in self.env else ("$" + m.group(), False)

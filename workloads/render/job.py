@@ -37,10 +37,9 @@ from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
 from workloads.render import jobset
 from workloads.render.literal import k8s_literal
-from workloads.render.skeleton import indexed_job_spec
+from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
 RUNTIME = RUNTIME_JOB
-BASE_NAME = "tpu-run"  # the skeletons' name; each overlay patches in the run's
 
 
 def worker_hostnames(plan: RunPlan) -> str:

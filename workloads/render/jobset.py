@@ -46,12 +46,12 @@ import json
 from typing import Any
 
 from toolkit import names
-from workloads.planning.model import RunPlan
+from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.planner import REPLICATED_JOB
 from workloads.render import exitguard
 from workloads.render.literal import k8s_literal, k8s_literals
 
-RUNTIME = "jobset"
+RUNTIME = RUNTIME_JOBSET
 MEGASCALE_PORT = 8080
 TPU_RUNTIME_PORT = 8471
 # JobSet failure-policy rule names (JobSet's webhook refuses '-': letters, digits and '_').

@@ -34,32 +34,27 @@ limiting resource for a TPU job.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Any
 
-from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
 from infra.naming import team_service_account_email
-from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, FlexStart, TeamSpec
-from toolkit.errors import SpecError
+from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, TeamSpec
 from toolkit.names import (
-    GKE_TPU_ACCELERATOR_LABEL,
-    GKE_TPU_TOPOLOGY_LABEL,
+    GKE_QUEUED_LABEL,
     GKE_WORKLOAD_IDENTITY_ANNOTATION,
     K8S_NAMESPACE_NAME_LABEL,
-    K8S_ZONE_LABEL,
+    K8S_PSA_ENFORCE_LABEL,
+    K8S_PSA_WARN_LABEL,
     KUEUE_API,
     PRIORITY_CLASS_API,
-    TGK_CAPACITY_LABEL,
-    TGK_POOL_LABEL,
-    TGK_RESERVATION_LABEL,
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
+from workloads.render.flavors import Flavor, flavors, quota
+from workloads.render.multinetwork import network_objects
+from workloads.render.xpk import xpk_objects
 
-# DWS queued provisioning (GKE): nodes of a queued node pool carry this label and taint,
+# DWS queued provisioning (GKE): nodes of a queued node pool carry the gke-queued label and taint,
 # so only pods admitted through a ProvisioningRequest (which get both from the flavor) land there.
-GKE_QUEUED_LABEL = "cloud.google.com/gke-queued"
 QUEUED_TOLERATION = {"key": GKE_QUEUED_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 PROVISIONING_CLASS = "queued-provisioning.gke.io"
 PROVISIONING_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
@@ -69,17 +64,8 @@ GKE_PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"
 GKE_RESIZE_REQUEST_DETAIL = "ResizeRequestName"
 
 
-def flavor_name(shape: SliceShape) -> str:
-    return shape.key
-
-
 def cluster_queue_name(team: TeamSpec) -> str:
     return f"{team.name}-cq"
-
-
-# Pod Security Admission (built into kube-apiserver): the level a namespace enforces.
-PSA_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
-PSA_WARN_LABEL = "pod-security.kubernetes.io/warn"
 
 
 def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
@@ -90,8 +76,8 @@ def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
 def pod_security_labels(team: TeamSpec) -> dict[str, str]:
     """``baseline`` (no hostNetwork, hostPath, privileged...) unless the team opted in to hostNetwork runs."""
     if team.host_network:
-        return {PSA_ENFORCE_LABEL: "privileged", PSA_WARN_LABEL: "baseline"}
-    return {PSA_ENFORCE_LABEL: "baseline"}
+        return {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}
+    return {K8S_PSA_ENFORCE_LABEL: "baseline"}
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -121,61 +107,6 @@ def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
         }
         for t in spec.teams
     ]
-
-
-@dataclass(frozen=True)
-class Flavor:
-    """One ResourceFlavor and what its quota is made of.
-
-    A pool with one capacity option shares a flavor with every pool of its shape
-    (named by the shape, selecting accelerator and topology). A pool with a capacity
-    list gets one flavor per option, in the list's order, selecting that option's
-    node pools (pool, capacity mode, reservation) in the pool's zone: Kueue tries a
-    resource group's flavors in order, so a run falls to the next option only when
-    the one before it has no quota left.
-    """
-
-    name: str
-    shape: SliceShape
-    node_labels: dict[str, str]
-    chips: int
-    nodes: int
-    queued: FlexStart | None = None  # set when Kueue asks GKE for this flavor's nodes (queued provisioning)
-
-
-def flavors(spec: EnvSpec) -> list[Flavor]:
-    """Every ResourceFlavor of the spec, in spec order (the order ClusterQueues try them in)."""
-    out: dict[str, Flavor] = {}
-    for pool in spec.tpu_pools:
-        shape = pool.shape
-        base = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
-        nodes = pool.slices * shape.nodes
-        if not pool.has_fallback:
-            # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
-            queued = _queued(pool.capacity)
-            prev = out.get(shape.key)
-            chips, n = (prev.chips, prev.nodes) if prev else (0, 0)
-            labels = {**base, GKE_QUEUED_LABEL: "true"} if queued else base
-            out[shape.key] = Flavor(flavor_name(shape), shape, labels, chips + pool.total_chips, n + nodes, queued)
-            continue
-        for option in pool.capacity_options():
-            queued = _queued(option.capacity)
-            labels = {**base, K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
-            if queued:
-                labels[GKE_QUEUED_LABEL] = "true"
-            name = f"{pool.name}-{option.tag}"
-            out[name] = Flavor(name, shape, labels, pool.total_chips, nodes, queued)
-    return list(out.values())
-
-
-def _queued(capacity: object) -> FlexStart | None:
-    return capacity if isinstance(capacity, FlexStart) and capacity.queued else None
-
-
-def _option_labels(node_labels: dict[str, str]) -> dict[str, str]:
-    """The node labels that tell one capacity option's node pools from another's."""
-    keys = (TGK_POOL_LABEL, TGK_CAPACITY_LABEL, TGK_RESERVATION_LABEL)
-    return {k: node_labels[k] for k in keys if k in node_labels}
 
 
 def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
@@ -248,30 +179,15 @@ def admission_checks_strategy(spec: EnvSpec) -> dict[str, Any] | None:
     return {"admissionChecks": rules} if rules else None
 
 
-def _amounts(f: Flavor, share: float) -> dict[str, Any]:
-    """``share`` of a flavor's TPU chips and of its VMs' vCPU and memory, as Kueue quantities."""
-    size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
-    return {
-        TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
-        "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
-        "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
-    }
-
-
-def team_quota(spec: EnvSpec, team: TeamSpec) -> dict[str, dict[str, Any]]:
-    """Per flavor: nominal TPU chips, vCPU and memory for one team."""
-    return {f.name: _amounts(f, team.quota_share) for f in flavors(spec)}
-
-
 def _resource_quotas(f: Flavor, team: TeamSpec) -> list[dict[str, Any]]:
     """One flavor's quotas for a team: nominal, and the borrowing and lending limits it sets.
 
     The limits cover vCPU and memory in the same proportion as the chips: a borrowed
     chip comes with its VM's CPU and memory, or the run would not fit after all.
     """
-    nominal = _amounts(f, team.quota_share)
-    borrow = _amounts(f, team.borrowing_limit) if team.borrowing_limit is not None else None
-    lend = _amounts(f, team.lending_limit) if team.lending_limit is not None else None
+    nominal = quota(f, team.quota_share)
+    borrow = quota(f, team.borrowing_limit) if team.borrowing_limit is not None else None
+    lend = quota(f, team.lending_limit) if team.lending_limit is not None else None
     out = []
     for r in (TPU_RESOURCE, "cpu", "memory"):
         q: dict[str, Any] = {"name": r, "nominalQuota": nominal[r]}
@@ -294,17 +210,8 @@ def preemption(team: TeamSpec) -> dict[str, Any]:
     return out
 
 
-MAX_FLAVORS_PER_GROUP = 16  # Kueue v1beta2 CRD: resourceGroups[].flavors maxItems
-
-
 def cluster_queues(spec: EnvSpec) -> list[dict[str, Any]]:
-    count = len(flavors(spec))
-    if count > MAX_FLAVORS_PER_GROUP:
-        raise SpecError(
-            "tpu_pools",
-            f"{count} ResourceFlavors (distinct TPU shapes and capacity options), but a Kueue resource group holds at most {MAX_FLAVORS_PER_GROUP}",
-            "use fewer distinct generation/topology combinations or shorter capacity lists",
-        )
+    """One ClusterQueue per team; every flavor in one resource group (infra.spec caps their number at Kueue's limit)."""
     out = []
     checks = admission_checks_strategy(spec)
     all_flavors = flavors(spec)
@@ -347,15 +254,11 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
 
 def cluster_objects(spec: EnvSpec) -> list[dict[str, Any]]:
     """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, then the DCN network's."""
-    from workloads.render.multinetwork import network_objects
-
     return [*queue_objects(spec), *network_objects(spec)]
 
 
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
     """The Kueue side of `queues apply`, in an order the API server accepts (xpk's objects last, with ``xpk.enabled``)."""
-    from workloads.render.xpk import xpk_objects  # imports this module: no cycle at import time
-
     return [
         *priority_classes(),
         *namespaces(spec),

@@ -37,12 +37,11 @@ from toolkit.paths import cache_dir
 from workloads.cluster import runkinds
 from workloads.planning.model import RunPlan
 from workloads.render import job, jobset, rayjob, submission, yamlio
-from workloads.render.skeleton import indexed_job_spec
+from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
 KUSTOMIZE_ENV = "TGK_KUSTOMIZE"
 KUSTOMIZE_VERSION = "v5.5.0"
-BASE_NAME = "tpu-run"  # the skeleton objects' name; each overlay patches in the run's
 
 
 @dataclass(frozen=True)

@@ -37,20 +37,12 @@ from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
 from workloads.ray import entrypoint as ray_entrypoint
 from workloads.render import jobset
 from workloads.render.literal import k8s_literal
+from workloads.render.skeleton import BASE_NAME
 
 RUNTIME = RUNTIME_RAY
-RAYJOB_API = "ray.io/v1"
-BASE_NAME = "tpu-run"  # the skeleton's name; each overlay patches in the run's
 HEAD_CONTAINER = "ray-head"
 WORKER_CONTAINER = "ray-worker"
-SUBMITTER_CONTAINER = "ray-job-submitter"
 WORKER_GROUP = "tpu-slices"
-# KubeRay's pod labels (ray-operator/controllers/ray/utils/constant.go, v1.6.0).
-RAY_NODE_TYPE_LABEL = "ray.io/node-type"  # head | worker
-RAY_REPLICA_INDEX_LABEL = "ray.io/worker-group-replica-index"  # the slice (RayMultiHostIndexing, on by default)
-RAY_HOST_INDEX_LABEL = "ray.io/replica-host-index"  # the VM within its slice (multi-host groups only)
-# One name per multi-host replica (a slice): what keeps a replica's workers on one node pool.
-RAY_REPLICA_NAME_LABEL = "ray.io/worker-group-replica-name"
 HEAD_PORTS = (("gcs-server", 6379), ("dashboard", 8265), ("client", 10001))
 
 
@@ -132,18 +124,18 @@ def slice_affinity() -> dict[str, Any]:
     exclusive-topology annotation.
     """
     # The API refuses a key in both the selector and matchLabelKeys: select Ray workers, key on the replica.
-    has_replica = {"matchLabels": {RAY_NODE_TYPE_LABEL: "worker"}}
+    has_replica = {"matchLabels": {names.RAY_NODE_TYPE_LABEL: "worker"}}
     return {
         "podAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": has_replica, "matchLabelKeys": [RAY_REPLICA_NAME_LABEL], "topologyKey": names.GKE_NODEPOOL_LABEL}
+                {"labelSelector": has_replica, "matchLabelKeys": [names.RAY_REPLICA_NAME_LABEL], "topologyKey": names.GKE_NODEPOOL_LABEL}
             ]
         },
         "podAntiAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {
                     "labelSelector": has_replica,
-                    "mismatchLabelKeys": [RAY_REPLICA_NAME_LABEL],
+                    "mismatchLabelKeys": [names.RAY_REPLICA_NAME_LABEL],
                     "namespaceSelector": {},
                     "topologyKey": names.GKE_NODEPOOL_LABEL,
                 }
@@ -184,13 +176,13 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
 
 def submitter_template(plan: RunPlan) -> dict[str, Any]:
     """K8sJobMode's submitter pod: KubeRay fills in its command (``ray job submit ...``)."""
-    container = {"name": SUBMITTER_CONTAINER, "image": plan.program.image, "imagePullPolicy": "IfNotPresent"}
+    container = {"name": names.RAY_SUBMITTER_CONTAINER, "image": plan.program.image, "imagePullPolicy": "IfNotPresent"}
     return {"metadata": _meta(plan), "spec": {**_cpu_pod(plan, container), "restartPolicy": "Never"}}
 
 
 def rayjob(plan: RunPlan) -> dict[str, Any]:
     return {
-        "apiVersion": RAYJOB_API,
+        "apiVersion": names.RAY_API,
         "kind": "RayJob",
         "metadata": {"name": plan.name, "namespace": plan.target.namespace, "labels": jobset.run_labels(plan)},
         "spec": {
@@ -220,7 +212,7 @@ def skeletons() -> list[dict[str, Any]]:
     dshm = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
     return [
         {
-            "apiVersion": RAYJOB_API,
+            "apiVersion": names.RAY_API,
             "kind": "RayJob",
             "metadata": {"name": BASE_NAME},
             "spec": {
@@ -228,7 +220,9 @@ def skeletons() -> list[dict[str, Any]]:
                 "shutdownAfterJobFinishes": True,
                 "ttlSecondsAfterFinished": 0,
                 "submissionMode": "K8sJobMode",
-                "submitterPodTemplate": {"spec": {"containers": [{"name": SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}},
+                "submitterPodTemplate": {
+                    "spec": {"containers": [{"name": names.RAY_SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}
+                },
                 "rayClusterSpec": {
                     "rayVersion": RAY_VERSION,
                     "headGroupSpec": {

@@ -11,6 +11,8 @@ from typing import Any
 
 from toolkit import names
 
+BASE_NAME = "tpu-run"  # every skeleton object's name; each run's overlay patches in its own
+
 
 def worker_pod_template(ports: list[dict[str, Any]]) -> dict[str, Any]:
     """The pod template's plan-independent fields; ``ports`` are the runtime's (a JobSet also opens megascale's)."""

@@ -29,19 +29,22 @@ owns no chips and borrows what the teams leave idle; the teams reclaim them
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from infra.catalog import QUOTA_FALLBACK_SIZE, machine_size
 from infra.spec import EnvSpec, Reservation
-from toolkit.names import K8S_NAMESPACE_NAME_LABEL, KUEUE_API, TPU_RESOURCE
-from workloads.render.kueue import PSA_ENFORCE_LABEL, PSA_WARN_LABEL, flavors
+from toolkit.names import K8S_NAMESPACE_NAME_LABEL, K8S_PSA_ENFORCE_LABEL, K8S_PSA_WARN_LABEL, KUEUE_API, TPU_RESOURCE, CapacityMode
+from workloads.render.flavors import Flavor, flavors, quota
 
 XPK_VERSION = "1.13.1"  # the xpk release whose source this module follows; scripts/setup-xpk.sh pins it
 CLUSTER_QUEUE = "cluster-queue"  # xpk core/kueue_manager.py CLUSTER_QUEUE_NAME
 LOCAL_QUEUE = "multislice-queue"  # xpk core/kueue_manager.py LOCAL_QUEUE_NAME
 # xpk core/capacity.py CapacityType names, by the spec's capacity mode.
-CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT", "flex-start": "FLEX_START", "reservation": "RESERVATION"}
+CAPACITY_TYPES = {
+    CapacityMode.ON_DEMAND: "ON_DEMAND",
+    CapacityMode.SPOT: "SPOT",
+    CapacityMode.FLEX_START: "FLEX_START",
+    CapacityMode.RESERVATION: "RESERVATION",
+}
 
 
 def resources_configmap_name(spec: EnvSpec) -> str:
@@ -92,7 +95,7 @@ def namespace(spec: EnvSpec) -> list[dict[str, Any]]:
     """xpk's namespace, unless a team owns it (then the team's Namespace, host_network: true, is the one applied)."""
     if any(t.ns == spec.xpk.namespace for t in spec.teams):
         return []
-    labels = {PSA_ENFORCE_LABEL: "privileged", PSA_WARN_LABEL: "baseline"}  # xpk's TPU pods use hostNetwork
+    labels = {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}  # xpk's TPU pods use hostNetwork
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": spec.xpk.namespace, "labels": labels}}]
 
 
@@ -118,14 +121,9 @@ def cluster_queue(spec: EnvSpec) -> dict[str, Any]:
     }
 
 
-def _quota(f, share: float) -> list[dict[str, Any]]:
+def _quota(f: Flavor, share: float) -> list[dict[str, Any]]:
     """The share of one flavor's chips and of its VMs' CPU and memory, as the teams' queues count them."""
-    size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
-    return [
-        {"name": TPU_RESOURCE, "nominalQuota": math.floor(f.chips * share + 1e-9)},
-        {"name": "cpu", "nominalQuota": str(math.floor(f.nodes * size.vcpu * share + 1e-9))},
-        {"name": "memory", "nominalQuota": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi"},
-    ]
+    return [{"name": r, "nominalQuota": q} for r, q in quota(f, share).items()]
 
 
 def local_queue(spec: EnvSpec) -> dict[str, Any]:

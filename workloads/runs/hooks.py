@@ -19,8 +19,6 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import workloads
-
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
 
@@ -41,9 +39,10 @@ class RunHook(Protocol):
 def registry() -> dict[str, RunHook]:
     """Every context with a hook, from the ``runhooks`` modules of the toolkit's packages."""
     found: dict[str, RunHook] = {}
-    for root in workloads.__path__:
-        for path in sorted(Path(root).glob(f"*/{MODULE}.py")):
-            found.update(importlib.import_module(f"workloads.{path.parent.name}.{MODULE}").HOOKS)
+    # The sibling packages of this one (workloads/*), found on disk: importing the `workloads`
+    # package itself would tie this layer to all of it (tests/test_layers.py).
+    for path in sorted(Path(__file__).resolve().parents[1].glob(f"*/{MODULE}.py")):
+        found.update(importlib.import_module(f"workloads.{path.parent.name}.{MODULE}").HOOKS)
     return found
 
 

@@ -1,0 +1,87 @@
+"""The ResourceFlavors the spec makes, and a share of one as Kueue quota. Pure.
+
+A pool with one capacity option shares a flavor with every pool of its shape; a pool
+with a capacity list gets one flavor per option (``TpuPoolSpec.flavor_name``). The teams'
+ClusterQueues (``kueue``) and xpk's (``xpk``) both quote these flavors, so they live
+here, below both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
+from infra.spec import EnvSpec, FlexStart
+from toolkit.names import (
+    GKE_QUEUED_LABEL,
+    GKE_TPU_ACCELERATOR_LABEL,
+    GKE_TPU_TOPOLOGY_LABEL,
+    K8S_ZONE_LABEL,
+    TGK_CAPACITY_LABEL,
+    TGK_POOL_LABEL,
+    TGK_RESERVATION_LABEL,
+    TPU_RESOURCE,
+)
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One ResourceFlavor and what its quota is made of.
+
+    A pool with one capacity option shares a flavor with every pool of its shape
+    (named by the shape, selecting accelerator and topology). A pool with a capacity
+    list gets one flavor per option, in the list's order, selecting that option's
+    node pools (pool, capacity mode, reservation) in the pool's zone: Kueue tries a
+    resource group's flavors in order, so a run falls to the next option only when
+    the one before it has no quota left.
+    """
+
+    name: str
+    shape: SliceShape
+    node_labels: dict[str, str]
+    chips: int
+    nodes: int
+    queued: FlexStart | None = None  # set when Kueue asks GKE for this flavor's nodes (queued provisioning)
+
+
+def flavors(spec: EnvSpec) -> list[Flavor]:
+    """Every ResourceFlavor of the spec, in spec order (the order ClusterQueues try them in)."""
+    out: dict[str, Flavor] = {}
+    for pool in spec.tpu_pools:
+        shape = pool.shape
+        nodes = pool.slices * shape.nodes
+        for option in pool.capacity_options():
+            name = pool.flavor_name(option)
+            queued = _queued(option.capacity)
+            labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
+            if pool.has_fallback:
+                labels |= {K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
+            if queued:
+                # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
+                labels[GKE_QUEUED_LABEL] = "true"
+            prev = out.get(name)  # one-option pools of one shape share its flavor and add up
+            chips, n = (prev.chips, prev.nodes) if prev else (0, 0)
+            out[name] = Flavor(name, shape, labels, chips + pool.total_chips, n + nodes, queued)
+    return list(out.values())
+
+
+def _queued(capacity: object) -> FlexStart | None:
+    return capacity if isinstance(capacity, FlexStart) and capacity.queued else None
+
+
+def _option_labels(node_labels: dict[str, str]) -> dict[str, str]:
+    """The node labels that tell one capacity option's node pools from another's."""
+    keys = (TGK_POOL_LABEL, TGK_CAPACITY_LABEL, TGK_RESERVATION_LABEL)
+    return {k: node_labels[k] for k in keys if k in node_labels}
+
+
+def quota(f: Flavor, share: float) -> dict[str, Any]:
+    """``share`` of a flavor's TPU chips and of its VMs' vCPU and memory, as Kueue quantities."""
+    size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
+    return {
+        TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
+        "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
+        "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
+    }
