@@ -319,7 +319,7 @@ def report(
     if bucket:
         from workloads.observe.storage import upload as do_upload
 
-        for u in do_upload(files.directory, bucket, f"reports/{a.run}", project=project):
+        for u in do_upload(files.directory, bucket, f"reports/{a.run}", files=files.files, project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")
 
 
