@@ -244,7 +244,7 @@ def check_collisions(s: Survey, files: Mapping[str, bytes], flag: str) -> None:
                 flag,
                 path,
                 "is in the way of a file the toolkit writes, and the toolkit did not write it",
-                f"move it away, or pass another {flag}",
+                f"move it away (an older toolkit's output, written before it kept {MANIFEST}, can simply be deleted), or pass another {flag}",
             )
 
 

@@ -442,7 +442,11 @@ def _preflight_compile(
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
     if keep_logs is not None:
+        from toolkit import owned
+
         check_out_dir(keep_logs, "--keep-logs")
+        if keep_logs.is_dir():  # a file of the user's under a log's name: refused before minutes of compiling
+            owned.check_update(keep_logs, dict.fromkeys(aot.KEPT_LOGS, b""), "--keep-logs")
     venv = maxtext_env.locate(log=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.text:
         topology = maxtext_env.compile_topology(plan.target.shape)

@@ -67,9 +67,16 @@ def answers(url: str) -> bool:
 
 
 def client(url: str) -> Any:
+    """A google-cloud-storage client for the server at ``url`` (anonymous: it checks no credentials)."""
     from workloads.observe.storage import make_client
 
     return make_client(PROJECT, endpoint=url)
+
+
+def split_gs(uri: str) -> tuple[str, str]:
+    """``gs://bucket/a/b/`` -> (bucket, ``a/b/``)."""
+    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+    return bucket, (prefix.rstrip("/") + "/") if prefix.strip("/") else ""
 
 
 def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:

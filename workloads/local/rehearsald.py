@@ -128,7 +128,7 @@ class Checkpoints:
 
     def latest(self, uri: str) -> int | None:
         """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/), as MaxText's checkpoint manager finds it at a start."""
-        from workloads.runs.identity import split_gs
+        from workloads.local.bucket import split_gs
 
         bucket, prefix = split_gs(uri)
         steps = set()
@@ -141,7 +141,7 @@ class Checkpoints:
 
     def save(self, uri: str, step: int, run: str) -> None:
         """Save ``step`` (each worker of a run reports the same saves: the first one writes)."""
-        from workloads.runs.identity import split_gs
+        from workloads.local.bucket import split_gs
 
         if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
             return
