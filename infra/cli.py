@@ -360,10 +360,22 @@ def prices_refresh(
         raise FieldError(where, str(e), f"use the response of services/{pr.COMPUTE_SERVICE}/skus (Compute Engine)") from None
     doc, changes, same = pr.merge(current, found, as_of=stamp, url=source_url)
     if not dry_run:
+        from infra.pricing import parse_table
+        from toolkit.errors import ToolkitError
+        from toolkit.yamlfile import load_yaml
+
         text = pr.dump_table(doc, pr.header_of(path.read_text(encoding="utf-8")))
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        # What is written is what was merged: the text read back as the loader reads it, before it replaces the table.
+        if parse_table(load_yaml(text.encode()), str(path)) != parse_table(doc, str(path)):
+            raise ToolkitError(f"internal: the refreshed table would read back differently; {path} left as it was — please report this")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
         load_table.cache_clear()
     result = {
         "table": str(path),

@@ -305,7 +305,7 @@ class LocalCluster:
         st = self._state() or {}
         self._publish_bucket(kube, spec, bucket.endpoint(st["ports"]["gcs"]))
         st["spec"] = spec_path
-        self.state_file.write_text(json.dumps(st, indent=2))
+        write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
 
     def _start(self, root: Path, spec: EnvSpec, spec_path: str, timeout: float) -> None:
@@ -340,7 +340,7 @@ class LocalCluster:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "layout": LAYOUT,
         }
-        self.state_file.write_text(json.dumps(state, indent=2))
+        write_atomic(self.state_file, json.dumps(state, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
         return boot
 
@@ -621,8 +621,8 @@ class LocalCluster:
             ("controller-manager", self.state_dir / "config" / "controller-manager.kubeconfig"),
             ("scheduler", self.state_dir / "config" / "scheduler.kubeconfig"),
         ):
-            path.write_text(yaml.safe_dump(doc(who), sort_keys=False))
-            path.chmod(0o600)
+            # Private from the first byte (it holds a client key), and never half-written for a reader.
+            write_atomic(path, yaml.safe_dump(doc(who), sort_keys=False), mode=0o600)
 
     def _sync_nodes(self, kube: Cluster, spec: EnvSpec, timeout: float) -> None:
         wanted = nodes.node_objects(spec)
@@ -734,6 +734,20 @@ class LocalCluster:
                 stopped.append(name)
                 self.progress(f"stopped {name}")
         return stopped
+
+
+def write_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
+    """``path`` replaced by ``text`` in one rename, with ``mode`` from the start: a reader sees the old file or the new."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def _sync_cert_secret(kube: Cluster, addon: addons.Addon, cert_dir: Path) -> bool:
