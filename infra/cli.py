@@ -35,29 +35,37 @@ def _load(spec: Path | None):
 
 
 def _synth_into(spec_obj, out: Path) -> Path:
-    """Synthesize into a scratch dir, then move into place: a failed synth writes nothing."""
-    from toolkit.errors import FieldError
+    """Synthesize into a scratch dir, then write what it made into ``out``: a failed synth writes nothing.
+
+    ``out/stacks/<cluster>/`` is also terraform's working directory (``.terraform/``, plans,
+    maybe a local state) and may hold the user's own ``.tf`` files: only the files an
+    earlier synth wrote there are replaced (``toolkit.owned``), the rest is left alone; a
+    synthesized file the user edited, a symlink or a file in the way is refused.
+    """
+    from toolkit import owned
 
     check_out_dir(out)  # before CDK loads: a bad --out costs nothing
     from infra.stack import synth
 
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".synth-", dir=out.parent))
-    except OSError as e:
-        raise FieldError("--out", f"cannot create {out}: {e.strerror or e}", "pass a directory you can write to") from None
+    scratch = Path(tempfile.mkdtemp(prefix="tgk-synth-"))
     try:
         produced = synth(spec_obj, scratch)
-        rel = produced.relative_to(scratch)
-        final = out / rel
-        final.parent.mkdir(parents=True, exist_ok=True)
-        if final.parent.exists():
-            shutil.rmtree(final.parent)
-        shutil.move(str(produced.parent), str(final.parent))
-        manifest = scratch / "manifest.json"
-        if manifest.exists():
-            shutil.move(str(manifest), str(out / "manifest.json"))
-        return final
+        stack_dir = produced.parent.relative_to(scratch).as_posix()
+        stack_files = {p.relative_to(produced.parent).as_posix(): p.read_bytes() for p in sorted(produced.parent.rglob("*")) if p.is_file()}
+        top = {p.name: p.read_bytes() for p in scratch.iterdir() if p.is_file()}  # cdktn's manifest.json
+        out = owned.check_root(out, "--out")
+
+        def check() -> None:
+            # Both surveyed before either is written: a refusal changes nothing.
+            owned.check_update(out, stack_files, "--out", stack_dir)
+            owned.check_update(out, top, "--out")
+
+        check()  # before the lock too: a refusal leaves not even the lock file behind
+        with owned.locked(out, "--out"):
+            check()
+            owned.update_files(out, stack_dir, stack_files, "--out", prune=True)
+            owned.update_files(out, "", top, "--out")
+        return out / stack_dir / produced.name
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -355,10 +363,22 @@ def prices_refresh(
         raise FieldError(where, str(e), f"use the response of services/{pr.COMPUTE_SERVICE}/skus (Compute Engine)") from None
     doc, changes, same = pr.merge(current, found, as_of=stamp, url=source_url)
     if not dry_run:
+        from infra.pricing import parse_table
+        from toolkit.errors import ToolkitError
+        from toolkit.yamlfile import load_yaml
+
         text = pr.dump_table(doc, pr.header_of(path.read_text(encoding="utf-8")))
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        # What is written is what was merged: the text read back as the loader reads it, before it replaces the table.
+        if parse_table(load_yaml(text.encode()), str(path)) != parse_table(doc, str(path)):
+            raise ToolkitError(f"internal: the refreshed table would read back differently; {path} left as it was — please report this")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
         load_table.cache_clear()
     result = {
         "table": str(path),

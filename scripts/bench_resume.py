@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _run(recipe: str, out: Path, name: str, steps: int) -> dict:
-    argv = [sys.executable, "-m", "workloads", "run-local", recipe, "--tiny", "--steps", str(steps), "--name", name, "--out", str(out), "-o", "json"]
+def _run(recipe: str, out: Path, name: str, steps: int, *extra: str) -> dict:
+    argv = [sys.executable, "-m", "workloads", "run-local", recipe, "--tiny", "--steps", str(steps), "--name", name, "--out", str(out), "-o", "json", *extra]
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["no output"]
@@ -47,7 +47,7 @@ def main() -> None:
         for i in range(a.runs):
             out = Path(tmp) / f"r{i}"
             _run(a.recipe, out, f"bench-resume-{i}", a.steps)
-            resumed = _run(a.recipe, out, f"bench-resume-{i}", 2 * a.steps)
+            resumed = _run(a.recipe, out, f"bench-resume-{i}", 2 * a.steps, "--resume")
             if resumed["restored_step"] != a.steps - 1 or resumed["restore_seconds"] is None:
                 raise SystemExit(f"round {i}: expected a restore of step {a.steps - 1}, got {resumed['restored_step']} ({resumed['restore_seconds']} s)")
             control = _run(a.recipe, Path(tmp) / f"c{i}", f"bench-control-{i}", a.steps)

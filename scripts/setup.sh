@@ -61,6 +61,10 @@ make_venv() {
   if [ -x "$venv/bin/python" ] && [ "$(cat "$venv/.tgk-layer" 2>/dev/null)" = "$layer" ]; then
     return 0
   fi
+  # Only a venv this script made (its .tgk-layer stamp) is remade: a .venv of your own is never deleted.
+  if [ -e "$venv" ] || [ -L "$venv" ]; then
+    [ -f "$venv/.tgk-layer" ] && [ ! -L "$venv" ] || die "$venv is not a venv scripts/setup.sh made (no .tgk-layer): move it away, then run scripts/setup.sh again"
+  fi
   rm -rf "$venv"
   "$base_py" -m venv --without-pip "$venv"
   local site

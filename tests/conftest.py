@@ -40,3 +40,32 @@ def _no_user_recipes(tmp_path_factory):
     mp.setenv("TGK_RECIPES", str(tmp_path_factory.mktemp("no-user-recipes")))
     yield
     mp.undo()
+
+
+class MemoryStore:
+    """A run's directory in an in-memory bucket (``workloads.runs.identity.Store``), for tests whose cluster is a fake."""
+
+    def __init__(self, objects: dict[str, bytes], where: str) -> None:
+        self.objects, self.where = objects, where
+
+    def read(self, name: str) -> bytes | None:
+        return self.objects.get(self.where + name)
+
+    def write(self, name: str, data: bytes, *, create: bool) -> None:
+        if create and self.where + name in self.objects:
+            return
+        self.objects[self.where + name] = data
+
+    def has_any(self, prefix: str) -> bool:
+        return any(k.startswith(self.where + prefix) for k in self.objects)
+
+
+@pytest.fixture
+def memory_buckets(monkeypatch) -> dict[str, bytes]:
+    """Runs submitted to a fake cluster keep their identity (workloads.runs.identity) in memory, not in Cloud Storage:
+    object URI -> bytes. The identity logic itself is tested against a real GCS-compatible server (tests/test_run_identity.py)."""
+    import workloads.runs.service as service
+
+    objects: dict[str, bytes] = {}
+    monkeypatch.setattr(service, "checkpoint_store", lambda cluster, plan: MemoryStore(objects, plan.program.output_dir))
+    return objects

@@ -121,13 +121,18 @@ def test_orphaned_finished_workloads() -> None:
 
 def test_checkpoints_past_retention_of_runs_that_are_gone() -> None:
     dirs = [
-        cl.CheckpointDir("b", "old", 3, 300, NOW - 20 * 86400),  # its run is deleted in this cleanup
-        cl.CheckpointDir("b", "live", 3, 300, NOW - 20 * 86400),  # its run is still on the cluster
-        cl.CheckpointDir("b", "gone-recent", 1, 10, NOW - 86400),  # written within retention
-        cl.CheckpointDir("b", "gone-old", 1, 10, NOW - 15 * 86400),
+        cl.CheckpointDir("b", "old", 3, 300, NOW - 20 * 86400, owner="old"),  # its run is deleted in this cleanup
+        cl.CheckpointDir("b", "live", 3, 300, NOW - 20 * 86400, owner="live"),  # its run is still on the cluster
+        cl.CheckpointDir("b", "gone-recent", 1, 10, NOW - 86400, owner="gone-recent"),  # written within retention
+        cl.CheckpointDir("b", "gone-old", 1, 10, NOW - 15 * 86400, owner="gone-old"),
+        cl.CheckpointDir("b", "base-ckpt", 1, 10, NOW - 90 * 86400),  # no identity: not written by a toolkit run
+        cl.CheckpointDir("b", "copied", 1, 10, NOW - 90 * 86400, owner="elsewhere"),  # its identity names another run
     ]
     plan = cl.choose(_runs(), [], now=NOW, older_than=14 * 86400, checkpoints=dirs, retention=14 * 86400)
     assert [c.run for c in plan.checkpoints] == ["gone-old"]
+    kept = dict(plan.kept)
+    assert "no tgk-run.json beside it" in kept["gs://b/base-ckpt/checkpoints/"]
+    assert "names run elsewhere" in kept["gs://b/copied/checkpoints/"]
     plan = cl.choose(_runs(), [], now=NOW, older_than=0, checkpoints=dirs, retention=14 * 86400)
     assert [c.run for c in plan.checkpoints] == ["old", "gone-old"]
     assert cl.choose(_runs(), [], now=NOW, older_than=0, checkpoints=dirs, retention=None).checkpoints == ()
@@ -220,15 +225,20 @@ def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:
         "run-b/checkpoints/5/items/state": b"z",
         "loose-file": b"not a run",
     }
+    from workloads.runs.identity import IDENTITY, Identity
+
+    files[f"run-a/{IDENTITY}"] = Identity("run-a", "maxtext-6b", {"model_name": "default"}, "sha256:x", "2026-01-01T00:00:00Z").encode()
     for name, data in files.items():
         b.blob(name).upload_from_string(data)
     dirs = {d.run: d for d in service.checkpoint_dirs(gcs_client, bucket)}
     assert set(dirs) == {"run-a", "run-b"}
-    assert (dirs["run-a"].objects, dirs["run-a"].size) == (2, 150)
+    assert (dirs["run-a"].objects, dirs["run-a"].size, dirs["run-a"].owner) == (2, 150, "run-a")
+    assert dirs["run-b"].owner is None  # no identity: e.g. a converted base checkpoint
     assert abs(dirs["run-a"].last_write - datetime.now(UTC).timestamp()) < 300
     assert service.delete_checkpoints(gcs_client, dirs["run-a"]) == 2
+    assert service.delete_checkpoints(gcs_client, dirs["run-b"]) == 0  # even when asked directly: no identity, nothing deleted
     left = sorted(bl.name for bl in gcs_client.list_blobs(bucket))
-    assert left == ["loose-file", "run-a/tensorboard/events", "run-b/checkpoints/5/items/state"]
+    assert left == ["loose-file", "run-a/tensorboard/events", f"run-a/{IDENTITY}", "run-b/checkpoints/5/items/state"]
 
 
 # ------------------------------------------------------------------ python -m infra pools

@@ -27,6 +27,9 @@ from workloads.render import exitguard, job, jobset, yamlio
 from workloads.render.kustomize import RUNTIMES, base_files, build, build_overlay, render, write_tree
 from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
 
+# Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("memory_buckets")
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 

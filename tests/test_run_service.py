@@ -28,6 +28,9 @@ from workloads.planning.model import RUNTIMES
 from workloads.planning.overrides import Overrides, _flag, flag_of
 
 REPO = Path(__file__).resolve().parent.parent
+# Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("memory_buckets")
+
 JOBSETS = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets"
 WORKLOADS = "/apis/kueue.x-k8s.io/v1beta2/namespaces/research/workloads"
 

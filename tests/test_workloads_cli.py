@@ -15,6 +15,9 @@ import yaml
 from tests.conftest import run_module
 from workloads.render import yamlio
 
+# Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("memory_buckets")
+
 REPO = Path(__file__).resolve().parent.parent
 CASES = yaml.safe_load((Path(__file__).resolve().parent / "bad_runs" / "cases.yaml").read_text())
 

@@ -1,5 +1,6 @@
 """Resume, proven with real MaxText: `run-local --tiny` checkpoints by default, and a second
-run with the same --name continues from the last saved step (MaxText's own restore line),
+run with the same --name (with --resume when it asks for more steps) continues from the last
+saved step (MaxText's own restore line),
 after a clean stop and after the training process was SIGKILLed mid-run."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def test_resume_after_a_clean_stop(maxtext_venv, tmp_path):
     assert rl.saved_steps(ckpt, "resume-clean") == [2, 4, 5]
     assert _logged_steps(out) == ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])
 
-    second = _run_local(out, "resume-clean", 9)
+    second = _run_local(out, "resume-clean", 9, "--resume")  # more steps: another submission, resumed on purpose
     log = (out / "maxtext.log").read_text()
     assert "restoring from this run's directory step 5" in log  # MaxText's own line
     assert second["restored_step"] == 5 and second["restore_seconds"] is not None and second["restore_seconds"] >= 0

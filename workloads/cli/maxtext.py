@@ -44,13 +44,21 @@ def run_local(
     checkpoint_dir: Annotated[
         Optional[Path], typer.Option("--checkpoint-dir", help="where checkpoints go, as the bucket would hold them (default: <out>/checkpoints)")
     ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="continue from the checkpoints of another submission of --name (e.g. more --steps); the model's shape must be the same",
+        ),
+    ] = False,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
     """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report.
 
-    Checkpoints are saved as the plan says (on for training recipes); a second run with
-    the same --name and checkpoint directory resumes from the last saved step."""
+    Checkpoints are saved as the plan says (on for training recipes); the same run again
+    (same --name and options) resumes from the last saved step, and so does another with
+    --resume (e.g. more --steps); another run under the name is refused."""
     from infra.spec import load_spec
     from workloads.cli.observe import print_summary
     from workloads.maxtext import env as maxtext_env
@@ -69,12 +77,24 @@ def run_local(
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
     check_out_dir(out, "--out")
+    rl.check_outputs(out, (*rl.OUTPUTS, rp.MARKDOWN_NAME, rp.PLOT_NAME, rp.JSON_NAME))  # before minutes of MaxText: a file of yours is refused now
     if checkpoint_dir is not None:
         check_out_dir(checkpoint_dir, "--checkpoint-dir")
     # A --set checkpoint_period is kept; otherwise the tiny run saves a few times (run_local.tiny_period).
     period = plan.policy.checkpoint.period_steps if plan.policy.checkpoint and any(s.startswith("checkpoint_period=") for s in sets or ()) else None
+    if resume and plan.policy.checkpoint is None:
+        raise SpecError("--resume", f"run {plan.name} saves no checkpoints, so there is nothing to resume", "drop --resume")
     venv = maxtext_env.locate(log=lambda msg: sys.stderr.write(msg + "\n"))
+    claimed = None
+    if plan.policy.checkpoint is not None:
+        from workloads.runs import identity
+
+        # The run's directory is this run's before MaxText may restore from it (workloads.runs.identity).
+        where = rl.run_checkpoints(Path(checkpoint_dir or Path(out) / rl.CHECKPOINTS_NAME).resolve(), plan.name).parent
+        claimed = identity.claim(identity.DirStore(where), plan, resume=resume)
     if output is OutputFormat.text:
+        if claimed is not None:
+            sys.stderr.write(claimed.line() + "\n")
         sys.stderr.write(f"running {plan.program.recipe} (tiny model, {steps} steps, {plan.target.shape.devices} CPU devices) with MaxText...\n")
     done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).

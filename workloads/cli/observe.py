@@ -319,7 +319,7 @@ def report(
     if bucket:
         from workloads.observe.storage import upload as do_upload
 
-        for u in do_upload(files.directory, bucket, f"reports/{a.run}", project=project):
+        for u in do_upload(files.directory, bucket, f"reports/{a.run}", files=files.files, project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")
 
 
@@ -442,7 +442,11 @@ def _preflight_compile(
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
     if keep_logs is not None:
+        from toolkit import owned
+
         check_out_dir(keep_logs, "--keep-logs")
+        if keep_logs.is_dir():  # a file of the user's under a log's name: refused before minutes of compiling
+            owned.check_update(keep_logs, dict.fromkeys(aot.KEPT_LOGS, b""), "--keep-logs")
     venv = maxtext_env.locate(log=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.text:
         topology = maxtext_env.compile_topology(plan.target.shape)

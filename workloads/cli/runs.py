@@ -33,6 +33,13 @@ queues_app = make_app("queues", "Kueue objects derived from the spec (flavors, q
 app.add_typer(queues_app, name="queues")
 
 RecipeArg = Annotated[str, typer.Argument(help="recipe name (see `recipes`)", show_default=False)]
+ResumeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="continue from the checkpoints already in the run's directory (<bucket>/<name>/checkpoints/), though another submission wrote them; the model's shape must be the same",
+    ),
+]
 RehearseOpt = Annotated[
     Optional[float],
     typer.Option(
@@ -101,10 +108,13 @@ def _plan(recipe: str, spec: EnvSpec, options: Overrides) -> RunPlan:
 
 @app.command()
 def recipes(output: Output = OutputFormat.text) -> None:
-    """List the recipes that ship with the toolkit."""
-    from workloads.planning.recipes import all_recipes, summary
+    """List the recipes: those that ship with the toolkit, and yours (a file that does not load is named on stderr)."""
+    from workloads.planning.recipes import listable_recipes, summary
 
-    data = [summary(r) for r in all_recipes()]
+    good, broken = listable_recipes()
+    for line in broken:
+        typer.echo(f"warning: {line}", err=True)
+    data = [summary(r) for r in good]
     if output is OutputFormat.json:
         print_json(data)
         return
@@ -127,7 +137,7 @@ def import_recipe(
     from toolkit.paths import user_recipes_dir
     from workloads.planning.import_recipe import import_recipe as convert
     from workloads.planning.recipes import RECIPES_DIR, _recipe_files
-    from workloads.render import yamlio
+    from workloads.runs import recipefile
 
     try:
         text = file.read_text(encoding="utf-8")
@@ -137,11 +147,8 @@ def import_recipe(
     if imported.name in _recipe_files(RECIPES_DIR):
         raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
     path = _recipe_path(out, imported.name)
-    if path.exists() and not force:
-        raise FieldError("--out", f"{path} exists", "pass --force to replace it, or another --name/--out")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head = f"# Imported by `python -m workloads import-recipe` from {file.name}.\n" + "".join(f"# not carried: {u}\n" for u in imported.unmapped)
-    path.write_text(head + yamlio.dump(imported.recipe), encoding="utf-8")
+    # Exactly the recipe reported below, read back and validated before it is written (workloads.runs.recipefile).
+    recipefile.write(path, imported.recipe, source=file.name, unmapped=imported.unmapped, force=force)
     if output is OutputFormat.json:
         print_json(
             {
@@ -231,6 +238,7 @@ def submit(
     recipe: RecipeArg,
     options: Overrides = NO_OVERRIDES,
     rehearse_seconds: RehearseOpt = None,
+    resume: ResumeOpt = False,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
     timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
@@ -245,16 +253,19 @@ def submit(
     env = _spec(spec)
     plan = _plan(recipe, env, options)
     objects = runs.manifests(plan)
+    check = runs.checkpoint_check(plan, resume=resume)
     if dry_run:
         _print_objects(objects, output)
         if output is OutputFormat.text:
             _echo_cost(plan, env)
+            if check:
+                typer.echo(check, err=True)
         return
 
     from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds)
+    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds, resume=resume)
     t = plan.target
     if sub.existing is not None:
         _echo_existing(sub, output)
@@ -271,11 +282,15 @@ def submit(
         _echo_cost(plan, env)
         if sub.note:
             typer.echo(f"  {sub.note}", err=True)
+        if sub.checkpoints:
+            typer.echo(f"  {sub.checkpoints.line()}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
     if output is OutputFormat.json:
         data: dict = {"run": plan.name, "namespace": t.namespace, "applied": sub.refs, "plan": runs.summary(plan, env)}
+        if sub.checkpoints:
+            data["checkpoints"] = {"state": sub.checkpoints.state, "directory": sub.checkpoints.where, "restorable": sub.checkpoints.checkpoints}
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted,

@@ -110,6 +110,7 @@ class CheckpointDir:
     objects: int
     size: int
     last_write: float  # epoch seconds of the newest object
+    owner: str | None = None  # the run its identity (<run>/tgk-run.json, written by submit) names; None: no identity
 
     @property
     def prefix(self) -> str:
@@ -182,7 +183,11 @@ def choose(
     if retention is not None:
         live = {r.name for r in runs if (r.namespace, r.name) not in gone}
         for c in checkpoints:
-            if c.run in live:
+            if c.owner != c.run:
+                # Only what a run of the toolkit's wrote goes: a converted base checkpoint, say, has no identity.
+                why = "no tgk-run.json beside it" if c.owner is None else f"its tgk-run.json names run {c.owner}"
+                kept.append((c.uri, f"{why}: not written by a run this toolkit submitted (delete it yourself if it is garbage)"))
+            elif c.run in live:
                 kept.append((c.uri, "its run is still on the cluster"))
             elif now - c.last_write < retention:
                 kept.append((c.uri, f"last written {_human(now - c.last_write)} ago, within retention"))

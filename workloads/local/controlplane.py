@@ -16,6 +16,9 @@ signal with a generous deadline; none is a fixed sleep):
                            mutating/validating webhooks (and Kueue's conversion
                            webhook), i.e. the apiserver really reaches them
   queues                   the spec's Kueue objects are applied (workloads.render.kueue)
+  gcs                      the local Cloud Storage server (workloads.local.bucket)
+                           answers; the spec's buckets exist; the ConfigMap
+                           kube-public/tgk-local-storage says where it is
   rehearsal                the rehearsal daemon (workloads.local.rehearsald) has
                            finished its first pass: it runs rehearsal pods for
                            their planned time, writes their logs, and replaces
@@ -24,8 +27,10 @@ signal with a generous deadline; none is a fixed sleep):
 State lives in one directory (default ``$TGK_CACHE/local-cluster/state``):
 ``pki/``, ``etcd/`` (wiped by ``down``), ``logs/<daemon>.log``,
 ``run/<daemon>.pid``, ``kubeconfig``, ``cluster.json`` (ports, bin dir, spec,
-layout), ``pod-logs/`` (what rehearsal pods print) and ``rehearsal/`` (the
-daemon's checkpoints and pending node replacements).
+layout), ``pod-logs/`` (what rehearsal pods print), ``gcs/`` (the buckets: runs'
+checkpoints and identities; wiped with etcd) and ``rehearsal/`` (the daemon's run
+books and pending node replacements). A state dir is the toolkit's once it holds
+``STATE_MARKER``; a directory that holds anything else is refused, never cleaned.
 """
 
 from __future__ import annotations
@@ -55,10 +60,11 @@ from toolkit.names import (
     TGK_LOCAL_FIELD_MANAGER,
     TGK_LOCAL_MANAGED_LABEL,
 )
+from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.runs import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import CONTEXT, LocalClusterError, addons, builds, certs, kuberay, nodes, provisioner, rehearsal, rehearsald, state
+from workloads.local import CONTEXT, LocalClusterError, addons, bucket, builds, certs, kuberay, nodes, provisioner, rehearsal, rehearsald, state
 from workloads.local.procs import Daemon, free_port, locked, port_open
 from workloads.render import kueue as kueue_objects
 
@@ -67,10 +73,26 @@ BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
 BUILD = builds.Build("local-cluster", "the local-cluster binaries", BUILD_SCRIPT, BUILD_STAMP, cold="~25 min", plural=True)
 # Stop order; start order is the reverse, with the controllers last.
 # KubeRay's (kuberay.DAEMONS) run only in a cluster started with Ray (cluster.json "ray").
-DAEMONS = (*kuberay.DAEMONS, "provisioner", "rehearsal", "kueue", "jobset", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+DAEMONS = (
+    *kuberay.DAEMONS,
+    "provisioner",
+    "rehearsal",
+    "gcs",
+    "kueue",
+    "jobset",
+    "kwok",
+    "kube-scheduler",
+    "kube-controller-manager",
+    "kube-apiserver",
+    "etcd",
+)
 # What a running cluster was started with; `up` restarts a cluster of another layout
 # (started by an older toolkit: no rehearsal daemon, no pod logs).
-LAYOUT = 4
+LAYOUT = 5  # 5: the local Cloud Storage server (gcs)
+# The file that marks a directory as a local cluster's state dir (what `up` may clean).
+STATE_MARKER = ".tgk-local-state"
+# What `up` wipes in a state dir before a fresh start: all of it the toolkit's own.
+FRESH_START_WIPES = ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner", "gcs")
 # Written for this project from the published ProvisioningRequest API (see the file's header).
 PROVISIONING_REQUEST_CRD = Path(__file__).resolve().parent / "crds" / "provisioningrequests.yaml"
 KWOK_LOGS_CRD = "kwok/crd/bases/kwok.x-k8s.io_logs.yaml"  # under the build's manifests/
@@ -104,6 +126,7 @@ class Ports:
     kueue_health: int = 0
     jobset_webhook: int = 0
     jobset_health: int = 0
+    gcs: int = 0
 
     @classmethod
     def pick(cls) -> Ports:
@@ -264,8 +287,9 @@ class LocalCluster:
         self._sync_nodes(kube, spec, timeout)
         self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
+        self._publish_bucket(kube, spec, bucket.endpoint(st["ports"]["gcs"]))
         st["spec"] = spec_path
-        self.state_file.write_text(json.dumps(st, indent=2))
+        write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
 
     def _start(self, root: Path, spec: EnvSpec, spec_path: str, timeout: float) -> None:
@@ -278,6 +302,7 @@ class LocalCluster:
         self._install_addons(boot, kube)
         self._start_addons(boot, spec)
         self._wait_ready(boot, kube, spec)
+        self._start_gcs(boot, kube, spec)
         self._start_rehearsal(boot)
         self._start_provisioner(boot)
         if self._ray:
@@ -286,7 +311,8 @@ class LocalCluster:
     def _prepare(self, root: Path, spec_path: str, timeout: float) -> _Boot:
         """A clean state dir (pki kept), fresh ports, cluster.json and the kubeconfigs."""
         sd = self.state_dir
-        for sub in ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner"):
+        self.claim_state_dir()
+        for sub in FRESH_START_WIPES:
             shutil.rmtree(sd / sub, ignore_errors=True)
         (sd / "logs").mkdir(parents=True, exist_ok=True)
         (sd / "config").mkdir(parents=True, exist_ok=True)
@@ -298,7 +324,7 @@ class LocalCluster:
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "layout": LAYOUT,
         }
-        self.state_file.write_text(json.dumps(st, indent=2))
+        write_atomic(self.state_file, json.dumps(st, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
         return boot
 
@@ -492,6 +518,38 @@ class LocalCluster:
         self._wait("JobSet and Kueue webhooks reachable from the apiserver", lambda: synced() and _webhooks_answer(kube), timeout)
         self._apply_cluster_objects(kube, spec)
 
+    def claim_state_dir(self) -> None:
+        """Make sure the state dir is the toolkit's before anything in it is wiped: new, empty,
+        marked (``STATE_MARKER``) or the toolkit's own default under the cache; else refused."""
+        sd = self.state_dir
+        if not os.path.lexists(sd):
+            sd.mkdir(parents=True)
+        if os.path.islink(sd) or not sd.is_dir():
+            raise LocalClusterError(f"--state-dir: {sd} is a symlink or a file — pass a directory of its own for the local cluster")
+        marker = sd / STATE_MARKER
+        # The lock file `up` holds is the only entry a fresh state dir has.
+        if not self._ours() and any(p.name != ".lock" for p in sd.iterdir()):
+            raise LocalClusterError(f"--state-dir: {sd} holds files the local cluster did not write (no {STATE_MARKER}) — pass an empty or new directory")
+        if not marker.is_file():
+            marker.write_text("a tpu-gke-toolkit local cluster's state: `local up` may wipe its subdirectories\n")
+
+    def _start_gcs(self, boot: _Boot, kube: Cluster, spec: EnvSpec) -> None:
+        """The local Cloud Storage server (workloads.local.bucket), the spec's buckets in it, its address published."""
+        self.progress("starting the local Cloud Storage server")
+        exe = bucket.executable()
+        data = bucket.data_dir(self.state_dir)
+        data.mkdir(parents=True, exist_ok=True)
+        url = bucket.endpoint(boot.ports.gcs)
+        self.daemon(bucket.DAEMON).start(bucket.argv(exe, boot.ports.gcs), env={"STORAGE_BASE": str(data)}, cwd=data)
+        self._wait("the local Cloud Storage server", lambda: bucket.answers(url), boot.timeout)
+        self._publish_bucket(kube, spec, url)
+
+    def _publish_bucket(self, kube: Cluster, spec: EnvSpec, url: str) -> None:
+        made = bucket.ensure_buckets(url, spec)
+        if made:
+            self.progress(f"  buckets created: {', '.join(made)}")
+        kube.apply([bucket.configmap(url)], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+
     def _start_rehearsal(self, boot: _Boot) -> None:
         """The rehearsal daemon (workloads.local.rehearsald), ready once its first pass is done."""
         self._start_python_daemon(boot, "rehearsal", "workloads.local.rehearsald", rehearsald.ready_file(self.state_dir), "the rehearsal daemon")
@@ -536,8 +594,8 @@ class LocalCluster:
             ("controller-manager", self.state_dir / "config" / "controller-manager.kubeconfig"),
             ("scheduler", self.state_dir / "config" / "scheduler.kubeconfig"),
         ):
-            path.write_text(yaml.safe_dump(doc(who), sort_keys=False))
-            path.chmod(0o600)
+            # Private from the first byte (it holds a client key), and never half-written for a reader.
+            write_atomic(path, yaml.safe_dump(doc(who), sort_keys=False), mode=0o600)
 
     def _sync_nodes(self, kube: Cluster, spec: EnvSpec, timeout: float) -> None:
         wanted = nodes.node_objects(spec)
@@ -631,9 +689,15 @@ class LocalCluster:
     def down(self) -> list[str]:
         with self._lock():
             stopped = self._stop_all()
-            shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
-            self.state_file.unlink(missing_ok=True)
+            if self._ours():  # never clean a directory that is not a state dir of the toolkit's
+                shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
+                shutil.rmtree(bucket.data_dir(self.state_dir), ignore_errors=True)
+                self.state_file.unlink(missing_ok=True)
             return stopped
+
+    def _ours(self) -> bool:
+        sd = self.state_dir
+        return (sd / STATE_MARKER).is_file() or sd.resolve().is_relative_to(cache_dir().resolve() / "local-cluster")
 
     def _stop_all(self) -> list[str]:
         stopped = []

@@ -266,7 +266,9 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
     lc._wait("KubeRay readiness", lambda: _http_ok(f"http://127.0.0.1:{ray.ports.probe}/readyz"), timeout)
     st = json.loads(lc.state_file.read_text())
     st["ray"] = {"kuberay": KUBERAY_VERSION, "venv": str(ray.venv), "ports": ray.ports.__dict__}
-    lc.state_file.write_text(json.dumps(st, indent=2))
+    from toolkit.owned import write_atomic
+
+    write_atomic(lc.state_file, json.dumps(st, indent=2))
 
 
 # ------------------------------------------------------------------ the stand-in daemon

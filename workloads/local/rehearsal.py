@@ -102,6 +102,7 @@ class Rehearsal:
     params: int | None = None
     config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
     command: str = ""  # a plain command, shown in its log
+    checkpoint_dir: str = ""  # gs://<bucket>/<run>/checkpoints/: where saves go and a (re)start restores from, as MaxText does
 
     @property
     def wall_step_seconds(self) -> float:
@@ -138,6 +139,7 @@ class Rehearsal:
             tokens_per_step=sizing.global_batch_size * seq if sizing else None,
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]
+            checkpoint_dir=f"{p.output_dir}checkpoints/" if c and p.output_dir else "",
             **common,
         )
 

@@ -15,10 +15,14 @@
   of its earlier pods, as Cloud Logging keeps every attempt of a worker (what
   ``metrics`` and the goodput breakdown read). The finish time goes on each pod
   (``FINISH_AT_ANNOTATION``); kwok completes the pod then.
-- keeps each run's checkpoints (``<state>/rehearsal/runs/<jobset uid>.json``): a save
-  every ``checkpoint_period`` steps, at a SIGTERM with autocheckpoint (a disrupted or
-  deleted pod), and at the end. A restarted attempt restores the latest and continues
-  from the step after it, and its log says so.
+- keeps each run's checkpoints where MaxText keeps them, in the run's checkpoint
+  directory (``gs://<bucket>/<run>/checkpoints/<step>/``) on the local cluster's Cloud
+  Storage server (``workloads.local.bucket``): a save every ``checkpoint_period`` steps,
+  at a SIGTERM with autocheckpoint (a disrupted or deleted pod), and at the end. A
+  restarted attempt — or a new JobSet under the same name, as on GKE — restores the
+  latest there and continues from the step after it, and its log says so. The daemon's
+  own book of a run (``<state>/rehearsal/runs/<jobset uid>.json``) keeps its attempts'
+  clocks and log files.
 - replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
   pods have stopped, back and Ready at the time ``preempt`` recorded.
 
@@ -106,6 +110,47 @@ class RunBook:
         os.replace(tmp, self.path)
 
 
+class Checkpoints:
+    """Rehearsal checkpoints in the local cluster's bucket server: one small object per saved step."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self._client: Any = None
+        self._latest: dict[str, int | None] = {}
+
+    def client(self) -> Any:
+        if self._client is None:
+            from workloads.local import bucket
+
+            st = json.loads((self.state_dir / "cluster.json").read_text())
+            self._client = bucket.client(bucket.endpoint(st["ports"]["gcs"]))
+        return self._client
+
+    def latest(self, uri: str) -> int | None:
+        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/), as MaxText's checkpoint manager finds it at a start."""
+        from workloads.local.bucket import split_gs
+
+        bucket, prefix = split_gs(uri)
+        steps = set()
+        for blob in self.client().list_blobs(bucket, prefix=prefix):
+            head = blob.name[len(prefix) :].split("/", 1)[0]
+            if head.isdigit():
+                steps.add(int(head))
+        self._latest[uri] = max(steps) if steps else None
+        return self._latest[uri]
+
+    def save(self, uri: str, step: int, run: str) -> None:
+        """Save ``step`` (each worker of a run reports the same saves: the first one writes)."""
+        from workloads.local.bucket import split_gs
+
+        if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
+            return
+        bucket, prefix = split_gs(uri)
+        body = json.dumps({"rehearsal": run, "step": step}).encode()
+        self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+        self._latest[uri] = step
+
+
 # ------------------------------------------------------------------ one worker
 
 
@@ -164,6 +209,27 @@ class Rehearsals:
         self.kube = kube
         self.workers: dict[str, Worker] = {}
         self.books: dict[str, RunBook] = {}
+        self.checkpoints = Checkpoints(state_dir)
+
+    def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
+        """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
+        if not r.checkpoint_dir:
+            return book.saved
+        try:
+            return self.checkpoints.latest(r.checkpoint_dir)
+        except Exception as e:  # the bucket server is down: MaxText would fail to start; here the run starts fresh
+            _say(f"run {r.run}: cannot list {r.checkpoint_dir} ({e}); starting without a restore")
+            return None
+
+    def save(self, r: Rehearsal, book: RunBook, step: int | None) -> None:
+        if step is None:
+            return
+        book.save_step(step)
+        if r.checkpoint_dir:
+            try:
+                self.checkpoints.save(r.checkpoint_dir, step, r.run)
+            except Exception as e:  # a failed save, as MaxText's can fail: the previous one stays the latest
+                _say(f"run {r.run}: saving step {step} to {r.checkpoint_dir} failed: {e}")
 
     def book(self, run_uid: str) -> RunBook:
         if run_uid not in self.books:
@@ -274,11 +340,12 @@ class Rehearsals:
         if clock is not None and not any(w.uid in clock.get("uids", ()) for w, _ in members):
             clock = None  # the same attempt number, new pods (e.g. after a Kueue eviction): a new start
         if clock is None and sum(1 for p in phases.values() if p == "running") >= r.workers:
-            first = 0 if book.saved is None else book.saved + 1
-            clock = {"t0": now, "first": min(first, r.steps), "restored": book.saved, "uids": sorted(phases)}
+            saved = self.restorable(r, book)
+            first = 0 if saved is None else saved + 1
+            clock = {"t0": now, "first": min(first, r.steps), "restored": saved, "uids": sorted(phases)}
             book.attempts[attempt] = clock
             book.write()
-            restored = f" (restored step {book.saved})" if book.saved is not None else ""
+            restored = f" (restored step {saved})" if saved is not None else ""
             _say(
                 f"run {r.run} attempt {attempt}: all {r.workers} workers running; steps {clock['first']}..{r.steps - 1}{restored}, until {iso(finish_time(r, now, clock['first']))}"
             )
@@ -315,7 +382,7 @@ class Rehearsals:
                 lines = w.log.preempted(now, last)
                 w.write(lines)
                 if lines:
-                    book.save_step(last)
+                    self.save(r, book, last)
                 w.ended = True
             elif phase == "crashed":
                 w.ended = True
@@ -323,7 +390,7 @@ class Rehearsals:
                 final = w.log.final_save_step()
                 if final is not None:
                     w.write(w.log.save(now, final))
-                    book.save_step(final)
+                    self.save(r, book, final)
                 w.ended = True
 
     def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int) -> None:
@@ -337,7 +404,7 @@ class Rehearsals:
         w.next_step = done
         saves = saved_steps(w.r, start, done)
         if saves:
-            book.save_step(saves[-1])
+            self.save(w.r, book, saves[-1])
 
     def _finish_at(self, pod: dict[str, Any], finish: str) -> None:
         meta = pod["metadata"]

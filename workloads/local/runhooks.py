@@ -1,4 +1,5 @@
-"""The local cluster's run hook: on its kubeconfig context a submitted run becomes a rehearsal.
+"""The local cluster's run hook: on its kubeconfig context a submitted run becomes a rehearsal,
+and its buckets are the local Cloud Storage server's (``workloads.local.bucket``).
 
 Found by ``workloads.runs.hooks`` (by this module's name), so the run service and the CLI
 apply a run here without knowing this package. The rehearsal itself is ``rehearsal``;
@@ -27,6 +28,12 @@ class Rehearse:
         from workloads.local import rehearsal
 
         return rehearsal.summary(plan, seconds)
+
+    def storage(self, cluster: Any) -> Any:
+        """A Cloud Storage client for the cluster's own bucket server, where its runs keep their checkpoints."""
+        from workloads.local import bucket
+
+        return bucket.client(bucket.endpoint_of(cluster))
 
 
 HOOKS = {CONTEXT: Rehearse()}

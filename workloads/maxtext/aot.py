@@ -207,6 +207,9 @@ def command(plan: RunPlan, venv: Path, workdir: Path) -> tuple[list[str], dict[s
     return argv, maxtext_env.local_env(program.env)
 
 
+KEPT_LOGS = ("train_compile.stdout", "train_compile.stderr")  # what --keep-logs keeps
+
+
 def compile_plan(plan: RunPlan, venv: Path, *, timeout: float = 1800, keep_log_dir: Path | None = None) -> AotResult:
     """Compile ``plan`` for its topology; a fits/does-not-fit result against the HBM per
     device of the plan's slice shape (the catalog's figure), or an error."""
@@ -225,9 +228,13 @@ def compile_plan(plan: RunPlan, venv: Path, *, timeout: float = 1800, keep_log_d
         stdout, stderr = done.stdout_text(), done.stderr_text()
         log_dir = None
         if keep_log_dir is not None:
-            keep_log_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(done.stdout_path, keep_log_dir / "train_compile.stdout")
-            shutil.copyfile(done.stderr_path, keep_log_dir / "train_compile.stderr")
+            from toolkit import owned
+
+            # Replacing only logs an earlier compile kept there (toolkit.owned); a file of the user's is refused.
+            logs = {name: getattr(done, f"{name.rsplit('.', 1)[1]}_path").read_bytes() for name in KEPT_LOGS}
+            root = owned.check_root(keep_log_dir, "--keep-logs")
+            with owned.locked(root, "--keep-logs"):
+                owned.update_files(root, "", logs, "--keep-logs")
             log_dir = str(keep_log_dir)
         common = dict(
             recipe=program.recipe,

@@ -150,19 +150,44 @@ def restore_facts(log: str) -> tuple[int | None, float | None]:
 
 
 def command(
-    plan: RunPlan, venv: Path, workdir: Path, out_dir: Path, checkpoint_dir: Path | None = None, period: int | None = None
+    plan: RunPlan,
+    venv: Path,
+    workdir: Path,
+    out_dir: Path,
+    checkpoint_dir: Path | None = None,
+    period: int | None = None,
+    *,
+    metrics_path: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off)."""
+    """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off), metrics to
+    ``metrics_path`` (default ``<out_dir>/metrics.jsonl``)."""
     program, target = plan.program, plan.target
     if not program.is_maxtext:
         raise ToolkitError(f"recipe {program.recipe} runs a plain command, not MaxText — run-local --tiny needs a MaxText recipe")
     if target.slices != 1:
         raise ToolkitError(f"run-local: {target.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
     assert program.command[:2] == ("python3", "-m"), program.command  # the planner renders MaxText as a module run
-    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, out_dir / METRICS_NAME, checkpoint_dir, period))
+    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period))
     env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}"})
     # The plan's interpreter is the image's python3; here it is the MaxText venv's.
     return [str(maxtext_env.python(venv)), *program.command[1:], *args], env
+
+
+OUTPUTS = (COMMAND_NAME, LOG_NAME, "maxtext.stdout", METRICS_NAME)  # what a run writes into --out
+
+
+def check_outputs(out_dir: Path, names: tuple[str, ...] = OUTPUTS) -> None:
+    """Refuse, before the run, an --out where a file of these names is not the toolkit's (``toolkit.owned``)."""
+    from toolkit import owned
+
+    owned.check_update(owned.check_root(Path(out_dir), "--out"), dict.fromkeys(names, b""), "--out")
+
+
+def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> None:
+    from toolkit import owned
+
+    with owned.locked(out_dir, "--out"):
+        owned.update_files(out_dir, "", files, "--out")
 
 
 def run_tiny(
@@ -175,32 +200,39 @@ def run_tiny(
     checkpoint_dir: Path | None = None,
     checkpoint_period: int | None = None,
 ) -> LocalRun:
-    """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``."""
+    """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``.
+
+    MaxText writes into a scratch directory; its log, metrics file and the command land in
+    ``out_dir`` afterwards, replacing only files an earlier run wrote there (``toolkit.owned``):
+    a file of the user's under one of those names is refused before MaxText starts.
+    """
     out_dir = Path(out_dir).resolve()
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_outputs(out_dir)
     if plan.policy.checkpoint is not None:
         checkpoint_dir = Path(checkpoint_dir or out_dir / CHECKPOINTS_NAME).resolve()
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
     else:
         checkpoint_dir = None
-    # MaxText appends to the metrics file (truncating only at step 0): a resumed run's
-    # file must hold its own steps, as its log does.
-    (out_dir / METRICS_NAME).unlink(missing_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
-        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period)
-        (out_dir / COMMAND_NAME).write_text("".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n")
+        # MaxText appends to the metrics file (truncating only at step 0): a fresh file per run
+        # holds the run's own steps, as its log does.
+        scratch_metrics = workdir / METRICS_NAME
+        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period, metrics_path=scratch_metrics)
+        cmd = "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
         done = maxtext_env.run(argv, env, workdir, "train", timeout=timeout)
         log_path = out_dir / LOG_NAME
+        metrics_path = out_dir / METRICS_NAME
         # MaxText's per-step lines go to stderr (absl); stdout holds the rest.
-        shutil.copyfile(done.stderr_path, log_path)
-        (out_dir / "maxtext.stdout").write_bytes(done.stdout_path.read_bytes())
+        outputs = {COMMAND_NAME: cmd.encode(), LOG_NAME: done.stderr_path.read_bytes(), "maxtext.stdout": done.stdout_path.read_bytes()}
+        if scratch_metrics.exists():
+            outputs[METRICS_NAME] = scratch_metrics.read_bytes()
+        _write_outputs(out_dir, outputs)
         if done.timed_out:
             raise LocalRunError(f"local MaxText run timed out after {timeout:g} s — log: {log_path}")
         if done.returncode != 0:
             raise LocalRunError(f"local MaxText run exited {done.returncode}: {last_error(done.stderr_text())} — log: {log_path}")
-        metrics_path = out_dir / METRICS_NAME
-        if not metrics_path.exists():
+        if METRICS_NAME not in outputs:
             raise LocalRunError(f"MaxText finished but wrote no metrics file {metrics_path} — log: {log_path}")
         restored, restore_s = restore_facts(log_path.read_text(errors="replace"))
         return LocalRun(

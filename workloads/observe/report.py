@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
@@ -68,6 +68,10 @@ class ReportFiles:
     markdown: Path
     plot: Path
     summary_json: Path
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.markdown, self.plot, self.summary_json]
 
 
 def _fmt(v: float | None, digits: int = 3) -> str:
@@ -137,7 +141,7 @@ def render_markdown(
     )
 
 
-def plot(log: RunLog, summary: Summary, path: Path) -> Path:
+def plot(log: RunLog, summary: Summary, path: Path | BinaryIO) -> Path | BinaryIO:
     """Loss and throughput per step; excluded steps drawn hollow so outliers explain themselves."""
     import matplotlib
 
@@ -168,8 +172,9 @@ def plot(log: RunLog, summary: Summary, path: Path) -> Path:
     ax_tp.grid(alpha=0.3)
     if tp_in or tp_out:
         ax_tp.legend(loc="best", fontsize=8)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    if isinstance(path, Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110, format="png")
     plt.close(fig)
     return path
 
@@ -185,14 +190,27 @@ def write_report(
     goodput: Goodput | None = None,
     cost: RunCost | None = None,
 ) -> ReportFiles:
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    md = out_dir / MARKDOWN_NAME
-    md.write_text(render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step, goodput=goodput, cost=cost))
-    png = plot(log, summary, out_dir / PLOT_NAME)
-    js = out_dir / JSON_NAME
-    js.write_text(json.dumps(summary_document(facts, log, summary, goodput, cost), indent=2) + "\n")
-    return ReportFiles(out_dir, md, png, js)
+    """Write report.md, metrics.png and summary.json into ``out_dir``.
+
+    Each replaces only a file an earlier report wrote there (``toolkit.owned``): a file of the
+    user's under one of those names, or one they edited, is one line (exit 2), nothing written.
+    """
+    import io
+
+    from toolkit import owned
+
+    png = io.BytesIO()
+    plot(log, summary, png)
+    files = {
+        MARKDOWN_NAME: render_markdown(facts, log, summary, profiler=profiler, first_steady_step=first_steady_step, goodput=goodput, cost=cost).encode(),
+        PLOT_NAME: png.getvalue(),
+        JSON_NAME: (json.dumps(summary_document(facts, log, summary, goodput, cost), indent=2) + "\n").encode(),
+    }
+    out_dir = owned.check_root(Path(out_dir), "--out")
+    owned.check_update(out_dir, files, "--out")  # before the lock: a refusal writes nothing at all
+    with owned.locked(out_dir, "--out"):
+        owned.update_files(out_dir, "", files, "--out")
+    return ReportFiles(out_dir, out_dir / MARKDOWN_NAME, out_dir / PLOT_NAME, out_dir / JSON_NAME)
 
 
 def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Goodput | None = None, cost: RunCost | None = None) -> dict[str, Any]:

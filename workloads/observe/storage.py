@@ -1,4 +1,4 @@
-"""Uploads to Cloud Storage: the only place the toolkit writes to GCS.
+"""Cloud Storage: uploads, and the calls the run service makes (a run's identity, cleanup's listings).
 
 ``google-cloud-storage`` is imported lazily. With ``STORAGE_EMULATOR_HOST`` set (tests, a
 local emulator) the client talks to that endpoint with anonymous credentials, so no Google
@@ -47,10 +47,14 @@ def content_type_for(path: Path) -> str:
     return _CONTENT_TYPES.get(path.suffix.lower()) or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
 
 
-def make_client(project: str | None = None) -> Any:
-    """A storage.Client; anonymous against an emulator, ADC otherwise."""
+def make_client(project: str | None = None, *, endpoint: str | None = None) -> Any:
+    """A storage.Client; anonymous against an emulator (``endpoint``, else $STORAGE_EMULATOR_HOST), ADC otherwise."""
     from google.cloud import storage
 
+    if endpoint:
+        from google.auth.credentials import AnonymousCredentials
+
+        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint})
     if os.environ.get(EMULATOR_ENV):
         from google.auth.credentials import AnonymousCredentials
 
@@ -61,12 +65,42 @@ def make_client(project: str | None = None) -> Any:
         raise StorageError(f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login") from None
 
 
-def upload(report_dir: Path, bucket: str, prefix: str, *, client: Any = None, project: str | None = None) -> list[Uploaded]:
-    """Upload every file under ``report_dir`` to gs://bucket/prefix/<relative path>."""
+def storage_call(what: str, bucket: str, fn: Any) -> Any:
+    """``fn()``, its failure one line (a missing bucket, no permission, no connection)."""
+    from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
+
+    try:
+        return fn()
+    except auth_exc.GoogleAuthError as e:
+        raise StorageError(
+            f"cannot {what}: no usable Google credentials ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login"
+        ) from None
+    except gexc.NotFound:
+        raise StorageError(f"cannot {what}: bucket gs://{bucket} does not exist — create it (python -m infra deploy) or fix the spec's buckets") from None
+    except gexc.Forbidden as e:
+        raise StorageError(f"cannot {what}: no permission ({' '.join(str(e).split())[:160]})") from None
+    except gexc.PreconditionFailed:
+        raise StorageError(f"cannot {what}: another writer got there first — run the command again") from None
+    except gexc.GoogleAPICallError as e:
+        raise StorageError(f"cannot {what}: {' '.join(str(e).split())[:160]}") from None
+    except OSError as e:  # connection refused to an emulator, DNS, ...
+        raise StorageError(f"cannot {what}: Cloud Storage unreachable ({os.environ.get(EMULATOR_ENV) or 'storage.googleapis.com'}): {e}") from None
+
+
+def upload(report_dir: Path, bucket: str, prefix: str, *, files: list[Path] | None = None, client: Any = None, project: str | None = None) -> list[Uploaded]:
+    """Upload ``files`` (default: every file under ``report_dir``) to gs://bucket/prefix/<path relative to report_dir>.
+
+    ``report --upload`` passes the report's own files: whatever else the user keeps in the
+    directory is not theirs to publish."""
     report_dir = Path(report_dir)
     if not report_dir.is_dir():
         raise StorageError(f"{report_dir} is not a directory — write the report first (report --out DIR)")
-    files = sorted(p for p in report_dir.rglob("*") if p.is_file())
+    if files is None:
+        from toolkit import owned
+
+        files = [p for p in report_dir.rglob("*") if p.is_file() and p.name not in (owned.MANIFEST, owned.LOCK)]
+    files = sorted(files)
     if not files:
         raise StorageError(f"{report_dir} is empty; nothing to upload")
     client = client or make_client(project)

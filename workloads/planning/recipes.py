@@ -415,3 +415,24 @@ def summary(recipe: Recipe) -> dict[str, Any]:
         out["per_device_batch"] = {f">={r.min_hbm_gib_per_device:g}GiB": r.per_device_batch_size for r in m.per_device_batch}
         out["parallelism"] = {"ici": m.parallelism.ici, "dcn": m.parallelism.dcn}
     return out
+
+
+def listable_recipes() -> tuple[list[Recipe], list[str]]:
+    """Every recipe that loads, and one line per file that does not (its own error, which names the file and the fix).
+
+    What ``recipes`` lists: one broken file in the user's directory must not hide the others;
+    ``submit`` of the broken one still fails with that line (``load_recipe``).
+    """
+    from toolkit.paths import RECIPES_ENV_VAR, user_recipes_dir
+
+    good: list[Recipe] = []
+    broken: list[str] = []
+    user = user_recipes_dir()
+    if user.exists() and not user.is_dir():
+        broken.append(f"recipes: {user} is not a directory, so no recipe of yours is listed — point ${RECIPES_ENV_VAR} at a directory of <name>.yaml files")
+    for name in recipe_names():
+        try:
+            good.append(load_recipe(name))
+        except RecipeError as e:
+            broken.append(str(e))
+    return good, broken

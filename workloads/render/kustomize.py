@@ -25,14 +25,13 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from toolkit import names, tools
-from toolkit.errors import ExternalToolError, FieldError, ToolkitError
+from toolkit.errors import ExternalToolError, ToolkitError
 from toolkit.paths import cache_dir
 from workloads.cluster import runkinds
 from workloads.planning.model import RunPlan
@@ -271,34 +270,36 @@ def _build_dir(files: dict[str, str], directory: str) -> list[dict[str, Any]]:
     return objects
 
 
-def write_tree(out: Path, files: dict[str, str]) -> list[Path]:
-    """Write into a scratch dir beside ``out``, then move each unit into place.
+def write_tree(out: Path, files: dict[str, str], flag: str = "--out") -> list[Path]:
+    """Write the units of ``files`` into ``out``: each of ``base/<runtime>/`` and ``overlays/<run>/`` swapped in whole.
 
-    Units are ``base/<runtime>/`` and ``overlays/<run>/``: each is replaced whole, so a
-    failed render leaves no half-written unit; other runs' overlays are kept.
+    Only what the toolkit wrote is replaced (``toolkit.owned``: each unit's ``.tgk-files.json``
+    lists its files and digests): a user's extra files in a unit are kept, a file of the
+    toolkit's the user changed, a symlink or a file where a directory belongs is refused
+    with one line before anything is written. Writers of one ``out`` take turns on its lock,
+    so concurrent renders each land whole; a re-render of the same run replaces its own files.
     """
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        scratch = Path(tempfile.mkdtemp(prefix=".render-", dir=out))
-    except OSError as e:
-        raise FieldError("--out", f"cannot create {out}: {e.strerror or e}", "pass a directory you can write to") from None
-    try:
-        units: set[Path] = set()
-        for rel, text in files.items():
-            units.add(Path(*Path(rel).parts[:2]))
-            p = scratch / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-        for unit in sorted(units):
-            dst = out / unit
-            if dst.exists():
-                shutil.rmtree(dst)
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(scratch / unit), str(dst))
-        return [out / rel for rel in files]
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    from toolkit import owned
+
+    out = owned.check_root(Path(out), flag)
+    units: dict[str, dict[str, str]] = {}
+    for rel, text in files.items():
+        parts = Path(rel).parts
+        units.setdefault("/".join(parts[:2]), {})["/".join(parts[2:])] = text
+
+    def check() -> None:
+        # Every unit is surveyed before any is written: a refusal changes nothing.
+        for unit, content in units.items():
+            owned.check_dir_path(out, str(Path(unit).parent), flag)
+            survey = owned.survey(out / unit, flag)
+            owned.check_collisions(survey, {k: v.encode() for k, v in content.items()}, flag)
+
+    check()  # before the lock too: a refusal leaves not even the lock file behind
+    with owned.locked(out, flag):
+        check()  # what another writer did meanwhile
+        for unit, content in sorted(units.items()):
+            owned.replace_unit(out, unit, content, flag)
+    return [out / rel for rel in files]
 
 
 # ------------------------------------------------------------------ the real kustomize

@@ -20,6 +20,7 @@ from workloads.runs.service import (
     ExistingRun,
     Submission,
     apply,
+    checkpoint_check,
     manifests,
     plan,
     render,
@@ -29,4 +30,18 @@ from workloads.runs.service import (
     warnings,
 )
 
-__all__ = ["TIMEOUT_S", "ExistingRun", "Overrides", "Submission", "apply", "manifests", "plan", "render", "submit", "summary", "wait", "warnings"]
+__all__ = [
+    "TIMEOUT_S",
+    "ExistingRun",
+    "Overrides",
+    "Submission",
+    "apply",
+    "checkpoint_check",
+    "manifests",
+    "plan",
+    "render",
+    "submit",
+    "summary",
+    "wait",
+    "warnings",
+]

@@ -16,7 +16,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import FieldError
+from toolkit.errors import FieldError, ToolkitError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -106,9 +106,9 @@ def prepare(cluster: Cluster, scope: Scope, *, names: Sequence[str] = (), force:
 
     found, orphans = cl.collect(cluster, scope.namespaces)
     if scope.buckets and storage is None:
-        from workloads.observe.storage import make_client
+        from workloads.runs import hooks
 
-        storage = make_client(scope.project)
+        storage = hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, scope.project)
     dirs: list[CheckpointDir] = []
     for b in scope.buckets:
         dirs.extend(checkpoint_dirs(storage, b))
@@ -125,12 +125,22 @@ def carry_out(cluster: Cluster, cleanup: Cleanup, *, dry_run: bool) -> Done:
 
 
 def checkpoint_dirs(client: Any, bucket: str) -> list[CheckpointDir]:
-    """Every ``<run>/checkpoints/`` directory in the bucket, with its object count, size and newest write."""
+    """Every ``<run>/checkpoints/`` directory in the bucket, with its object count, size, newest write and owner.
+
+    The owner is the run its identity names (``<run>/tgk-run.json``, written by ``submit``):
+    the record that a run of the toolkit's wrote the directory; only such directories are
+    ever deleted (``workloads.cluster.cleanup.choose``).
+    """
     from workloads.cluster.cleanup import CheckpointDir
+    from workloads.observe.storage import storage_call
+    from workloads.runs.identity import IDENTITY, Identity
 
     acc: dict[str, list[float]] = {}
-    for blob in client.list_blobs(bucket):
+    identities: set[str] = set()
+    for blob in storage_call(f"list gs://{bucket}", bucket, lambda: list(client.list_blobs(bucket))):
         parts = blob.name.split("/")
+        if len(parts) == 2 and parts[1] == IDENTITY:
+            identities.add(parts[0])
         if len(parts) < 3 or parts[1] != "checkpoints":
             continue
         updated = blob.updated.replace(tzinfo=blob.updated.tzinfo or UTC).timestamp() if blob.updated else 0.0
@@ -138,10 +148,30 @@ def checkpoint_dirs(client: Any, bucket: str) -> list[CheckpointDir]:
         a[0] += 1
         a[1] += int(blob.size or 0)
         a[2] = max(a[2], updated)
-    return [CheckpointDir(bucket, run, int(a[0]), int(a[1]), a[2]) for run, a in sorted(acc.items())]
+    out = []
+    for run, a in sorted(acc.items()):
+        owner = None
+        if run in identities:
+            where = f"gs://{bucket}/{run}/"
+            raw = storage_call(f"read {where}{IDENTITY}", bucket, lambda r=run: client.bucket(bucket).blob(f"{r}/{IDENTITY}").download_as_bytes())
+            try:
+                owner = Identity.decode(raw, where).run
+            except ToolkitError:
+                owner = None  # not an identity the toolkit wrote: the directory is not provably its
+        out.append(CheckpointDir(bucket, run, int(a[0]), int(a[1]), a[2], owner))
+    return out
 
 
 def delete_checkpoints(client: Any, ckpt: CheckpointDir) -> int:
+    """Delete the directory's objects, once its identity is read again and still names its run (0: it no longer does)."""
+    from workloads.runs.identity import IDENTITY, Identity
+
+    blob = client.bucket(ckpt.bucket).get_blob(f"{ckpt.run}/{IDENTITY}")
+    try:
+        if blob is None or Identity.decode(blob.download_as_bytes(), f"gs://{ckpt.bucket}/{ckpt.run}/").run != ckpt.run:
+            return 0
+    except ToolkitError:
+        return 0
     blobs = list(client.list_blobs(ckpt.bucket, prefix=ckpt.prefix))
     b = client.bucket(ckpt.bucket)
     for blob in blobs:

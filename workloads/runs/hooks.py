@@ -34,6 +34,19 @@ class RunHook(Protocol):
         """One line for the user: what the decoration does to this run."""
         ...
 
+    # Optional: ``storage(cluster) -> google.cloud.storage.Client`` for a cluster that plays its
+    # buckets too (the local cluster's server); without it, runs' buckets are Cloud Storage's.
+
+
+def storage_client(hook: RunHook | None, cluster: Any, project: str | None = None) -> Any:
+    """The Cloud Storage client for the buckets the cluster's runs write: the hook's, else Cloud Storage (ADC)."""
+    own = getattr(hook, "storage", None)
+    if own is not None:
+        return own(cluster)
+    from workloads.observe.storage import make_client
+
+    return make_client(project)
+
 
 @cache
 def registry() -> dict[str, RunHook]:

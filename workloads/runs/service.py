@@ -4,7 +4,8 @@
     render(plan)    -> {path: text}   the Kustomize tree (base/<runtime>/ + overlays/<run>/)
     manifests(plan) -> [objects]      what `kustomize build overlays/<run>` of that tree gives
     apply(cluster, plan)  -> Submission   the cluster's hook (the local rehearsal), the
-                                          resubmission check, server-side apply
+                                          resubmission check, the checkpoint directory's
+                                          owner (workloads.runs.identity), server-side apply
     wait(cluster, plan, timeout) -> AdmissionResult   Kueue admission
     submit(cluster, plan, timeout) = apply + wait
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from workloads.cluster.runkinds import RunKind
     from workloads.cluster.runs import AdmissionResult, Cluster
     from workloads.planning.model import RunPlan
+    from workloads.runs.identity import Store, Verdict
 
 TIMEOUT_S = SUBMIT_TIMEOUT_S
 
@@ -55,6 +57,7 @@ class Submission:
     existing: ExistingRun | None = None
     note: str = ""  # the cluster hook's line (the local rehearsal's length); "" elsewhere
     admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
+    checkpoints: Verdict | None = None  # whose checkpoint directory it is (workloads.runs.identity); None: the run keeps none
 
     @property
     def refs(self) -> list[dict[str, str]]:
@@ -131,13 +134,28 @@ def run_kind(plan: RunPlan) -> RunKind:
 # ------------------------------------------------------------------ on the cluster
 
 
-def apply(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]] | None = None, *, rehearse_seconds: float | None = None) -> Submission:
+def apply(
+    cluster: Cluster,
+    plan: RunPlan,
+    objects: list[dict[str, Any]] | None = None,
+    *,
+    rehearse_seconds: float | None = None,
+    resume: bool = False,
+    store: Store | None = None,
+) -> Submission:
     """Server-side apply the run (``objects``: its ``manifests``), unless the very same run is already there.
 
     On a cluster whose context has a hook (the local cluster) the objects are decorated
     first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
-    Another run under the name is refused (``--name``) before anything is applied.
+    Another run under the name is refused (``--name``) before anything is applied, on the
+    cluster and in the checkpoint directory (``workloads.runs.identity``: ``resume`` asks
+    for another run's checkpoints on purpose; ``store`` is that directory, by default the
+    run's output directory in its bucket, or the bucket the cluster's hook provides).
     """
+    from workloads.runs import identity
+
+    if resume and not identity.guarded(plan):
+        raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
     objects = manifests(plan) if objects is None else objects
     context = getattr(cluster, "context", None)
     hook = hooks.for_context(context)
@@ -155,8 +173,34 @@ def apply(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]] | None 
     objects = _checked(cluster, plan, objects)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
+    verdict = None
+    if identity.guarded(plan):
+        verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
-    return Submission(plan, applied=tuple(objects), note=note)
+    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+
+
+def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
+    """The run's output directory, in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage)."""
+    from workloads.runs.identity import GcsStore
+
+    assert plan.program.output_dir is not None
+    return GcsStore(hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster), plan.program.output_dir)
+
+
+def checkpoint_check(plan: RunPlan, *, resume: bool = False) -> str | None:
+    """What a real submit checks about the run's checkpoint directory, for ``--dry-run`` (None: the run keeps no checkpoints)."""
+    from workloads.runs.identity import CHECKPOINTS, IDENTITY, guarded
+
+    if not guarded(plan):
+        if resume:
+            raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
+        return None
+    where = plan.program.output_dir
+    then = (
+        "continue from the checkpoints there (same model shape required)" if resume else "refuse the submit if another run (or unrecorded checkpoints) is there"
+    )
+    return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS} before applying, write the run's identity there, and {then}"
 
 
 def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]]) -> list[dict[str, Any]] | ExistingRun:
@@ -192,10 +236,11 @@ def submit(
     *,
     timeout: float | None = TIMEOUT_S,
     rehearse_seconds: float | None = None,
+    resume: bool = False,
     on_progress: Callable[[str], None] | None = None,
 ) -> Submission:
     """``apply`` the run, then ``wait`` up to ``timeout`` seconds for its admission (None: do not wait)."""
-    sub = apply(cluster, plan, rehearse_seconds=rehearse_seconds)
+    sub = apply(cluster, plan, rehearse_seconds=rehearse_seconds, resume=resume)
     if timeout is None or not sub.applied:
         return sub
     return replace(sub, admission=wait(cluster, plan, timeout, on_progress))

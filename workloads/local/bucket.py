@@ -1,0 +1,122 @@
+"""The local cluster's Cloud Storage: a real GCS-compatible server (gcp-storage-emulator) on loopback.
+
+On GKE a run's pods and the toolkit see the same buckets: MaxText writes checkpoints to
+``<bucket>/<run>/checkpoints/`` and a restarted (or resubmitted) run restores from there;
+``submit`` writes the run's identity beside them (``workloads.runs.identity``) and
+``cleanup --checkpoints`` lists them. The local cluster plays that with one emulator
+process (built by scripts/setup-gcs-emulator.sh, the server the storage tests use), its
+data in ``<state>/gcs/``: ``local up`` starts it and creates the spec's buckets, the
+rehearsal daemon keeps each rehearsal's checkpoints in it, and the cluster says where it
+is in the ConfigMap ``kube-public/tgk-local-storage`` (``ENDPOINT_KEY``), which the local
+run hook (``runhooks``) reads to give ``submit`` and ``cleanup`` a client for it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit import tools
+from toolkit.errors import ClusterError, ExternalToolError
+from toolkit.paths import script
+from workloads.local import LocalClusterError
+
+if TYPE_CHECKING:
+    from infra.spec import EnvSpec
+
+DAEMON = "gcs"
+SETUP_SCRIPT = script("setup-gcs-emulator.sh")
+CONFIGMAP = "tgk-local-storage"
+CONFIGMAP_NAMESPACE = "kube-public"
+ENDPOINT_KEY = "endpoint"
+PROJECT = "tgk-local"
+
+
+def data_dir(state_dir: Path) -> Path:
+    return state_dir / "gcs"
+
+
+def endpoint(port: int) -> str:
+    return f"http://127.0.0.1:{port}"
+
+
+def executable(timeout: float = 900) -> str:
+    """The emulator's command, from its cached venv (built on first use by the setup script)."""
+    try:
+        done = tools.run(["bash", str(SETUP_SCRIPT)], timeout=timeout)
+    except ExternalToolError as e:
+        raise LocalClusterError(f"cannot set up the local Cloud Storage server: {e}") from None
+    if not done.ok or not done.stdout.strip():
+        raise LocalClusterError(f"scripts/{SETUP_SCRIPT.name} failed: {tools.last_line(done.stderr) or done.returncode}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def argv(exe: str, port: int) -> list[str]:
+    return [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--quiet"]
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/storage/v1/b?project={PROJECT}", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def client(url: str) -> Any:
+    """A google-cloud-storage client for the server at ``url`` (anonymous: it checks no credentials)."""
+    from workloads.observe.storage import make_client
+
+    return make_client(PROJECT, endpoint=url)
+
+
+def split_gs(uri: str) -> tuple[str, str]:
+    """``gs://bucket/a/b/`` -> (bucket, ``a/b/``)."""
+    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+    return bucket, (prefix.rstrip("/") + "/") if prefix.strip("/") else ""
+
+
+def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:
+    """Every bucket of the spec exists in the local server (as ``infra deploy`` creates them); the names made."""
+    from google.api_core import exceptions as gexc
+
+    c = client(url)
+    made = []
+    deadline = time.monotonic() + timeout
+    for b in spec.buckets:
+        while True:
+            try:
+                if c.lookup_bucket(b.name) is None:
+                    c.create_bucket(b.name)
+                    made.append(b.name)
+                break
+            except (gexc.GoogleAPICallError, OSError) as e:
+                if time.monotonic() > deadline:
+                    raise LocalClusterError(f"the local Cloud Storage server did not create bucket {b.name}: {e}") from None
+                time.sleep(0.2)
+    return made
+
+
+def configmap(url: str) -> dict[str, Any]:
+    """Where the cluster's bucket server is, for the run hook to read through the API server."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": CONFIGMAP, "namespace": CONFIGMAP_NAMESPACE},
+        "data": {ENDPOINT_KEY: url},
+    }
+
+
+def endpoint_of(cluster: Any) -> str:
+    """The bucket server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
+    found = cluster.get(cluster.resource("v1", "ConfigMap"), CONFIGMAP, CONFIGMAP_NAMESPACE)
+    url = ((found or {}).get("data") or {}).get(ENDPOINT_KEY, "")
+    if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", url):
+        raise ClusterError(
+            f"the local cluster publishes no Cloud Storage server ({CONFIGMAP_NAMESPACE}/{CONFIGMAP}): it was started by an older toolkit"
+            " — run 'python -m workloads local down' and 'local up'"
+        )
+    return url
