@@ -363,7 +363,7 @@ def prices_refresh(
         raise FieldError(where, str(e), f"use the response of services/{pr.COMPUTE_SERVICE}/skus (Compute Engine)") from None
     doc, changes, same = pr.merge(current, found, as_of=stamp, url=source_url)
     if not dry_run:
-        from infra.pricing import parse_table
+        from infra.price_table import parse_table
         from toolkit.errors import ToolkitError
         from toolkit.yamlfile import load_yaml
 
