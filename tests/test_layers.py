@@ -296,3 +296,71 @@ def test_the_document_parser_sees_a_difference():
     row = next(line for line in text.splitlines() if line.startswith("| `workloads/cluster/`"))
     changed = text.replace(row, row.replace("`toolkit`", "`toolkit`, `infra`"))
     assert document_table(changed)["workloads.cluster"].may_import == ("toolkit", "infra")
+
+
+# ------------------------------------------------------------------ every imported name exists
+
+
+def defined_names(source: str) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports), read with ``ast``.
+
+    Statements under ``if``/``try`` at the top level count too (``if TYPE_CHECKING:`` blocks,
+    optional imports): a name bound on any branch is taken as defined.
+    """
+    names: set[str] = set()
+
+    def bind(target: ast.AST) -> None:
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign):
+                for t in node.targets:
+                    bind(t)
+            elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+                bind(node.target)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, ast.If | ast.Try | ast.With):
+                visit(node.body)
+                for extra in (*getattr(node, "orelse", []), *getattr(node, "finalbody", [])):
+                    visit([extra])
+                for handler in getattr(node, "handlers", []):
+                    visit(handler.body)
+
+    visit(ast.parse(source).body)
+    return names
+
+
+def missing_names(root: Path = REPO) -> list[str]:
+    """``from <project module> import name`` statements whose module does not define ``name`` (nor has it as a submodule)."""
+    mods = project_modules(root)
+    defined = {name: defined_names(path.read_text(encoding="utf-8")) for name, path in mods.items()}
+    out = []
+    for path in mods.values():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module or node.module not in mods:
+                continue
+            for a in node.names:
+                if a.name != "*" and a.name not in defined[node.module] and f"{node.module}.{a.name}" not in mods:
+                    out.append(f"{path.relative_to(root)}:{node.lineno} imports {a.name} from {node.module}, which does not define it")
+    return out
+
+
+def test_every_imported_name_exists():
+    """A lazy import (inside a function) of a name that moved fails only when that path runs; this finds it at once."""
+    found = missing_names()
+    assert found == [], "\n".join(found)
+
+
+def test_a_missing_name_is_found(tmp_path: Path):
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "infra" / "__init__.py").write_text("")
+    (tmp_path / "infra" / "pricing.py").write_text("from typing import Any\nif True:\n    RATE = 1\nclass Cost: ...\n")
+    (tmp_path / "infra" / "cli.py").write_text("def f():\n    from infra.pricing import Cost, RATE, Any, parse_table\n")
+    assert missing_names(tmp_path) == ["infra/cli.py:2 imports parse_table from infra.pricing, which does not define it"]
