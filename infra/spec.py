@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
-from infra import catalog, naming
+from infra import catalog, naming, quotas
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -580,7 +580,9 @@ class TeamSpec(_Model):
     namespace: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to the team name")
     local_queue: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to <namespace>-queue")
     service_account: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="KSA bound to the workload GSA")
-    quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
+    quota_share: float = Field(
+        1.0, ge=0, le=1.0, description="fraction of every TPU shape's slices this team owns (whole slices: infra.quotas); 0 = it only borrows"
+    )
     priority: str = Field("medium", description="default priority class for the team's runs")
     borrowing_limit: float | None = Field(
         None, ge=0, le=1.0, description="fraction of every TPU shape's chips the team may borrow beyond its quota (None: no limit)"
@@ -792,6 +794,7 @@ class EnvSpec(_Model):
         self._check_flavor_count()
         self._check_gke_version()
         self._check_teams()
+        self._check_quotas()
         self._check_buckets_and_ci()
         self._check_derived_names()
         self._check_network()
@@ -979,6 +982,26 @@ class EnvSpec(_Model):
                 f"the teams' quota shares ({team_share:g}) plus xpk's ({self.xpk.quota_share:g}) add up to more than 1",
                 "lower xpk.quota_share (0 lets xpk borrow idle chips only) or the teams' quota_share",
             )
+
+    def flavor_slices(self) -> dict[str, int]:
+        """Slices per Kueue ResourceFlavor, in flavor order (one-option pools of a shape share its flavor and add up)."""
+        out: dict[str, int] = {}
+        for p in self.tpu_pools:
+            for o in p.capacity_options():
+                name = p.flavor_name(o)
+                out[name] = out.get(name, 0) + p.slices
+        return out
+
+    def quota_owners(self) -> list[quotas.QuotaOwner]:
+        """Every ClusterQueue that owns a share of the flavors: the teams', then xpk's when enabled."""
+        owners = [quotas.QuotaOwner(f"teams[{i}]", t.name, t.quota_share, t.borrowing_limit, t.lending_limit) for i, t in enumerate(self.teams)]
+        if self.xpk.enabled:
+            owners.append(quotas.QuotaOwner("xpk", "xpk", self.xpk.quota_share))
+        return owners
+
+    def _check_quotas(self) -> None:
+        """Quotas in whole slices that add up to every flavor's slices (infra.quotas says why)."""
+        quotas.check(self.quota_owners(), self.flavor_slices())
 
     def _check_buckets_and_ci(self) -> None:
         names = [b.name for b in self.buckets]
