@@ -23,8 +23,7 @@ than round silently (e.g. a largest-remainder apportionment of whole slices)? A
 share is what a team is told it owns; rounding 0.33 of four slices to one slice for
 two teams and two for the third changes who owns what, differently for every shape,
 and only ``queues apply`` would show it. The suggestion *is* that apportionment
-(largest remainder over the slices every shape can split into, ties to the earlier
-owner), so taking it is one edit, and the spec then says what Kueue enforces. With
+(largest remainder over the slices every shape can split into), so taking it is one edit, and the spec then says what Kueue enforces. With
 more teams than the smallest shape has slices, some team can own none of it: a share
 of 0 is allowed, and such a team runs on idle slices it borrows.
 """
@@ -65,13 +64,14 @@ def owned_slices(share: float, slices: int) -> int:
 
 
 def apportion(weights: list[float], units: int) -> list[int]:
-    """``units`` split in proportion to ``weights`` in whole units: largest remainder, ties to the earlier weight."""
+    """``units`` split in proportion to ``weights`` in whole units: largest remainder (Hamilton's method)."""
     total = sum(weights)
     if total <= 0:
         weights, total = [1.0] * len(weights), float(len(weights))
     exact = [w * units / total for w in weights]
     out = [math.floor(e + 1e-12) for e in exact]
-    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - out[i]), i))
+    # Ties go to the owner with fewer units so far (0.75/0.25 of 2 makes 1/1, not 2/0), then to the earlier.
+    order = sorted(range(len(weights)), key=lambda i: (-round(exact[i] - out[i], 9), out[i], i))
     for i in order[: units - sum(out)]:
         out[i] += 1
     return out
