@@ -5,6 +5,29 @@ validators can word it as one line before a single cloud call. Every limit cites
 GCP documents it. Name patterns and lengths the spec's fields already enforce
 (``infra.naming``: GCE names, GKE cluster and node pool names, project and service
 account ids) are not repeated here.
+
+Audit: every spec string that reaches a GCP name, label or display name in the stack
+(modules/*.py through infra/stack.py), and what holds it (tests/test_gcp_names.py checks
+the synthesized JSON of every example and of generated specs against the same rules):
+- ``project``: the provider's project (an existing project: GCP_ID); the default state
+  bucket ``<project>-tf-state`` (bucket rules, infra.identities).
+- ``labels``: every resource's labels (LABEL_KEY/LABEL_VALUE, LABELS_MAX with the stack's own).
+- ``cluster.name``: the GKE cluster (40), service account ids (infra.naming, infra.identities),
+  workload policies (< 63), the trigger ``<cluster>-ci`` (<= 43 of Cloud Build's 64), the
+  ``tgk-cluster`` label value, display names (SERVICE_ACCOUNT_DISPLAY_NAME_MAX_BYTES).
+- ``network.name``, ``network.dcn.name``: networks and subnets (63), router/NAT
+  (``_check_derived_names``), the DCN firewall (infra.identities).
+- ``cpu_pool.name`` / ``tpu_pools[].name``: node pools (40) and the ``tpu-pool`` label;
+  ``cpu_pool.machine_type``: infra.machine_types.
+- ``tpu_pools[].capacity.name`` / ``.project``: the reservation a node pool consumes (63; a project id).
+- ``teams[]``: service account ids and display names, Workload Identity members (DNS labels).
+- ``buckets[].name``, ``state.bucket``, ``state.prefix``: bucket_name_problem, state_prefix_problem.
+- ``artifact_registry.repository``: the repository id (63, RFC 1035 form).
+- ``tensorboard.display_name``: tensorboard_display_name_problem.
+- ``cloud_build``: the trigger's branch (re2_problem), GitHub owner and repository, filename.
+Not checked (GCP still refuses them mid-apply): a region or zone that does not exist (only
+their form is checked), a GKE ``min_version`` GKE does not offer, a maintenance-window
+RRULE past its ``FREQ=`` prefix.
 """
 
 from __future__ import annotations

@@ -328,7 +328,7 @@ class Reservation(_Model):
     mode: Literal[CapacityMode.RESERVATION.value]
     name: str = Field(..., pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
     zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
-    project: str | None = Field(None, description="owner project of a shared reservation")
+    project: str | None = Field(None, pattern=GCP_ID, description="owner project of a shared reservation (a GCP project id)")
 
 
 Capacity = Annotated[Union[OnDemand, Spot, FlexStart, Reservation], Field(discriminator="mode")]
