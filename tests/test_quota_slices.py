@@ -190,3 +190,35 @@ def test_every_accepted_spec_renders_quotas_that_add_up_to_every_flavor(pools, u
         per_team = [chips[t["name"]][f.name] for t in teams]
         assert sum(per_team) == f.chips
         assert all(c % f.shape.chips == 0 for c in per_team)
+
+
+# ------------------------------------------------------------------ a live cluster with the old quotas
+
+
+def test_preflight_warns_about_a_live_quota_that_is_not_whole_slices():
+    """A cluster whose queues were applied before whole slices keeps floored quotas until `queues apply` runs again."""
+    from workloads.observe import preflight as pf
+    from workloads.render.kueue import queue_objects
+
+    spec = spec_with([{"name": "a", "quota_share": 0.5}, {"name": "b", "quota_share": 0.25}, {"name": "c", "quota_share": 0.25}])
+    objs = queue_objects(spec)
+    cqs = [copy.deepcopy(o) for o in objs if o["kind"] == "ClusterQueue"]
+    for cq in cqs:  # 0.34/0.33/0.33 as the toolkit floored them: 21 chips each
+        cq["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] = 21
+    snap = pf.Snapshot(
+        True,
+        tuple(o for o in objs if o["kind"] == "ResourceFlavor"),
+        tuple(cqs),
+        tuple(o for o in objs if o["kind"] == "LocalQueue" and o["metadata"]["namespace"] == "b"),
+    )
+    rep = pf.evaluate(spec, spec.tpu_pools[0], spec.teams[1], snap, slices=1)
+    row = next(c for c in rep.checks if c.name == "cluster-queue-slices")
+    assert row.result is pf.Result.WARN and "21" in row.detail and "5 of them can never run" in row.detail and "queues apply" in row.fix
+    fresh = pf.evaluate(
+        spec,
+        spec.tpu_pools[0],
+        spec.teams[1],
+        pf.Snapshot(True, snap.resource_flavors, tuple(o for o in objs if o["kind"] == "ClusterQueue"), snap.local_queues),
+        slices=1,
+    )
+    assert not any(c.name == "cluster-queue-slices" for c in fresh.checks)
