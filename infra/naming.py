@@ -9,10 +9,16 @@ from __future__ import annotations
 
 import hashlib
 
-GCE_NAME_MAX = 63  # Compute Engine resource names (networks, routers, NATs, reservations, resource policies)
+# Compute Engine resource names (networks, subnets, routers, NATs, firewalls, reservations, resource
+# policies): RFC 1035, 1-63 characters, [a-z]([-a-z0-9]*[a-z0-9])? (compute/docs/naming-resources).
+# Artifact Registry repository ids keep the same form and length (artifact-registry/docs/repositories/create-repos).
+GCE_NAME_MAX = 63
+# GKE: a cluster name and a node pool name are each 1-40 lowercase letters, digits and '-', a
+# letter first, no '-' last (container API Cluster.name / NodePool.name; gcloud container ... create).
 GKE_CLUSTER_NAME_MAX = 40
 GKE_NODE_POOL_NAME_MAX = 40
-# Project ids and service account ids follow one rule: 6-30 lowercase letters, digits and '-', a letter first, no '-' last.
+# Project ids and service account ids follow one rule: 6-30 lowercase letters, digits and '-', a letter first, no '-' last
+# (resource-manager/docs/creating-managing-projects; iam/docs/service-accounts-create: account ids).
 GCP_ID_MIN, GCP_ID_MAX = 6, 30
 GCP_ID = rf"^[a-z][-a-z0-9]{{{GCP_ID_MIN - 2},{GCP_ID_MAX - 2}}}[a-z0-9]$"
 BUCKET_NAME = r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$"  # Cloud Storage: 3-63 characters (the dotted 222-character form is not taken)

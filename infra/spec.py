@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
-from infra import catalog, naming
+from infra import catalog, gcp_names, identities, machine_types, naming, quotas
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -72,6 +72,10 @@ PRIORITY_CLASSES: dict[str, int] = {
     "very-high": 1000,
 }
 
+# Labels infra.stack puts on resources beside the spec's: managed-by and tgk-cluster everywhere,
+# purpose on buckets, tpu-pool on TPU node pools.
+STACK_LABEL_KEYS = ("managed-by", "tgk-cluster", "purpose", "tpu-pool")
+
 _RELEASE = r"^v\d+\.\d+\.\d+$"  # an add-on's release tag
 _MACHINE_TYPE = r"^[a-z0-9]+-[a-z0-9-]+$"
 MAX_SLICES = 512
@@ -89,6 +93,12 @@ class FieldValueError(ValueError):
     def __init__(self, field: str, problem: str, fix: str = "") -> None:
         self.field, self.problem, self.fix = field, problem, fix
         super().__init__(f"{problem}; {fix}" if fix else problem)
+
+
+def _refuse(found: tuple[str, str] | None) -> None:
+    """Raise a field validator's ValueError ('problem; fix', split again by the error formatter) for a GCP rule broken."""
+    if found is not None:
+        raise ValueError(f"{found[0]}; {found[1]}")
 
 
 class _Model(BaseModel):
@@ -242,10 +252,16 @@ class ClusterSpec(_Model):
 
 class CpuPoolSpec(_Model):
     name: str = Field("cpu", pattern=DNS1035_LABEL, max_length=GKE_NODE_POOL_NAME_MAX)
-    machine_type: str = Field("n2-standard-8", pattern=_MACHINE_TYPE)
+    machine_type: str = Field("n2-standard-8", pattern=_MACHINE_TYPE, description="a Compute Engine machine type infra/machine_types.py knows")
     min_nodes: int = Field(1, ge=0, le=1000, description="per zone")
     max_nodes: int = Field(3, ge=1, le=1000, description="per zone")
     disk_size_gb: int = Field(200, ge=10, le=65536)
+
+    @field_validator("machine_type")
+    @classmethod
+    def _machine_type(cls, v: str) -> str:
+        _refuse(machine_types.problem(v))
+        return v
 
     @model_validator(mode="after")
     def _bounds(self) -> CpuPoolSpec:
@@ -312,7 +328,7 @@ class Reservation(_Model):
     mode: Literal[CapacityMode.RESERVATION.value]
     name: str = Field(..., pattern=DNS1035_LABEL, max_length=GCE_NAME_MAX)
     zone: str = Field(..., description="zone the reservation lives in; must be the pool's zone")
-    project: str | None = Field(None, description="owner project of a shared reservation")
+    project: str | None = Field(None, pattern=GCP_ID, description="owner project of a shared reservation (a GCP project id)")
 
 
 Capacity = Annotated[Union[OnDemand, Spot, FlexStart, Reservation], Field(discriminator="mode")]
@@ -580,7 +596,9 @@ class TeamSpec(_Model):
     namespace: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to the team name")
     local_queue: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="defaults to <namespace>-queue")
     service_account: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="KSA bound to the workload GSA")
-    quota_share: float = Field(1.0, gt=0, le=1.0, description="fraction of every TPU shape's chips this team owns")
+    quota_share: float = Field(
+        1.0, ge=0, le=1.0, description="fraction of every TPU shape's slices this team owns (whole slices: infra.quotas); 0 = it only borrows"
+    )
     priority: str = Field("medium", description="default priority class for the team's runs")
     borrowing_limit: float | None = Field(
         None, ge=0, le=1.0, description="fraction of every TPU shape's chips the team may borrow beyond its quota (None: no limit)"
@@ -640,6 +658,12 @@ class BucketSpec(_Model):
     force_destroy: bool = False
     soft_delete_days: int = Field(7, ge=0, le=90)
 
+    @field_validator("name")
+    @classmethod
+    def _gcs_name(cls, v: str) -> str:
+        _refuse(gcp_names.bucket_name_problem(v))
+        return v
+
     @property
     def versioned(self) -> bool:
         return self.purpose is BucketPurpose.CHECKPOINTS if self.versioning is None else self.versioning
@@ -652,15 +676,48 @@ class ArtifactRegistrySpec(_Model):
 
 class TensorBoardSpec(_Model):
     enabled: bool = True
-    display_name: str | None = None
+    display_name: str | None = Field(None, description="default: the cluster name")
+
+    @field_validator("display_name")
+    @classmethod
+    def _display_name(cls, v: str | None) -> str | None:
+        if v is not None:
+            _refuse(gcp_names.tensorboard_display_name_problem(v))
+        return v
 
 
 class CloudBuildSpec(_Model):
     enabled: bool = False
     github_owner: str | None = None
     github_repo: str | None = None
-    branch: str = Field("^main$", description="branch regex that triggers CI")
+    branch: str = Field("^main$", description="branch regex that triggers CI (RE2 syntax, as Cloud Build reads it)")
     filename: str = "cloudbuild/ci.yaml"
+
+    @field_validator("branch")
+    @classmethod
+    def _re2(cls, v: str) -> str:
+        _refuse(gcp_names.re2_problem(v))
+        return v
+
+    @field_validator("github_owner")
+    @classmethod
+    def _owner(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(gcp_names.GITHUB_OWNER, v):
+            raise ValueError(f"{v!r} is not a GitHub user or organization name; use 1-39 letters, digits and single hyphens, not at either end")
+        return v
+
+    @field_validator("github_repo")
+    @classmethod
+    def _repo_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(gcp_names.GITHUB_REPO, v):
+            raise ValueError(f"{v!r} is not a GitHub repository name; use 1-100 letters, digits, '.', '-' and '_'")
+        return v
+
+    @field_validator("filename")
+    @classmethod
+    def _filename(cls, v: str) -> str:
+        _refuse(gcp_names.build_config_path_problem(v))
+        return v
 
     @model_validator(mode="after")
     def _repo(self) -> CloudBuildSpec:
@@ -676,6 +733,20 @@ class CloudBuildSpec(_Model):
 class StateSpec(_Model):
     bucket: str | None = Field(None, pattern=BUCKET_NAME, description="Terraform state bucket (default <project>-tf-state)")
     prefix: str | None = Field(None, description="default: tpu-gke-toolkit/<cluster>")
+
+    @field_validator("bucket")
+    @classmethod
+    def _gcs_name(cls, v: str | None) -> str | None:
+        if v is not None:
+            _refuse(gcp_names.bucket_name_problem(v))
+        return v
+
+    @field_validator("prefix")
+    @classmethod
+    def _prefix(cls, v: str | None) -> str | None:
+        if v is not None:
+            _refuse(gcp_names.state_prefix_problem(v))
+        return v
 
 
 class VersionsSpec(_Model):
@@ -780,8 +851,15 @@ class EnvSpec(_Model):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for k, val in v.items():
-            if not re.match(r"^[a-z][-_a-z0-9]{0,62}$", k) or not re.match(r"^[-_a-z0-9]{0,63}$", str(val)):
+            if not re.match(gcp_names.LABEL_KEY, k) or not re.match(gcp_names.LABEL_VALUE, str(val)):
                 raise ValueError(f"label {k}={val} is not a GCP label; use lowercase letters, digits, - and _")
+            if k in STACK_LABEL_KEYS:
+                raise ValueError(f"label {k} is one the stack sets itself (its value would be replaced); use another key")
+        room = gcp_names.LABELS_MAX - len(STACK_LABEL_KEYS)
+        if len(v) > room:
+            raise ValueError(
+                f"{len(v)} labels, and a GCP resource holds {gcp_names.LABELS_MAX}, {len(STACK_LABEL_KEYS)} of them the stack's own; list at most {room}"
+            )
         return v
 
     # Cross-field checks, in this order. Each raises SpecError with the exact field path.
@@ -792,8 +870,10 @@ class EnvSpec(_Model):
         self._check_flavor_count()
         self._check_gke_version()
         self._check_teams()
+        self._check_quotas()
         self._check_buckets_and_ci()
         self._check_derived_names()
+        identities.check(self)
         self._check_network()
         self._check_prices()
         return self
@@ -979,6 +1059,26 @@ class EnvSpec(_Model):
                 f"the teams' quota shares ({team_share:g}) plus xpk's ({self.xpk.quota_share:g}) add up to more than 1",
                 "lower xpk.quota_share (0 lets xpk borrow idle chips only) or the teams' quota_share",
             )
+
+    def flavor_slices(self) -> dict[str, int]:
+        """Slices per Kueue ResourceFlavor, in flavor order (one-option pools of a shape share its flavor and add up)."""
+        out: dict[str, int] = {}
+        for p in self.tpu_pools:
+            for o in p.capacity_options():
+                name = p.flavor_name(o)
+                out[name] = out.get(name, 0) + p.slices
+        return out
+
+    def quota_owners(self) -> list[quotas.QuotaOwner]:
+        """Every ClusterQueue that owns a share of the flavors: the teams', then xpk's when enabled."""
+        owners = [quotas.QuotaOwner(f"teams[{i}]", t.name, t.quota_share, t.borrowing_limit, t.lending_limit) for i, t in enumerate(self.teams)]
+        if self.xpk.enabled:
+            owners.append(quotas.QuotaOwner("xpk", "xpk", self.xpk.quota_share))
+        return owners
+
+    def _check_quotas(self) -> None:
+        """Quotas in whole slices that add up to every flavor's slices (infra.quotas says why)."""
+        quotas.check(self.quota_owners(), self.flavor_slices())
 
     def _check_buckets_and_ci(self) -> None:
         names = [b.name for b in self.buckets]

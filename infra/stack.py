@@ -27,6 +27,7 @@ from constructs import Construct  # noqa: E402
 
 from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
+from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
@@ -246,7 +247,8 @@ def _team_identities(ctx: _Context, buckets: dict[str, Bucket], cluster: Cluster
                 ksa=t.ksa,
                 project_roles=team_tensorboard_roles(spec),
                 bucket_grants=_grants(spec, buckets, t, 1),
-                display_name=f"{ctx.name}: team {t.name} (Workload Identity of {t.ns}/{t.ksa})",
+                # IAM caps a display name at 100 bytes: the long form names the KSA when it fits.
+                display_name=fit_display_name(f"{ctx.name}: team {t.name} (Workload Identity of {t.ns}/{t.ksa})", f"{ctx.name}: team {t.name}"),
                 depends_on=(ctx.api["iam.googleapis.com"],),
                 binding_depends_on=(cluster.cluster,),
             ),

@@ -51,10 +51,11 @@ def three_teams() -> EnvSpec:
     """Three teams on one pool; b and c opt in to hostNetwork runs, a keeps the default."""
     data = yaml.safe_load((EXAMPLES_DIR / "default.yaml").read_text())
     data["cluster"]["name"] = "iso"
+    data["tpu_pools"][0]["slices"] = 4  # a quarter of the chips is a whole slice (infra.quotas)
     data["teams"] = [
-        {"name": "a", "quota_share": 0.4},
-        {"name": "b", "quota_share": 0.3, "host_network": True},
-        {"name": "c", "quota_share": 0.3, "host_network": True, "service_account": "trainer"},
+        {"name": "a", "quota_share": 0.5},
+        {"name": "b", "quota_share": 0.25, "host_network": True},
+        {"name": "c", "quota_share": 0.25, "host_network": True, "service_account": "trainer"},
     ]
     data["buckets"] = [{"name": f"my-tpu-project-iso-{t}-{p}", "purpose": p, "team": t} for t in ("a", "b", "c") for p in ("data", "checkpoints")]
     return parse_spec(data)

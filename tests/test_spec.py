@@ -140,7 +140,7 @@ def test_team_defaults():
 
 
 def test_quota_shares_may_sum_to_exactly_one():
-    spec_with(teams=[{"name": "a", "quota_share": 0.3}, {"name": "b", "quota_share": 0.7}])
+    spec_with(tpu_pools=[{"name": "a", "type": "v5litepod-16", "slices": 10}], teams=[{"name": "a", "quota_share": 0.3}, {"name": "b", "quota_share": 0.7}])
 
 
 # ------------------------------------------------------------------ capacity

@@ -109,6 +109,7 @@ def test_quota_share_splits_with_the_teams() -> None:
     data = _raw("default.yaml")
     data["teams"] = [{"name": "a", "namespace": "a", "quota_share": 0.75}]
     data["xpk"] = {"enabled": True, "namespace": "xpk", "quota_share": 0.25}
+    data["tpu_pools"][0]["slices"] = 4  # a quarter of them is one whole slice (infra.quotas)
     spec = parse_spec(data)
     cq = xpk.cluster_queue(spec)["spec"]["resourceGroups"][0]["flavors"][0]
     chips = sum(p.total_chips for p in spec.tpu_pools)

@@ -219,6 +219,27 @@ def _queue_checks(ask: _Ask, snap: Snapshot, matching: set[str]) -> list[Check]:
 
 
 def _quota_checks(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: set[str]) -> list[Check]:
+    return _quota_rows(ask, cq, snap, matching) + _whole_slice_rows(ask, cq, matching)
+
+
+def _whole_slice_rows(ask: _Ask, cq: Mapping[str, Any], matching: set[str]) -> list[Check]:
+    """A quota that is not whole slices strands chips (issue 21): queues applied before the toolkit rendered whole slices."""
+    quota, _, listed = _tpu_quota(cq, matching)
+    chips = ask.shape.chips
+    if not listed or quota % chips == 0:
+        return []
+    return [
+        Check(
+            "cluster-queue-slices",
+            Result.WARN,
+            f"ClusterQueue {_name(cq)} holds {quota:g} {TPU_RESOURCE} for {ask.shape.key}, not whole slices of {chips}: "
+            f"{quota % chips:g} of them can never run a slice",
+            "re-run python -m workloads queues apply: the spec's quotas are whole slices (infra/quotas.py)",
+        )
+    ]
+
+
+def _quota_rows(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: set[str]) -> list[Check]:
     quota, covered, listed = _tpu_quota(cq, matching)
     name, key, need = _name(cq), ask.shape.key, ask.chips
     if not listed:

@@ -8,11 +8,11 @@ here, below both.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
+from infra.quotas import owned_slices
 from infra.spec import EnvSpec, FlexStart
 from toolkit.names import (
     GKE_QUEUED_LABEL,
@@ -43,6 +43,7 @@ class Flavor:
     node_labels: dict[str, str]
     chips: int
     nodes: int
+    slices: int
     queued: FlexStart | None = None  # set when Kueue asks GKE for this flavor's nodes (queued provisioning)
 
 
@@ -62,8 +63,8 @@ def flavors(spec: EnvSpec) -> list[Flavor]:
                 # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
                 labels[GKE_QUEUED_LABEL] = "true"
             prev = out.get(name)  # one-option pools of one shape share its flavor and add up
-            chips, n = (prev.chips, prev.nodes) if prev else (0, 0)
-            out[name] = Flavor(name, shape, labels, chips + pool.total_chips, n + nodes, queued)
+            chips, n, slices = (prev.chips, prev.nodes, prev.slices) if prev else (0, 0, 0)
+            out[name] = Flavor(name, shape, labels, chips + pool.total_chips, n + nodes, slices + pool.slices, queued)
     return list(out.values())
 
 
@@ -78,10 +79,16 @@ def _option_labels(node_labels: dict[str, str]) -> dict[str, str]:
 
 
 def quota(f: Flavor, share: float) -> dict[str, Any]:
-    """``share`` of a flavor's TPU chips and of its VMs' vCPU and memory, as Kueue quantities."""
+    """``share`` of a flavor's slices as Kueue quantities: their TPU chips, and their VMs' vCPU and memory.
+
+    Whole slices (infra.quotas: the spec refuses shares that are not), so a quota never
+    holds a fraction of a slice that no run could be admitted on.
+    """
     size = machine_size(f.shape.machine_type, default=QUOTA_FALLBACK_SIZE)
+    slices = owned_slices(share, f.slices)
+    nodes = slices * f.shape.nodes
     return {
-        TPU_RESOURCE: math.floor(f.chips * share + 1e-9),
-        "cpu": str(math.floor(f.nodes * size.vcpu * share + 1e-9)),
-        "memory": f"{math.floor(f.nodes * size.memory_gib * share + 1e-9)}Gi",
+        TPU_RESOURCE: slices * f.shape.chips,
+        "cpu": str(nodes * size.vcpu),
+        "memory": f"{nodes * size.memory_gib}Gi",
     }

@@ -7,8 +7,8 @@ Rendered for Kueue v0.17.1's storage version ``kueue.x-k8s.io/v1beta2``
 ``clusterQueue``, ResourceFlavor ``nodeLabels``/``tolerations``).
 
 Queue layout: one ClusterQueue per team, all in one cohort named after the
-cluster. A team's nominal quota for each TPU shape is ``floor(quota_share x
-chips of that shape)``; inside the cohort an idle team's chips can be borrowed
+cluster. A team's nominal quota for each flavor is ``quota_share x its slices``,
+in whole slices (``infra.quotas``: the spec refuses shares that strand a slice); inside the cohort an idle team's chips can be borrowed
 and reclaimed (``reclaimWithinCohort: Any``), and within a team a higher
 priority run preempts a lower one (``withinClusterQueue: LowerPriority``); the
 team's spec can change both policies, add ``borrowWithinCohort``, cap what it
