@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, Val
 
 from infra import catalog, naming
 from infra.pricing import PriceOverrides, check_overrides
-from toolkit.errors import CatalogError, SpecError
+from toolkit.errors import CatalogError, SpecError, shown
 from toolkit.names import (
     KUEUE_QUEUE_LABEL,
     TGK_ACCELERATOR_TYPE_LABEL,
@@ -1225,34 +1225,34 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
         if mode is not None:
             takes = {"reservation": "mode, name, zone and project", "flex-start": "mode, queued, max_run_seconds and retry"}.get(mode, "only mode")
             also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
-            return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
-        return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
+            return f"{shown(key)} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
+        return f"unknown key {shown(key)}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
         return "is required", "add it (see examples/default.yaml)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{ctx.get('tag', value)!r} is not a capacity mode", "use one of on-demand, spot, flex-start, reservation"
+        return f"{shown(ctx.get('tag', value))} is not a capacity mode", "use one of on-demand, spot, flex-start, reservation"
     if kind == "string_pattern_mismatch":
-        return f"{value!r} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
+        return f"{shown(value)} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
     if kind == "enum":
-        return f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}".replace("'", "")
+        return f"{shown(value)} is not allowed", f"use one of {ctx.get('expected', '')}".replace("'", "")
     if kind == "literal_error":
-        return f"{value!r} is not allowed", f"use {ctx.get('expected', '')}".replace("'", "")
+        return f"{shown(value)} is not allowed", f"use {ctx.get('expected', '')}".replace("'", "")
     if kind in _BOUND_TYPES:
         key, words = _BOUND_TYPES[kind]
-        return f"{value!r} is out of range", f"use a value {words} {ctx.get(key)}"
+        return f"{shown(value)} is out of range", f"use a value {words} {ctx.get(key)}"
     if kind in ("string_too_long", "too_long"):
-        return f"{value!r} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
+        return f"{shown(value)} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
     if kind == "too_short" and not ctx.get("actual_length"):
         n = ctx.get("min_length", 1)
         return "is an empty list", f"list at least {n} item{'s' if n != 1 else ''} (see examples/default.yaml)"
     if kind in ("string_too_short", "too_short"):
         return "is too short", f"give at least {ctx.get('min_length')} {'characters' if kind == 'string_too_short' else 'items'}"
     if kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
-        return f"{value!r} is not a number", "write a plain number"
+        return f"{shown(value)} is not a number", "write a plain number"
     if kind in ("bool_parsing", "bool_type"):
-        return f"{value!r} is not a boolean", "write true or false"
+        return f"{shown(value)} is not a boolean", "write true or false"
     if kind in ("string_type",):
-        return f"{value!r} is not a string", "quote it or write text"
+        return f"{shown(value)} is not a string", "quote it or write text"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return f"expects a mapping, got {type(value).__name__}", "write it as key: value lines (see examples/default.yaml)"
     if kind in ("list_type", "tuple_type"):
