@@ -317,6 +317,7 @@ def prices_refresh(
     from infra import price_refresh as pr
     from infra.pricing import TABLE_PATH, load_table
     from toolkit.errors import FieldError
+    from toolkit.yamlfile import read_capped
 
     path = (table or TABLE_PATH).resolve()
     if as_of and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
@@ -334,11 +335,15 @@ def prices_refresh(
         typer.echo(f"then update {path}: TPU SKUs' per-chip-hour prices (on-demand, spot, 1-year commitment as reservation)")
         return
     if from_file is not None:
+        from toolkit.inputfile import PRICE_RESPONSE, NotReadable, read_bounded
+
         try:
-            raw = json.loads(from_file.read_text(encoding="utf-8"))
+            raw = pr.parse_json(read_bounded(from_file, PRICE_RESPONSE))  # a regular file of at most 64 MiB
+        except NotReadable as e:
+            raise FieldError("--from-file", e.problem, e.fix) from None
         except FileNotFoundError:
             raise FieldError("--from-file", f"{from_file} does not exist", "pass a saved services/<id>/skus JSON response") from None
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except (OSError, ValueError) as e:
             why = getattr(e, "strerror", None) or str(e).splitlines()[0]
             raise FieldError("--from-file", f"cannot read {from_file} as JSON: {why}", "pass a saved services/<id>/skus JSON response") from None
         pages = raw if isinstance(raw, list) else [raw]
@@ -352,7 +357,7 @@ def prices_refresh(
         raise FieldError(where, str(e), f"use the response of services/{pr.COMPUTE_SERVICE}/skus (Compute Engine)") from None
     doc, changes, same = pr.merge(current, found, as_of=stamp, url=source_url)
     if not dry_run:
-        text = pr.dump_table(doc, pr.header_of(path.read_text(encoding="utf-8")))
+        text = pr.dump_table(doc, pr.header_of(read_capped(path).decode("utf-8", errors="replace")))
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(path)

@@ -19,12 +19,13 @@ DWS / flex-start or calendar wording, a zero price) are skipped and counted, nev
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.pricing import MODES, PriceTable, parse_table
+from infra.pricing import MAX_USD_PER_CHIP_HOUR, MODES, PriceTable, parse_table
 
 COMPUTE_SERVICE = "6F81-5844-456A"
 ENDPOINT = "https://cloudbilling.googleapis.com"
@@ -71,19 +72,52 @@ def _generation(description: str) -> str | None:
     return None
 
 
+def parse_json(raw: bytes) -> Any:
+    """A saved or fetched response: UTF-8 JSON, without the NaN/Infinity JSON does not have; ValueError otherwise."""
+
+    def refuse(word: str) -> Any:
+        raise ValueError(f"{word} is not a JSON number")
+
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=refuse)
+    except RecursionError:  # arrays nested tens of thousands deep
+        raise ValueError("it is nested too deeply to be a skus response") from None
+
+
+def _amount(value: Any) -> float | None:
+    """A JSON number or decimal string as a finite float; None for anything else (the SKU is then skipped)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(str(value)) if isinstance(value, str) and len(value) <= 32 else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _money(money: dict[str, Any]) -> float | None:
+    """google.type.Money: units (an int64, as a decimal string) + nanos (|nanos| < 1e9); None when it is not one."""
+    units, nanos = _amount(money.get("units") or 0), _amount(money.get("nanos") or 0)
+    if units is None or nanos is None or not units.is_integer() or not nanos.is_integer() or abs(units) >= 2**63 or abs(nanos) >= 1e9:
+        return None
+    return units + nanos / 1e9
+
+
 def _unit_price(sku: dict[str, Any]) -> tuple[float, str] | None:
     """The SKU's current first-tier price and its usage unit (pricingInfo is chronological: the last is current)."""
     infos = sku.get("pricingInfo") or []
-    if not infos:
+    if not infos or not isinstance(infos, list) or not isinstance(infos[-1], dict):
         return None
     expr = infos[-1].get("pricingExpression") or {}
-    tiers = sorted(expr.get("tieredRates") or [], key=lambda t: float(t.get("startUsageAmount") or 0))
+    rates = expr.get("tieredRates") if isinstance(expr, dict) else None
+    tiers = [(start, t) for t in rates or [] if isinstance(t, dict) and (start := _amount(t.get("startUsageAmount") or 0)) is not None]
     if not tiers:
         return None
-    money = tiers[0].get("unitPrice") or {}
-    if money.get("currencyCode", "USD") != "USD":
+    money = min(tiers, key=lambda st: st[0])[1].get("unitPrice") or {}
+    if not isinstance(money, dict) or money.get("currencyCode", "USD") != "USD":
         return None
-    return int(money.get("units") or 0) + int(money.get("nanos") or 0) / 1e9, str(expr.get("usageUnit", ""))
+    usd = _money(money)
+    return None if usd is None else (usd, str(expr.get("usageUnit", "")))
 
 
 def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
@@ -119,6 +153,9 @@ def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
             usd = price[0]
             if not usd > 0:
                 found.skip("zero price")
+                continue
+            if usd > MAX_USD_PER_CHIP_HOUR:
+                found.skip(f"a price above {MAX_USD_PER_CHIP_HOUR:g} USD per chip-hour, beyond any TPU's")
                 continue
             for region in sku.get("serviceRegions") or []:
                 key = (gen, str(region), mode)

@@ -527,7 +527,9 @@ class BorrowWithinCohortSpec(_Model):
     """Kueue's borrowWithinCohort: may a run that borrows preempt lower-priority runs of other teams."""
 
     policy: Literal["Never", "LowerPriority"] = "Never"
-    max_priority_threshold: int | None = Field(None, description="only runs at or below this priority value may be preempted")
+    max_priority_threshold: int | None = Field(
+        None, ge=-(2**31), le=2**31 - 1, description="only runs at or below this priority value may be preempted (Kueue's int32)"
+    )
 
 
 class TeamPreemptionSpec(_Model):
@@ -662,11 +664,12 @@ class WaitForPodsReadySpec(_Model):
     """
 
     enabled: bool = True
-    timeout_seconds: int = Field(1200, ge=30)
-    recovery_timeout_seconds: int = Field(1200, ge=30)
-    backoff_base_seconds: int = Field(60, ge=1)
-    backoff_max_seconds: int = Field(3600, ge=1)
-    requeue_limit: int | None = Field(None, ge=0)
+    # Ceilings: a week for a start or a recovery (flex-start's longest run); Kueue's int32 for the backoff and the count.
+    timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
+    recovery_timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
+    backoff_base_seconds: int = Field(60, ge=1, le=2**31 - 1)
+    backoff_max_seconds: int = Field(3600, ge=1, le=2**31 - 1)
+    requeue_limit: int | None = Field(None, ge=0, le=2**31 - 1)
 
     @model_validator(mode="after")
     def _backoff(self) -> WaitForPodsReadySpec:

@@ -21,7 +21,7 @@ import typer
 from toolkit.clikit import OutputFormat, make_app, option_group, print_json
 from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
-from workloads.planning.defaults import SUBMIT_TIMEOUT_S
+from workloads.planning.defaults import MAX_REHEARSAL_S, MAX_WAIT_S, SUBMIT_TIMEOUT_S
 from workloads.planning.overrides import Overrides, flag_of
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ RehearseOpt = Annotated[
     typer.Option(
         "--rehearse-seconds",
         min=0,
+        max=MAX_REHEARSAL_S,
         metavar="SECONDS",
         help="local cluster only: how long the run's pods stay Running (default: the plan's estimated run time x the rehearsal time factor)",
     ),
@@ -231,7 +232,7 @@ def submit(
     rehearse_seconds: RehearseOpt = None,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, max=MAX_WAIT_S, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
     output: Output = OutputFormat.text,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,

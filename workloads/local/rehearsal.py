@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
 from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+from workloads.planning.defaults import MAX_REHEARSAL_S
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 TIME_FACTOR_ENV = "TGK_REHEARSAL_TIME_FACTOR"
 # maxtext-6b on the default spec: 100 steps x 6.5 s = 650 s of TPU time -> ~20 s here.
 DEFAULT_TIME_FACTOR = 0.03
+MAX_TIME_FACTOR = 1.0  # a rehearsal as slow as the run on TPUs; more is no rehearsal (and the cap below takes over anyway)
 MAX_SECONDS = 600.0  # however long the plan, a rehearsal stays a rehearsal
 COMMAND_SECONDS = 5.0  # a plain command: nothing to estimate its time from
 DEFAULT_SEQ = 2048  # MaxText's max_target_length when neither the recipe nor --set gives it
@@ -67,7 +69,9 @@ def time_factor() -> float:
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value <= 0:
-        raise FieldError(TIME_FACTOR_ENV, f"{raw!r} is not a positive number", f"unset it or set e.g. {TIME_FACTOR_ENV}={DEFAULT_TIME_FACTOR}")
+        raise FieldError(TIME_FACTOR_ENV, f"{raw[:40]!r} is not a positive number", f"unset it or set e.g. {TIME_FACTOR_ENV}={DEFAULT_TIME_FACTOR}")
+    if value > MAX_TIME_FACTOR:
+        raise FieldError(TIME_FACTOR_ENV, f"{value:g} is above {MAX_TIME_FACTOR:g}: a rehearsal slower than the run itself", f"set at most {MAX_TIME_FACTOR:g}")
     return value
 
 
@@ -76,6 +80,8 @@ def rehearsal_seconds(plan: RunPlan, seconds: float | None = None, factor: float
     if seconds is not None:
         if not math.isfinite(seconds) or seconds < 0:
             raise FieldError("--rehearse-seconds", f"{seconds:g} is not a duration", "pass 0 or more seconds")
+        if seconds > MAX_REHEARSAL_S:
+            raise FieldError("--rehearse-seconds", f"{seconds:g} is above {MAX_REHEARSAL_S:g} (a day)", f"pass at most {MAX_REHEARSAL_S:g}")
         return float(seconds)
     estimated = plan.program.estimated_run_seconds
     if estimated is None:
