@@ -391,16 +391,17 @@ def prices_refresh(
 
 
 def _gcloud_token() -> str:
-    import subprocess
+    import shutil
 
+    from toolkit import tools
     from toolkit.errors import ExternalToolError
 
-    try:
-        proc = subprocess.run(["gcloud", "auth", "print-access-token"], capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError:
-        raise ExternalToolError("gcloud is not installed: set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response") from None
-    if proc.returncode != 0:
-        raise ExternalToolError(f"gcloud auth print-access-token failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    if shutil.which("gcloud") is None:
+        raise ExternalToolError("gcloud is not installed: set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response")
+    # A token is a few KiB: a minute and 1 MiB of output bound a gcloud that hangs or floods.
+    proc = tools.run(["gcloud", "auth", "print-access-token"], timeout=60, max_output=1024 * 1024)
+    if not proc.ok:
+        raise proc.failure("gcloud auth print-access-token")
     return proc.stdout.strip()
 
 

@@ -67,6 +67,8 @@ class Completed:
         what = what or " ".join(Path(self.argv[0]).name if i == 0 else a for i, a in enumerate(self.argv[:3]))
         if self.timed_out:
             return ExternalToolError(f"`{what}` timed out after {self.seconds:.0f} s")
+        if self.overflowed:
+            return ExternalToolError(f"`{what}` printed more output than it ever should (stopped)")
         detail = last_line(self.stderr_text(), first=first_line) or last_line(self.stdout_text())
         return ExternalToolError(f"`{what}` failed with exit code {self.returncode}" + (f": {detail}" if detail else ""))
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import urlencode, urlsplit
 
+from toolkit.deadline import Watchdog
 from toolkit.errors import ClusterError, FieldError, Rejected, Unreachable
 from toolkit.names import TGK
 from workloads.cluster.errors import one_line, refusal, unreachable
@@ -97,29 +98,6 @@ def _timed_out(server: str, seconds: float) -> Unreachable:
         f"cannot reach the Kubernetes API server at {server} (timed out: no complete answer within {seconds:g} s)"
         f" — is the cluster up? check --kubeconfig/--context; ${DEADLINE_ENV} sets the limit"
     )
-
-
-class _Watchdog:
-    """Calls ``stop`` once ``seconds`` have passed (unless cancelled): the one way to end a read that a trickle keeps alive."""
-
-    def __init__(self, seconds: float | None, stop: Callable[[], None]) -> None:
-        self.expired = False
-        self._stop = stop
-        self._timer = threading.Timer(max(0.0, seconds), self._fire) if seconds is not None else None
-        if self._timer is not None:
-            self._timer.daemon = True
-            self._timer.start()
-
-    def _fire(self) -> None:
-        self.expired = True
-        try:
-            self._stop()
-        except Exception:  # noqa: BLE001 - the connection may be gone already; the flag is what counts
-            pass
-
-    def cancel(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
 
 
 def within(seconds: float, call: Callable[[], T], late: Callable[[T], None], server: str) -> T:
@@ -261,7 +239,7 @@ class KubeClientTransport:
         start = time.monotonic()
         r = self._send(method, path, query, body, content_type, timeout, self._deadline, stream=False)
         raw = r.response
-        dog = _Watchdog(self._deadline - (time.monotonic() - start), self._stopper(raw))
+        dog = Watchdog(self._deadline - (time.monotonic() - start), self._stopper(raw))
         try:
             data = raw.read(MAX_RESPONSE_BYTES + 1, decode_content=True)
         except (urllib3.exceptions.HTTPError, OSError) as e:
@@ -289,7 +267,7 @@ class KubeClientTransport:
             finally:
                 raw.release_conn()
             raise refusal(Response(r.status, body or b""), f"GET {path}", path=path, query=query)
-        dog = _Watchdog(None if deadline is None else deadline - (time.monotonic() - start), self._stopper(raw))
+        dog = Watchdog(None if deadline is None else deadline - (time.monotonic() - start), self._stopper(raw))
         try:
             buf = b""
             for chunk in raw.stream(64 * 1024, decode_content=True):
@@ -385,7 +363,7 @@ class StdlibTransport:
                 raise ClusterError(f"cannot load the TLS certificates for {self.server}: {one_line(e)} — check the kubeconfig's certificate entries") from None
         return http.client.HTTPSConnection(self._host, self._port, context=self._ctx, timeout=timeout)
 
-    def _open(self, method, path, query, body, content_type, timeout, seconds: float) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, _Watchdog]:
+    def _open(self, method, path, query, body, content_type, timeout, seconds: float) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, Watchdog]:
         """Connect, send, read the headers; the watchdog then stops the connection ``seconds`` after the start."""
         import http.client
         import socket
@@ -400,7 +378,7 @@ class StdlibTransport:
         dog = None
         try:
             conn.connect()  # within the socket timeout; the watchdog needs the socket
-            dog = _Watchdog(seconds - (time.monotonic() - start), lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
+            dog = Watchdog(seconds - (time.monotonic() - start), lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
             conn.request(method, url, body=data, headers=headers)
             return conn, conn.getresponse(), dog
         except (OSError, http.client.HTTPException) as e:
@@ -441,7 +419,7 @@ class StdlibTransport:
             dog.cancel()
             if dog.expired:
                 raise _timed_out(self.server, self._deadline)
-            dog = _Watchdog(deadline, dog._stop) if deadline is not None else dog
+            dog = Watchdog(deadline, dog.stop) if deadline is not None else dog
             if conn.sock is not None:
                 conn.sock.settimeout(timeout)  # None: as long as the server keeps it open
             while line := resp.readline(MAX_LINE_BYTES + 1):
