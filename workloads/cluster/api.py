@@ -308,7 +308,9 @@ class KubeApi:
                 continue
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(ev, dict):
                 continue
             if ev.get("type") == "ERROR":
                 return  # typically 410 Gone: the caller re-lists
