@@ -205,7 +205,9 @@ def test_alias_bombs_in_a_spec_a_recipe_and_a_kubeconfig(tmp_path: Path, monkeyp
 
 def test_an_error_about_a_huge_value_is_one_short_line(tmp_path: Path) -> None:
     """Under the alias budget a value can still be huge: the message quotes a bounded part of it."""
-    text = DEFAULT.read_text().replace("zones: [us-west4-a]\nlabels:\n  environment: dev\n", "labels:\n  environment: dev\n  " + _bomb(4).replace("\n", "\n  ") + "\nzones: *a4\n")
+    text = DEFAULT.read_text().replace(
+        "zones: [us-west4-a]\nlabels:\n  environment: dev\n", "labels:\n  environment: dev\n  " + _bomb(4).replace("\n", "\n  ") + "\nzones: *a4\n"
+    )
     p = tmp_path / "spec.yaml"
     p.write_text(text)
     rc, _, err = cli(INFRA, "spec", "--spec", str(p))
@@ -255,7 +257,7 @@ def _count(node, limit: int) -> int:
 
 
 SCRIPTS = {
-    "doubling": "X=ab\n" + "X=$X$X\n" * 40 + "xpk workload create --device-type=v5litepod-16 --command \"python3 -m MaxText.train $X\"\n",
+    "doubling": "X=ab\n" + "X=$X$X\n" * 40 + 'xpk workload create --device-type=v5litepod-16 --command "python3 -m MaxText.train $X"\n',
     "deep ${X:-...} nesting": "echo " + "${A:-" * 5000 + "x" + "}" * 5000 + "\n",
     "wide": "X=" + "a" * 100_000 + "\necho " + "$X " * 100 + "\n",
     "doubling in --command": 'xpk workload create --device-type=v5litepod-16 --command "X=ab; ' + "X=$X$X; " * 40 + 'python3 -m MaxText.train"\n',

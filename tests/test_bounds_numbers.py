@@ -305,7 +305,7 @@ STEP_LINE = st.builds(
     lambda step, vals, prefix: prefix + f"completed step: {step}, " + ", ".join(f"{k}: {v}" for k, v in vals),
     NUMBER,
     st.lists(st.tuples(st.sampled_from(FIELDS), NUMBER), max_size=7),
-    st.sampled_from(["", "I0101 10:00:0{} 1 train.py:1] ".format(0), "[Rampup Batch Size Phase] ", "W0101 11:59:59.999999 7 x.py:9] "]),
+    st.sampled_from(["", f"I0101 10:00:0{0} 1 train.py:1] ", "[Rampup Batch Size Phase] ", "W0101 11:59:59.999999 7 x.py:9] "]),
 )
 OTHER_LINE = st.sampled_from(
     [

@@ -150,7 +150,9 @@ class Response:
         except (ValueError, RecursionError) as e:
             obj = e
         if not isinstance(obj, dict):  # every JSON answer of the Kubernetes API is an object
-            raise Rejected(f"the API server's answer (HTTP {self.status}) is not a JSON object — check that --kubeconfig/--context name a Kubernetes API server")
+            raise Rejected(
+                f"the API server's answer (HTTP {self.status}) is not a JSON object — check that --kubeconfig/--context name a Kubernetes API server"
+            )
         return obj
 
     @property
