@@ -91,6 +91,7 @@ from workloads.planning.recipes import (
     maxtext_keys,
     mesh_key,
     number_problem,
+    numeric_keys,
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
@@ -196,8 +197,8 @@ def _check_domain(key: str, value: str) -> None:
             raise PlanError("--set", f"{key}={degree} must be >= 1 or -1", "use a positive degree, or -1 for the rest")
         if degree > INT32_MAX:
             raise PlanError("--set", f"{key}={degree} is beyond any size MaxText can use", f"use a degree of at most {INT32_MAX}")
-    else:
-        bad = number_problem(value)  # the keys the planner does not read go to MaxText: as numbers it can hold
+    elif key in numeric_keys():
+        bad = number_problem(value)  # a numeric key the planner does not read goes to MaxText: as a number it can hold
         if bad:
             raise PlanError("--set", f"{key}={value[:20]} {bad}", f"give {key} a value MaxText can hold")
 

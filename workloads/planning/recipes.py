@@ -32,6 +32,7 @@ from workloads.ray import RAY_VERSION
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
+MAXTEXT_NUMBERS_FILE = RECIPES_DIR / "_maxtext_numbers.yaml"  # the keys whose default is a number
 
 # MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
 # ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices).
@@ -98,7 +99,8 @@ INT64_MAX = 2**63 - 1
 
 
 def number_problem(value: Any) -> str | None:
-    """Why a MaxText setting is a number MaxText cannot hold, else None (not a number: MaxText judges it).
+    """Why the value of a numeric MaxText key (``numeric_keys``) is a number MaxText cannot hold, else None
+    (not a number: MaxText judges it).
 
     MaxText reads its config into Python, NumPy and JAX numbers: none holds a NaN or infinite
     setting (no MaxText 0.2.5 key has one by default; abort_on_nan_loss treats NaN as a
@@ -242,8 +244,9 @@ class MaxTextSpec(_Model):
         seq = v.get("max_target_length")
         if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INT32_MAX):
             raise ValueError(f"args.max_target_length is {seq!r}; it must be a positive integer (the sequence length) of at most {INT32_MAX}")
+        numeric = numeric_keys()
         for k, value in v.items():
-            bad = number_problem(value)
+            bad = number_problem(value) if k in numeric else None
             if bad:
                 raise ValueError(f"args.{k} {bad}")
         return v
@@ -362,6 +365,14 @@ def maxtext_keys() -> frozenset[str]:
     from workloads.render import yamlio
 
     return frozenset(yamlio.load(MAXTEXT_KEYS_FILE.read_text())["keys"])
+
+
+@lru_cache(maxsize=1)
+def numeric_keys() -> frozenset[str]:
+    """The MaxText keys that take a number (their base.yml default is one): their values are held to ``number_problem``."""
+    from workloads.render import yamlio
+
+    return frozenset(yamlio.load(MAXTEXT_NUMBERS_FILE.read_text())["numeric"])
 
 
 def suggest(word: str, choices: list[str] | frozenset[str]) -> str:
