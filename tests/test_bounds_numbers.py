@@ -546,3 +546,16 @@ def test_property_environment_numbers_are_bounded(raw: str) -> None:
             assert 0 <= value <= high
         finally:
             del os.environ[var]
+
+
+@FAST
+@given(st.one_of(st.integers(0, 10**400).map(str), st.floats(0, 1e308).map(lambda f: f"{f:.3f}")), st.sampled_from("smhdw"))
+def test_property_a_duration_is_finite_and_at_most_ten_years(number: str, unit: str) -> None:
+    from workloads.cluster.cleanup import MAX_DURATION_S, parse_duration
+
+    try:
+        seconds = parse_duration(number + unit)
+    except FieldError as e:
+        assert str(e).startswith("--older-than: ") and "\n" not in str(e) and len(str(e)) < 300
+    else:
+        assert 0 <= seconds <= MAX_DURATION_S
