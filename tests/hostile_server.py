@@ -105,7 +105,7 @@ def serve(routes: dict[str, str], **kw) -> Iterator[Hostile]:
 
     server = _Server(("127.0.0.1", 0), _Handler)
     h.port = server.server_address[1]
-    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     t.start()
     try:
         yield h
