@@ -328,6 +328,7 @@ def prices_refresh(
     from infra import price_refresh as pr
     from infra.price_table import DATE, TABLE_PATH, load_table
     from toolkit.errors import FieldError
+    from toolkit.yamlfile import read_capped
 
     path = (table or TABLE_PATH).resolve()
     if as_of and not re.fullmatch(DATE, as_of):
@@ -345,11 +346,15 @@ def prices_refresh(
         typer.echo(f"then update {path}: TPU SKUs' per-chip-hour prices (on-demand, spot, 1-year commitment as reservation)")
         return
     if from_file is not None:
+        from toolkit.inputfile import PRICE_RESPONSE, NotReadable, read_bounded
+
         try:
-            raw = json.loads(from_file.read_text(encoding="utf-8"))
+            raw = pr.parse_json(read_bounded(from_file, PRICE_RESPONSE))  # a regular file of at most 64 MiB
+        except NotReadable as e:
+            raise FieldError("--from-file", e.problem, e.fix) from None
         except FileNotFoundError:
             raise FieldError("--from-file", f"{from_file} does not exist", "pass a saved services/<id>/skus JSON response") from None
-        except (OSError, UnicodeDecodeError, ValueError) as e:
+        except (OSError, ValueError) as e:
             why = getattr(e, "strerror", None) or str(e).splitlines()[0]
             raise FieldError("--from-file", f"cannot read {from_file} as JSON: {why}", "pass a saved services/<id>/skus JSON response") from None
         pages = raw if isinstance(raw, list) else [raw]
@@ -367,7 +372,7 @@ def prices_refresh(
         from toolkit.errors import ToolkitError
         from toolkit.yamlfile import load_yaml
 
-        text = pr.dump_table(doc, pr.header_of(path.read_text(encoding="utf-8")))
+        text = pr.dump_table(doc, pr.header_of(read_capped(path).decode("utf-8", errors="replace")))
         # What is written is what was merged: the text read back as the loader reads it, before it replaces the table.
         if parse_table(load_yaml(text.encode()), str(path)) != parse_table(doc, str(path)):
             raise ToolkitError(f"internal: the refreshed table would read back differently; {path} left as it was — please report this")
@@ -409,16 +414,17 @@ def prices_refresh(
 
 
 def _gcloud_token() -> str:
-    import subprocess
+    import shutil
 
+    from toolkit import tools
     from toolkit.errors import ExternalToolError
 
-    try:
-        proc = subprocess.run(["gcloud", "auth", "print-access-token"], capture_output=True, text=True, timeout=60, check=False)
-    except FileNotFoundError:
-        raise ExternalToolError("gcloud is not installed: set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response") from None
-    if proc.returncode != 0:
-        raise ExternalToolError(f"gcloud auth print-access-token failed: {(proc.stderr.strip().splitlines() or ['?'])[-1]}")
+    if shutil.which("gcloud") is None:
+        raise ExternalToolError("gcloud is not installed: set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response")
+    # A token is a few KiB: a minute and 1 MiB of output bound a gcloud that hangs or floods.
+    proc = tools.run(["gcloud", "auth", "print-access-token"], timeout=60, max_output=1024 * 1024)
+    if not proc.ok:
+        raise proc.failure("gcloud auth print-access-token")
     return proc.stdout.strip()
 
 

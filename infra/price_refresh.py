@@ -19,12 +19,14 @@ DWS / flex-start or calendar wording, a zero price) are skipped and counted, nev
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra.price_table import MODES, PriceTable, parse_table
+from infra.price_table import MAX_USD_PER_CHIP_HOUR, MODES, PriceTable, parse_table
+from toolkit.errors import ToolkitError
 from toolkit.names import CapacityMode
 
 COMPUTE_SERVICE = "6F81-5844-456A"
@@ -72,19 +74,52 @@ def _generation(description: str) -> str | None:
     return None
 
 
+def parse_json(raw: bytes) -> Any:
+    """A saved or fetched response: UTF-8 JSON, without the NaN/Infinity JSON does not have; ValueError otherwise."""
+
+    def refuse(word: str) -> Any:
+        raise ValueError(f"{word} is not a JSON number")
+
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=refuse)
+    except RecursionError:  # arrays nested tens of thousands deep
+        raise ValueError("it is nested too deeply to be a skus response") from None
+
+
+def _amount(value: Any) -> float | None:
+    """A JSON number or decimal string as a finite float; None for anything else (the SKU is then skipped)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        x = float(str(value)) if isinstance(value, str) and len(value) <= 32 else float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _money(money: dict[str, Any]) -> float | None:
+    """google.type.Money: units (an int64, as a decimal string) + nanos (|nanos| < 1e9); None when it is not one."""
+    units, nanos = _amount(money.get("units") or 0), _amount(money.get("nanos") or 0)
+    if units is None or nanos is None or not units.is_integer() or not nanos.is_integer() or abs(units) >= 2**63 or abs(nanos) >= 1e9:
+        return None
+    return units + nanos / 1e9
+
+
 def _unit_price(sku: dict[str, Any]) -> tuple[float, str] | None:
     """The SKU's current first-tier price and its usage unit (pricingInfo is chronological: the last is current)."""
     infos = sku.get("pricingInfo") or []
-    if not infos:
+    if not infos or not isinstance(infos, list) or not isinstance(infos[-1], dict):
         return None
     expr = infos[-1].get("pricingExpression") or {}
-    tiers = sorted(expr.get("tieredRates") or [], key=lambda t: float(t.get("startUsageAmount") or 0))
+    rates = expr.get("tieredRates") if isinstance(expr, dict) else None
+    tiers = [(start, t) for t in rates or [] if isinstance(t, dict) and (start := _amount(t.get("startUsageAmount") or 0)) is not None]
     if not tiers:
         return None
-    money = tiers[0].get("unitPrice") or {}
-    if money.get("currencyCode", "USD") != "USD":
+    money = min(tiers, key=lambda st: st[0])[1].get("unitPrice") or {}
+    if not isinstance(money, dict) or money.get("currencyCode", "USD") != "USD":
         return None
-    return int(money.get("units") or 0) + int(money.get("nanos") or 0) / 1e9, str(expr.get("usageUnit", ""))
+    usd = _money(money)
+    return None if usd is None else (usd, str(expr.get("usageUnit", "")))
 
 
 def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
@@ -97,8 +132,8 @@ def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
         seen_any_page = True
         for sku in page.get("skus", []):
             found.skus += 1
-            cat = sku.get("category") or {}
-            if cat.get("resourceGroup") != "TPU":
+            cat = sku.get("category") if isinstance(sku, dict) else None
+            if not isinstance(cat, dict) or cat.get("resourceGroup") != "TPU":
                 continue
             found.tpu_skus += 1
             desc = str(sku.get("description", ""))
@@ -121,7 +156,11 @@ def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
             if not usd > 0:
                 found.skip("zero price")
                 continue
-            for region in sku.get("serviceRegions") or []:
+            if usd > MAX_USD_PER_CHIP_HOUR:
+                found.skip(f"a price above {MAX_USD_PER_CHIP_HOUR:g} USD per chip-hour, beyond any TPU's")
+                continue
+            regions = sku.get("serviceRegions") or []
+            for region in regions if isinstance(regions, list) else []:
                 key = (gen, str(region), mode)
                 old = found.prices.get(key)
                 if old is not None and abs(old - usd) > 1e-9:
@@ -217,10 +256,58 @@ def skus_url(endpoint: str = ENDPOINT, service: str = COMPUTE_SERVICE) -> str:
     return f"{endpoint.rstrip('/')}/v1/services/{service}/skus"
 
 
+class FetchError(ToolkitError):
+    """The catalog could not be fetched (no answer, a refusal, an answer past its bounds)."""
+
+    exit_code = 1
+
+
+PAGE_DEADLINE_S = 120.0  # one page of up to 5000 SKUs, from connecting to its last byte
+
+
+def _get(url: str, headers: dict[str, str], timeout: float) -> bytes:
+    """One GET's body: within ``timeout`` per read and PAGE_DEADLINE_S in all, at most PRICE_RESPONSE's cap."""
+    import http.client
+    import socket
+    from urllib.parse import urlsplit
+
+    from toolkit.deadline import Watchdog
+    from toolkit.inputfile import PRICE_RESPONSE, human_bytes
+
+    u = urlsplit(url)
+    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
+    conn = cls(u.hostname or "", u.port, timeout=min(timeout, PAGE_DEADLINE_S))
+    dog = None
+    try:
+        conn.connect()
+        dog = Watchdog(PAGE_DEADLINE_S, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
+        conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=headers)
+        resp = conn.getresponse()
+        body = resp.read(PRICE_RESPONSE.limit + 1)
+    except (OSError, http.client.HTTPException) as e:
+        if dog is not None and dog.expired:
+            raise FetchError(
+                f"GET {u.scheme}://{u.netloc}{u.path}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response"
+            ) from None
+        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: {e} — check the network, or refresh --from-file a saved response") from None
+    finally:
+        if dog is not None:
+            dog.cancel()
+        conn.close()
+    if dog.expired:
+        raise FetchError(
+            f"GET {u.scheme}://{u.netloc}{u.path}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response"
+        )
+    if len(body) > PRICE_RESPONSE.limit:
+        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: one page is over {human_bytes(PRICE_RESPONSE.limit)}, more than a skus page ever is")
+    if resp.status != 200:
+        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: HTTP {resp.status} — check $TGK_BILLING_API_KEY or your gcloud login")
+    return body
+
+
 def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | None, timeout: float = 60.0) -> list[dict[str, Any]]:
     """GET every page of ``url`` (pageToken / nextPageToken), with an API key or a bearer token."""
     import urllib.parse
-    import urllib.request
 
     pages: list[dict[str, Any]] = []
     page_token = ""
@@ -233,9 +320,12 @@ def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | Non
             query["key"] = api_key
         if page_token:
             query["pageToken"] = page_token
-        req = urllib.request.Request(f"{url}?{urllib.parse.urlencode(query)}", headers=headers)
-        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310  the URL is ours, https or a test's loopback
-            page = json.loads(resp.read().decode("utf-8"))
+        try:
+            page = parse_json(_get(f"{url}?{urllib.parse.urlencode(query)}", headers, timeout))
+        except ValueError as e:
+            raise FetchError(f"{url}: the answer is not JSON ({str(e).splitlines()[0][:120]})") from None
+        if not isinstance(page, dict):
+            raise FetchError(f"{url}: the answer is not a skus page (a JSON object)")
         pages.append(page)
         page_token = str(page.get("nextPageToken") or "")
         if not page_token or len(pages) > 1000:

@@ -34,6 +34,11 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
 
+# The most a chip-hour may cost: the dearest TPU lists at a few tens of USD, so a larger
+# figure is a typo or a unit mix-up, and unbounded ones would make every cost built on them inf.
+MAX_USD_PER_CHIP_HOUR = 1000.0
+
+
 class Rates(_Model):
     """USD per chip-hour by capacity mode; a mode left out has no price (never zero)."""
 
@@ -48,6 +53,8 @@ class Rates(_Model):
         # A zero would make every cost built on it look free; a mode without a figure is left out.
         if v is not None and not (math.isfinite(v) and v > 0):
             raise ValueError(f"{v!r} USD per chip-hour is not a price; give a price above 0, or leave this mode out (it then shows 'no price')")
+        if v is not None and v > MAX_USD_PER_CHIP_HOUR:
+            raise ValueError(f"{v:g} USD per chip-hour is above {MAX_USD_PER_CHIP_HOUR:g}, beyond any TPU's price; give the price per chip-hour in USD")
         return v
 
     def get(self, mode: str) -> float | None:

@@ -34,7 +34,7 @@ from infra.naming import (
     ZONE,
 )
 from infra.price_table import PriceOverrides, Prices, load_table
-from toolkit.errors import CatalogError, SpecError
+from toolkit.errors import CatalogError, SpecError, shown
 from toolkit.names import (
     DNS1035_LABEL,
     K8S_NAME_MAX,
@@ -586,7 +586,9 @@ class BorrowWithinCohortSpec(_Model):
     """Kueue's borrowWithinCohort: may a run that borrows preempt lower-priority runs of other teams."""
 
     policy: Literal["Never", "LowerPriority"] = "Never"
-    max_priority_threshold: int | None = Field(None, description="only runs at or below this priority value may be preempted")
+    max_priority_threshold: int | None = Field(
+        None, ge=-(2**31), le=2**31 - 1, description="only runs at or below this priority value may be preempted (Kueue's int32)"
+    )
 
 
 class TeamPreemptionSpec(_Model):
@@ -776,11 +778,12 @@ class WaitForPodsReadySpec(_Model):
     """
 
     enabled: bool = True
-    timeout_seconds: int = Field(1200, ge=30)
-    recovery_timeout_seconds: int = Field(1200, ge=30)
-    backoff_base_seconds: int = Field(60, ge=1)
-    backoff_max_seconds: int = Field(3600, ge=1)
-    requeue_limit: int | None = Field(None, ge=0)
+    # Ceilings: a week for a start or a recovery (flex-start's longest run); Kueue's int32 for the backoff and the count.
+    timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
+    recovery_timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
+    backoff_base_seconds: int = Field(60, ge=1, le=2**31 - 1)
+    backoff_max_seconds: int = Field(3600, ge=1, le=2**31 - 1)
+    requeue_limit: int | None = Field(None, ge=0, le=2**31 - 1)
 
     @model_validator(mode="after")
     def _backoff(self) -> WaitForPodsReadySpec:
@@ -1420,34 +1423,34 @@ def _problem_and_fix(err: dict[str, Any]) -> tuple[str, str]:
                 mode, "only mode"
             )
             also = f"; {key} is a capacity mode of its own, and a pool has one mode" if key in _CAPACITY_MODES else ""
-            return f"{key!r} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
-        return f"unknown key {key!r}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
+            return f"{shown(key)} is not a key of capacity mode {mode}{also}", f"remove {key}: {mode} capacity takes {takes}"
+        return f"unknown key {shown(key)}" if key else "unknown key", "remove it or fix its spelling (compare with examples/default.yaml)"
     if kind == "missing":
         return "is required", "add it (see examples/default.yaml)"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        return f"{ctx.get('tag', value)!r} is not a capacity mode", f"use one of {', '.join(CapacityMode)}"
+        return f"{shown(ctx.get('tag', value))} is not a capacity mode", f"use one of {', '.join(CapacityMode)}"
     if kind == "string_pattern_mismatch":
-        return f"{value!r} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
+        return f"{shown(value)} is not allowed", _PATTERN_FIXES.get(str(ctx.get("pattern")), f"match {ctx.get('pattern')}")
     if kind == "enum":
-        return f"{value!r} is not allowed", f"use one of {ctx.get('expected', '')}".replace("'", "")
+        return f"{shown(value)} is not allowed", f"use one of {ctx.get('expected', '')}".replace("'", "")
     if kind == "literal_error":
-        return f"{value!r} is not allowed", f"use {ctx.get('expected', '')}".replace("'", "")
+        return f"{shown(value)} is not allowed", f"use {ctx.get('expected', '')}".replace("'", "")
     if kind in _BOUND_TYPES:
         key, words = _BOUND_TYPES[kind]
-        return f"{value!r} is out of range", f"use a value {words} {ctx.get(key)}"
+        return f"{shown(value)} is out of range", f"use a value {words} {ctx.get(key)}"
     if kind in ("string_too_long", "too_long"):
-        return f"{value!r} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
+        return f"{shown(value)} is too long", f"use at most {ctx.get('max_length')} {'characters' if kind == 'string_too_long' else 'items'}"
     if kind == "too_short" and not ctx.get("actual_length"):
         n = ctx.get("min_length", 1)
         return "is an empty list", f"list at least {n} item{'s' if n != 1 else ''} (see examples/default.yaml)"
     if kind in ("string_too_short", "too_short"):
         return "is too short", f"give at least {ctx.get('min_length')} {'characters' if kind == 'string_too_short' else 'items'}"
     if kind in ("int_parsing", "int_type", "int_from_float", "float_parsing", "float_type"):
-        return f"{value!r} is not a number", "write a plain number"
+        return f"{shown(value)} is not a number", "write a plain number"
     if kind in ("bool_parsing", "bool_type"):
-        return f"{value!r} is not a boolean", "write true or false"
+        return f"{shown(value)} is not a boolean", "write true or false"
     if kind in ("string_type",):
-        return f"{value!r} is not a string", "quote it or write text"
+        return f"{shown(value)} is not a string", "quote it or write text"
     if kind in ("model_type", "dict_type", "model_attributes_type"):
         return f"expects a mapping, got {type(value).__name__}", "write it as key: value lines (see examples/default.yaml)"
     if kind in ("list_type", "tuple_type"):

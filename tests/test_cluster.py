@@ -67,7 +67,7 @@ class FakeTransport:
             return r
         return Response(200, json.dumps(r).encode())
 
-    def stream(self, path, *, query=None, timeout=None) -> Iterator[bytes]:
+    def stream(self, path, *, query=None, timeout=None, deadline=None, ends=True) -> Iterator[bytes]:
         self.calls.append({"method": "STREAM", "path": path, "query": dict(query or [])})
         s = self.streams.get(path)
         if isinstance(s, Exception):

@@ -131,7 +131,24 @@ def err_line(message: str) -> None:
 
 
 def print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    """``data`` as JSON; a NaN or infinity (which JSON has no word for) is written as null, never as NaN."""
+    try:
+        text = json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False)
+    except ValueError:
+        text = json.dumps(_finite(data), indent=2, sort_keys=False, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
+
+
+def _finite(data: Any) -> Any:
+    import math
+
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(v) for v in data]
+    return data
 
 
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:

@@ -7,11 +7,52 @@ calls ``sys.exit``.
 
 from __future__ import annotations
 
+import reprlib
+
+# The longest error line: a value quoted in a message (a YAML value, a flag, a server's
+# answer) can be megabytes, and a line the user cannot read helps nobody.
+MAX_MESSAGE_CHARS = 1000
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut to about ``limit`` characters in the middle, keeping its end (where a message's fix is)."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 4
+    return f"{text[:head]} …[{len(text) - head - tail:,} characters cut]… {text[-tail:]}"
+
+
+class _Shown(reprlib.Repr):
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict, self.maxset, self.maxfrozenset = 2, 6, 6, 6, 6, 6
+        self.maxother = limit
+
+    def repr_str(self, x: str, level: int) -> str:
+        return repr(x) if len(x) <= self.limit else f"{x[: self.limit]!r}…[{len(x):,} characters]"
+
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() refuses ints of more than 4,300 digits, and a long one says nothing more.
+        return repr(x) if x.bit_length() <= 128 else f"<an integer of about {int(x.bit_length() * 0.30103) + 1:,} digits>"
+
+
+def shown(value: object, limit: int = 100) -> str:
+    """``repr(value)`` for an error line: the same for a short value; a long, wide or deep one is cut, saying so.
+
+    Bounded work whatever the value (``reprlib``), unlike ``repr`` of a list a YAML alias
+    expanded to millions of items.
+    """
+    return clip(_Shown(limit).repr(value), limit * 2)
+
 
 class ToolkitError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user."""
+    """Base class: ``str(err)`` is the one line shown to the user (``clip``ped to MAX_MESSAGE_CHARS)."""
 
     exit_code = 2
+
+    def __str__(self) -> str:
+        return clip(super().__str__())
 
 
 class FieldError(ToolkitError):

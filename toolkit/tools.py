@@ -46,10 +46,11 @@ class Completed:
     stdout_path: Path | None = None
     stderr_path: Path | None = None
     timed_out: bool = False
+    overflowed: bool = False  # more output than ``max_output``: cut there, and the process killed
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and not self.overflowed
 
     def stderr_text(self) -> str:
         if self.stderr_path is not None:
@@ -66,6 +67,8 @@ class Completed:
         what = what or " ".join(Path(self.argv[0]).name if i == 0 else a for i, a in enumerate(self.argv[:3]))
         if self.timed_out:
             return ExternalToolError(f"`{what}` timed out after {self.seconds:.0f} s")
+        if self.overflowed:
+            return ExternalToolError(f"`{what}` printed more output than it ever should (stopped)")
         detail = last_line(self.stderr_text(), first=first_line) or last_line(self.stdout_text())
         return ExternalToolError(f"`{what}` failed with exit code {self.returncode}" + (f": {detail}" if detail else ""))
 
@@ -82,24 +85,70 @@ def _streams(capture: bool, log_dir: Path | None, log_name: str, stderr_to_termi
     return None, None, (), None, None
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str, int, bool]:
-    """Wait for ``proc`` (killing its process group at ``timeout``): stdout, stderr, peak RSS, timed out."""
+def _killpg(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
+    except ProcessLookupError:
+        pass
+
+
+def _collect(proc: subprocess.Popen, limit: int, stop: threading.Event, kill) -> tuple[bytes, bytes]:
+    """Read both pipes to their end, at most ``limit`` bytes each: past it the group is killed (a flood is not an answer).
+
+    Also ends at ``stop`` (the timeout): a grandchild that left the process group could
+    keep a pipe open forever.
+    """
+    import selectors
+
+    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    sel = selectors.DefaultSelector()
+    for f in bufs:
+        if f is not None:
+            sel.register(f, selectors.EVENT_READ)
+    try:
+        while sel.get_map() and not stop.is_set():
+            for key, _ in sel.select(timeout=0.1):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf = bufs[key.fileobj]
+                buf += chunk
+                if len(buf) > limit:
+                    del buf[limit:]
+                    kill()
+                    return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr])
+    finally:
+        sel.close()
+    return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr])
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None, max_output: int | None = None) -> tuple[str, str, int, bool, bool]:
+    """Wait for ``proc`` (killing its process group at ``timeout``): stdout, stderr, peak RSS, timed out, output overflowed."""
     timed_out = threading.Event()
 
     def _kill() -> None:
         timed_out.set()
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own session: only this run's processes
-        except ProcessLookupError:
-            pass
+        _killpg(proc)
 
     timer = threading.Timer(timeout, _kill) if timeout else None
     if timer:
         timer.start()
     out = err = ""
     rss = 0
+    overflowed = False
     try:
-        if proc.stdout is not None or proc.stderr is not None:
+        if max_output is not None and (proc.stdout is not None or proc.stderr is not None):
+            o, e = _collect(proc, max_output, timed_out, lambda: _killpg(proc))
+            overflowed = max(len(o), len(e)) >= max_output
+            if overflowed:
+                _killpg(proc)  # a flood: it must not run on after its answer was refused
+            for f in (proc.stdout, proc.stderr):
+                if f is not None:
+                    f.close()
+            proc.wait()
+            out, err = o.decode(errors="replace"), e.decode(errors="replace")
+        elif proc.stdout is not None or proc.stderr is not None:
             o, e = proc.communicate()  # reaps the child: no rusage for piped runs
             out, err = (o or b"").decode(errors="replace"), (e or b"").decode(errors="replace")
         else:
@@ -113,7 +162,7 @@ def _wait(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str, int,
     finally:
         if timer:
             timer.cancel()
-    return out, err, rss, timed_out.is_set()
+    return out, err, rss, timed_out.is_set(), overflowed
 
 
 def run(
@@ -129,6 +178,7 @@ def run(
     check: bool = False,
     what: str | None = None,
     interactive: bool = False,
+    max_output: int | None = None,
 ) -> Completed:
     """Run ``argv`` and wait for it.
 
@@ -139,6 +189,8 @@ def run(
     failure instead of returning it. ``interactive`` (with ``capture=False``) also gives the
     child the terminal's stdin and session, so it can ask questions and gets the user's
     Ctrl-C itself; otherwise stdin is empty and the child runs in a session of its own.
+    ``max_output`` (with ``capture``) keeps at most that many bytes of each stream and kills
+    the process group when one overflows (``Completed.overflowed``).
     """
     argv = [str(a) for a in argv]
     stdout, stderr, files, out_path, err_path = _streams(capture, log_dir, log_name, stderr_to_terminal)
@@ -156,7 +208,7 @@ def run(
             )
         except OSError as e:
             raise ExternalToolError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-        out, err, rss, timed_out = _wait(proc, timeout)
+        out, err, rss, timed_out, overflowed = _wait(proc, timeout, max_output if capture and log_dir is None else None)
     finally:
         for f in files:
             f.close()
@@ -170,6 +222,7 @@ def run(
         stdout_path=out_path,
         stderr_path=err_path,
         timed_out=timed_out,
+        overflowed=overflowed,
     )
     if check and not done.ok:
         raise done.failure(what)

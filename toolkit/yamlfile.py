@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from toolkit.inputfile import YAML, NotReadable, read_bounded
+
 
 def key_text(key: Any) -> str:
     """A key as it goes into a field path: quoted when it holds a line break or other unprintable character."""
@@ -20,7 +22,12 @@ def key_text(key: Any) -> str:
     return text if text.isprintable() and text.strip() else repr(text)
 
 
-MAX_YAML_BYTES = 8 * 1024 * 1024  # a spec or recipe is a few KiB; more is not one
+MAX_YAML_BYTES = YAML.limit  # a spec or recipe is a few KiB; more is not one
+# Values (scalars, lists, mappings) a document may hold once its aliases are expanded. A
+# spec, recipe or kubeconfig holds hundreds to a few thousand; YAML aliases can make a
+# few hundred bytes stand for billions ("billion laughs"), which every later reader
+# (validation, error messages, JSON output) would walk one by one.
+MAX_YAML_NODES = 250_000
 
 
 class YamlFileError(ValueError):
@@ -36,13 +43,14 @@ class YamlFileError(ValueError):
 
 
 def read_capped(path: Path, limit: int | None = None) -> bytes:
-    """The file's bytes; more than ``limit`` (MAX_YAML_BYTES) is refused before it is all read (a device, a dump)."""
-    limit = MAX_YAML_BYTES if limit is None else limit
-    with open(path, "rb") as f:
-        raw = f.read(limit + 1)
-    if len(raw) > limit:
-        raise YamlFileError(f"is over {limit // 1024} KiB, far more than a YAML spec or recipe", "pass the YAML file itself")
-    return raw
+    """The file's bytes (``toolkit.inputfile``: a regular file only, never blocking); more than
+    ``limit`` (MAX_YAML_BYTES) is refused before it is all read. Open failures stay ``OSError``."""
+    kind = YAML._replace(limit=MAX_YAML_BYTES if limit is None else limit)
+    try:
+        return read_bounded(path, kind)
+    except NotReadable as e:
+        # The path is named by the caller's message; the problem says what the file is.
+        raise YamlFileError(e.problem.removeprefix(f"{path} "), e.fix) from None
 
 
 _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
@@ -122,6 +130,62 @@ def _refuse_duplicate_keys(loader: Any, node: yaml.Node, path: str, seen: set[in
             _refuse_duplicate_keys(loader, item, f"{path}[{i}]", seen)
 
 
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document that holds more than MAX_YAML_NODES values once its aliases are
+    expanded, or an alias inside its own anchor (an endless value).
+
+    The composed document is a graph in which an alias is its anchor's node again; each
+    node's expanded size (itself and its children's) is computed once, so this is linear
+    in the file however far the aliases would expand. Iterative: a deep document must not
+    exhaust the stack here.
+    """
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # the current node and its ancestors
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    aliased = False
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            size = 1 + sum(sizes[id(c)] for c in _children(node))
+            if size > MAX_YAML_NODES:
+                how = " once its aliases (*name) are expanded" if aliased else ""
+                raise YamlFileError(
+                    f"holds more than {MAX_YAML_NODES:,} values{how} (a spec or recipe holds a few hundred)",
+                    "write the values out instead of repeating large blocks with aliases" if aliased else "pass the spec, recipe or kubeconfig itself",
+                )
+            sizes[key] = size
+            continue
+        if key in sizes:
+            aliased = True
+            continue
+        if key in open_nodes:
+            raise YamlFileError(
+                f"has an alias inside its own anchor (line {node.start_mark.line + 1}): its value would never end", "remove the alias or point it elsewhere"
+            )
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node))
+
+
+def _construct(ld: Any, node: yaml.Node) -> Any:
+    try:
+        return ld.construct_document(node)
+    except ValueError as e:  # int() of a number of more than 4,300 digits
+        if "digits" not in str(e):
+            raise
+        raise YamlFileError("holds a number of more than 4,300 digits", "write a number of a sensible size") from None
+
+
 def load_yaml(source: bytes | str, loader: type = FAST_LOADER) -> Any:
     """One YAML document, safely, from UTF-8 text; a key given twice in a mapping is an error.
 
@@ -135,8 +199,9 @@ def load_yaml(source: bytes | str, loader: type = FAST_LOADER) -> Any:
         node = ld.get_single_node()
         if node is None:
             return None
+        _check_expansion(node)
         _refuse_duplicate_keys(ld, node, "", set())
-        return ld.construct_document(node)
+        return _construct(ld, node)
     except yaml.reader.ReaderError as e:
         if loader is not yaml.SafeLoader:  # libyaml counts bytes: let PyYAML's reader say where, in characters
             return load_yaml(text, yaml.SafeLoader)
@@ -166,8 +231,9 @@ def load_yaml_all(source: bytes | str, loader: type = FAST_LOADER) -> list[Any]:
             node = ld.get_node()
             if node is None:
                 continue
+            _check_expansion(node)
             _refuse_duplicate_keys(ld, node, "", set())
-            doc = ld.construct_document(node)
+            doc = _construct(ld, node)
             if doc is not None:
                 out.append(doc)
     except yaml.YAMLError as e:

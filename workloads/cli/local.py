@@ -16,6 +16,7 @@ import typer
 
 from toolkit.clikit import OutputFormat, make_app, print_json
 from workloads.cli import Output, SpecOpt, app, check_out_dir
+from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 local_app = make_app("local", "A simulated GKE TPU cluster on a real local control plane (kwok nodes, JobSet, Kueue).")
 app.add_typer(local_app, name="local")
@@ -61,7 +62,7 @@ def up(
     spec: SpecOpt = None,
     state_dir: StateDirOpt = None,
     build: Annotated[bool, typer.Option("--build/--no-build", help="build missing binaries first (cold: ~25 min)")] = True,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="seconds to wait for each component")] = 300.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="seconds to wait for each component")] = 300.0,
     with_: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -108,7 +109,7 @@ def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) ->
 @local_app.command("preempt")
 def preempt(
     run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],
-    slice_index: Annotated[int, typer.Option("--slice", min=0, help="slice (JobSet job index) whose node pool GKE takes away")] = 0,
+    slice_index: Annotated[int, typer.Option("--slice", min=0, max=INT32_MAX, help="slice (JobSet job index) whose node pool GKE takes away")] = 0,
     maintenance: Annotated[
         bool,
         typer.Option(
@@ -117,7 +118,7 @@ def preempt(
         ),
     ] = False,
     replace_after: Annotated[
-        float, typer.Option("--replace-after", min=0, metavar="SECONDS", help="seconds until the replaced nodes are back and Ready")
+        float, typer.Option("--replace-after", min=0, max=3600, metavar="SECONDS", help="seconds until the replaced nodes are back and Ready")
     ] = 5.0,
     namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")] = None,
     team: Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")] = None,

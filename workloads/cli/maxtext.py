@@ -22,6 +22,7 @@ import typer
 from toolkit.clikit import OutputFormat, print_json
 from toolkit.errors import SpecError
 from workloads.cli import Output, SpecOpt, app, check_out_dir
+from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 
 @app.command("run-local")
@@ -31,10 +32,10 @@ def run_local(
         Path, typer.Option("--out", help="directory for maxtext.log, metrics.jsonl, command.txt and the report (report.md, metrics.png, summary.json)")
     ],
     tiny: Annotated[bool, typer.Option("--tiny", help="shrink the model to the ~20 s CPU model (required: a real-size model does not train on a CPU)")] = False,
-    steps: Annotated[int, typer.Option("--steps", min=3, help="training steps (steps 0-1 compile; the steady state starts at 2)")] = 10,
+    steps: Annotated[int, typer.Option("--steps", min=3, max=INT32_MAX, help="training steps (steps 0-1 compile; the steady state starts at 2)")] = 10,
     pool: Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec whose plan (mesh, env) to run")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="MaxText key=value, as for submit (repeatable)")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="give up after this many seconds")] = 900,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="give up after this many seconds")] = 900,
     name: Annotated[
         Optional[str],
         typer.Option(

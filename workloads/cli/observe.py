@@ -21,6 +21,7 @@ import typer
 from toolkit.clikit import OutputFormat, confirm, dataclass_options, option_group, print_json
 from toolkit.errors import SpecError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
+from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
@@ -31,11 +32,15 @@ NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
 ShapeOpt = Annotated[Optional[str], typer.Option("--shape", help="TPU type the run used, e.g. v5litepod-16, tpu7x-256 (for per-chip figures and MFU)")]
 PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count)")]
-SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, help="number of slices (default: the pool's)")]
+SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, max=INT32_MAX, help="number of slices (default: the pool's)")]
 MetricsFileOpt = Annotated[Optional[Path], typer.Option("--metrics-file", help="MaxText metrics_file JSONL; its numbers win over the log's")]
-ProfFirstOpt = Annotated[Optional[int], typer.Option("--profiler-first-step", min=0, help="skip_first_n_steps_for_profiler (default: from the log's config)")]
-ProfStepsOpt = Annotated[Optional[int], typer.Option("--profiler-steps", min=0, help="profiler_steps (default: from the log's config; 0 = no profiler)")]
-FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, help="steps before this include compilation")]
+ProfFirstOpt = Annotated[
+    Optional[int], typer.Option("--profiler-first-step", min=0, max=INT32_MAX, help="skip_first_n_steps_for_profiler (default: from the log's config)")
+]
+ProfStepsOpt = Annotated[
+    Optional[int], typer.Option("--profiler-steps", min=0, max=INT32_MAX, help="profiler_steps (default: from the log's config; 0 = no profiler)")
+]
+FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, max=INT32_MAX, help="steps before this include compilation")]
 
 
 # ------------------------------------------------------------------- helpers
@@ -133,7 +138,7 @@ def status(
     team: TeamOpt = None,
     output: Output = OutputFormat.text,
     wait: Annotated[bool, typer.Option("--wait", help="wait until the run has succeeded or failed, showing each phase")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds --wait waits before giving up (exit 1)")] = 3600,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, max=MAX_WAIT_S, help="seconds --wait waits before giving up (exit 1)")] = 3600,
     workers: Annotated[bool, typer.Option("--workers", help="list every worker, not only the abnormal ones")] = False,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -178,9 +183,11 @@ def status(
 @app.command()
 def logs(
     run: Annotated[str, typer.Argument(help="run name (JobSet, Job or RayJob)")],
-    slice_index: Annotated[Optional[int], typer.Option("--slice", min=0, help="slice (JobSet job index; a RayJob's worker-group replica); default 0")] = None,
+    slice_index: Annotated[
+        Optional[int], typer.Option("--slice", min=0, max=INT32_MAX, help="slice (JobSet job index; a RayJob's worker-group replica); default 0")
+    ] = None,
     worker: Annotated[
-        Optional[int], typer.Option("--worker", min=0, help="worker within the slice (completion index; a RayJob's host index); default 0")
+        Optional[int], typer.Option("--worker", min=0, max=INT32_MAX, help="worker within the slice (completion index; a RayJob's host index); default 0")
     ] = None,
     head: Annotated[bool, typer.Option("--head", help="a RayJob's Ray head pod")] = False,
     follow: Annotated[bool, typer.Option("--follow/--no-follow", "-f", help="keep streaming until the container exits")] = False,
@@ -222,11 +229,18 @@ def metrics(
     from workloads.observe.report import RunFacts, summary_document
 
     a = source.analyse(target)
+    _warn_skipped(a)
     if output is OutputFormat.json:
         print_json(summary_document(RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, a.goodput))
         return
     print_summary(a.run, a.source, a.summary, a.hardware)
     print_goodput(a.goodput)
+
+
+def _warn_skipped(a: Analysis) -> None:
+    """Say once (on stderr) what the log held that no real run prints, and what was left out for it."""
+    for note in a.log.notes():
+        sys.stderr.write(f"warning: {note}\n")
 
 
 def print_goodput(g) -> None:
@@ -299,6 +313,7 @@ def report(
         bucket, project = b.name, env.project
     check_out_dir(out, "--out")
     a = source.analyse(target)
+    _warn_skipped(a)
     cost = measured_cost(a, source.spec, source.pool)
     try:
         files = rp.write_report(
@@ -384,7 +399,7 @@ def preflight(
     ] = False,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="with --compile: MaxText key=value, as for submit (repeatable)")] = None,
     keep_logs: Annotated[Optional[Path], typer.Option("--keep-logs", help="with --compile: keep train_compile's stdout/stderr in this directory")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, help="with --compile: give up after this many seconds")] = 1800,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="with --compile: give up after this many seconds")] = 1800,
 ) -> None:
     """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone.
 

@@ -21,7 +21,7 @@ import typer
 from toolkit.clikit import OutputFormat, make_app, option_group, print_json
 from toolkit.errors import ToolkitError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
-from workloads.planning.defaults import SUBMIT_TIMEOUT_S
+from workloads.planning.defaults import MAX_REHEARSAL_S, MAX_WAIT_S, SUBMIT_TIMEOUT_S
 from workloads.planning.overrides import Overrides, flag_of
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ RehearseOpt = Annotated[
     typer.Option(
         "--rehearse-seconds",
         min=0,
+        max=MAX_REHEARSAL_S,
         metavar="SECONDS",
         help="local cluster only: how long the run's pods stay Running (default: the plan's estimated run time x the rehearsal time factor)",
     ),
@@ -134,15 +135,13 @@ def import_recipe(
 ) -> None:
     """Turn a tpu-recipes run script into a recipe that `submit` runs; report what it could not carry."""
     from toolkit.errors import FieldError
+    from toolkit.inputfile import RUN_SCRIPT, read_input_text
     from toolkit.paths import user_recipes_dir
     from workloads.planning.import_recipe import import_recipe as convert
     from workloads.planning.recipes import RECIPES_DIR, _recipe_files
     from workloads.runs import recipefile
 
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise FieldError("FILE", f"cannot read {file}: {getattr(e, 'strerror', None) or e}", "pass a readable run_recipe.sh") from None
+    text = read_input_text(file, RUN_SCRIPT, "FILE")  # a regular file of at most 1 MiB: never a FIFO or /dev/zero
     imported = convert(text, name=name, source=file.name)
     if imported.name in _recipe_files(RECIPES_DIR):
         raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
@@ -241,7 +240,7 @@ def submit(
     resume: ResumeOpt = False,
     dry_run: DryRun = False,
     no_wait: Annotated[bool, typer.Option("--no-wait", help="return after applying; do not wait for Kueue admission")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
+    timeout: Annotated[float, typer.Option("--timeout", min=0, max=MAX_WAIT_S, help="seconds to wait for admission")] = SUBMIT_TIMEOUT_S,
     output: Output = OutputFormat.text,
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
@@ -415,12 +414,14 @@ def queues_manager_config(
     settings = manager_settings(_spec(spec))
     config: dict = settings
     if merge is not None:
+        from toolkit.yamlfile import YamlFileError, read_capped
+
         try:
-            base = yamlio.load(merge.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as e:
-            raise FieldError("--merge", f"cannot read {merge}: {getattr(e, 'strerror', None) or e}", "pass the Kueue configuration YAML file") from None
-        except Exception as e:  # a YAML syntax error
-            raise FieldError("--merge", f"{merge} is not YAML: {str(e).splitlines()[0]}", "pass the Kueue configuration YAML file") from None
+            base = yamlio.load(read_capped(merge))
+        except OSError as e:
+            raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", "pass the Kueue configuration YAML file") from None
+        except YamlFileError as e:
+            raise FieldError("--merge", f"{merge} {e.problem}", e.fix) from None
         if not isinstance(base, dict) or base.get("kind") != "Configuration":
             raise FieldError("--merge", f"{merge} is not a Kueue Configuration", "pass the controller_manager_config.yaml of kueue-manager-config")
         config = merge_manager_config(base, settings)

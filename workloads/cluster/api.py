@@ -26,7 +26,7 @@ from toolkit.errors import ClusterError, Forbidden, NotFound, Unreachable
 from toolkit.names import JOB_API, JOBSET_API, KUEUE_GROUP, PRIORITY_CLASS_API, TGK_FIELD_MANAGER
 from workloads.cluster import kubeconfig as kc
 from workloads.cluster.errors import refusal
-from workloads.cluster.transport import Response, StdlibTransport, Tls, Transport
+from workloads.cluster.transport import Response, StdlibTransport, Tls, Transport, request_deadline
 
 __all__ = ["DeleteResult", "KubeApi", "LogsUnavailable", "ResourceInfo"]
 
@@ -76,6 +76,10 @@ class DeleteResult:
     dry_run: bool = False
 
 
+# A log read whole (not followed) may take this many request deadlines: a long run's log is large.
+LOG_DEADLINE_FACTOR = 5
+
+
 class LogsUnavailable(ClusterError):
     """The API server could not serve a pod's log (no kubelet behind a simulated node, pod gone)."""
 
@@ -102,7 +106,7 @@ class KubeApi:
         server) is a ClusterError.
         """
         path = kc.kubeconfig_path(kubeconfig)
-        if not path.is_file():
+        if not path.exists():  # anything else there (a FIFO, a directory) is read_kubeconfig's to refuse, without blocking
             raise ClusterError(f"no kubeconfig at {path} — pass --kubeconfig, set KUBECONFIG, or run gcloud container clusters get-credentials")
         chosen = kc.read_kubeconfig(path, context)
         client = cls(kc.transport_for(chosen, timeout), default_namespace=chosen.namespace, context=chosen.name)
@@ -298,12 +302,15 @@ class KubeApi:
             query.append(("labelSelector", label_selector))
         if resource_version:
             query.append(("resourceVersion", resource_version))
-        for line in self.transport.stream(info.path(namespace), query=query, timeout=timeout + 5):
+        # The server ends the watch after timeoutSeconds; one that does not is ended here a little later.
+        for line in self.transport.stream(info.path(namespace), query=query, timeout=timeout + 5, deadline=timeout + 5):
             if not line.strip():
                 continue
             try:
                 ev = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(ev, dict):
                 continue
             if ev.get("type") == "ERROR":
                 return  # typically 410 Gone: the caller re-lists
@@ -330,7 +337,7 @@ class KubeApi:
             yield from self._follow(namespace, pod, path, query)
             return
         try:
-            for line in self.transport.stream(path, query=query, timeout=60):
+            for line in self.transport.stream(path, query=query, timeout=60, deadline=LOG_DEADLINE_FACTOR * request_deadline(), ends=False):
                 yield line.decode(errors="replace")
         except (Forbidden, Unreachable):
             raise
@@ -354,7 +361,8 @@ class KubeApi:
 
         def read() -> None:
             try:
-                for raw in self.transport.stream(path, query=query, timeout=None):
+                # No deadline: the user asked to follow; each line is shown as it comes.
+                for raw in self.transport.stream(path, query=query, timeout=None, deadline=None, ends=False):
                     lines.put(("line", raw.decode(errors="replace")))
                 lines.put(("end", None))
             except Exception as e:  # noqa: BLE001 - handed to the consuming thread as it is

@@ -31,14 +31,20 @@ if TYPE_CHECKING:
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+MAX_DURATION_S = 3650 * 86400.0  # ten years: no run or checkpoint retention needs more
 
 
 def parse_duration(text: str, flag: str = "--older-than") -> float:
     """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` -> seconds."""
     m = _DURATION.match(text.strip())
     if not m:
-        raise FieldError(flag, f"{text!r} is not a duration", "write a number and a unit: 30m, 12h, 7d or 2w")
-    return float(m.group(1)) * _UNIT[m.group(2)]
+        raise FieldError(flag, f"{text[:40]!r} is not a duration", "write a number and a unit: 30m, 12h, 7d or 2w")
+    seconds = float(m.group(1)) * _UNIT[m.group(2)]  # 400 digits are inf: the ceiling refuses them too
+    if not seconds <= MAX_DURATION_S:
+        raise FieldError(
+            flag, f"{text[:40]} is longer than {MAX_DURATION_S // 86400:g} days", "write a shorter duration (a run or checkpoint older than that is just old)"
+        )
+    return seconds
 
 
 def _epoch(ts: str | None) -> float | None:

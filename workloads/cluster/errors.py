@@ -80,7 +80,7 @@ def status_message(body: bytes) -> str:
     """The message of a Kubernetes Status reply (or the first line of any other body)."""
     try:
         obj = json.loads(body) if body else {}
-    except ValueError:
+    except (ValueError, RecursionError):
         lines = body.decode(errors="replace").strip().splitlines()
         return lines[0][:300] if lines else ""
     if isinstance(obj, dict):

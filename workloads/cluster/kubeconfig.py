@@ -1,7 +1,9 @@
 """Reading a kubeconfig: which file, which context, and the transport its user needs.
 
 A client-certificate (or anonymous) user is served by the standard library; tokens, exec
-plugins (gke-gcloud-auth-plugin), auth providers and proxies by the kubernetes client.
+plugins (gke-gcloud-auth-plugin), auth providers and proxies by the kubernetes client. An
+exec plugin is run here, within the request deadline (``credentials``), not by the client
+(which would wait for it forever), and run again when its credential expires.
 Every problem is one line: a file that is not text YAML is bad input (``FieldError``,
 exit 2); anything else about the kubeconfig is a ``ClusterError`` (exit 3).
 """
@@ -10,13 +12,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolkit.errors import ClusterError
+from workloads.cluster.credentials import ExecCredential, run_plugin
 from workloads.cluster.errors import one_line
-from workloads.cluster.transport import KubeClientTransport, StdlibTransport, Tls, Transport
+from workloads.cluster.transport import KubeClientTransport, StdlibTransport, Tls, Transport, request_deadline, within
 
 __all__ = ["KubeconfigContext", "kube_client_transport", "kubeconfig_path", "read_kubeconfig", "stdlib_transport", "transport_for"]
 
@@ -33,6 +38,8 @@ class KubeconfigContext:
     namespace: str
     cluster: dict
     user: dict
+    document: dict = field(default_factory=dict, repr=False, compare=False)  # the whole kubeconfig, as read
+    user_name: str | None = None
 
 
 def kubeconfig_path(kubeconfig: Path | None) -> Path:
@@ -86,7 +93,7 @@ def read_kubeconfig(path: Path, context: str | None) -> KubeconfigContext:
     cluster = entry("clusters", "cluster")
     if not cluster.get("server"):
         raise ClusterError(f"kubeconfig {path}: context {name!r} has no cluster with a server — fix the context's cluster/user entries")
-    return KubeconfigContext(path, str(name), ctx.get("namespace") or "default", cluster, entry("users", "user"))
+    return KubeconfigContext(path, str(name), ctx.get("namespace") or "default", cluster, entry("users", "user"), doc, ctx.get("user"))
 
 
 def transport_for(kc: KubeconfigContext, timeout: float) -> Transport:
@@ -126,21 +133,56 @@ def stdlib_transport(kc: KubeconfigContext, timeout: float) -> StdlibTransport |
     return StdlibTransport(kc.cluster["server"], tls, timeout)
 
 
+def _with_credential(kc: KubeconfigContext, cred: ExecCredential) -> dict[str, Any]:
+    """The kubeconfig with the context's user holding ``cred`` in place of its exec entry."""
+    user: dict[str, Any] = {k: v for k, v in kc.user.items() if k != "exec"}
+    if cred.token is not None:
+        user["token"] = cred.token
+    else:
+        user["client-certificate-data"] = base64.b64encode(str(cred.client_certificate).encode()).decode()
+        user["client-key-data"] = base64.b64encode(str(cred.client_key).encode()).decode()
+    doc = copy.deepcopy(kc.document)
+    doc["users"] = [{**item, "user": user} if isinstance(item, dict) and item.get("name") == kc.user_name else item for item in doc.get("users") or []]
+    return doc
+
+
 def kube_client_transport(kc: KubeconfigContext, timeout: float) -> KubeClientTransport:
-    """The kubernetes client's transport: tokens, exec auth plugins, auth providers."""
+    """The kubernetes client's transport: tokens, exec auth plugins, auth providers.
+
+    Loading runs within the request deadline: an auth provider may call the network or a
+    command of its own (the deprecated ``auth-provider: gcp`` with ``cmd-path``).
+    """
     try:
-        from kubernetes import config as kconfig
         from kubernetes.client import ApiClient, Configuration
         from kubernetes.config.config_exception import ConfigException
+        from kubernetes.config.kube_config import KubeConfigLoader
     except ImportError:  # pragma: no cover - the dependency is pinned
         raise ClusterError("the kubernetes Python client is not installed — run scripts/setup.sh") from None
+    deadline = request_deadline()
+    exec_config = kc.user.get("exec")
+    cred = run_plugin(exec_config, kc.cluster, kc.path, deadline) if exec_config is not None else None
+    doc = _with_credential(kc, cred) if cred is not None else copy.deepcopy(kc.document)
     cfg = Configuration()
     try:
-        kconfig.load_kube_config(config_file=str(kc.path), context=kc.name, client_configuration=cfg, persist_config=False)
+        loader = KubeConfigLoader(config_dict=doc, active_context=kc.name, config_base_path=str(kc.path.parent))
+        within(deadline, lambda: loader.load_and_set(cfg), lambda _: None, str(kc.cluster.get("server")))
     except ConfigException as e:
         raise ClusterError(f"kubeconfig {kc.path}: {one_line(e)} — fix the context's cluster/user entries") from None
-    except Exception as e:  # exec plugins that fail, unreadable cert files
+    except ClusterError:
+        raise
+    except Exception as e:  # unreadable cert files, an auth provider that failed
         raise ClusterError(f"kubeconfig {kc.path}: cannot load credentials: {one_line(e)}") from None
     # Fail fast instead of urllib3's default three retries per request.
     cfg.retries = False
-    return KubeClientTransport(ApiClient(configuration=cfg), timeout)
+    before = None
+    if cred is not None and cred.token is not None:
+        current = [cred]
+        cfg.refresh_api_key_hook = None  # the loader's hook would put back the first token
+
+        def before() -> None:
+            if current[0].expired():
+                current[0] = run_plugin(exec_config, kc.cluster, kc.path, deadline)
+                if current[0].token is not None:
+                    cfg.api_key["BearerToken"] = f"Bearer {current[0].token}"
+
+    return KubeClientTransport(ApiClient(configuration=cfg), timeout, deadline, before)

@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from toolkit.errors import Rejected
+
 
 @dataclass(frozen=True)
 class Response:
@@ -13,7 +15,18 @@ class Response:
     body: bytes = b""
 
     def json(self) -> Any:
-        return json.loads(self.body) if self.body else {}
+        """The body as a JSON object; anything else (not JSON, nested past the parser's recursion limit, a list) is one Rejected line."""
+        if not self.body:
+            return {}
+        try:
+            obj = json.loads(self.body)
+        except (ValueError, RecursionError) as e:
+            obj = e
+        if not isinstance(obj, dict):  # every JSON answer of the Kubernetes API is an object
+            raise Rejected(
+                f"the API server's answer (HTTP {self.status}) is not a JSON object — check that --kubeconfig/--context name a Kubernetes API server"
+            )
+        return obj
 
     @property
     def ok(self) -> bool:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
 from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+from workloads.planning.defaults import MAX_REHEARSAL_S
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -67,8 +68,8 @@ def time_factor() -> float:
     except ValueError:
         value = -1.0
     if not math.isfinite(value) or value <= 0:
-        raise FieldError(TIME_FACTOR_ENV, f"{raw!r} is not a positive number", f"unset it or set e.g. {TIME_FACTOR_ENV}={DEFAULT_TIME_FACTOR}")
-    return value
+        raise FieldError(TIME_FACTOR_ENV, f"{raw[:40]!r} is not a positive number", f"unset it or set e.g. {TIME_FACTOR_ENV}={DEFAULT_TIME_FACTOR}")
+    return value  # however large, rehearsal_seconds caps the result at MAX_SECONDS
 
 
 def rehearsal_seconds(plan: RunPlan, seconds: float | None = None, factor: float | None = None) -> float:
@@ -76,6 +77,8 @@ def rehearsal_seconds(plan: RunPlan, seconds: float | None = None, factor: float
     if seconds is not None:
         if not math.isfinite(seconds) or seconds < 0:
             raise FieldError("--rehearse-seconds", f"{seconds:g} is not a duration", "pass 0 or more seconds")
+        if seconds > MAX_REHEARSAL_S:
+            raise FieldError("--rehearse-seconds", f"{seconds:g} is above {MAX_REHEARSAL_S:g} (a day)", f"pass at most {MAX_REHEARSAL_S:g}")
         return float(seconds)
     estimated = plan.program.estimated_run_seconds
     if estimated is None:

@@ -130,12 +130,15 @@ def looks_like_file(arg: str) -> bool:
 
 
 def read_log(path: Path, what: str) -> str:
+    """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device)."""
+    from toolkit.inputfile import LOG, NotReadable, read_bounded
+
     try:
-        return path.read_text(errors="replace")
+        return read_bounded(path, LOG).decode("utf-8", errors="replace")
+    except NotReadable as e:
+        raise SpecError(what, e.problem, e.fix) from None
     except FileNotFoundError:
         raise SpecError(what, f"{path} does not exist", "pass the path of a MaxText log (stderr) or metrics_file") from None
-    except IsADirectoryError:
-        raise SpecError(what, f"{path} is a directory", "pass a file") from None
     except OSError as e:
         raise SpecError(what, f"cannot read {path}: {e.strerror}") from None
 
@@ -168,8 +171,25 @@ def load_run(
     pod = cluster.find_pod(ns, target)
     if pod is None:
         raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
-    text = "\n".join(cluster.logs(ns, pod["metadata"]["name"]))
+    text = _capped_log(cluster, ns, pod["metadata"]["name"])
     return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, timeline(cluster, ns, target)
+
+
+def _capped_log(cluster, ns: str, pod: str) -> str:
+    """The pod's whole log, at most ``inputfile.LOG``'s cap (the same as a log file's)."""
+    from toolkit.inputfile import LOG, human_bytes
+
+    lines, size = [], 0
+    for line in cluster.logs(ns, pod):
+        size += len(line) + 1
+        if size > LOG.limit:
+            raise SpecError(
+                "LOGFILE_OR_RUN",
+                f"the log of pod {ns}/{pod} is over {human_bytes(LOG.limit)}, the most a {LOG.what} may be",
+                "save the part you need (kubectl logs --since) to a file and pass that",
+            )
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def timeline(cluster, ns: str, run: str):

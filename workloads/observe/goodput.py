@@ -22,15 +22,35 @@ The breakdown (seconds; they add up to the total):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from workloads.observe.metrics import MAX_STEP, MIN_STEP_SECONDS, STEP_LIMITS, metric_number
+
+MAX_STEP_SECONDS = STEP_LIMITS["seconds"]  # the limits metrics holds a step to
+
 _ABSL_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6}) ")
-_STEP = re.compile(r"completed step: (\d+), seconds: ([0-9.]+)")
+_STEP = re.compile(r"completed step: (\d+), seconds: ([0-9.eE+-]+)")
 _RESTORE = re.compile(r"restoring from this run's directory step (\d+)")
 _SAVE = re.compile(r"(?:Started an asynchronous checkpoint save for step|Saved a checkpoint at step|saved a checkpoint at step) (\d+)")
+
+
+def _step(text: str | None) -> int | None:
+    """A step number in MaxText's range (an int32); None for any other text (an impossible line is not a step)."""
+    return int(text) if text is not None and len(text) <= 10 and int(text) <= MAX_STEP else None
+
+
+def _step_at(m: re.Match[str] | None, at: float) -> StepAt | None:
+    """The step a line reports, if its numbers are possible (the limits ``metrics`` holds a step to)."""
+    if m is None:
+        return None
+    step, seconds = _step(m.group(1)), metric_number(m.group(2))
+    if step is None or seconds is None or not (math.isfinite(seconds) and (seconds == 0 or MIN_STEP_SECONDS <= seconds <= MAX_STEP_SECONDS)):
+        return None
+    return StepAt(step, at, seconds)
 
 
 @dataclass(frozen=True)
@@ -117,15 +137,8 @@ def _lines(text: str, year: int) -> list[_Line]:
         t = _clock(line, year)
         if t is None:
             continue
-        step, restore, save = _STEP.search(line), _RESTORE.search(line), _SAVE.search(line)
-        out.append(
-            _Line(
-                t,
-                StepAt(int(step.group(1)), t, float(step.group(2))) if step else None,
-                int(restore.group(1)) if restore else None,
-                int(save.group(1)) if save else None,
-            )
-        )
+        restore, save = _RESTORE.search(line), _SAVE.search(line)
+        out.append(_Line(t, _step_at(_STEP.search(line), t), _step(restore.group(1) if restore else None), _step(save.group(1) if save else None)))
     return out
 
 
@@ -246,7 +259,7 @@ def breakdown(runs: list[Attempt], timeline: Timeline | None = None, *, first_st
 
 def last_checkpoint(text: str) -> int | None:
     """The highest checkpoint step a log says was saved (or started saving), else None."""
-    steps = [int(m.group(1)) for m in _SAVE.finditer(text)]
+    steps = [n for m in _SAVE.finditer(text) if (n := _step(m.group(1))) is not None]
     return max(steps) if steps else None
 
 

@@ -14,6 +14,13 @@ Pure functions over text. Two sources, both from MaxText 0.2.5
 * the ``metrics_file=`` JSONL, one object per step with full-precision ``learning/*`` and
   ``perf/*`` scalars — the more robust source when it exists.
 
+Numbers are held to what a real step can say (``STEP_LIMITS``): a step number is an int32 (MaxText's
+step counter), times, rates and token counts are finite, not negative and below a ceiling no
+hardware reaches. A line or record outside those is impossible (a corrupted or forged log) and
+is skipped; a loss or extra metric that is NaN or infinite (a diverged run prints ``loss: nan``)
+is left out of the figures. Both are counted in ``RunLog.skipped``/``dropped`` and said once
+(``RunLog.notes``), so no NaN or infinity ever reaches a summary, a report or JSON.
+
 The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
 compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
 MFU = TFLOP/s per device / peak per device (the fp8 peak when the logged config says the run
@@ -34,7 +41,7 @@ import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from infra.catalog import SliceShape
@@ -84,11 +91,26 @@ class RunLog:
     config: Mapping[str, str] = field(default_factory=dict)
     # `System Information: Jax Version: ...`, `Num_devices: N`: what the run ran on.
     system: Mapping[str, str] = field(default_factory=dict)
+    # Impossible step lines or records, skipped: "line N: why" (the first few) and how many in all.
+    skipped: tuple[str, ...] = ()
+    skipped_count: int = 0
+    # Losses and extra metrics that were NaN or infinite, left out of the figures.
+    dropped: int = 0
 
     @property
     def num_devices(self) -> int | None:
         n = self.system.get("num_devices")
-        return int(n) if n and n.isdigit() else None
+        return int(n) if n and n.isdigit() and len(n) <= 9 else None
+
+    def notes(self) -> list[str]:
+        """What was left out and why, one line each (empty when nothing was)."""
+        out = []
+        if self.skipped_count:
+            more = f" and {self.skipped_count - len(self.skipped)} more" if self.skipped_count > len(self.skipped) else ""
+            out.append(f"skipped {self.skipped_count} impossible step line(s): {'; '.join(self.skipped)}{more}")
+        if self.dropped:
+            out.append(f"left out {self.dropped} NaN or infinite loss/metric value(s) (a diverged run?)")
+        return out
 
     def profiler_window(self) -> ProfilerWindow | None:
         return ProfilerWindow.from_config(self.config)
@@ -120,11 +142,64 @@ _FILE_FIELDS = {
 }
 
 
-def _number(text: str) -> float | None:
+def metric_number(text: str) -> float | None:
+    text = text.strip().rstrip("%")
+    if len(text) > 64:  # no metric is written with more digits; int-like text past 4,300 digits would not even parse
+        return None
     try:
-        return float(text.strip().rstrip("%"))
+        return float(text)
     except ValueError:
         return None
+
+
+MAX_STEP = 2**31 - 1  # MaxText's step counter is an int32
+# The most a real step can report, per field (StepMetrics names); past it, or negative, or not finite: impossible.
+STEP_LIMITS = {
+    "seconds": 7 * 24 * 3600.0,  # a week for one step: no collective waits that long
+    "tflops_per_device": 1e6,  # an exaFLOP/s per device: a million times today's fastest chip
+    "tokens_per_device": 1e9,
+    "total_weights": 1e15,  # tokens in one step's global batch
+}
+MIN_STEP_SECONDS = 1e-6  # a step time is 0 (not measured) or at least a microsecond; a smaller one divides to infinity
+MAX_METRIC = 1e30  # any other metric (loss, perplexity, ...): finite and below this, else left out
+_NUMERIC = re.compile(r"^[-+]?[0-9.][0-9.eE+-]*$")
+_KEEP_SKIPPED = 3  # how many skipped lines are named in the note
+
+
+class _Tally:
+    """Lines skipped and values dropped while parsing one text."""
+
+    def __init__(self) -> None:
+        self.skipped: list[str] = []
+        self.count = 0
+        self.dropped = 0
+
+    def skip(self, where: str, why: str) -> None:
+        self.count += 1
+        if len(self.skipped) < _KEEP_SKIPPED:
+            self.skipped.append(f"{where}: {why}")
+
+
+def _step_number(value: Any) -> int | None:
+    """A step number as MaxText writes one: a whole number in [0, MAX_STEP]."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        value = int(value) if value.isdigit() and len(value) <= 10 else None
+    elif isinstance(value, float):
+        value = int(value) if math.isfinite(value) and value.is_integer() and abs(value) <= 2 * MAX_STEP else None
+    return value if isinstance(value, int) and 0 <= value <= MAX_STEP else None
+
+
+def _impossible(vals: Mapping[str, float], names: Mapping[str, str]) -> str | None:
+    """Why a record's timing or throughput cannot be real, else None."""
+    for key, value in vals.items():
+        limit = STEP_LIMITS.get(names.get(key, ""))
+        if limit is not None and not (math.isfinite(value) and 0 <= value <= limit):
+            return f"{key} {value:g} is not a possible value (0 to {limit:g})"
+        if names.get(key) == "seconds" and 0 < value < MIN_STEP_SECONDS:
+            return f"{key} {value:g} is shorter than any step (0, or at least {MIN_STEP_SECONDS:g})"
+    return None
 
 
 def _fields(rest: str, sep: str) -> dict[str, float]:
@@ -134,13 +209,14 @@ def _fields(rest: str, sep: str) -> dict[str, float]:
         key, found, value = part.partition(sep)
         if not found:
             continue
-        num = _number(value)
+        num = metric_number(value)
         if num is not None:
             out[key.strip()] = num
     return out
 
 
-def _parse_step_line(line: str) -> StepMetrics | None:
+def _parse_step_line(line: str, tally: _Tally, where: str) -> StepMetrics | None:
+    """The step a log line reports; None if it reports none, or an impossible one (skipped, in ``tally``)."""
     rampup = _RAMPUP_MARK in line
     at = line.find(_HIDDEN_MARK)
     if at >= 0:
@@ -148,28 +224,40 @@ def _parse_step_line(line: str) -> StepMetrics | None:
         if not m:
             return None
         rest = line[at + len(_HIDDEN_MARK) + m.end() :]
-        vals = _fields(rest.lstrip(", "), ": ")
-        return _step_from(int(m.group()), vals, _LOG_FIELDS, rampup=rampup, hidden=True)
+        return _step_from(m.group(), _fields(rest.lstrip(", "), ": "), _LOG_FIELDS, tally, where, rampup=rampup, hidden=True)
     at = line.find(_STEP_MARK)
     # "Completed eval step: N" shares the words; eval steps are not training steps.
     if at < 0 or line[max(0, at - 5) : at].endswith("eval "):
         return None
-    vals = _fields(line[at:], ": ")
-    step = vals.pop("completed step", None)
-    if step is None:
+    m = re.match(r"[^,]*", line[at + len(_STEP_MARK) :])
+    step = m.group().strip()
+    if not _NUMERIC.match(step):
+        return None  # the words without a step number: not a step line
+    vals = _fields(line[at + len(_STEP_MARK) + m.end() :].lstrip(", "), ": ")
+    return _step_from(step, vals, _LOG_FIELDS, tally, where, rampup=rampup, hidden=False)
+
+
+def _step_from(step: Any, vals: dict[str, float], names: Mapping[str, str], tally: _Tally, where: str, *, rampup: bool, hidden: bool) -> StepMetrics | None:
+    number = _step_number(step)
+    if number is None:
+        tally.skip(where, f"step {str(step)[:20]!r} is not a step number (0 to {MAX_STEP})")
         return None
-    return _step_from(int(step), vals, _LOG_FIELDS, rampup=rampup, hidden=False)
-
-
-def _step_from(step: int, vals: dict[str, float], names: Mapping[str, str], *, rampup: bool, hidden: bool) -> StepMetrics:
+    why = _impossible(vals, names)
+    if why:
+        tally.skip(where, why)
+        return None
     known: dict[str, Any] = {}
     extra: dict[str, float] = {}
     for key, value in vals.items():
-        if key in names:
-            known[names[key]] = value
-        else:
+        if key not in names and not (math.isfinite(value) and abs(value) <= MAX_METRIC):
+            tally.dropped += 1
+        elif key not in names:
             extra[key] = value
-    return StepMetrics(step=step, extra=extra, rampup=rampup, profiler_boundary=hidden, **known)
+        elif names[key] == "loss" and not (math.isfinite(value) and abs(value) <= MAX_METRIC):
+            tally.dropped += 1
+        else:
+            known[names[key]] = value
+    return StepMetrics(step=number, extra=extra, rampup=rampup, profiler_boundary=hidden, **known)
 
 
 def parse_log(text: str) -> RunLog:
@@ -182,17 +270,20 @@ def parse_log(text: str) -> RunLog:
     evals: list[EvalMetrics] = []
     config: dict[str, str] = {}
     system: dict[str, str] = {}
-    for line in text.splitlines():
+    tally = _Tally()
+    for n, line in enumerate(text.splitlines(), start=1):
         if "completed" in line and ("step: " in line):
-            rec = _parse_step_line(line)
+            rec = _parse_step_line(line, tally, f"line {n}")
             if rec is not None:
                 steps.pop(rec.step, None)
                 steps[rec.step] = rec
                 continue
         m = _EVAL_RE.search(line)
         if m:
-            vals = _fields(line[m.end() :].lstrip(", "), "=")
-            evals.append(EvalMetrics(after_step=int(m.group(1)), loss=vals.pop("loss", None), extra=vals))
+            vals = {k: v for k, v in _fields(line[m.end() :].lstrip(", "), "=").items() if math.isfinite(v) and abs(v) <= MAX_METRIC}
+            after = _step_number(m.group(1))
+            if after is not None:
+                evals.append(EvalMetrics(after_step=after, loss=vals.pop("loss", None), extra=vals))
             continue
         if "Config param " in line:
             c = _CONFIG_RE.search(line)
@@ -206,11 +297,28 @@ def parse_log(text: str) -> RunLog:
         dev = _DEVICES_RE.search(line)
         if dev:
             system["num_devices"] = dev.group(1)
-    return RunLog(steps=tuple(sorted(steps.values(), key=lambda s: s.step)), evals=tuple(evals), config=config, system=system)
+    return RunLog(
+        steps=tuple(sorted(steps.values(), key=lambda s: s.step)),
+        evals=tuple(evals),
+        config=config,
+        system=system,
+        skipped=tuple(tally.skipped),
+        skipped_count=tally.count,
+        dropped=tally.dropped,
+    )
 
 
-def parse_metrics_file(text: str) -> tuple[StepMetrics, ...]:
-    """Parse MaxText's ``metrics_file`` JSONL (one object per step)."""
+def _file_number(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if isinstance(v, int) and abs(v) > 2**63:  # float() of a longer int is inf or an OverflowError
+        return math.inf
+    return float(v)
+
+
+def parse_metrics_file(text: str, tally: _Tally | None = None) -> tuple[StepMetrics, ...]:
+    """Parse MaxText's ``metrics_file`` JSONL (one object per step); impossible records are skipped (``tally``)."""
+    tally = tally if tally is not None else _Tally()
     steps: dict[int, StepMetrics] = {}
     for n, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
@@ -218,14 +326,19 @@ def parse_metrics_file(text: str) -> tuple[StepMetrics, ...]:
             continue
         try:
             obj = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise MetricsError(f"metrics file line {n} is not JSON; pass the file MaxText wrote with metrics_file=") from None
+        except ValueError:  # an integer of 4,300+ digits
+            tally.skip(f"metrics file line {n}", "holds a number too long to read")
+            continue
         if not isinstance(obj, dict) or "step" not in obj:
             raise MetricsError(f"metrics file line {n} has no 'step'; pass the file MaxText wrote with metrics_file=")
-        vals = {k: float(v) for k, v in obj.items() if isinstance(v, (int, float)) and k != "step"}
+        vals = {k: x for k, v in obj.items() if k != "step" and (x := _file_number(v)) is not None}
         # Extras lose their "learning/" / "perf/" prefix so they line up with the log's names.
         renamed = {k if k in _FILE_FIELDS else k.split("/", 1)[-1]: v for k, v in vals.items()}
-        rec = _step_from(int(obj["step"]), renamed, _FILE_FIELDS, rampup=False, hidden=False)
+        rec = _step_from(obj["step"], renamed, _FILE_FIELDS, tally, f"metrics file line {n}", rampup=False, hidden=False)
+        if rec is None:
+            continue
         steps.pop(rec.step, None)
         steps[rec.step] = rec
     return tuple(sorted(steps.values(), key=lambda s: s.step))
@@ -275,10 +388,8 @@ class ProfilerWindow:
         mode = config.get("profiler", "").strip("'\" ").lower().rsplit(".", 1)[-1]
         if mode in ("", "none"):
             return None
-        try:
-            return cls(int(config.get("skip_first_n_steps_for_profiler", "1")), int(config.get("profiler_steps", "5")))
-        except ValueError:
-            return None
+        first, steps = _step_number(config.get("skip_first_n_steps_for_profiler", "1")), _step_number(config.get("profiler_steps", "5"))
+        return None if first is None or steps is None else cls(first, steps)
 
 
 def is_fp8(config: Mapping[str, str]) -> bool:
@@ -409,6 +520,18 @@ def _slope(points: list[tuple[int, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None
 
 
+def _finite(summary: Summary) -> Summary:
+    """The summary with any figure that is not a finite number as None: JSON and reports never see NaN or infinity."""
+    changes: dict[str, Any] = {}
+    for f in fields(summary):
+        v = getattr(summary, f.name)
+        if isinstance(v, float) and not math.isfinite(v):
+            changes[f.name] = None
+        elif isinstance(v, Spread) and not all(math.isfinite(x) for x in (v.median, v.low, v.high)):
+            changes[f.name] = None
+    return replace(summary, **changes) if changes else summary
+
+
 def summarize(
     steps: Iterable[StepMetrics],
     *,
@@ -418,7 +541,7 @@ def summarize(
 ) -> Summary:
     """Steady-state figures over the steps that are neither compilation nor profiling."""
     recs = sorted(steps, key=lambda s: s.step)
-    prof = set(profiler.affected()) if profiler else set()
+    prof = profiler.affected() if profiler else range(0)  # a range: membership is arithmetic, however long the window
     excluded: dict[int, str] = {}
     steady: list[StepMetrics] = []
     for s in recs:
@@ -457,23 +580,25 @@ def summarize(
         tokens_per_device_spread=tokens_spread,
     )
     if hardware is None:
-        return summary
+        return _finite(summary)
     per = hardware.devices_per_chip
     weighed = [s for s in steady if s.total_weights is not None and s.seconds]
     weight_seconds = sum(s.seconds for s in weighed if s.seconds)
-    return replace(
-        summary,
-        hardware=hardware,
-        tflops_per_chip=tflops_dev * per if tflops_dev is not None else None,
-        tokens_per_chip=tokens_dev * per if tokens_dev is not None else None,
-        tflops_per_chip_spread=tflops_spread.scaled(per) if tflops_spread else None,
-        tokens_per_chip_spread=tokens_spread.scaled(per) if tokens_spread else None,
-        mfu=tflops_dev / hardware.peak_tflops_per_device if tflops_dev is not None and hardware.peak_tflops_per_device else None,
-        tokens_per_chip_from_weights=(
-            sum(s.total_weights for s in weighed if s.total_weights is not None) / weight_seconds / hardware.chips
-            if hardware.chips and weight_seconds > 0
-            else None
-        ),
+    return _finite(
+        replace(
+            summary,
+            hardware=hardware,
+            tflops_per_chip=tflops_dev * per if tflops_dev is not None else None,
+            tokens_per_chip=tokens_dev * per if tokens_dev is not None else None,
+            tflops_per_chip_spread=tflops_spread.scaled(per) if tflops_spread else None,
+            tokens_per_chip_spread=tokens_spread.scaled(per) if tokens_spread else None,
+            mfu=tflops_dev / hardware.peak_tflops_per_device if tflops_dev is not None and hardware.peak_tflops_per_device else None,
+            tokens_per_chip_from_weights=(
+                sum(s.total_weights for s in weighed if s.total_weights is not None) / weight_seconds / hardware.chips
+                if hardware.chips and weight_seconds > 0
+                else None
+            ),
+        )
     )
 
 
@@ -481,7 +606,16 @@ def load(log_text: str | None = None, metrics_text: str | None = None) -> RunLog
     """A RunLog from a log, a metrics file, or both (the file's numbers win)."""
     run = parse_log(log_text) if log_text is not None else RunLog(steps=())
     if metrics_text is not None:
-        run = replace(run, steps=merge(run.steps, parse_metrics_file(metrics_text)))
+        tally = _Tally()
+        file_steps = parse_metrics_file(metrics_text, tally)
+        run = replace(
+            run,
+            steps=merge(run.steps, file_steps),
+            skipped=(*run.skipped, *tally.skipped)[:_KEEP_SKIPPED],
+            skipped_count=run.skipped_count + tally.count,
+            dropped=run.dropped + tally.dropped,
+        )
     if not run.steps:
-        raise MetricsError("no MaxText step metrics found ('completed step: ...' lines or metrics_file JSON); is this a MaxText training log?")
+        why = f" ({run.notes()[0]})" if run.skipped_count else ""
+        raise MetricsError(f"no MaxText step metrics found ('completed step: ...' lines or metrics_file JSON){why}; is this a MaxText training log?")
     return run

@@ -222,6 +222,7 @@ def summary_document(facts: RunFacts, log: RunLog, summary: Summary, goodput: Go
         "summary": summary.to_dict(),
         "steps": [_step_dict(s) for s in log.steps],
         "evals": [asdict(e) | {"extra": dict(e.extra)} for e in log.evals],
+        "notes": log.notes(),  # impossible lines skipped, NaN/inf values left out
     }
     if goodput is not None:
         doc["goodput"] = goodput.to_dict()

@@ -30,6 +30,14 @@ DEFAULT_CHECKPOINTS_KEPT = 3  # the latest few steps; older ones are deleted as 
 AUTOCHECKPOINT_CAPACITY = frozenset({CapacityMode.SPOT})  # MaxText saves at the preemption step (SIGTERM)
 
 SUBMIT_TIMEOUT_S = 600.0  # how long `submit` waits for Kueue admission
+MAX_REHEARSAL_S = 24 * 3600.0  # a rehearsal on the local cluster (--rehearse-seconds) plays at most a day
+MAX_WAIT_S = 7 * 24 * 3600.0  # the longest a command waits (--timeout): a week; longer is a job for a scheduler, not a terminal
+
+# The largest int32: the type of the Kubernetes fields a run's counts become (JobSet
+# replicas and failurePolicy.maxRestarts, RayJob backoffLimit, ttlSecondsAfterFinished)
+# and of MaxText's step counter (the train state's step), so of every step figure.
+INT32_MAX = 2**31 - 1
+MAX_CHECKPOINT_MINUTES = 365 * 24 * 60.0  # a year between checkpoints is already none
 
 # Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
 # steady steps, so the trace shows the steady state (the playbook profiles from step 5).

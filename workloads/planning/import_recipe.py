@@ -43,6 +43,7 @@ from infra import catalog
 from toolkit.errors import CatalogError, FieldError
 from toolkit.yamlfile import load_yaml
 from workloads.planning import shellwords
+from workloads.planning.defaults import INT32_MAX
 from workloads.planning.recipes import (
     FILL,
     MAXTEXT_IMAGE,
@@ -256,6 +257,18 @@ _PYTHON_OPTIONS = frozenset({"-u", "-B", "-O", "-OO", "-s", "-E", "-I"})
 # ------------------------------------------------------------ the MaxText args
 
 
+def _whole(text: str, low: int) -> int | None:
+    """``text`` as a plain integer in [low, INT32_MAX] (or FILL, -1, when low is FILL), else None.
+
+    The ceiling is the int32 MaxText counts steps and sizes in; the length test comes first
+    because int() refuses texts of 4,300 digits and more with a traceback.
+    """
+    if not PLAIN_INT.match(text) or len(text) > len(str(INT32_MAX)):
+        return None
+    n = int(text)
+    return n if (n == FILL and low == FILL) or max(low, 1 if low == FILL else low) <= n <= INT32_MAX else None
+
+
 def _config(path: str, unmapped: list[str]) -> str:
     """The config file, in the installed package's terms: ``<any prefix>/configs/X`` -> src/maxtext/configs/X."""
     rest = path.split("configs/", 1)[1] if "configs/" in path else None
@@ -305,9 +318,10 @@ def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
             "add override_model_config=true, or drop the dimension overrides",
         )
     for key, text in given.items():
-        if not PLAIN_INT.match(text) or int(text) < 1:
-            raise _bad(f"MaxText {key}={text!r} is not a positive integer", f"write {key} as a whole number")
-        dims[key] = int(text)
+        n = _whole(text, 1)
+        if n is None:
+            raise _bad(f"MaxText {key}={text[:20]!r} is not a positive integer of at most {INT32_MAX}", f"write {key} as a whole number")
+        dims[key] = n
     return name, dims
 
 
@@ -320,9 +334,10 @@ def _parallelism(kv: dict[str, str]) -> dict[str, dict[str, int]]:
     for key in [k for k in kv if mesh_key(k)]:
         level, axis = mesh_key(key) or ("", "")
         text = kv.pop(key)
-        if not PLAIN_INT.match(text) or (int(text) != FILL and int(text) < 1):
-            raise _bad(f"MaxText {key}={text!r} is not a degree", f"write {key} as a positive integer or -1")
-        levels[level][axis] = int(text)
+        n = _whole(text, FILL)
+        if n is None:
+            raise _bad(f"MaxText {key}={text[:20]!r} is not a degree", f"write {key} as a positive integer or -1")
+        levels[level][axis] = n
     for level, rule in levels.items():
         fills = [a for a, d in rule.items() if d == FILL]
         if len(fills) > 1:
@@ -369,7 +384,7 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
             raise _bad("xpk workload create has no --command", "import a script whose xpk command runs MaxText")
         command = parse_command(flags.pop("command"))
     except shellwords.ShellError as e:
-        raise _bad(f"{source} is not well-formed shell: {e}", "fix the quoting") from None
+        raise _bad(f"{source} {e.problem}", e.fix) from None
     unmapped = list(command.unmapped)
     unmapped += [f"the script also runs `{o}` outside the submit command: not carried" for o in dict.fromkeys(others)]
 
@@ -378,9 +393,9 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
         raise _bad("xpk workload create has no --device-type (or --tpu-type)", "give the TPU type, e.g. --device-type=tpu7x-4x4x8")
     shape = device_shape(device)
     slices_text = flags.pop("num-slices", "1")
-    if not PLAIN_INT.match(slices_text) or int(slices_text) < 1:
-        raise _bad(f"--num-slices={slices_text!r} is not a slice count", "give --num-slices=N with N >= 1")
-    slices = int(slices_text)
+    slices = _whole(slices_text, 1)
+    if slices is None:
+        raise _bad(f"--num-slices={slices_text[:20]!r} is not a slice count", f"give --num-slices=N with 1 <= N <= {INT32_MAX}")
     image = _image(flags.pop("docker-image", None), unmapped)
     for flag, value in flags.items():
         why = _XPK_DECIDED.get(flag)
@@ -393,8 +408,9 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
             "make them agree (the toolkit sets num_slices from --num-slices)",
         )
     steps_text = kv.get("steps")
-    if steps_text is not None and (not PLAIN_INT.match(steps_text) or int(steps_text) < 1):
-        raise _bad(f"MaxText steps={steps_text!r} is not a step count", "write steps as a positive integer")
+    steps = 100 if steps_text is None else _whole(steps_text, 1)
+    if steps is None:
+        raise _bad(f"MaxText steps={str(steps_text)[:20]!r} is not a step count", f"write steps as a positive integer of at most {INT32_MAX}")
     model_name, dims = _model(kv)
     parallelism = _parallelism(kv)
     pdb_text = kv.pop("per_device_batch_size", None)
@@ -439,7 +455,7 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
         "description": f"Imported from {source}: {model_name} on {shape.accelerator_type} ({gen} {shape.topology}) x {slices}",
         "kind": "maxtext",
         "image": image,
-        "steps": int(steps_text) if steps_text else 100,
+        "steps": steps,
         "shapes": [shape.key],
         "generations": [gen],
         "min_chips_per_slice": shape.chips,

@@ -5,11 +5,17 @@ fields, and the CLI builds its ``render``/``submit`` options from each field's `
 (``workloads.cli.runs``), so adding an option is a field here plus the planner code that
 applies it. Help texts quote the defaults from ``workloads.planning.defaults``, the
 objects the planner applies. Standard library only: ``--help`` imports this module.
+
+Every number has ``Bounds``: the values its consumer accepts (an int32 where it becomes a
+Kubernetes int32 field or a MaxText step, a finite and sane number of minutes), checked by
+``Overrides.problem()``, which the planner calls first, so the command line and a notebook
+calling ``runs.plan`` are held to the same bounds.
 """
 
 # No `from __future__ import annotations`: the CLI reads the fields' types (typing.get_type_hints),
 # and real annotations spare it compiling sixteen strings on every command.
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
 from workloads.planning.defaults import (
@@ -17,9 +23,45 @@ from workloads.planning.defaults import (
     DEFAULT_MAX_RESTARTS,
     DEFAULT_PROFILE_START,
     DEFAULT_TTL_SECONDS,
+    INT32_MAX,
+    MAX_CHECKPOINT_MINUTES,
     PROGRAM_ERROR_EXIT_CODES,
     by_capacity,
 )
+
+
+class Bounds(NamedTuple):
+    """The values a number may take: finite, in [low, high]; ``why`` names what sets the ceiling."""
+
+    low: float
+    high: float
+    why: str
+    above_low: bool = False  # low itself is out: (low, high]
+
+    def problem(self, value: float) -> tuple[str, str] | None:
+        """(problem, fix) for a value outside the bounds, else None."""
+        low, high = _number(self.low), _number(self.high)
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value}", f"pass a number from {low} to {high}"
+        if value < self.low or (self.above_low and value == self.low):
+            least = f"above {low}" if self.above_low else f"at least {low}"
+            return f"must be {least}, got {_number(value)}", f"pass a number {least}"
+        if value > self.high:
+            return f"{_number(value)} is above {high}, the most {self.why}", f"pass at most {high}"
+        return None
+
+
+def _number(value: float) -> str:
+    """A number as a message shows it: whole numbers without an exponent, a huge one by its length."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        value = int(value)
+    if isinstance(value, int):
+        digits = len(str(value)) if value.bit_length() < 14000 else None  # str() refuses 4,300+ digits
+        return str(value) if digits is not None and digits <= 40 else f"a number of {digits or 'thousands of'} digits"
+    return f"{value:g}"
+
+
+STEPS = Bounds(1, INT32_MAX, "MaxText's step counter (an int32) can count")
 
 
 class Flag(NamedTuple):
@@ -31,6 +73,7 @@ class Flag(NamedTuple):
     decls: str
     help: str
     metavar: str | None = None
+    bounds: Bounds | None = None
 
 
 def _flag(default: Any, decls: str, help: str, **kw: Any) -> Any:
@@ -42,6 +85,12 @@ def flag_of(f: Any) -> Flag | None:
     return f.metadata.get("flag")
 
 
+def bounds_of(f: Any) -> Bounds | None:
+    """A numeric field's ``Bounds``: its flag's, or (for a field without a flag) its own."""
+    flag = flag_of(f)
+    return flag.bounds if flag is not None else f.metadata.get("bounds")
+
+
 _EXIT_CODES = ", ".join(map(str, PROGRAM_ERROR_EXIT_CODES))
 
 
@@ -49,10 +98,15 @@ _EXIT_CODES = ", ".join(map(str, PROGRAM_ERROR_EXIT_CODES))
 class Overrides:
     """What the user may change on the command line (the field order is the order of the options in ``--help``)."""
 
-    slices: int | None = _flag(None, "--slices", "number of TPU slices (default: the recipe's, 1 unless imported with --num-slices)")
+    slices: int | None = _flag(
+        None,
+        "--slices",
+        "number of TPU slices (default: the recipe's, 1 unless imported with --num-slices)",
+        bounds=Bounds(1, INT32_MAX, "a JobSet's replicas (an int32) can be"),
+    )
     pool: str | None = _flag(None, "--pool", "tpu_pools entry to run on (default: the recipe's preferred shape)")
     sets: tuple[str, ...] = _flag((), "--set", "MaxText key=value; repeatable")
-    steps: int | None = _flag(None, "--steps", "training steps (default: the recipe's)")
+    steps: int | None = _flag(None, "--steps", "training steps (default: the recipe's)", bounds=STEPS)
     image: str | None = _flag(None, "--image", "container image with a tag or digest")
     team: str | None = _flag(None, "--team", "team (namespace, queue, service account); default the spec's first")
     priority: str | None = _flag(None, "--priority", "very-low, low, medium, high, very-high (default: the team's)")
@@ -71,6 +125,7 @@ class Overrides:
         "--max-restarts",
         "whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
         f"(exit {_EXIT_CODES}: fails at once); default by capacity: {by_capacity(DEFAULT_MAX_RESTARTS)}",
+        bounds=Bounds(0, INT32_MAX, "JobSet's maxRestarts and RayJob's backoffLimit (int32) can be"),
     )
     # minutes; None: by capacity mode (defaults.DEFAULT_CHECKPOINT_MINUTES)
     checkpoint_every: float | None = _flag(
@@ -78,8 +133,10 @@ class Overrides:
         "--checkpoint-every",
         f"minutes between checkpoints (MaxText recipes); default by capacity: {by_capacity(DEFAULT_CHECKPOINT_MINUTES)}",
         metavar="MINUTES",
+        bounds=Bounds(0, MAX_CHECKPOINT_MINUTES, "minutes a checkpoint interval may be (a year)", above_low=True),
     )
-    ttl_seconds: int = DEFAULT_TTL_SECONDS  # not a flag
+    # not a flag: JobSet/Job/RayJob ttlSecondsAfterFinished, an int32
+    ttl_seconds: int = field(default=DEFAULT_TTL_SECONDS, metadata={"bounds": Bounds(0, INT32_MAX, "ttlSecondsAfterFinished (an int32) can be")})
     # None: the recipe's first runtime
     runtime: str | None = _flag(
         None,
@@ -93,6 +150,7 @@ class Overrides:
         "record STEPS steps with MaxText's xplane profiler and upload them to the spec's Vertex AI TensorBoard "
         "(an experiment named after the run); traces also stay in <output>/<run>/tensorboard/",
         metavar="STEPS",
+        bounds=STEPS,
     )
     # steps skipped first; None: DEFAULT_PROFILE_START
     profile_start: int | None = _flag(
@@ -100,4 +158,23 @@ class Overrides:
         "--profile-start",
         f"steps to skip before profiling (default {DEFAULT_PROFILE_START}: past compilation and warm-up)",
         metavar="STEP",
+        bounds=STEPS._replace(low=0),
     )
+
+    def problem(self) -> tuple[str, str, str] | None:
+        """(flag or field, problem, fix) for the first number outside its ``Bounds``, else None."""
+        for f in fields(self):
+            bounds, value = bounds_of(f), getattr(self, f.name)
+            if bounds is None or value is None or isinstance(value, bool):
+                continue
+            if not isinstance(value, (int, float)):
+                return _where(f), f"must be a number, got {type(value).__name__}", "pass a number"
+            found = bounds.problem(value)
+            if found:
+                return (_where(f), *found)
+        return None
+
+
+def _where(f: Any) -> str:
+    flag = flag_of(f)
+    return flag.decls.split("/")[0] if flag is not None else f.name

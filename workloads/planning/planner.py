@@ -50,7 +50,7 @@ from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
 from workloads.planning import carry
-from workloads.planning.defaults import DEFAULT_PROFILE_START
+from workloads.planning.defaults import DEFAULT_PROFILE_START, INT32_MAX
 from workloads.planning.model import (
     ASSUMED_MFU,
     AUTOCHECKPOINT_CAPACITY,
@@ -91,6 +91,8 @@ from workloads.planning.recipes import (
     load_recipe,
     maxtext_keys,
     mesh_key,
+    number_problem,
+    numeric_keys,
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
@@ -160,15 +162,14 @@ def _int(key: str, value: str, where: str) -> int:
 
 
 # The domain of every --set key the planner reads (the others go to MaxText as written).
-# Sizes are int32 in MaxText's configs and JAX shapes; the bound also keeps the HBM
-# estimate's floats finite.
-INT32_MAX = 2**31 - 1
+# Sizes are int32 in MaxText's configs and JAX shapes (defaults.INT32_MAX); the bound also
+# keeps the HBM estimate's floats finite.
 _POSITIVE_INT_KEYS = MODEL_KEYS | {"max_target_length"}
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/\S*)?$")
 
 
 def _check_domain(key: str, value: str) -> None:
-    """A --set value the planner reads, in its domain: one PlanError naming the key otherwise."""
+    """A --set value in its domain (the keys the planner reads, and any number): one PlanError naming the key otherwise."""
     if key in _POSITIVE_INT_KEYS:
         n = _int(key, value, "--set")
         if n < 1:
@@ -194,6 +195,12 @@ def _check_domain(key: str, value: str) -> None:
         degree = _int(key, value, "--set")
         if degree != FILL and degree < 1:
             raise PlanError("--set", f"{key}={degree} must be >= 1 or -1", "use a positive degree, or -1 for the rest")
+        if degree > INT32_MAX:
+            raise PlanError("--set", f"{key}={degree} is beyond any size MaxText can use", f"use a degree of at most {INT32_MAX}")
+    elif key in numeric_keys():
+        bad = number_problem(value)  # a numeric key the planner does not read goes to MaxText: as a number it can hold
+        if bad:
+            raise PlanError("--set", f"{key}={value[:20]} {bad}", f"give {key} a value MaxText can hold")
 
 
 def _resolve_axes(level: str, rule: dict[str, int], target: int, unit: str, sources: dict[str, str]) -> dict[str, int]:
@@ -309,6 +316,9 @@ def plan_run(
     o = overrides or Overrides()
     recipe = load_recipe(recipe_name)
     slices = _check_counts(recipe, o)
+    bad = o.problem()  # every number within its declared bounds (overrides.Bounds)
+    if bad:
+        raise PlanError(*bad)
     runtime = _runtime(recipe, o, slices, spec)
     o = replace(o, runtime=runtime)
     team = spec.team(o.team)
@@ -398,7 +408,8 @@ def _check_host_network(o: Overrides, team: TeamSpec) -> None:
 
 
 def _check_counts(recipe: Recipe, o: Overrides) -> int:
-    """The slice count; the flags that are plain numbers are checked first."""
+    """The slice count; the flags that are plain numbers are checked first (each lower bound with its own fix;
+    then every number against its declared ``Bounds`` in plan_run)."""
     if o.slices is not None and o.slices < 1:
         raise PlanError("--slices", f"must be at least 1, got {o.slices}", "pass --slices 1 or more")
     steps = recipe.steps if o.steps is None else o.steps
@@ -410,6 +421,10 @@ def _check_counts(recipe: Recipe, o: Overrides) -> int:
             f"must be >= 0, got {o.max_restarts}",
             "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default",
         )
+    if o.profile_steps is not None and o.profile_steps < 1:
+        raise PlanError("--profile", f"must be at least 1 step, got {o.profile_steps}", "pass e.g. --profile 3")
+    if o.profile_steps is not None and o.profile_start is not None and o.profile_start < 0:
+        raise PlanError("--profile-start", f"must be >= 0, got {o.profile_start}", f"pass e.g. --profile-start {DEFAULT_PROFILE_START}")
     every = o.checkpoint_every
     if every is not None and not (math.isfinite(every) and every > 0):
         raise PlanError(
@@ -796,11 +811,7 @@ def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec
         if o.profile_start is not None:
             raise PlanError("--profile-start", "given without --profile", "add --profile STEPS (how many steps to record)")
         return None
-    if o.profile_steps < 1:
-        raise PlanError("--profile", f"must be at least 1 step, got {o.profile_steps}", "pass e.g. --profile 3")
-    start = DEFAULT_PROFILE_START if o.profile_start is None else o.profile_start
-    if start < 0:
-        raise PlanError("--profile-start", f"must be >= 0, got {start}", f"pass e.g. --profile-start {DEFAULT_PROFILE_START}")
+    start = DEFAULT_PROFILE_START if o.profile_start is None else o.profile_start  # both checked by _check_counts
     if start + o.profile_steps > steps:
         raise PlanError(
             "--profile",
@@ -904,9 +915,12 @@ def _flag(given: dict[str, str], where: dict[str, str], key: str, default: bool)
 
 
 def _count(given: dict[str, str], where: dict[str, str], key: str) -> int:
-    if not PLAIN_INT.match(given[key]) or int(given[key]) < 1:
+    n = _int(key, given[key], where[key])
+    if n < 1:
         raise PlanError(where[key], f"{key}={given[key]!r} is not a whole number of at least 1", f"write it like {key}=3")
-    return int(given[key])
+    if n > INT32_MAX:
+        raise PlanError(where[key], f"{key}={n} is above {INT32_MAX}, the most MaxText's int32 step figures hold", f"use a {key} of at most {INT32_MAX}")
+    return n
 
 
 def _check_checkpoint_bucket(spec: EnvSpec, sets: dict[str, str], team: TeamSpec, host_network: bool) -> None:

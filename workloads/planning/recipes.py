@@ -13,6 +13,7 @@ Unknown keys are errors, as in the environment spec.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from enum import Enum
 from functools import cache, lru_cache
@@ -25,11 +26,13 @@ from infra.catalog import GENERATIONS
 from toolkit.errors import ToolkitError
 from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 from workloads.planning import carry
+from workloads.planning.defaults import INT32_MAX
 from workloads.planning.model import RUNTIMES
 from workloads.ray import RAY_VERSION
 
 RECIPES_DIR = Path(__file__).resolve().parent.parent / "recipes"
 MAXTEXT_KEYS_FILE = RECIPES_DIR / "_maxtext_keys.yaml"
+MAXTEXT_NUMBERS_FILE = RECIPES_DIR / "_maxtext_numbers.yaml"  # the keys whose default is a number
 
 # MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
 # ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices).
@@ -92,6 +95,39 @@ def image_problem(ref: str) -> str | None:
     return None
 
 
+_NON_FINITE = re.compile(r"^[-+]?(nan|inf|infinity)$", re.IGNORECASE)
+_INTEGER = re.compile(r"^[-+]?[0-9]+$")
+INT64_MAX = 2**63 - 1
+
+
+def number_problem(value: Any) -> str | None:
+    """Why the value of a numeric MaxText key (``numeric_keys``) is a number MaxText cannot hold, else None
+    (not a number: MaxText judges it).
+
+    MaxText reads its config into Python, NumPy and JAX numbers: none holds a NaN or infinite
+    setting (no MaxText 0.2.5 key has one by default; abort_on_nan_loss treats NaN as a
+    failure), and none an integer past int64. Text is judged as MaxText's parser reads it.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else "is not a finite number (MaxText takes finite numbers only)"
+    if isinstance(value, int):
+        return None if abs(value) <= INT64_MAX else "is beyond any integer MaxText can hold (int64)"
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if _NON_FINITE.match(text):
+        return "is not a finite number (MaxText takes finite numbers only)"
+    if _INTEGER.match(text):
+        return None if len(text.lstrip("+-")) <= 19 and abs(int(text)) <= INT64_MAX else "is beyond any integer MaxText can hold (int64)"
+    try:
+        number = float(text) if len(text) <= 64 else 0.0
+    except ValueError:
+        return None
+    return None if math.isfinite(number) else "is beyond any float MaxText can hold (it reads as infinity)"
+
+
 class RecipeError(ToolkitError):
     """A recipe that does not exist or does not validate."""
 
@@ -130,19 +166,20 @@ class ModelDims(_Model):
     also emitted as arguments (there is no preset to load them from).
     """
 
-    base_emb_dim: int = Field(..., gt=0)
-    base_num_query_heads: int = Field(..., gt=0)
-    base_num_kv_heads: int = Field(..., gt=0)
-    head_dim: int = Field(..., gt=0)
-    base_num_decoder_layers: int = Field(..., gt=0)
-    base_mlp_dim: int = Field(..., gt=0)
-    vocab_size: int = Field(..., gt=0)
+    # Every size is an int32 in MaxText's configs and JAX shapes (defaults.INT32_MAX).
+    base_emb_dim: int = Field(..., gt=0, le=INT32_MAX)
+    base_num_query_heads: int = Field(..., gt=0, le=INT32_MAX)
+    base_num_kv_heads: int = Field(..., gt=0, le=INT32_MAX)
+    head_dim: int = Field(..., gt=0, le=INT32_MAX)
+    base_num_decoder_layers: int = Field(..., gt=0, le=INT32_MAX)
+    base_mlp_dim: int = Field(..., gt=0, le=INT32_MAX)
+    vocab_size: int = Field(..., gt=0, le=INT32_MAX)
     # silu+linear is a gated MLP (3 matrices); a single activation is 2 matrices.
     mlp_matrices: int = Field(3, ge=2, le=3)
     tied_embedding: bool = Field(False, description="logits_via_embedding: output layer reuses the embedding")
-    position_embeddings: int = Field(0, ge=0, description="learned position table rows (gpt3: trainable_position_size)")
-    num_experts: int = Field(1, ge=1)
-    max_target_length: int = Field(2048, gt=0, description="sequence length the preset (or base.yml) uses")
+    position_embeddings: int = Field(0, ge=0, le=INT32_MAX, description="learned position table rows (gpt3: trainable_position_size)")
+    num_experts: int = Field(1, ge=1, le=INT32_MAX)
+    max_target_length: int = Field(2048, gt=0, le=INT32_MAX, description="sequence length the preset (or base.yml) uses")
 
     def params(self) -> int:
         """Parameter count of a dense decoder (norms and biases ignored: < 0.1%)."""
@@ -159,8 +196,9 @@ MODEL_KEYS = frozenset(["base_emb_dim", "base_num_query_heads", "base_num_kv_hea
 
 
 class BatchRule(_Model):
-    min_hbm_gib_per_device: float = Field(..., ge=0)
-    per_device_batch_size: float = Field(..., gt=0)
+    # Finite: an inf threshold or batch would make the HBM estimate inf. No TPU has a million GiB per device.
+    min_hbm_gib_per_device: float = Field(..., ge=0, le=1e6, allow_inf_nan=False)
+    per_device_batch_size: float = Field(..., gt=0, le=INT32_MAX, allow_inf_nan=False)
 
 
 class Parallelism(_Model):
@@ -180,6 +218,8 @@ class Parallelism(_Model):
                 raise ValueError(f"unknown mesh axis {axis!r}; MaxText axes are {', '.join(MESH_AXES)}")
             if degree != FILL and degree < 1:
                 raise ValueError(f"{axis}: degree must be >= 1 or -1 (fill), got {degree}")
+            if degree > INT32_MAX:
+                raise ValueError(f"{axis}: degree {degree} is above {INT32_MAX} (an int32, as MaxText holds it)")
         if sum(1 for d in v.values() if d == FILL) > 1:
             raise ValueError("at most one axis may be -1 (fill)")
         return v
@@ -204,8 +244,13 @@ class MaxTextSpec(_Model):
                 raise ValueError(f"args.{k} is set by the planner or the model/per_device_batch/parallelism blocks; move it there")
         # Keys the planner reads, in their domain (the rest go to MaxText as they are).
         seq = v.get("max_target_length")
-        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
-            raise ValueError(f"args.max_target_length is {seq!r}; it must be a positive integer (the sequence length)")
+        if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= INT32_MAX):
+            raise ValueError(f"args.max_target_length is {seq!r}; it must be a positive integer (the sequence length) of at most {INT32_MAX}")
+        numeric = numeric_keys()
+        for k, value in v.items():
+            bad = number_problem(value) if k in numeric else None
+            if bad:
+                raise ValueError(f"args.{k} {bad}")
         return v
 
     def batch_for(self, hbm_gib_per_device: float) -> float | None:
@@ -218,11 +263,11 @@ class Recipe(_Model):
     description: str
     kind: Kind
     image: ImageRef
-    steps: int = Field(..., ge=1)
+    steps: int = Field(..., ge=1, le=INT32_MAX, description="MaxText's step counter is an int32")
     shapes: list[str] = Field(default_factory=list, description="preferred slice shapes (catalog keys, e.g. v5e-4x4), best first")
     generations: list[str] = Field(default_factory=lambda: list(GENERATIONS), min_length=1, description="generations the recipe runs on")
-    min_chips_per_slice: int = Field(1, ge=1)
-    slices: int = Field(1, ge=1, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
+    min_chips_per_slice: int = Field(1, ge=1, le=INT32_MAX)
+    slices: int = Field(1, ge=1, le=INT32_MAX, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
     libtpu_init_args: dict[str, list[str]] = Field(default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest")
     env: dict[str, str] = Field(default_factory=dict)
     fatal_exit_codes: list[int] = Field(
@@ -320,6 +365,12 @@ mesh_key = _mesh_key
 @lru_cache(maxsize=1)
 def maxtext_keys() -> frozenset[str]:
     return frozenset(load_yaml(MAXTEXT_KEYS_FILE.read_text())["keys"])
+
+
+@lru_cache(maxsize=1)
+def numeric_keys() -> frozenset[str]:
+    """The MaxText keys that take a number (their base.yml default is one): their values are held to ``number_problem``."""
+    return frozenset(load_yaml(MAXTEXT_NUMBERS_FILE.read_text())["numeric"])
 
 
 def suggest(word: str, choices: list[str] | frozenset[str]) -> str:

@@ -13,6 +13,11 @@ two deliberate differences, both because nothing is ever executed:
 
 Assignments (``X=...``, ``export X=...``) update the variables as the commands are read,
 so a later ``$X`` sees the value the script gave it by then.
+
+Bounded, as a shell is not: variable expansion of one text may produce at most
+``MAX_EXPANDED_CHARS`` characters in all (``X=$X$X`` repeated doubles a value each line),
+and ``${X:-${Y:-...}}`` defaults may nest ``MAX_NESTING`` deep (each level is read
+again). Past either is a ``ShellTooBig`` line, not minutes of work or gigabytes.
 """
 
 from __future__ import annotations
@@ -30,13 +35,50 @@ _DQ_ESCAPES = '$`"\\'
 _DECLARE = ("export", "declare", "readonly", "local")
 
 
+# A tpu-recipes script expands a few KiB of variables; a run script itself is at most 1 MiB.
+MAX_EXPANDED_CHARS = 4 * 1024 * 1024
+MAX_NESTING = 16  # ${X:-${Y:-...}} levels; real scripts nest one or two
+
+
 class ShellError(ToolkitError):
     """Text that is not well-formed shell (an unterminated quote or expansion)."""
 
+    fix = "fix the quoting"
+
+    @property
+    def problem(self) -> str:
+        return f"is not well-formed shell: {self}"
+
+
+class ShellTooBig(ShellError):
+    """Expansion past the bounds (``MAX_EXPANDED_CHARS``, ``MAX_NESTING``)."""
+
+    fix = "write the values out instead of building them from variables"
+
+    @property
+    def problem(self) -> str:
+        return str(self)
+
+
+class _Budget:
+    """Characters variable expansion may still produce, shared by a text and the defaults nested in it."""
+
+    def __init__(self) -> None:
+        self.left = MAX_EXPANDED_CHARS
+
+    def spend(self, value: str) -> str:
+        self.left -= len(value)
+        if self.left < 0:
+            raise ShellTooBig(f"expands its variables to more than {MAX_EXPANDED_CHARS // (1024 * 1024)} MiB of text (a variable doubled again and again?)")
+        return value
+
 
 class _Lexer:
-    def __init__(self, text: str, env: MutableMapping[str, str]) -> None:
+    def __init__(self, text: str, env: MutableMapping[str, str], budget: _Budget | None = None, depth: int = 0) -> None:
+        if depth > MAX_NESTING:
+            raise ShellTooBig(f"nests ${{X:-...}} defaults more than {MAX_NESTING} deep")
         self.text, self.env, self.i = text, env, 0
+        self.budget, self.depth = budget or _Budget(), depth
         self.words: list[str] = []
         self.word: list[str] = []
         self.started = False
@@ -79,20 +121,20 @@ class _Lexer:
             end = self._close("{", "}", i + 2)
             inner, self.i = t[i + 2 : end], end + 1
             if NAME.fullmatch(inner) and inner in self.env:
-                return self.env[inner], True
+                return self.budget.spend(self.env[inner]), True
             default = _DEFAULT.fullmatch(inner)
             if default:
                 # ${X:-word} / ${X-word}: X's value, else the word (itself expanded, as in bash).
                 name, colon, word = default.groups()
                 value = self.env.get(name)
                 if value is not None and (value or not colon):
-                    return value, True
-                return _Lexer(word, self.env).expand_word(), True
+                    return self.budget.spend(value), True
+                return _Lexer(word, self.env, self.budget, self.depth + 1).expand_word(), True
             return t[i : end + 1], False
         m = NAME.match(t, i + 1)
         if m:
             self.i = m.end()
-            return (self.env[m.group()], True) if m.group() in self.env else ("$" + m.group(), False)
+            return (self.budget.spend(self.env[m.group()]), True) if m.group() in self.env else ("$" + m.group(), False)
         self.i = i + 1
         return "$", False
 
