@@ -508,7 +508,7 @@ def test_property_any_number_in_a_recipe_field_validates_or_is_refused(path: str
 @FAST
 @given(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-(2**70), 2**70)))
 def test_property_a_price_is_finite_positive_and_below_the_ceiling(value) -> None:
-    from infra.pricing import MAX_USD_PER_CHIP_HOUR, Rates
+    from infra.price_table import MAX_USD_PER_CHIP_HOUR, Rates
 
     try:
         r = Rates.model_validate({"spot": value})
