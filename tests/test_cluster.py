@@ -22,12 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.client import Cluster, LogsUnavailable, Response, _read_kubeconfig, _stdlib_transport, _StdlibTransport
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-
-REPO = Path(__file__).resolve().parent.parent
 
 KUEUE_DISCOVERY = {
     "kind": "APIResourceList",

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.cli import app as _infra_app
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES, REPO
 from toolkit.clikit import run
 from workloads.cli import _register
 from workloads.cli import app as _workloads_app
@@ -46,7 +46,7 @@ class _Built:
 _register()
 infra_app, workloads_app = _Built(_infra_app), _Built(_workloads_app)
 
-DEFAULT = REPO / "examples" / "default.yaml"
+DEFAULT = EXAMPLES / "default.yaml"
 BASE = yaml.safe_load(DEFAULT.read_text())
 TINY_LOG = REPO / "tests" / "data" / "maxtext" / "tiny_cpu.log"
 FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES
 from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import TGK_FIELD_MANAGER
@@ -26,7 +26,7 @@ from workloads.render.kueue import PSA_ENFORCE_LABEL
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = REPO / "examples" / "tpu7x-multislice.yaml"
+EXAMPLE = EXAMPLES / "tpu7x-multislice.yaml"
 PROBE_NS = "dcn-probe"
 
 
