@@ -80,7 +80,8 @@ def _workloads_registered() -> None:
     app.registered_groups.sort(key=lambda info: rank(info.typer_instance.registered_commands[0].callback))
 
 
-def _app(module: str) -> Any:
+def cli_app(module: str) -> Any:
+    """What ``clikit.run`` runs for ``python -m <module>``: the app's click command, built once, every command registered."""
     if module == "workloads":
         _workloads_registered()
         from workloads.cli import app
@@ -204,7 +205,7 @@ def cli(
     from toolkit.clikit import run
 
     argv = [str(a) for a in args]
-    app = _app(module)
+    app = cli_app(module)
     with _as_a_process(module, argv, cwd or REPO, env or {}, stdin) as captured:
         try:
             rc = run(app, argv)
