@@ -15,7 +15,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $cache
 dest="$cache/bin/kustomize-$version"
 bin="$dest/kustomize"
 
-if [ -x "$bin" ] && [ -f "$dest/.complete" ] && [ "$("$bin" version 2>/dev/null)" = "$version" ]; then
+built() { [ -x "$bin" ] && [ -f "$dest/.complete" ] && [ "$("$bin" version 2>/dev/null)" = "$version" ]; }
+if built; then
+  echo "$bin"
+  exit 0
+fi
+
+# One build at a time: scripts/test starts this in the background while a test fixture
+# may call it too; the second caller waits, then finds the finished binary.
+mkdir -p "$cache/bin"
+exec 9>"$cache/bin/.kustomize-$version.lock"
+flock 9
+if built; then
   echo "$bin"
   exit 0
 fi

@@ -101,6 +101,17 @@ if [ -f "$root/$stamp" ]; then
   exit 0
 fi
 
+# One build at a time per key: scripts/test starts this script in the background while a
+# test fixture (or a developer's `local up`) may call it too; a second caller waits for
+# the first and then finds the stamp.
+mkdir -p "$(dirname "$root")"
+exec 9>"$root.lock"
+flock 9
+if [ -f "$root/$stamp" ]; then
+  echo "$bin"
+  exit 0
+fi
+
 mkdir -p "$bin" "$manifests"
 log "building into $root (cold: ~20-30 min on 2 cores; warm: instant)"
 

@@ -1,27 +1,61 @@
 """A real GCS-compatible server (PyPI gcp-storage-emulator) on 127.0.0.1 for the storage tests.
 
 scripts/setup-gcs-emulator.sh builds its venv in the cache once (pinned version); each test
-session starts one in-memory server process on a free loopback port and stops it at the end.
+session starts one in-memory server process on a free loopback port (a new one if another
+process took it first) and stops it at the end.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
+from workloads.local.procs import free_port
+
+ATTEMPTS = 3
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _start(exe: str, timeout: float) -> tuple[subprocess.Popen[bytes], str] | None:
+    """One emulator on a fresh port, answering; None if its port was taken before it bound it."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            if "address already in use" in err.lower():
+                return None
+            raise RuntimeError(f"gcs emulator exited: {err[-500:]}")
+        try:
+            urllib.request.urlopen(f"{url}/storage/v1/b?project=test", timeout=1).read()
+        except OSError:
+            if time.monotonic() > deadline:
+                _stop(proc)
+                raise RuntimeError(f"gcs emulator did not answer on {url} within {timeout}s") from None
+            time.sleep(0.2)
+            continue
+        if proc.poll() is None:  # the answer came from our process, not from whoever holds the port
+            return proc, url
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @contextmanager
@@ -31,31 +65,15 @@ def running_emulator(timeout: float = 30) -> Iterator[str]:
     if setup.returncode != 0:
         raise RuntimeError(f"setup-gcs-emulator.sh failed: {setup.stderr.strip()[-500:]}")
     exe = setup.stdout.strip().splitlines()[-1]
-    port = _free_port()
-    proc = subprocess.Popen(
-        [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    url = f"http://127.0.0.1:{port}"
+    # The port is a flag: picked free, it can be taken before the emulator binds it; then a new one.
+    for _ in range(ATTEMPTS):
+        started = _start(exe, timeout)
+        if started:
+            break
+    else:
+        raise RuntimeError(f"gcs emulator: its port was taken {ATTEMPTS} times in a row")
+    proc, url = started
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"gcs emulator exited: {proc.stderr.read().decode()[-500:] if proc.stderr else ''}")
-            try:
-                urllib.request.urlopen(f"{url}/storage/v1/b?project=test", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"gcs emulator did not answer on {url} within {timeout}s") from None
-                time.sleep(0.2)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop(proc)

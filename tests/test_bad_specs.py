@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import REPO, cli
 from toolkit.errors import SpecError
 
 BAD = REPO / "tests" / "bad_specs"
@@ -46,7 +46,7 @@ def _prefix(path: Path, field: str) -> str:
 def test_synth_refuses(path: Path, tmp_path: Path):
     field = expected_field(path)
     out = tmp_path / "out"
-    proc = run_module("infra", "synth", "--spec", str(path.relative_to(REPO)), "--out", str(out))
+    proc = cli("infra", "synth", "--spec", str(path.relative_to(REPO)), "--out", str(out))
     assert proc.returncode == 2, f"exit {proc.returncode}\nstdout={proc.stdout}\nstderr={proc.stderr}"
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, f"stderr must be exactly one line, got {len(lines)}:\n{proc.stderr}"
@@ -163,7 +163,7 @@ def test_not_utf8_text_is_refused(kind: str, tmp_path: Path):
     spec = tmp_path / "spec.yaml"
     spec.write_bytes(encode(_base_text()))
     out = tmp_path / "out"
-    proc = run_module("infra", "synth", "--spec", str(spec), "--out", str(out))
+    proc = cli("infra", "synth", "--spec", str(spec), "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr

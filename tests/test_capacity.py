@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec
-from tests.conftest import run_module
+from tests.conftest import cli, spec_from
 from toolkit.errors import SpecError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL, K8S_ZONE_LABEL, TGK_CAPACITY_LABEL, TGK_LOCAL_MANAGED_LABEL, TGK_POOL_LABEL, TGK_RESERVATION_LABEL
 from workloads.local import nodes
@@ -41,11 +41,9 @@ BASE: dict[str, Any] = {
 
 
 def spec_with(capacity: Any = None, **pool_changes: Any):
-    d = copy.deepcopy(BASE)
-    if capacity is not None:
-        d["tpu_pools"][0]["capacity"] = capacity
-    d["tpu_pools"][0].update(pool_changes)
-    return parse_spec(d)
+    """BASE with its one pool's capacity and other keys changed."""
+    pool = {**BASE["tpu_pools"][0], **({"capacity": capacity} if capacity is not None else {}), **pool_changes}
+    return spec_from(BASE, tpu_pools=[pool])
 
 
 # ------------------------------------------------------------------ parsing
@@ -124,7 +122,7 @@ def test_cli_refuses_a_reservation_in_another_zone(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(d))
     out = tmp_path / "out"
-    proc = run_module("infra", "synth", "--spec", str(bad), "--out", str(out))
+    proc = cli("infra", "synth", "--spec", str(bad), "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: tpu_pools[0].capacity[0].zone: "), proc.stderr
@@ -333,7 +331,7 @@ def test_cli_refuses_queued_provisioning_on_v4(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(_v4(QUEUED)))
     out = tmp_path / "out"
-    proc = run_module("infra", "synth", "--spec", str(bad), "--out", str(out))
+    proc = cli("infra", "synth", "--spec", str(bad), "--out", str(out))
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()
     assert line.startswith("error: tpu_pools[0].capacity.queued: ") and " — " in line and "v6e" in line

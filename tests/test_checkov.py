@@ -1,5 +1,8 @@
 """checkov on the synthesized JSON of every example: zero unaccepted findings.
 
+Also scanned: v6e-reservation with the GKE Ray operator add-on on (``cluster.ray``; no
+example turns it on), so the add-on's Terraform is held to the same two runs.
+
 Accepted findings live next to their resource (``"//".checkov.skip`` with a
 reason, written by modules/_checkov.suppress). checkov 3.3's Terraform-JSON
 runner does not read inline skips, so they reach checkov as a generated
@@ -22,12 +25,13 @@ from typing import Any
 
 import pytest
 
-from infra.spec import EXAMPLES_DIR, load_spec
+from infra.spec import EXAMPLES_DIR, load_spec, parse_spec
 from modules._checkov import CHECK_ID, baseline, suppressions
+from tests.conftest import EXAMPLE_NAMES, example_doc
 
 pytestmark = [pytest.mark.tools, pytest.mark.synth]
 
-EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
+RAY_ON = {"enabled": True, "logging": True, "monitoring": False}
 
 
 def _checkov() -> str:
@@ -42,13 +46,17 @@ def _checkov() -> str:
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
-    """All examples synthesized once into one tree: {checkov file path: parsed JSON}."""
+    """All examples (and the Ray add-on variant) synthesized once into one tree: {checkov file path: parsed JSON}."""
     from infra.stack import synth
 
     root = tmp_path_factory.mktemp("checkov")
+    specs = {name: load_spec(EXAMPLES_DIR / f"{name}.yaml") for name in EXAMPLE_NAMES}
+    ray_doc = example_doc("v6e-reservation")
+    ray_doc["cluster"]["ray"] = RAY_ON
+    specs["v6e-reservation-ray"] = parse_spec(ray_doc)
     docs = {}
-    for name in EXAMPLES:
-        path = synth(load_spec(EXAMPLES_DIR / f"{name}.yaml"), root / name)
+    for name, spec in specs.items():
+        path = synth(spec, root / name)
         docs["/" + str(path.relative_to(root))] = json.loads(path.read_text())
     return root, docs
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, REPO, cli, example_doc
 from tests.gcs_emulator import running_emulator
 from toolkit.errors import FieldError
 from workloads.cluster import cleanup as cl
@@ -161,7 +161,7 @@ def _cli(tmp_path: Path, *args: str):
             }
         )
     )
-    return run_module("workloads", "cleanup", "--kubeconfig", str(kc), "--spec", str(REPO / "examples" / "tpu7x.yaml"), *args)
+    return cli("workloads", "cleanup", "--kubeconfig", str(kc), "--spec", str(EXAMPLES / "tpu7x.yaml"), *args)
 
 
 @pytest.mark.parametrize(
@@ -181,11 +181,11 @@ def test_bad_input_is_one_line_exit_2(tmp_path: Path, args: tuple[str, ...], fie
 
 
 def test_checkpoints_need_a_bucket(tmp_path: Path) -> None:
-    data = yaml.safe_load((REPO / "examples" / "tpu7x.yaml").read_text())
+    data = example_doc("tpu7x")
     data["buckets"] = [b for b in data["buckets"] if b["purpose"] != "checkpoints"]
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(data))
-    r = run_module("workloads", "cleanup", "--checkpoints", "--older-than", "7d", "--spec", str(f))
+    r = cli("workloads", "cleanup", "--checkpoints", "--older-than", "7d", "--spec", str(f))
     assert r.returncode == 2 and "--checkpoints: team llm has no bucket with purpose: checkpoints" in r.stderr
 
 
@@ -247,8 +247,8 @@ def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:
 def test_scale_to_zero_dry_run_prints_exactly_the_resizes() -> None:
     from infra.spec import load_spec
 
-    spec = load_spec(REPO / "examples" / "flex-start.yaml")
-    r = run_module("infra", "pools", "scale-to-zero", "--dry-run", "-o", "json", "--spec", str(REPO / "examples" / "flex-start.yaml"))
+    spec = load_spec(EXAMPLES / "flex-start.yaml")
+    r = cli("infra", "pools", "scale-to-zero", "--dry-run", "-o", "json", "--spec", str(EXAMPLES / "flex-start.yaml"))
     assert r.returncode == 0, r.stderr
     cmds = __import__("json").loads(r.stdout)["commands"]
     want = [n for p in spec.tpu_pools for n in p.node_pool_names()]
@@ -259,16 +259,16 @@ def test_scale_to_zero_dry_run_prints_exactly_the_resizes() -> None:
 
 
 def test_scale_to_zero_refuses_a_fixed_size_pool(tmp_path: Path) -> None:
-    data = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
+    data = example_doc("default")
     data["tpu_pools"].append({**data["tpu_pools"][0], "name": "auto", "autoscaling": True})
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(data))
     # Without --pool: only the pool that scales.
-    r = run_module("infra", "pools", "scale-to-zero", "--dry-run", "--spec", str(f))
+    r = cli("infra", "pools", "scale-to-zero", "--dry-run", "--spec", str(f))
     assert r.returncode == 0 and all("--node-pool=auto-" in ln for ln in r.stdout.splitlines()), r.stdout + r.stderr
     # Naming the fixed one: one line, exit 2, nothing printed to run.
     fixed = data["tpu_pools"][0]["name"]
-    r = run_module("infra", "pools", "scale-to-zero", "--dry-run", "--spec", str(f), "--pool", fixed)
+    r = cli("infra", "pools", "scale-to-zero", "--dry-run", "--spec", str(f), "--pool", fixed)
     assert r.returncode == 2 and r.stdout == ""
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "tpu_pools[0]" in lines[0] and "delete-tpu" in lines[0]
@@ -280,7 +280,7 @@ def test_scale_to_zero_without_gcloud_is_one_line(tmp_path: Path, monkeypatch: p
 
     env = {"PATH": str(tmp_path), "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
     r = subprocess.run(
-        [sys.executable, "-m", "infra", "pools", "scale-to-zero", "--yes", "--spec", str(REPO / "examples" / "flex-start.yaml")],
+        [sys.executable, "-m", "infra", "pools", "scale-to-zero", "--yes", "--spec", str(EXAMPLES / "flex-start.yaml")],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -297,10 +297,10 @@ def test_delete_tpu_dry_run_targets_exactly_the_tpu_node_pools(tmp_path: Path) -
     from infra import pools as pl
     from infra.spec import load_spec
 
-    spec_path = REPO / "examples" / "v6e-reservation.yaml"
+    spec_path = EXAMPLES / "v6e-reservation.yaml"
     spec = load_spec(spec_path)
     out = tmp_path / "out"
-    r = run_module("infra", "pools", "delete-tpu", "--dry-run", "--spec", str(spec_path), "--out", str(out), timeout=300)
+    r = cli("infra", "pools", "delete-tpu", "--dry-run", "--spec", str(spec_path), "--out", str(out))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert len(lines) == 3 and lines[0].endswith("init -input=false -no-color") and lines[2].endswith("apply -input=false tfplan-delete-tpu")

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, REPO, cli
 from tests.gcs_emulator import running_emulator
 
 CB = REPO / "cloudbuild"
@@ -256,7 +256,7 @@ def _cli_calls(module: str) -> set[tuple[str, ...]]:
 
 
 def _help_commands(module: str, *sub: str) -> set[str] | None:
-    proc = run_module(module, *sub, "--help")
+    proc = cli(module, *sub, "--help")
     if proc.returncode != 0:
         return None
     cmds, in_box = set(), False
@@ -276,7 +276,7 @@ def test_infra_commands_exist():
     calls = _cli_calls("infra")
     assert ("synth",) in {c[:1] for c in calls}
     cmds = _help_commands("infra")
-    assert cmds and "synth" in cmds, f"python -m infra --help must list its commands: {run_module('infra', '--help').stdout}"
+    assert cmds and "synth" in cmds, f"python -m infra --help must list its commands: {cli('infra', '--help').stdout}"
     for c in calls:
         assert c[0] in cmds, f"python -m infra {c[0]} is not a command (have {sorted(cmds)})"
 
@@ -285,7 +285,7 @@ def test_workloads_commands_exist():
     calls = _cli_calls("workloads")
     assert ("queues", "apply") in calls
     top = _help_commands("workloads")
-    assert top, f"python -m workloads --help must list its commands: {run_module('workloads', '--help')}"
+    assert top, f"python -m workloads --help must list its commands: {cli('workloads', '--help')}"
     for c in calls:
         assert c[0] in top, f"python -m workloads {c[0]} is not a command (have {sorted(top)})"
         if len(c) > 1:
@@ -434,7 +434,7 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     ws = tmp_path / "ws"
     ws.mkdir()
     doc = load(CB / "provision.yaml")
-    subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples" / "default.yaml")}
+    subs = {**doc["substitutions"], "_SPEC": str(EXAMPLES / "default.yaml")}
     for step in ("spec-env", "kueue-config-read", "kueue-config-merge", "kueue-config-apply"):
         r = _run_step(doc, step, ws, subs, shims)
         assert r.returncode == 0, f"{step}: {r.stderr}"
@@ -468,7 +468,7 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
     (ws / ".tgk").mkdir()
     (ws / ".tgk" / "stack_dir").write_text("cdktn.out/stacks/x\n")
     for example, protected in (("tpu7x.yaml", True), ("default.yaml", False)):
-        subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples" / example)}
+        subs = {**doc["substitutions"], "_SPEC": str(EXAMPLES / example)}
         assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
         r = _run_step(doc, "tf-destroy", ws, subs, shims)
         log = (tmp_path / "log").read_text()
@@ -586,8 +586,8 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
     from workloads.planning import recipes
     from workloads.planning.planner import plan_run
 
-    _, pushed = _pushed_image(REPO / "examples" / example, tmp_path, shims, monkeypatch)
-    spec = load_spec(REPO / "examples" / example)
+    _, pushed = _pushed_image(EXAMPLES / example, tmp_path, shims, monkeypatch)
+    spec = load_spec(EXAMPLES / example)
     in_image = [r.name for r in recipes.all_recipes() if (r.image.registry or "").split(":")[0] == recipes.MAXTEXT_IMAGE_NAME]
     assert {"maxtext-6b", "llama3-8b", "gpt3-6b", "hello-tpu"} <= set(in_image)
     now = datetime(2026, 3, 4, 5, 6, tzinfo=UTC)

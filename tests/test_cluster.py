@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.api import LogsUnavailable
@@ -29,8 +30,6 @@ from workloads.cluster.kubeconfig import read_kubeconfig, stdlib_transport
 from workloads.cluster.runs import Cluster
 from workloads.cluster.transport import Response, StdlibTransport
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-
-REPO = Path(__file__).resolve().parent.parent
 
 KUEUE_DISCOVERY = {
     "kind": "APIResourceList",

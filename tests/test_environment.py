@@ -10,9 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import REPO
 from toolkit import paths
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _lib_pin(name: str) -> str:

@@ -15,7 +15,7 @@ import pytest
 
 from infra import catalog
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, cli
 from tests.test_metrics import ABSL, HAND
 from workloads.observe import metrics as m
 from workloads.planning import recipes as r
@@ -67,12 +67,12 @@ def test_fp8_on_a_generation_without_an_fp8_figure_stays_on_bf16() -> None:
 def test_metrics_cli_names_the_peak(tmp_path: Path) -> None:
     log = tmp_path / "fp8.log"
     log.write_text(_log("fp8_full") + "\n")
-    res = run_module("workloads", "metrics", str(log), "--shape", "tpu7x-4x4x8")
+    res = cli("workloads", "metrics", str(log), "--shape", "tpu7x-4x4x8")
     assert res.returncode == 0, res.stderr
     mfu = next(line for line in res.stdout.splitlines() if line.startswith("  MFU"))
     assert mfu == f"  MFU            {100 * 32.0 / 2307:.2f}% of 2307 TFLOP/s per device (tpu7x-256, fp8 peak)"
     log.write_text(_log(None) + "\n")
-    res = run_module("workloads", "metrics", str(log), "--shape", "tpu7x-4x4x8")
+    res = cli("workloads", "metrics", str(log), "--shape", "tpu7x-4x4x8")
     mfu = next(line for line in res.stdout.splitlines() if line.startswith("  MFU"))
     assert mfu == f"  MFU            {100 * 32.0 / 1153.5:.2f}% of 1153.5 TFLOP/s per device (tpu7x-256, bf16 peak)"
 
@@ -87,7 +87,7 @@ def test_quantized_recipes_plan_on_the_tpu7x_example(name: str, quantization: st
     args = recipe.maxtext.args  # type: ignore[union-attr]
     assert args["quantization"] == quantization and args["use_qwix_quantization"] is True
     assert {"quantization", "use_qwix_quantization"} <= r.maxtext_keys()
-    plan = plan_run(name, load_spec(REPO / "examples" / "tpu7x.yaml"), Overrides())
+    plan = plan_run(name, load_spec(EXAMPLES / "tpu7x.yaml"), Overrides())
     rendered = dict(a.split("=", 1) for a in plan.program.args[1:])
     assert rendered["quantization"] == quantization and rendered["use_qwix_quantization"] == "true"
     assert rendered["model_name"] == "llama3-8b" and rendered["ici_fsdp_parallelism"] == "256"

@@ -17,36 +17,20 @@ import shutil
 import tempfile
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
-import typer
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infra.cli import app as _infra_app
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES, REPO, cli_app
 from toolkit.clikit import run
-from workloads.cli import _register
-from workloads.cli import app as _workloads_app
 from workloads.planning.recipes import MODEL_KEYS
 
+infra_app, workloads_app = cli_app("infra"), cli_app("workloads")
 
-class _Built:
-    """A Typer app's click command, built once: Typer rebuilds it on every call (~50 ms),
-    which would be most of an example's time. ``run`` calls it exactly as it calls the app."""
-
-    def __init__(self, app: typer.Typer) -> None:
-        self.command = typer.main.get_command(app)
-
-    def __call__(self, *args, **kwargs):
-        return self.command.main(*args, **kwargs)
-
-
-_register()
-infra_app, workloads_app = _Built(_infra_app), _Built(_workloads_app)
-
-DEFAULT = REPO / "examples" / "default.yaml"
+DEFAULT = EXAMPLES / "default.yaml"
 BASE = yaml.safe_load(DEFAULT.read_text())
 TINY_LOG = REPO / "tests" / "data" / "maxtext" / "tiny_cpu.log"
 FUZZ = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -300,7 +284,7 @@ def test_planner_keys_outside_their_domain_are_refused(key, value) -> None:
 UNWRITABLE = ["/proc/tgk-fuzz/out", "/etc/hostname/out"]  # /proc refuses new dirs even to root; a file as a parent
 
 
-def _commands(out: str) -> list[tuple[_Built, list[str], str]]:
+def _commands(out: str) -> list[tuple[Any, list[str], str]]:
     return [
         (workloads_app, ["render", "maxtext-6b", "--out", out], "--out"),
         (workloads_app, ["report", str(TINY_LOG), "--out", out], "--out"),

@@ -79,17 +79,17 @@ def test_no_timed_lines() -> None:
 def test_metrics_and_report_show_goodput(tmp_path) -> None:
     import json
 
-    from tests.conftest import run_module
+    from tests.conftest import cli
 
     a1, end1 = _attempt(0.0, 0, 25, init=5.0, compile_extra=30.0, step=1.0, restored=None)
     a2, _ = _attempt(end1 + 60.0, 21, 40, init=8.0, compile_extra=30.0, step=1.0, restored=20)
     log = tmp_path / "run.log"
     log.write_text("\n".join(a1 + a2) + "\n")
-    r = run_module("workloads", "metrics", str(log), "-o", "json")
+    r = cli("workloads", "metrics", str(log), "-o", "json")
     assert r.returncode == 0, r.stderr
     g = json.loads(r.stdout)["goodput"]
     assert (g["attempts"], g["steps_redone"], g["restarts"]) == (2, 5, 60.0)
-    r = run_module("workloads", "report", str(log), "--out", str(tmp_path / "rep"))
+    r = cli("workloads", "report", str(log), "--out", str(tmp_path / "rep"))
     assert r.returncode == 0, r.stderr
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Goodput" in md and "| steps redone after a restore | 5.0 |" in md

@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.spec import parse_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError
 from workloads.planning import import_recipe as ir
 from workloads.planning import recipes as r
@@ -39,9 +38,7 @@ def user_recipes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _spec(pool: dict) -> object:
-    data = yaml.safe_load((REPO / "examples" / "tpu7x.yaml").read_text())
-    data["tpu_pools"] = [pool]
-    return parse_spec(data)
+    return spec_from("tpu7x", tpu_pools=[pool])
 
 
 def _args(plan) -> dict[str, str]:
@@ -77,7 +74,7 @@ def test_shellwords_expands_in_double_quotes_but_not_in_single() -> None:
 def test_unterminated_quote_is_one_line_error(tmp_path: Path) -> None:
     f = tmp_path / "run_recipe.sh"
     f.write_text('xpk workload create --device-type=tpu7x-4x4x8 --command="python3 -m maxtext.trainers.pre_train.train steps=1\n')
-    res = run_module("workloads", "import-recipe", str(f), "--out", str(tmp_path / "out"))
+    res = cli("workloads", "import-recipe", str(f), "--out", str(tmp_path / "out"))
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "quot" in res.stderr and not (tmp_path / "out").exists()
 
@@ -185,7 +182,7 @@ def test_bad_scripts_one_line_exit_2_nothing_written(script: str, needle: str, t
     with pytest.raises(FieldError, match=needle.replace("(", r"\(").replace("`", "`")):
         ir.import_recipe((DATA / "bad" / script).read_text(), source=script)
     out = tmp_path / "out"
-    res = run_module("workloads", "import-recipe", str(DATA / "bad" / script), "--out", str(out))
+    res = cli("workloads", "import-recipe", str(DATA / "bad" / script), "--out", str(out))
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
     assert res.stdout == "" and not out.exists()
@@ -205,7 +202,7 @@ def test_unknown_model_and_preset_overrides_are_refused() -> None:
 
 
 def test_cli_writes_the_user_recipe_and_submit_dry_run_runs_it(user_recipes: Path) -> None:
-    res = run_module("workloads", "import-recipe", str(FP8), "--output", "json")
+    res = cli("workloads", "import-recipe", str(FP8), "--output", "json")
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     path = Path(data["path"])
@@ -213,7 +210,7 @@ def test_cli_writes_the_user_recipe_and_submit_dry_run_runs_it(user_recipes: Pat
     assert data["recipe"]["maxtext"]["args"]["quantization"] == "fp8_full" and data["unmapped"]
     assert "# not carried:" in path.read_text()  # the report travels with the file
     # The recipe the toolkit runs unchanged: submit --dry-run on the tpu7x example.
-    sub = run_module("workloads", "submit", "llama3.1-8b-fp8-full", "--spec", str(REPO / "examples" / "tpu7x.yaml"), "--dry-run", "--output", "json")
+    sub = cli("workloads", "submit", "llama3.1-8b-fp8-full", "--spec", str(EXAMPLES / "tpu7x.yaml"), "--dry-run", "--output", "json")
     assert sub.returncode == 0, sub.stderr
     objs = json.loads(sub.stdout)
     js = next(o for o in objs if o["kind"] == "JobSet")
@@ -223,15 +220,15 @@ def test_cli_writes_the_user_recipe_and_submit_dry_run_runs_it(user_recipes: Pat
         assert flag in args, flag
     assert container["image"] == "us-docker.pkg.dev/my-project/images/maxtext-runner:2026-11-01"
     # Importing again does not overwrite without --force; a shipped name is refused.
-    again = run_module("workloads", "import-recipe", str(FP8))
+    again = cli("workloads", "import-recipe", str(FP8))
     assert again.returncode == 2 and "--force" in again.stderr
-    shipped = run_module("workloads", "import-recipe", str(FP8), "--name", "llama3-8b", "--out", str(user_recipes / "x"))
+    shipped = cli("workloads", "import-recipe", str(FP8), "--name", "llama3-8b", "--out", str(user_recipes / "x"))
     assert shipped.returncode == 2 and "--name" in shipped.stderr and not (user_recipes / "x").exists()
 
 
 def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
-    res = run_module("workloads", "import-recipe", str(XPK_LINE), "--out", str(tmp_path / "other.yaml"))
+    res = cli("workloads", "import-recipe", str(XPK_LINE), "--out", str(tmp_path / "other.yaml"))
     assert res.returncode == 2 and "--out" in res.stderr and not (tmp_path / "other.yaml").exists()
-    res = run_module("workloads", "import-recipe", str(XPK_LINE), "--name", "demo-6b", "--out", str(tmp_path / "demo-6b.yaml"))
+    res = cli("workloads", "import-recipe", str(XPK_LINE), "--name", "demo-6b", "--out", str(tmp_path / "demo-6b.yaml"))
     assert res.returncode == 0, res.stderr
     assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
+
 HEAVY = ("cdktn", "cdktn_provider_google", "jsii", "constructs", "modules")
 
 

@@ -1,4 +1,4 @@
-"""`python -m infra` end to end, as a user runs it (subprocesses, real synth)."""
+"""`python -m infra` end to end, as a user runs it (in process: tests/conftest.py cli; real synth)."""
 
 from __future__ import annotations
 
@@ -10,20 +10,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
+from tests.conftest import REPO, cli
 
 
 def infra(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "infra", *args],
-        cwd=REPO,
-        env={**os.environ, **(env or {})},
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli("infra", *args, env=env, stdin=stdin)
 
 
 @pytest.fixture(scope="module")

@@ -28,16 +28,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import yaml
 
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
+from tests.conftest import EXAMPLE_NAMES, example_doc
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import kueue
 from workloads.render.jobset import run_objects
 
 pytestmark = pytest.mark.synth
 
-EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
 # A recipe that writes to the team's bucket and fits each example's pools.
 RECIPE = {"default": "maxtext-6b", "flex-start": "llama3-8b", "tpu7x": "maxtext-6b", "v4": "maxtext-6b", "v5p": "gpt3-6b", "v6e-reservation": "llama3-8b"}
 # Project-wide roles that would make bucket grants moot for a pod's identity: any storage
@@ -49,7 +48,7 @@ REF = re.compile(r"^\$\{(google_[a-z_]+)\.([^.}]+)\.([a-z_]+)\}$")
 
 def three_teams() -> EnvSpec:
     """Three teams on one pool; b and c opt in to hostNetwork runs, a keeps the default."""
-    data = yaml.safe_load((EXAMPLES_DIR / "default.yaml").read_text())
+    data = example_doc("default")
     data["cluster"]["name"] = "iso"
     data["tpu_pools"][0]["slices"] = 4  # a quarter of the chips is a whole slice (infra.quotas)
     data["teams"] = [
@@ -66,7 +65,7 @@ def envs(tmp_path_factory) -> dict[str, tuple[EnvSpec, dict[str, Any]]]:
     from infra.stack import synth
 
     root = tmp_path_factory.mktemp("isolation")
-    specs = {name: load_spec(EXAMPLES_DIR / f"{name}.yaml") for name in EXAMPLES}
+    specs = {name: load_spec(EXAMPLES_DIR / f"{name}.yaml") for name in EXAMPLE_NAMES}
     specs["three-teams"] = three_teams()
     return {name: (spec, json.loads(synth(spec, root / name).read_text())) for name, spec in specs.items()}
 
@@ -163,7 +162,7 @@ def own_buckets(spec: EnvSpec, team) -> set[str]:
 # ------------------------------------------------------------------ the tests
 
 
-@pytest.mark.parametrize("name", [*EXAMPLES, "three-teams"])
+@pytest.mark.parametrize("name", [*EXAMPLE_NAMES, "three-teams"])
 def test_each_team_has_its_own_identity(envs, name):
     spec, doc = envs[name]
     iam = read_iam(spec, doc)
@@ -178,7 +177,7 @@ def test_each_team_has_its_own_identity(envs, name):
     assert not iam.wi_members[iam.node_sa], "no KSA may act as the node SA"
 
 
-@pytest.mark.parametrize("name", [*EXAMPLES, "three-teams"])
+@pytest.mark.parametrize("name", [*EXAMPLE_NAMES, "three-teams"])
 def test_default_runs_reach_exactly_their_team_s_buckets(envs, name):
     """The property under the defaults: a team's pods use its buckets and nothing else."""
     spec, doc = envs[name]
@@ -194,7 +193,7 @@ def test_default_runs_reach_exactly_their_team_s_buckets(envs, name):
                 assert reach[out] & WRITE_ROLES, f"{team.name} writes gs://{out} but may not"
 
 
-@pytest.mark.parametrize("name", [*EXAMPLES, "three-teams"])
+@pytest.mark.parametrize("name", [*EXAMPLE_NAMES, "three-teams"])
 def test_node_sa_holds_only_the_buckets_of_teams_that_opted_in(envs, name):
     spec, doc = envs[name]
     iam = read_iam(spec, doc)
@@ -205,7 +204,7 @@ def test_node_sa_holds_only_the_buckets_of_teams_that_opted_in(envs, name):
         assert roles == ({"roles/storage.objectViewer"} if purpose == "data" else {"roles/storage.objectAdmin"})
 
 
-@pytest.mark.parametrize("name", [*EXAMPLES, "three-teams"])
+@pytest.mark.parametrize("name", [*EXAMPLE_NAMES, "three-teams"])
 def test_host_network_is_opt_in_and_its_reach_is_the_documented_exception(envs, name):
     spec, doc = envs[name]
     iam = read_iam(spec, doc)
@@ -236,7 +235,7 @@ def test_the_three_team_spec_exercises_both_sides():
 
 
 def test_a_bucket_belongs_to_one_team():
-    data = yaml.safe_load((EXAMPLES_DIR / "v6e-reservation.yaml").read_text())
+    data = example_doc("v6e-reservation")
     data["buckets"][0].pop("team")
     from toolkit.errors import SpecError
 

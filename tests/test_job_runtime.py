@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import run_module
+from tests.conftest import EXAMPLES, cli
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from tests.test_manifests import _check_golden
@@ -29,9 +29,6 @@ from workloads.render.kustomize import run_objects as stamped  # the runtime's o
 
 # Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("memory_buckets")
-
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 
 
 def _plan(example: str = "default", recipe: str = "hello-tpu", **kw):
@@ -215,15 +212,15 @@ def test_job_and_jobset_runs_share_one_tree(tmp_path: Path, kustomize_bin: str) 
 @pytest.mark.tools
 def test_cli_render_job_then_build_equals_submit_dry_run(tmp_path: Path, kustomize_bin: str) -> None:  # noqa: F811
     args = ["hello-tpu", "--runtime", "job", "--name", "eq-job"]
-    r = run_module("workloads", "render", *args, "--out", str(tmp_path))
+    r = cli("workloads", "render", *args, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    d = run_module("workloads", "submit", *args, "--dry-run", "-o", "json")
+    d = cli("workloads", "submit", *args, "--dry-run", "-o", "json")
     assert d.returncode == 0, d.stderr
     assert build(tmp_path / "overlays" / "eq-job", binary=kustomize_bin) == json.loads(d.stdout)
 
 
 def test_submit_dry_run_of_a_job_run_prints_the_service_and_the_job() -> None:
-    y = run_module("workloads", "submit", "maxtext-6b", "--runtime", "job", "--name", "dj", "--dry-run")
+    y = cli("workloads", "submit", "maxtext-6b", "--runtime", "job", "--name", "dj", "--dry-run")
     assert y.returncode == 0, y.stderr
     docs = yamlio.load_all(y.stdout)
     assert [(d["kind"], d["metadata"]["name"]) for d in docs] == [("Service", "dj"), ("Job", "dj")]
@@ -251,10 +248,10 @@ def _one_line(r, field: str, words: str) -> None:
 @pytest.mark.parametrize("args, field, words", BAD, ids=[a[-1] if a[-1] != "2" else a[-2] for a, _, _ in BAD])
 def test_bad_runtime_input_is_one_line_and_writes_nothing(tmp_path: Path, args: list[str], field: str, words: str) -> None:
     out = tmp_path / "tree"
-    _one_line(run_module("workloads", "render", *args, "--out", str(out)), field, words)
+    _one_line(cli("workloads", "render", *args, "--out", str(out)), field, words)
     assert not out.exists()
     # A kubeconfig that does not exist: reaching the cluster would be exit 3, so exit 2 means nothing was applied.
-    _one_line(run_module("workloads", "submit", *args, "--kubeconfig", str(tmp_path / "none")), field, words)
+    _one_line(cli("workloads", "submit", *args, "--kubeconfig", str(tmp_path / "none")), field, words)
 
 
 # ------------------------------------------------------------------ the cluster side

@@ -33,6 +33,7 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
 from modules._checkov import CHECK_ID
+from tests.conftest import EXAMPLE_NAMES
 from tests.test_checkov import _checkov
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import kueue, yamlio
@@ -40,7 +41,6 @@ from workloads.render.kustomize import build_overlay, render, write_tree
 
 pytestmark = pytest.mark.tools
 
-EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
 RECIPE = {
     "default": "maxtext-6b",
     "fallback": "llama3-8b",
@@ -203,7 +203,7 @@ def scanned(tmp_path_factory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
         path.write_text(yamlio.dump_all(objs))
         objects["/" + rel] = objs
 
-    for example in EXAMPLES:
+    for example in EXAMPLE_NAMES:
         spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
         put(f"{example}/kueue.yaml", kueue.queue_objects(spec))
         tree: dict[str, str] = {}
@@ -262,9 +262,15 @@ def test_every_acceptance_has_a_check_id_and_a_reason():
         seen.add((a.check, a.kind))
 
 
-def test_findings_are_exactly_the_accepted_ones(scanned):
-    root, objects = scanned
-    report = run_checkov(root)
+@pytest.fixture(scope="module")
+def plain_report(scanned) -> dict[str, Any]:
+    """Plain checkov over the tree, once: both tests below read the same findings."""
+    return run_checkov(scanned[0])
+
+
+def test_findings_are_exactly_the_accepted_ones(scanned, plain_report):
+    _root, objects = scanned
+    report = plain_report
     assert report["summary"]["passed"] > 0, "checkov scanned nothing"
     # (--quiet lists only failures; that the worker Jobs are scanned at all shows in the Job findings below)
     failed = {_key(f) for f in report["results"]["failed_checks"]}
@@ -287,9 +293,9 @@ def test_host_network_is_flagged_only_where_a_team_opted_in(scanned):
         assert team.host_network, f"{name}: hostNetwork in {team.name}'s namespace, which did not opt in"
 
 
-def test_zero_failures_with_a_baseline_of_the_accepted_findings(scanned, tmp_path):
+def test_zero_failures_with_a_baseline_of_the_accepted_findings(scanned, plain_report, tmp_path):
     root, objects = scanned
-    report = run_checkov(root)
+    report = plain_report
     expected = expected_findings(objects)
     by_file: dict[str, dict[str, set[str]]] = {}
     for f in report["results"]["failed_checks"]:

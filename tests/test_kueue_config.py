@@ -5,24 +5,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
-from infra.spec import load_spec, parse_spec
-from tests.conftest import run_module
+from infra.spec import load_spec
+from tests.conftest import EXAMPLES, cli, spec_from
 from toolkit.errors import SpecError
 from workloads.render.kueue import manager_settings, merge_manager_config
 
-REPO = Path(__file__).resolve().parent.parent
-
 
 def _spec(**wfpr):
-    data = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
-    data["kueue"] = {"wait_for_pods_ready": wfpr}
-    return parse_spec(data)
+    return spec_from("default", kueue={"wait_for_pods_ready": wfpr})
 
 
 def test_defaults_turn_it_on_with_requeue_forever() -> None:
-    w = manager_settings(load_spec(REPO / "examples" / "default.yaml"))["waitForPodsReady"]
+    w = manager_settings(load_spec(EXAMPLES / "default.yaml"))["waitForPodsReady"]
     assert w == {
         "timeout": "1200s",
         "recoveryTimeout": "1200s",
@@ -64,5 +59,5 @@ def test_bad_settings_name_the_field(wfpr, field) -> None:
 def test_cli_merge_refuses_a_non_configuration(tmp_path: Path) -> None:
     f = tmp_path / "x.yaml"
     f.write_text("kind: ConfigMap\n")
-    r = run_module("workloads", "queues", "manager-config", "--merge", str(f))
+    r = cli("workloads", "queues", "manager-config", "--merge", str(f))
     assert r.returncode == 2 and r.stderr.startswith("error: --merge:") and r.stderr.count("\n") == 1

@@ -15,14 +15,11 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import run_module
+from tests.conftest import EXAMPLES, REPO, cli
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import yamlio
 from workloads.render.jobset import jobset
 from workloads.render.kustomize import apply_json_patch, base_files, build, build_overlay, diff, render, run_objects, write_tree
-
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +90,7 @@ def test_render_writes_units_and_keeps_other_overlays(tmp_path: Path) -> None:
 def test_out_that_cannot_be_created_is_one_line(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    r = run_module("workloads", "render", "hello-tpu", "--out", str(blocker / "sub"))
+    r = cli("workloads", "render", "hello-tpu", "--out", str(blocker / "sub"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("error: --out:"), r.stderr
 
 
@@ -132,9 +129,9 @@ def test_kustomize_builds_each_of_several_runs_in_one_tree(tmp_path: Path, kusto
 @pytest.mark.tools
 def test_cli_render_then_build_equals_submit_dry_run(tmp_path: Path, kustomize_bin: str) -> None:
     args = ["maxtext-6b", "--slices", "2", "--name", "eq-run", "--set", "remat_policy=minimal", "--steps", "12"]
-    r = run_module("workloads", "render", *args, "--out", str(tmp_path))
+    r = cli("workloads", "render", *args, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
-    d = run_module("workloads", "submit", *args, "--dry-run", "-o", "json")
+    d = cli("workloads", "submit", *args, "--dry-run", "-o", "json")
     assert d.returncode == 0, d.stderr
     built = build(tmp_path / "overlays" / "eq-run", binary=kustomize_bin)
     assert built == json.loads(d.stdout)

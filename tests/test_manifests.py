@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from infra.spec import PRIORITY_CLASSES, load_spec
+from tests.conftest import EXAMPLES
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import exitguard, kueue, yamlio
 from workloads.render.jobset import jobset, run_objects
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 # (example, recipe, overrides): single and multislice across every generation.

@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from infra.spec import load_spec, parse_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES
 from toolkit.errors import SpecError
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as js
 from workloads.render import multinetwork as mn
 
-EXAMPLE = REPO / "examples" / "tpu7x-multislice.yaml"
+EXAMPLE = EXAMPLES / "tpu7x-multislice.yaml"
 PLAYBOOK_RMEM = "4096 41943040 314572800"  # seed 003: the playbook's DaemonSet value
 PLAYBOOK_FLAG = "--megascale_grpc_interface_prefixes=eth1,eth2,lo"
 
@@ -67,7 +67,7 @@ def test_single_slice_and_plain_specs_are_unchanged() -> None:
     one = js.jobset(plan_run("maxtext-6b", spec, Overrides(slices=1, name="one")))
     assert "annotations" not in _pod(one)["metadata"] and "securityContext" not in _pod(one)["spec"]
     assert PLAYBOOK_FLAG not in (_env(one).get("LIBTPU_INIT_ARGS") or "")
-    plain = load_spec(REPO / "examples" / "default.yaml")
+    plain = load_spec(EXAMPLES / "default.yaml")
     two = js.jobset(plan_run("maxtext-6b", plain, Overrides(slices=2, name="two")))
     assert PLAYBOOK_FLAG not in (_env(two).get("LIBTPU_INIT_ARGS") or "")
 
@@ -104,7 +104,7 @@ def test_network_objects_name_the_stacks_vpc_and_subnet() -> None:
     assert term["matchExpressions"] == [{"key": "cloud.google.com/gke-tpu-accelerator", "operator": "Exists"}]
     (init,) = pod["initContainers"]
     assert {"name": "TCP_RMEM", "value": PLAYBOOK_RMEM} in init["env"]
-    assert mn.network_objects(load_spec(REPO / "examples" / "default.yaml")) == []
+    assert mn.network_objects(load_spec(EXAMPLES / "default.yaml")) == []
 
 
 def test_daemonset_script_sets_and_checks_the_value(tmp_path: Path) -> None:
@@ -240,8 +240,8 @@ def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_pa
             self.applied.append([o["kind"] for o in objs])
             return objs
 
-    dcn = load_spec(REPO / "examples" / "tpu7x-multislice.yaml")
-    plain = load_spec(REPO / "examples" / "default.yaml")
+    dcn = load_spec(EXAMPLES / "tpu7x-multislice.yaml")
+    plain = load_spec(EXAMPLES / "default.yaml")
     assert [o["kind"] for o in kueue.cluster_objects(dcn)][-3:] == ["GKENetworkParamSet", "Network", "DaemonSet"]
     assert kueue.cluster_objects(plain) == kueue.queue_objects(plain)
     for spec, crds in ((dcn, True), (plain, False)):

@@ -1,4 +1,4 @@
-"""`python -m workloads` status/logs/metrics/report/delete/preflight, run as a user would (subprocess).
+"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/conftest.py cli).
 
 Offline paths use the real MaxText test data; cluster paths use a kubeconfig that points at
 an unreachable port, or at a small recording HTTP server on loopback (tests/fake_apiserver.py)
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_module
+from tests.conftest import cli
 from tests.fake_apiserver import serve
 from tests.gcs_emulator import running_emulator
 
@@ -23,7 +23,7 @@ MFILE = str(DATA / "tiny_cpu.metrics.jsonl")
 
 
 def wl(*args: str, **kw):
-    return run_module("workloads", *args, **kw)
+    return cli("workloads", *args, **kw)
 
 
 def assert_one_line_error(r, code: int, *fragments: str) -> None:

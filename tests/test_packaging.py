@@ -5,9 +5,9 @@ from __future__ import annotations
 import fnmatch
 import subprocess
 import tomllib
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
+
 PACKAGES = ("infra", "modules", "toolkit", "workloads")
 
 

@@ -11,26 +11,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.catalog import GENERATIONS, valid_topologies
-from infra.spec import load_spec, parse_spec
+from infra.spec import load_spec
+from tests.conftest import EXAMPLES, spec_from
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.planning.recipes import MESH_AXES
 from workloads.render.jobset import coordinator_address
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 NOW = datetime(2026, 3, 4, 5, 6)
 
 
+BASE = {
+    "project": "my-tpu-project",
+    "region": "us-central1",
+    "zones": ["us-central1-a"],
+    "cluster": {"name": "t"},
+    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
+}
+
+
 def spec_with(pools: list[dict], **extra) -> object:
-    data = {
-        "project": "my-tpu-project",
-        "region": "us-central1",
-        "zones": ["us-central1-a"],
-        "cluster": {"name": "t"},
-        "tpu_pools": pools,
-        "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-        **extra,
-    }
-    return parse_spec(data)
+    return spec_from(BASE, tpu_pools=pools, **extra)
 
 
 def product(d: dict[str, int]) -> int:

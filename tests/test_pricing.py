@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from infra import price_table, pricing
-from infra.spec import parse_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError, SpecError
 
 BASE = {
@@ -28,9 +27,7 @@ TABLE = price_table.load_table()
 
 
 def spec_with(**changes):
-    d = copy.deepcopy(BASE)
-    d.update(changes)
-    return parse_spec(d)
+    return spec_from(BASE, **changes)
 
 
 def table_rate(gen: str, region: str, mode: str) -> float:
@@ -225,7 +222,7 @@ def test_usd_formatting():
 
 
 def test_infra_spec_shows_pool_cost_with_the_price_date():
-    proc = run_module("infra", "spec")
+    proc = cli("infra", "spec")
     assert proc.returncode == 0, proc.stderr
     rate = table_rate("v5e", "us-west4", "spot")
     assert f"= {pricing.usd(32 * rate)}/h while running" in proc.stdout
@@ -238,7 +235,7 @@ def test_infra_spec_json_cost_block(tmp_path: Path):
     data["tpu_pools"][0]["capacity"] = "flex-start"
     f = tmp_path / "flex.yaml"
     f.write_text(yaml.safe_dump(data))
-    proc = run_module("infra", "spec", "--spec", str(f), "--output", "json")
+    proc = cli("infra", "spec", "--spec", str(f), "--output", "json")
     assert proc.returncode == 0, proc.stderr
     cost = json.loads(proc.stdout)["cost"]
     [p] = cost["pools"]
@@ -250,7 +247,7 @@ def test_infra_spec_refuses_a_zero_price_in_one_line(tmp_path: Path):
     data = {**copy.deepcopy(BASE), "prices": {"as_of": "2026-10-01", "chip_hour": [{"generation": "v5e", "region": "us-west4", "spot": 0}]}}
     f = tmp_path / "spec.yaml"
     f.write_text(yaml.safe_dump(data))
-    proc = run_module("infra", "spec", "--spec", str(f))
+    proc = cli("infra", "spec", "--spec", str(f))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.splitlines() == [proc.stderr.strip()] and proc.stderr.startswith("error: prices.chip_hour[0].spot: ")
 
@@ -279,7 +276,7 @@ def test_fixed_size_rule_matches_the_synthesized_node_pools(tmp_path: Path):
 
 
 def test_render_json_plan_has_the_estimated_cost(tmp_path: Path):
-    proc = run_module("workloads", "render", "maxtext-6b", "--slices", "2", "--out", str(tmp_path), "--output", "json")
+    proc = cli("workloads", "render", "maxtext-6b", "--slices", "2", "--out", str(tmp_path), "--output", "json")
     assert proc.returncode == 0, proc.stderr
     plan = json.loads(proc.stdout)["plan"]
     cost = plan["estimated_cost"]
@@ -294,7 +291,7 @@ def test_render_json_plan_has_the_estimated_cost(tmp_path: Path):
 
 
 def test_submit_dry_run_prints_the_cost_of_every_mode_beside_the_manifests():
-    proc = run_module("workloads", "submit", "maxtext-6b", "--slices", "2", "--steps", "2000", "--dry-run")
+    proc = cli("workloads", "submit", "maxtext-6b", "--slices", "2", "--steps", "2000", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     docs = list(yaml.safe_load_all(proc.stdout))  # stdout stays the manifests alone
     assert docs and all(isinstance(d, dict) and "kind" in d for d in docs)
@@ -313,7 +310,7 @@ def test_submit_dry_run_prints_the_cost_of_every_mode_beside_the_manifests():
 
 
 def test_a_plain_command_has_no_cost_estimate_and_says_why():
-    proc = run_module("workloads", "submit", "hello-tpu", "--dry-run")
+    proc = cli("workloads", "submit", "hello-tpu", "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "estimated cost: none — hello-tpu is a plain command" in proc.stderr
 
@@ -398,9 +395,7 @@ def _check_refreshed(table: Path, as_of: str) -> None:
 
 def test_refresh_from_a_recorded_response(tmp_path: Path):
     table = _table_copy(tmp_path)
-    proc = run_module(
-        "infra", "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--output", "json"
-    )
+    proc = cli("infra", "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--output", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     assert out["written"] and out["figures"] == 6 and out["unchanged"] == 3
@@ -527,7 +522,7 @@ def test_report_shows_the_cost_of_the_measured_time(tmp_path: Path):
     text = log_path.read_text()
     seconds, how = measured_seconds(metrics.load(text, None), goodput.from_log(text))
     assert seconds > 0 and how.startswith("log span")
-    proc = run_module("workloads", "report", str(log_path), "--pool", "v5e-16", "--out", str(tmp_path / "rep"))
+    proc = cli("workloads", "report", str(log_path), "--pool", "v5e-16", "--out", str(tmp_path / "rep"))
     assert proc.returncode == 0, proc.stderr
     doc = json.loads((tmp_path / "rep" / "summary.json").read_text())
     cost = doc["cost"]
@@ -543,7 +538,7 @@ def test_report_shows_the_cost_of_the_measured_time(tmp_path: Path):
 
 
 def test_report_without_hardware_says_what_cost_needs(tmp_path: Path):
-    proc = run_module("workloads", "report", str(MAXTEXT / "tiny_cpu.log"), "--out", str(tmp_path / "rep"))
+    proc = cli("workloads", "report", str(MAXTEXT / "tiny_cpu.log"), "--out", str(tmp_path / "rep"))
     assert proc.returncode == 0, proc.stderr
     assert "cost: needs the hardware (--pool or --shape)" in proc.stdout
     assert "cost" not in json.loads((tmp_path / "rep" / "summary.json").read_text())
@@ -563,10 +558,10 @@ def test_measured_time_without_timed_lines_is_the_sum_of_step_times():
 def test_synth_summary_shows_pool_cost_with_the_price_date(tmp_path: Path):
     from infra.spec import load_spec
 
-    proc = run_module("infra", "synth", "--out", str(tmp_path / "j"), "--summary", "--output", "json")
+    proc = cli("infra", "synth", "--out", str(tmp_path / "j"), "--summary", "--output", "json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["cost"] == json.loads(json.dumps(pricing.costs_document(load_spec(REPO / "examples" / "default.yaml"))))
-    text = run_module("infra", "synth", "--out", str(tmp_path / "t"), "--summary")
+    assert json.loads(proc.stdout)["cost"] == json.loads(json.dumps(pricing.costs_document(load_spec(EXAMPLES / "default.yaml"))))
+    text = cli("infra", "synth", "--out", str(tmp_path / "t"), "--summary")
     assert text.returncode == 0, text.stderr
     table = text.stdout.split("TPU cost (USD)", 1)[1]
     rate = table_rate("v5e", "us-west4", "spot")

@@ -25,7 +25,7 @@ import yaml
 
 from infra import access
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
-from tests.conftest import run_module
+from tests.conftest import cli
 from workloads.observe.metrics import ProfilerWindow, parse_log
 from workloads.planning.planner import DEFAULT_PROFILE_START, Overrides, PlanError, plan_run
 
@@ -105,16 +105,16 @@ def test_bad_profile_flags(overrides: Overrides, flag: str, needle: str) -> None
 
 
 def test_bad_profile_flag_cli_one_line_nothing_applied(tmp_path: Path) -> None:
-    res = run_module("workloads", "submit", "maxtext-6b", "--profile", "3", "--profile-start", "99", "--kubeconfig", str(tmp_path / "none"))
+    res = cli("workloads", "submit", "maxtext-6b", "--profile", "3", "--profile-start", "99", "--kubeconfig", str(tmp_path / "none"))
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --profile:"), res.stderr
     assert res.stdout == ""
-    res = run_module("workloads", "submit", "hello-tpu", "--profile", "3", "--dry-run")
+    res = cli("workloads", "submit", "hello-tpu", "--profile", "3", "--dry-run")
     assert res.returncode == 2 and "plain command" in res.stderr
 
 
 def test_submit_dry_run_json_carries_the_profile() -> None:
-    res = run_module("workloads", "submit", "maxtext-6b", "--profile", "3", "--profile-start", "4", "--dry-run", "--output", "json")
+    res = cli("workloads", "submit", "maxtext-6b", "--profile", "3", "--profile-start", "4", "--dry-run", "--output", "json")
     assert res.returncode == 0, res.stderr
     js = next(o for o in json.loads(res.stdout) if o["kind"] == "JobSet")
     c = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]

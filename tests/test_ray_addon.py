@@ -1,13 +1,12 @@
 """The spec's Ray switch (``cluster.ray``): GKE's Ray operator add-on and the GCS FUSE CSI driver.
 
 Spec level (fast), the synthesized Terraform JSON (``synth``: the add-on with its logging and
-monitoring options when on, nothing when off), checkov on that JSON (``tools``), and the one
-warning line ``submit --runtime ray`` gives on a spec that leaves the add-on off.
+monitoring options when on, nothing when off), and the one warning line ``submit --runtime ray``
+gives on a spec that leaves the add-on off. checkov scans the add-on's JSON in tests/test_checkov.py.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -15,13 +14,11 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, SpecError, parse_spec
-from tests.conftest import run_module
-
-BASE = yaml.safe_load((EXAMPLES_DIR / "v6e-reservation.yaml").read_text())
+from tests.conftest import cli, example_doc
 
 
 def _spec_data(**ray) -> dict:
-    data = copy.deepcopy(BASE)
+    data = example_doc("v6e-reservation")
     if ray:
         data.setdefault("cluster", {})["ray"] = ray
     return data
@@ -92,26 +89,12 @@ def test_synth_writes_the_ray_operator_only_when_on(synthesized) -> None:
     assert on["gcs_fuse_csi_driver_config"] == {"enabled": True}
 
 
-@pytest.mark.synth
-@pytest.mark.tools
-def test_checkov_is_still_clean_with_ray_on(synthesized) -> None:
-    from modules._checkov import suppressions
-    from tests.test_checkov import run_checkov
-
-    doc, root = synthesized["on"]
-    report = run_checkov(root)
-    assert report["summary"]["passed"] > 0
-    failed = {(f["resource"].split(".", 1)[1], f["check_id"]) for f in report["results"]["failed_checks"]}
-    accepted = {(name, check) for (_t, name), checks in suppressions(doc).items() for check in checks}
-    assert failed <= accepted, sorted(failed - accepted)
-
-
 # ------------------------------------------------------------------ submit --runtime ray
 
 
 def test_ray_run_on_a_spec_without_the_add_on_warns_once(tmp_path: Path) -> None:
     args = ["submit", "llama3-8b", "--runtime", "ray", "--team", "research", "--name", "rw", "--dry-run", "-o", "json"]
-    off = run_module("workloads", *args, "--spec", str(EXAMPLES_DIR / "v6e-reservation.yaml"))
+    off = cli("workloads", *args, "--spec", str(EXAMPLES_DIR / "v6e-reservation.yaml"))
     assert off.returncode == 0, off.stderr
     warnings = [ln for ln in off.stderr.splitlines() if ln.startswith("warning:")]
     assert len(warnings) == 1 and "--runtime" in warnings[0] and "cluster.ray.enabled: true" in warnings[0], off.stderr
@@ -119,12 +102,12 @@ def test_ray_run_on_a_spec_without_the_add_on_warns_once(tmp_path: Path) -> None
 
     on = tmp_path / "ray-on.yaml"
     on.write_text(yaml.safe_dump(_spec_data(enabled=True)))
-    quiet = run_module("workloads", *args, "--spec", str(on))
+    quiet = cli("workloads", *args, "--spec", str(on))
     assert quiet.returncode == 0 and "warning:" not in quiet.stderr, quiet.stderr
 
 
 def _v5e_data(**cluster) -> dict:
-    data = yaml.safe_load((EXAMPLES_DIR / "default.yaml").read_text())
+    data = example_doc("default")
     data["tpu_pools"] = [{"name": "v5e-16", "type": "v5litepod-16", "slices": 1, "capacity": "spot"}]
     data["cluster"].update(cluster)
     return data

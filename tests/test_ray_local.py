@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, run_module
+from tests.conftest import REPO, cli, run_module
 from toolkit import names
 from workloads.local import addons, kuberay
 from workloads.ray import RAY_ACCELERATOR_TYPES, ray_accelerator_type
@@ -229,7 +229,7 @@ def test_entrypoint_scaling_config_is_one_worker_per_vm_spread():
 
 def test_local_up_with_an_unknown_addon_is_one_line_exit_2(tmp_path):
     state = tmp_path / "state"
-    done = run_module("workloads", "local", "up", "--with", "spark", "--state-dir", str(state), "--no-build")
+    done = cli("workloads", "local", "up", "--with", "spark", "--state-dir", str(state), "--no-build")
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == ["error: --with spark: unknown add-on — the local cluster offers only --with ray"]
     assert not state.exists()

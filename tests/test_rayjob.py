@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import run_module
+from tests.conftest import EXAMPLES, cli
 from tests.test_cluster import FakeTransport
 from tests.test_job_runtime import _one_line
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
@@ -29,9 +29,6 @@ from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION
 from workloads.render import jobset, rayjob
 from workloads.render.kustomize import RUNTIMES, build, build_overlay, render, write_tree
 from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
-
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 
 
 def _plan(example: str = "v6e-reservation", recipe: str = "llama3-8b", **kw):
@@ -194,7 +191,7 @@ def test_a_generation_ray_has_no_type_for_is_refused(monkeypatch) -> None:
 
 def test_a_ray_worker_pool_not_in_the_spec_is_one_line(tmp_path: Path) -> None:
     args = ["llama3-8b", "--runtime", "ray", "--pool", "v6e-64", "--spec", str(EXAMPLES / "v6e-reservation.yaml"), "--team", "research"]
-    _one_line(run_module("workloads", "submit", *args, "--kubeconfig", str(tmp_path / "none")), "--pool", "v6e-64")
+    _one_line(cli("workloads", "submit", *args, "--kubeconfig", str(tmp_path / "none")), "--pool", "v6e-64")
 
 
 # ------------------------------------------------------------------ the cluster side
@@ -348,4 +345,4 @@ def _plan_for_affinity():
     from infra.spec import load_spec
     from workloads.planning.planner import Overrides, plan_run
 
-    return plan_run("llama3-8b", load_spec(REPO / "examples" / "v6e-reservation.yaml"), Overrides(runtime="ray", slices=2, name="aff"))
+    return plan_run("llama3-8b", load_spec(EXAMPLES / "v6e-reservation.yaml"), Overrides(runtime="ray", slices=2, name="aff"))

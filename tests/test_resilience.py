@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from infra import access
-from infra.spec import BucketPurpose, load_spec, parse_spec
-from tests.conftest import run_module
+from infra.spec import BucketPurpose, load_spec
+from tests.conftest import EXAMPLES, cli, example_doc, spec_from
 from workloads.planning import planner
 from workloads.planning.model import (
     ASSUMED_MFU,
@@ -26,26 +26,27 @@ from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.planning.recipes import Recipe, load_recipe
 from workloads.render import jobset as js
 
-REPO = Path(__file__).resolve().parent.parent
-EXAMPLES = REPO / "examples"
 # The Job controller's failure messages, verbatim from Kubernetes v1.34.2
 # pkg/controller/job/pod_failure_policy.go (Sprintf formats filled in).
 K8S_DISRUPTION_MESSAGE = "Pod {ns}/{pod} has condition DisruptionTarget matching FailJob rule at index {i}"
 K8S_EXIT_CODE_MESSAGE = "Container {c} for pod {ns}/{pod} failed with exit code {code} matching FailJob rule at index {i}"
 
 
+BASE = {
+    "project": "my-tpu-project",
+    "region": "us-central1",
+    "zones": ["us-central1-a"],
+    "cluster": {"name": "t"},
+    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
+}
+
+
 def spec_with(capacity: object, buckets: list[dict] | None = None, teams: list[dict] | None = None):
-    data = {
-        "project": "my-tpu-project",
-        "region": "us-central1",
-        "zones": ["us-central1-a"],
-        "cluster": {"name": "t"},
-        "tpu_pools": [{"name": "p", "type": "v5litepod-16", "capacity": capacity}],
-        "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}] if buckets is None else buckets,
-    }
+    """One v5litepod-16 pool with this capacity (and these buckets and teams)."""
+    changes = {"buckets": buckets} if buckets is not None else {}
     if teams is not None:
-        data["teams"] = teams
-    return parse_spec(data)
+        changes["teams"] = teams
+    return spec_from(BASE, tpu_pools=[{"name": "p", "type": "v5litepod-16", "capacity": capacity}], **changes)
 
 
 RESERVATION = {"mode": "reservation", "name": "r1", "zone": "us-central1-a"}
@@ -312,7 +313,7 @@ def test_training_recipes_do_not_turn_checkpointing_off() -> None:
 
 
 def test_cli_prints_the_policy_in_the_plan(tmp_path: Path) -> None:
-    r = run_module("workloads", "render", "maxtext-6b", "--name", "rs", "--out", str(tmp_path), "-o", "json", "--checkpoint-every", "20", "--steps", "2000")
+    r = cli("workloads", "render", "maxtext-6b", "--name", "rs", "--out", str(tmp_path), "-o", "json", "--checkpoint-every", "20", "--steps", "2000")
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)["plan"]
     assert plan["max_restarts"] == 3 and plan["checkpoint"]["every_minutes"] == 20
@@ -322,12 +323,12 @@ def test_cli_prints_the_policy_in_the_plan(tmp_path: Path) -> None:
 
 
 def test_cli_no_checkpoints_bucket_is_one_line(tmp_path: Path) -> None:
-    data = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    data = example_doc("default")
     data["buckets"] = [b for b in data["buckets"] if b["purpose"] != "checkpoints"]
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(data))
     out = tmp_path / "tree"
-    r = run_module("workloads", "render", "maxtext-6b", "--spec", str(spec), "--out", str(out))
+    r = cli("workloads", "render", "maxtext-6b", "--spec", str(spec), "--out", str(out))
     assert r.returncode == 2, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: buckets: checkpointing is on"), r.stderr

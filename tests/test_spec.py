@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import copy
 import ipaddress
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec, pods_block_per_node
-from tests.conftest import REPO
+from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, pods_block_per_node
+from tests.conftest import EXAMPLES, spec_from
 from toolkit.errors import SpecError
 
 BASE = {
@@ -23,12 +22,10 @@ BASE = {
 
 
 def spec_with(**changes):
-    d = copy.deepcopy(BASE)
-    d.update(changes)
-    return parse_spec(d)
+    return spec_from(BASE, **changes)
 
 
-@pytest.mark.parametrize("path", sorted((REPO / "examples").glob("*.yaml")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted((EXAMPLES).glob("*.yaml")), ids=lambda p: p.stem)
 def test_examples_load(path):
     spec = load_spec(path)
     assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacities) for p in spec.tpu_pools)

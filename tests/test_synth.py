@@ -20,10 +20,9 @@ import pytest
 
 from infra.catalog import Placement
 from infra.spec import EXAMPLES_DIR, BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, load_spec
+from tests.conftest import EXAMPLE_NAMES, REPO
 
-REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
-EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
 SNAPSHOT_TYPES = (
     "google_container_cluster",
     "google_container_node_pool",
@@ -41,7 +40,7 @@ def stacks(tmp_path_factory) -> dict[str, tuple[EnvSpec, dict[str, Any], Path]]:
 
     out = {}
     root = tmp_path_factory.mktemp("synth")
-    for name in EXAMPLES:
+    for name in EXAMPLE_NAMES:
         spec = load_spec(EXAMPLES_DIR / f"{name}.yaml")
         path = synth(spec, root / name)
         out[name] = (spec, json.loads(path.read_text()), path)
@@ -64,7 +63,7 @@ def ref(rtype: str, doc: dict[str, Any], pred) -> str:
 pytestmark = pytest.mark.synth
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_layout_and_backend(stacks, example):
     spec, doc, path = stacks[example]
     assert path.parts[-3:] == ("stacks", spec.cluster.name, "cdk.tf.json")
@@ -75,7 +74,7 @@ def test_layout_and_backend(stacks, example):
     assert spec.labels.items() <= provider["default_labels"].items()
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_no_keys_and_no_data_sources(stacks, example):
     _, doc, path = stacks[example]
     assert "data" not in doc, "data sources need the API; offline plan must work"
@@ -83,7 +82,7 @@ def test_no_keys_and_no_data_sources(stacks, example):
     assert "google_service_account_key" not in path.read_text()
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_node_pools(stacks, example):
     spec, doc, _ = stacks[example]
     pools = pools_by_name(doc)
@@ -143,7 +142,7 @@ def test_node_pools(stacks, example):
                 assert affinity is None
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_workload_policies_only_where_needed(stacks, example):
     spec, doc, _ = stacks[example]
     wanted = {p.shape.topology for p in spec.tpu_pools if p.shape.placement is Placement.WORKLOAD_POLICY}
@@ -153,7 +152,7 @@ def test_workload_policies_only_where_needed(stacks, example):
     assert all(p["workload_policy"]["type"] == "HIGH_THROUGHPUT" for p in policies)
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_cluster(stacks, example):
     spec, doc, _ = stacks[example]
     (c,) = resources(doc, "google_container_cluster")
@@ -173,7 +172,7 @@ def test_cluster(stacks, example):
     assert {r["ip_cidr_range"] for r in subnet["secondary_ip_range"]} == {spec.cidrs.pods, spec.cidrs.services}
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_workload_identity_per_team(stacks, example):
     spec, doc, _ = stacks[example]
     wi = [m for m in resources(doc, "google_service_account_iam_member") if m["role"] == "roles/iam.workloadIdentityUser"]
@@ -187,7 +186,7 @@ def test_workload_identity_per_team(stacks, example):
         assert cluster in m["depends_on"], "the identity pool exists only after the cluster"
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_buckets_and_their_grants(stacks, example):
     spec, doc, _ = stacks[example]
     buckets = {b["name"]: b for b in resources(doc, "google_storage_bucket")}
@@ -212,7 +211,7 @@ def test_buckets_and_their_grants(stacks, example):
         assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)
 
 
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_outputs(stacks, example):
     spec, doc, _ = stacks[example]
     outputs = doc["output"]
@@ -242,22 +241,31 @@ def _synth_cli(spec: str, out: Path, **env: str) -> subprocess.CompletedProcess[
     )
 
 
-def test_provider_namespaces_load_on_demand(tmp_path):
-    """modules/_lazy_provider.cjs: a synth loads the ~15 resource namespaces it uses, not all ~1,800."""
-    proc = _synth_cli("examples/default.yaml", tmp_path, TGK_LAZY_PROVIDER_DEBUG="1")
+@pytest.fixture(scope="module")
+def lazy_synth(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """`python -m infra synth` from a user's shell, with the on-demand provider index (the default)."""
+    out = tmp_path_factory.mktemp("lazy")
+    proc = _synth_cli("examples/v6e-reservation.yaml", out, TGK_LAZY_PROVIDER_DEBUG="1")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc, out
+
+
+def test_provider_namespaces_load_on_demand(lazy_synth):
+    """modules/_lazy_provider.cjs: a synth loads the ~15 resource namespaces it uses, not all ~1,800."""
+    proc, _ = lazy_synth
     (line,) = [x for x in proc.stderr.splitlines() if "tgk-lazy-provider: loaded" in x]
     loaded, total = map(int, re.search(r"loaded (\d+) of (\d+) namespaces", line).groups())
     assert total > 1000 and 0 < loaded <= 30, line
 
 
-def test_lazy_provider_synthesizes_the_same_json(tmp_path):
+def test_lazy_provider_synthesizes_the_same_json(lazy_synth, tmp_path):
     """The on-demand provider index and the provider's own eager one give byte-identical stacks."""
-    lazy, eager = tmp_path / "lazy", tmp_path / "eager"
-    for out, flag in ((lazy, "1"), (eager, "0")):
-        proc = _synth_cli("examples/v6e-reservation.yaml", out, TGK_LAZY_PROVIDER=flag, TGK_LAZY_PROVIDER_DEBUG="1")
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert ("tgk-lazy-provider: loaded" in proc.stderr) is (flag == "1")
+    lazy_proc, lazy = lazy_synth
+    assert "tgk-lazy-provider: loaded" in lazy_proc.stderr
+    eager = tmp_path / "eager"
+    proc = _synth_cli("examples/v6e-reservation.yaml", eager, TGK_LAZY_PROVIDER="0", TGK_LAZY_PROVIDER_DEBUG="1")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tgk-lazy-provider: loaded" not in proc.stderr
     (a,), (b,) = lazy.glob("stacks/*/cdk.tf.json"), eager.glob("stacks/*/cdk.tf.json")
     assert a.read_bytes() == b.read_bytes()
 
@@ -277,7 +285,7 @@ def _snapshot_of(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.golden
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_snapshot(stacks, example):
     _, doc, _ = stacks[example]
     got = _snapshot_of(doc)

@@ -7,28 +7,21 @@ each one line naming the field. Borrowing and reclaiming live: tests/integration
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from infra.spec import EXAMPLES_DIR, load_spec, parse_spec
-from tests.conftest import run_module
+from infra.spec import EXAMPLES_DIR, load_spec
+from tests.conftest import cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads.render import kueue
 
-BASE: dict[str, Any] = yaml.safe_load((EXAMPLES_DIR / "teams.yaml").read_text())
-
 
 def spec_with(teams: list[dict[str, Any]] | None = None, **changes: Any):
-    d = copy.deepcopy(BASE)
-    if teams is not None:
-        d["teams"] = teams
-        d["buckets"] = []
-    d.update(changes)
-    return parse_spec(d)
+    """The teams example; ``teams`` replaces its teams (and drops its team buckets)."""
+    return spec_from("teams", **({"teams": teams, "buckets": []} if teams is not None else {}), **changes)
 
 
 def _cq(spec, team: str) -> dict[str, Any]:
@@ -101,7 +94,7 @@ def test_fair_sharing_config_is_on_with_two_teams():
 def test_manager_config_cli_merges_fair_sharing(tmp_path: Path):
     release = tmp_path / "kueue.yaml"
     release.write_text(yaml.safe_dump({"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration", "namespace": "kueue-system"}))
-    r = run_module("workloads", "queues", "manager-config", "--spec", str(EXAMPLES_DIR / "teams.yaml"), "--merge", str(release))
+    r = cli("workloads", "queues", "manager-config", "--spec", str(EXAMPLES_DIR / "teams.yaml"), "--merge", str(release))
     assert r.returncode == 0, r.stderr
     cfg = yaml.safe_load(r.stdout)
     assert cfg["namespace"] == "kueue-system"
@@ -142,12 +135,12 @@ def test_bad_team_settings_name_the_field(teams, kueue_cfg, field, words):
 
 
 def test_cli_refuses_a_lending_limit_above_the_quota(tmp_path: Path):
-    d = copy.deepcopy(BASE)
+    d = example_doc("teams")
     d["teams"][1]["lending_limit"] = 0.75
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(d))
     out = tmp_path / "out"
-    r = run_module("infra", "synth", "--spec", str(bad), "--out", str(out))
+    r = cli("infra", "synth", "--spec", str(bad), "--out", str(out))
     assert r.returncode == 2
     (line,) = r.stderr.splitlines()
     assert line.startswith("error: teams[1].lending_limit: ") and " — " in line

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from toolkit import names, paths, tools
 from toolkit.errors import ExternalToolError
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 def test_run_captures_and_trims_the_failure_line() -> None:

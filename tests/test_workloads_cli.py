@@ -1,4 +1,4 @@
-"""`python -m workloads` run commands, as a user runs them (subprocesses).
+"""`python -m workloads` run commands, as a user sees them (run in process: tests/conftest.py cli).
 
 The bad-input corpus (tests/bad_runs/cases.yaml): exit 2, exactly one stderr
 line naming the flag, no traceback, nothing written or applied.
@@ -12,18 +12,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_module
+from tests.conftest import EXAMPLES, cli
 from workloads.render import yamlio
 
 # Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).
 pytestmark = pytest.mark.usefixtures("memory_buckets")
 
-REPO = Path(__file__).resolve().parent.parent
 CASES = yaml.safe_load((Path(__file__).resolve().parent / "bad_runs" / "cases.yaml").read_text())
 
 
 def _spec_args(case: dict) -> list[str]:
-    return ["--spec", str(REPO / "examples" / f"{case['spec']}.yaml")] if "spec" in case else []
+    return ["--spec", str(EXAMPLES / f"{case['spec']}.yaml")] if "spec" in case else []
 
 
 def _assert_one_line_error(r, field: str) -> None:
@@ -44,7 +43,7 @@ def test_corpus_is_large_enough() -> None:
 def test_bad_submit_applies_nothing(case: dict, tmp_path: Path) -> None:
     # A kubeconfig that does not exist: reaching the cluster step would exit 3
     # with "no kubeconfig", so exit 2 with the field proves planning failed first.
-    r = run_module("workloads", "submit", *case["args"], *_spec_args(case), "--kubeconfig", str(tmp_path / "none"))
+    r = cli("workloads", "submit", *case["args"], *_spec_args(case), "--kubeconfig", str(tmp_path / "none"))
     _assert_one_line_error(r, case["field"])
     assert "kubeconfig" not in r.stderr or case["field"] == "--kubeconfig"
 
@@ -52,7 +51,7 @@ def test_bad_submit_applies_nothing(case: dict, tmp_path: Path) -> None:
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_bad_render_writes_nothing(case: dict, tmp_path: Path) -> None:
     out = tmp_path / "tree"
-    r = run_module("workloads", "render", *case["args"], *_spec_args(case), "--out", str(out))
+    r = cli("workloads", "render", *case["args"], *_spec_args(case), "--out", str(out))
     _assert_one_line_error(r, case["field"])
     assert not out.exists()
 
@@ -67,7 +66,7 @@ def test_bad_render_writes_nothing(case: dict, tmp_path: Path) -> None:
     ids=["submit-timeout-negative", "rehearse-seconds-negative", "local-up-timeout-zero"],
 )
 def test_bad_flags_outside_the_plan_are_one_line(args: list[str], field: str, tmp_path: Path) -> None:
-    r = run_module("workloads", *args, "--kubeconfig" if args[0] == "submit" else "--state-dir", str(tmp_path / "none"))
+    r = cli("workloads", *args, "--kubeconfig" if args[0] == "submit" else "--state-dir", str(tmp_path / "none"))
     _assert_one_line_error(r, field)
     assert not (tmp_path / "none").exists()
 
@@ -76,7 +75,7 @@ def test_bad_flags_outside_the_plan_are_one_line(args: list[str], field: str, tm
 
 
 def test_recipes_json() -> None:
-    r = run_module("workloads", "recipes", "-o", "json")
+    r = cli("workloads", "recipes", "-o", "json")
     assert r.returncode == 0, r.stderr
     names = {d["name"] for d in json.loads(r.stdout)}
     assert {"maxtext-6b", "llama3-8b", "hello-tpu", "gpt3-6b"} <= names
@@ -84,8 +83,8 @@ def test_recipes_json() -> None:
 
 def test_submit_dry_run_yaml_and_json_agree() -> None:
     args = ["submit", "maxtext-6b", "--slices", "2", "--name", "dry", "--dry-run"]
-    y = run_module("workloads", *args)
-    j = run_module("workloads", *args, "-o", "json")
+    y = cli("workloads", *args)
+    j = cli("workloads", *args, "-o", "json")
     assert y.returncode == 0 and j.returncode == 0, y.stderr + j.stderr
     docs = yamlio.load_all(y.stdout)
     assert docs == json.loads(j.stdout)
@@ -94,23 +93,21 @@ def test_submit_dry_run_yaml_and_json_agree() -> None:
 
 
 def test_generated_names_differ_between_submits() -> None:
-    a = json.loads(run_module("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
-    b = json.loads(run_module("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
+    a = json.loads(cli("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
+    b = json.loads(cli("workloads", "submit", "hello-tpu", "--dry-run", "-o", "json").stdout)
     assert a[0]["metadata"]["name"].startswith("hello-tpu-")
     assert a[0]["metadata"]["name"] != b[0]["metadata"]["name"]
 
 
 def test_queues_apply_dry_run() -> None:
-    r = run_module("workloads", "queues", "apply", "--dry-run", "-o", "json", "--spec", str(REPO / "examples" / "v6e-reservation.yaml"))
+    r = cli("workloads", "queues", "apply", "--dry-run", "-o", "json", "--spec", str(EXAMPLES / "v6e-reservation.yaml"))
     assert r.returncode == 0, r.stderr
     kinds = [o["kind"] for o in json.loads(r.stdout)]
     assert kinds.count("ClusterQueue") == 2 and kinds.count("LocalQueue") == 2 and kinds.count("PriorityClass") == 5
 
 
 def test_render_json(tmp_path: Path) -> None:
-    r = run_module(
-        "workloads", "render", "llama3-8b", "--name", "rj", "--out", str(tmp_path), "-o", "json", "--spec", str(REPO / "examples" / "v6e-reservation.yaml")
-    )
+    r = cli("workloads", "render", "llama3-8b", "--name", "rj", "--out", str(tmp_path), "-o", "json", "--spec", str(EXAMPLES / "v6e-reservation.yaml"))
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["run"] == "rj" and Path(data["overlay"]).is_dir()
@@ -220,5 +217,5 @@ def test_a_kubeconfig_that_is_not_utf8_text_is_bad_input(encoding: str, tmp_path
     text = "apiVersion: v1\nkind: Config\nclusters: []\n"
     kc = tmp_path / "kc"
     kc.write_bytes(text.encode("utf-16") if encoding == "utf-16" else gzip.compress(text.encode()))
-    r = run_module("workloads", "status", "r1", "--kubeconfig", str(kc))
+    r = cli("workloads", "status", "r1", "--kubeconfig", str(kc))
     _assert_one_line_error(r, "--kubeconfig")

@@ -13,21 +13,13 @@ import pytest
 import yaml
 
 from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, REPO, cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads.render import kueue, xpk
 
-EXAMPLES = REPO / "examples"
-
-
-def _raw(name: str) -> dict:
-    return yaml.safe_load((EXAMPLES / name).read_text())
-
 
 def _spec(name: str = "tpu7x.yaml", **xpk_section):
-    data = _raw(name)
-    data["xpk"] = {"enabled": True, **xpk_section}
-    return parse_spec(data)
+    return spec_from(name, xpk={"enabled": True, **xpk_section})
 
 
 def _parse_like_xpk(data: dict[str, str]) -> dict[str, str]:
@@ -106,7 +98,7 @@ def test_queues_have_xpks_names_and_the_specs_flavors() -> None:
 
 
 def test_quota_share_splits_with_the_teams() -> None:
-    data = _raw("default.yaml")
+    data = example_doc("default")
     data["teams"] = [{"name": "a", "namespace": "a", "quota_share": 0.75}]
     data["xpk"] = {"enabled": True, "namespace": "xpk", "quota_share": 0.25}
     data["tpu_pools"][0]["slices"] = 4  # a quarter of them is one whole slice (infra.quotas)
@@ -130,7 +122,7 @@ def test_tpu7x_workload_policy_takes_xpks_name() -> None:
 
 
 def test_xpk_in_a_team_namespace_needs_host_network() -> None:
-    data = _raw("default.yaml")
+    data = example_doc("default")
     data["teams"] = [{"name": "a", "namespace": "default"}]
     data["xpk"] = {"enabled": True}
     with pytest.raises(SpecError) as e:
@@ -141,12 +133,12 @@ def test_xpk_in_a_team_namespace_needs_host_network() -> None:
 
 
 def test_bad_xpk_quota_share_is_one_line_exit_2(tmp_path: Path) -> None:
-    data = _raw("default.yaml")
+    data = example_doc("default")
     data["xpk"] = {"enabled": True, "namespace": "xpk", "quota_share": 0.5}  # the default team owns 1.0
     f = tmp_path / "bad.yaml"
     f.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
-    r = run_module("workloads", "queues", "apply", "--dry-run", "--spec", str(f))
+    r = cli("workloads", "queues", "apply", "--dry-run", "--spec", str(f))
     assert r.returncode == 2, r.stdout + r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "xpk.quota_share" in lines[0], r.stderr
@@ -154,11 +146,11 @@ def test_bad_xpk_quota_share_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def test_queues_apply_dry_run_prints_xpks_objects(tmp_path: Path) -> None:
-    data = _raw("tpu7x.yaml")
+    data = example_doc("tpu7x")
     data["xpk"] = {"enabled": True}
     f = tmp_path / "s.yaml"
     f.write_text(yaml.safe_dump(data))
-    r = run_module("workloads", "queues", "apply", "--dry-run", "--output", "json", "--spec", str(f))
+    r = cli("workloads", "queues", "apply", "--dry-run", "--output", "json", "--spec", str(f))
     assert r.returncode == 0, r.stderr
     assert "multislice-queue" in r.stdout and "ironwood-resources-configmap" in r.stdout
 

@@ -173,8 +173,22 @@ def test_queued_provisioning_admits_after_the_slice_exists_and_removes_it_after(
         assert first["spec"]["provisioningClassName"] == kueue_render.PROVISIONING_CLASS
         assert first["spec"]["parameters"]["tpu-topology"] == pool.shape.topology
         assert sum(ps["count"] for ps in first["spec"]["podSets"]) == pool.shape.nodes
-        # refused: Failed, and Kueue retries with a second request after its backoff
-        wait_for(lambda: provisioner.is_true(kube.get(pr_info, first["metadata"]["name"], NS) or {}, "Failed"), 60, "the refusal")
+
+        # refused: Failed, and Kueue retries with a second request after its backoff. Kueue deletes
+        # the failed request as soon as it has made the retry (within ~0.2 s here), so a poll can
+        # miss the condition; the Workload's event for the check going to Retry with the
+        # provisioner's message stays.
+        def refused() -> bool:
+            pr = kube.get(pr_info, first["metadata"]["name"], NS)
+            if pr is not None and provisioner.is_true(pr, "Failed"):
+                return True
+            wl = workload(kube, NS, run)
+            return bool(wl) and any(
+                e["involvedObject"].get("uid") == wl["metadata"]["uid"] and "to Retry" in (e.get("message") or "") and "(simulated refusal)" in e["message"]
+                for e in kube.list(kube.resource("v1", "Event"), NS)
+            )
+
+        wait_for(refused, 60, "the refusal")
         assert admitted_flavor(workload(kube, NS, run)) is None
         second = wait_for(lambda: next((p for p in kube.list(pr_info, NS) if p["metadata"]["name"].endswith("-2")), None), 60, "Kueue's retry")
         wait_for(lambda: provisioner.is_true(kube.get(pr_info, second["metadata"]["name"], NS) or {}, "Provisioned"), 60, "provisioning")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec
+from infra.spec import DEFAULT_SPEC_PATH, load_spec
+from tests.conftest import EXAMPLE_FILES
 from tests.integration.conftest import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, TGK_FIELD_MANAGER
@@ -38,7 +39,6 @@ pytestmark = pytest.mark.integration
 # The field manager `queues apply` and `submit` use: the tests apply as the toolkit does.
 FM = TGK_FIELD_MANAGER
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 
 def _cond(obj: dict | None, type_: str) -> dict | None:
@@ -135,7 +135,7 @@ def test_server_is_stamped_1_34(cluster):
     assert cluster.server_version().startswith("v1.34.")
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda p: p.stem)
 def test_every_rendered_object_is_accepted(cluster, example: Path, tmp_path):
     spec = load_spec(example)
     queue_objs = kueue.queue_objects(spec)

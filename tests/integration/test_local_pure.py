@@ -12,13 +12,12 @@ import sys
 import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
+from tests.conftest import EXAMPLE_FILES
 from toolkit.names import GKE_PLACEMENT_POLICY_LABEL, KWOK_NODE_ANNOTATION, TPU_RESOURCE
 from workloads.local import addons, nodes
 
-EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
-
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("example", EXAMPLE_FILES, ids=lambda p: p.stem)
 def test_nodes_match_the_spec(example):
     spec = load_spec(example)
     objs = nodes.node_objects(spec)

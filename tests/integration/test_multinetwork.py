@@ -14,7 +14,7 @@ import copy
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES
 from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import K8S_PSA_ENFORCE_LABEL, TGK_FIELD_MANAGER
@@ -25,7 +25,7 @@ from workloads.render import multinetwork as mn
 
 pytestmark = pytest.mark.integration
 
-EXAMPLE = REPO / "examples" / "tpu7x-multislice.yaml"
+EXAMPLE = EXAMPLES / "tpu7x-multislice.yaml"
 PROBE_NS = "dcn-probe"
 
 

@@ -32,13 +32,13 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import EXAMPLES, run_module
 from tests.integration.conftest import _state_dir, wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL
 
 pytestmark = pytest.mark.integration
 
-SPEC = REPO / "examples" / "v6e-reservation.yaml"  # the seed's v6e 4x4 slices
+SPEC = EXAMPLES / "v6e-reservation.yaml"  # the seed's v6e 4x4 slices
 RECIPE = "llama3-8b"
 JOB_SECONDS = "6"  # how long the stand-in head runs the rehearsed Ray job
 

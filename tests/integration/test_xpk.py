@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
+from tests.conftest import REPO, example_doc, run_module
 from tests.integration.conftest import start_own_cluster
 from workloads.cluster import wait
 from workloads.render import xpk as xr
@@ -37,7 +37,7 @@ WORKLOAD = "xpk-probe"
 
 
 def _spec_doc() -> dict:
-    d = yaml.safe_load((REPO / "examples" / "tpu7x-multislice.yaml").read_text())
+    d = example_doc("tpu7x-multislice")
     d["tpu_pools"][0].update(name="tpu7x-16", topology="2x2x2", slices=2, capacity="on-demand")
     d.pop("network")  # the DCN objects are tests/integration/test_multinetwork.py's
     return d

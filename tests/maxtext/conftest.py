@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import EnvSpec, load_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES
 
 
 def pytest_collection_modifyitems(items):
@@ -39,4 +39,4 @@ def maxtext_venv() -> Path:
 
 @pytest.fixture(scope="session")
 def default_spec() -> EnvSpec:
-    return load_spec(REPO / "examples" / "default.yaml")
+    return load_spec(EXAMPLES / "default.yaml")

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES, REPO
 from workloads.maxtext import env as maxtext_env
 from workloads.maxtext import run_local as rl
 from workloads.observe import metrics as m
@@ -50,7 +50,7 @@ def ray_venv(maxtext_venv) -> Path:
 
 def _tiny_llama_command(maxtext_venv: Path, out: Path) -> tuple[list[str], dict[str, str]]:
     """The llama3-8b recipe's MaxText args and env on the seed's v6e 4x4, shrunk exactly as run-local --tiny does."""
-    spec = load_spec(REPO / "examples" / "v6e-reservation.yaml")
+    spec = load_spec(EXAMPLES / "v6e-reservation.yaml")
     plan = plan_run("llama3-8b", spec, Overrides(slices=1, steps=STEPS), now=datetime.now(UTC), rand="ray")
     workdir = Path(tempfile.mkdtemp(prefix="tgk-ray-test-", dir=out))
     argv, env = rl.command(plan, maxtext_venv, workdir, out)

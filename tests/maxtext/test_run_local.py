@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_module
+from tests.conftest import EXAMPLES, run_module
 from workloads.observe import metrics as m
 from workloads.planning.recipes import Kind, all_recipes
 
 MAXTEXT_RECIPES = [r.name for r in all_recipes() if r.kind is Kind.MAXTEXT]
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def _spec_for(recipe: str, tmp_path: Path) -> list[str]:

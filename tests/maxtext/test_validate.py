@@ -16,10 +16,9 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from infra.spec import parse_spec
-from tests.conftest import REPO
+from tests.conftest import EXAMPLES, REPO, example_doc
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import Overrides, plan_run
@@ -30,7 +29,7 @@ MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]
 
 
 def _every_shape_spec():
-    data = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
+    data = example_doc("default")
     shapes = sorted({s for r in MAXTEXT_RECIPES for s in r.shapes})
     data["tpu_pools"] = [
         {"name": re.sub(r"[^a-z0-9]", "-", s), "generation": s.split("-", 1)[0], "topology": s.split("-", 1)[1], "slices": 2, "capacity": "spot"}
@@ -77,7 +76,7 @@ def results(maxtext_venv, default_spec, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("TGK_RECIPES", str(user_dir))
         load_recipe.cache_clear()
-        plans[f"import:{imported.name}@tpu7x"] = plan_run(imported.name, load_spec(REPO / "examples" / "tpu7x.yaml"), Overrides())
+        plans[f"import:{imported.name}@tpu7x"] = plan_run(imported.name, load_spec(EXAMPLES / "tpu7x.yaml"), Overrides())
     load_recipe.cache_clear()
     # --profile: the profiler and Vertex TensorBoard keys it writes are MaxText's own.
     plans["maxtext-6b@default x2 --profile"] = plan_run("maxtext-6b", default_spec, Overrides(slices=2, profile_steps=3, profile_start=2))

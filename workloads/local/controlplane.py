@@ -94,6 +94,8 @@ STATE_MARKER = ".tgk-local-state"
 # What `up` wipes in a state dir before a fresh start: all of it the toolkit's own.
 FRESH_START_WIPES = ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner", "gcs")
 # Written for this project from the published ProvisioningRequest API (see the file's header).
+# Starts on fresh ports when a daemon found its port taken (procs.free_port says why that can happen).
+PORT_ATTEMPTS = 3
 PROVISIONING_REQUEST_CRD = Path(__file__).resolve().parent / "crds" / "provisioningrequests.yaml"
 KWOK_LOGS_CRD = "kwok/crd/bases/kwok.x-k8s.io_logs.yaml"  # under the build's manifests/
 
@@ -112,6 +114,10 @@ def build_root() -> Path:
 def ensure_built(progress: Progress, *, build: bool = True) -> Path:
     """The build root with binaries and manifests, building them if allowed."""
     return BUILD.ensure(progress, build=build)
+
+
+class PortTaken(LocalClusterError):
+    """A daemon exited at start-up because another process had bound its port first."""
 
 
 @dataclass
@@ -270,7 +276,7 @@ class LocalCluster:
             root = ensure_built(self.progress, build=build)
             self._ray = kuberay.prepare(self.progress, build=build) if with_ray else None
             try:
-                self._start(root, spec, spec_path, timeout)
+                self._start_on_free_ports(root, spec, spec_path, timeout)
             except BaseException:
                 self.progress("start-up failed; stopping what was started (logs kept in " + str(self.state_dir / "logs") + ")")
                 self._stop_all()
@@ -291,6 +297,18 @@ class LocalCluster:
         st["spec"] = spec_path
         write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
+
+    def _start_on_free_ports(self, root: Path, spec: EnvSpec, spec_path: str, timeout: float) -> None:
+        """``_start``; again from the beginning on new ports when a daemon found its port taken."""
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self._start(root, spec, spec_path, timeout)
+                return
+            except PortTaken as e:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+                self.progress(f"{e}; starting again on new ports (attempt {attempt + 1} of {PORT_ATTEMPTS})")
+                self._stop_all()
 
     def _start(self, root: Path, spec: EnvSpec, spec_path: str, timeout: float) -> None:
         """Start every component in order, each ready before the next that needs it."""
@@ -671,17 +689,20 @@ class LocalCluster:
         try:
             wait_for(ready, timeout=timeout, what=what, interval=0.25, fail=lambda _: self._exited_daemon())
         except WaitFailed as e:
-            raise LocalClusterError(str(e)) from None
+            taken = any(d.port_taken() for d in self._exited())
+            raise (PortTaken if taken else LocalClusterError)(str(e)) from None
         except WaitTimeout:
             raise LocalClusterError(f"timed out after {timeout:.0f}s waiting for {what} (logs in {self.state_dir / 'logs'})") from None
         self.progress(f"  {what}: ready after {time.monotonic() - t0:.1f}s")
 
+    def _exited(self) -> list[Daemon]:
+        """The daemons that were started and are gone."""
+        return [d for d in map(self.daemon, DAEMONS) if d.pid_file.exists() and not d.alive()]
+
     def _exited_daemon(self) -> str | None:
         """A daemon that was started and is gone, with its log tail; None while all run."""
-        for name in DAEMONS:
-            d = self.daemon(name)
-            if d.pid_file.exists() and not d.alive():
-                return f"{name} exited during start-up: {d.log_tail(4) or 'no output'} (log: {d.log_file})"
+        for d in self._exited():
+            return f"{d.name} exited during start-up: {d.log_tail(4) or 'no output'} (log: {d.log_file})"
         return None
 
     # ------------------------------------------------------------------- down

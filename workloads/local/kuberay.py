@@ -185,32 +185,23 @@ def job_seconds(rayjob: dict[str, Any]) -> float:
 
 
 @dataclass(frozen=True)
-class RayPorts:
-    probe: int
-    dashboard: int
-    proxy: int
-
-    @classmethod
-    def pick(cls) -> RayPorts:
-        chosen: list[int] = []
-        while len(chosen) < 3:
-            p = free_port()
-            if p not in chosen:
-                chosen.append(p)
-        return cls(*chosen)
-
-
-@dataclass(frozen=True)
 class RayBoot:
     """What a start with Ray needs, found (or built) before anything starts."""
 
     root: Path  # the KubeRay build
     venv: Path  # the Ray venv
-    ports: RayPorts
 
 
 def prepare(progress: Progress, *, build: bool = True) -> RayBoot:
-    return RayBoot(ensure_built(progress, build=build), ray_venv(progress), RayPorts.pick())
+    return RayBoot(ensure_built(progress, build=build), ray_venv(progress))
+
+
+def ready_port(ready_file: Path) -> int:
+    """The port a daemon of ours bound itself and wrote into its ready file (JSON ``{"port": N}``)."""
+    try:
+        return int(json.loads(ready_file.read_text())["port"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise LocalClusterError(f"{ready_file} does not name the port its daemon bound: {e}") from None
 
 
 def _http_ok(url: str) -> bool:
@@ -226,7 +217,10 @@ def _http_ok(url: str) -> bool:
 def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
     """The stand-in head, the stand-in (proxy + submitter), then the operator; each ready before the next.
 
-    ``lc`` is the LocalCluster being started (its daemons, waits and state file).
+    ``lc`` is the LocalCluster being started (its daemons, waits and state file). The head's
+    dashboard and the stand-in's proxy bind ports of their own choosing and name them in their
+    ready files, so no port is picked here and released before its daemon binds it; only the
+    operator's health port is a flag (``free_port``; a start that finds it taken is retried).
     """
     run = lc.state_dir / "ray"
     run.mkdir(parents=True, exist_ok=True)
@@ -236,11 +230,12 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
     python = str(ray.venv / "bin" / "python")
     lc.progress("starting the stand-in Ray head (a real Ray on loopback, for the head pods' dashboard)")
     lc.daemon("ray-head").start(
-        [python, "-m", "workloads.ray.standin_head", "--dashboard-port", str(ray.ports.dashboard), "--ready-file", str(head_ready)],
+        [python, "-m", "workloads.ray.standin_head", "--ready-file", str(head_ready)],
         env={"PYTHONPATH": str(REPO_ROOT), "RAY_USAGE_STATS_ENABLED": "0"},
         cwd=REPO_ROOT,
     )
     lc._wait("the stand-in Ray head's dashboard", head_ready.is_file, timeout)
+    dashboard = ready_port(head_ready)
     lc.daemon("ray-standin").start(
         [
             sys.executable,
@@ -249,9 +244,7 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
             "--state-dir",
             str(lc.state_dir),
             "--dashboard-port",
-            str(ray.ports.dashboard),
-            "--proxy-port",
-            str(ray.ports.proxy),
+            str(dashboard),
             "--ray-python",
             python,
             "--ready-file",
@@ -261,11 +254,12 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
         cwd=REPO_ROOT,
     )
     lc._wait("the Ray stand-in (dashboard proxy)", standin_ready.is_file, timeout)
+    proxy, probe = ready_port(standin_ready), free_port()
     lc.progress(f"starting KubeRay {KUBERAY_VERSION}")
-    lc.daemon("kuberay").start(operator_argv(ray.root, ray.ports.probe), env=operator_env(lc.kubeconfig, ray.ports.proxy))
-    lc._wait("KubeRay readiness", lambda: _http_ok(f"http://127.0.0.1:{ray.ports.probe}/readyz"), timeout)
+    lc.daemon("kuberay").start(operator_argv(ray.root, probe), env=operator_env(lc.kubeconfig, proxy))
+    lc._wait("KubeRay readiness", lambda: _http_ok(f"http://127.0.0.1:{probe}/readyz"), timeout)
     st = json.loads(lc.state_file.read_text())
-    st["ray"] = {"kuberay": KUBERAY_VERSION, "venv": str(ray.venv), "ports": ray.ports.__dict__}
+    st["ray"] = {"kuberay": KUBERAY_VERSION, "venv": str(ray.venv), "ports": {"probe": probe, "dashboard": dashboard, "proxy": proxy}}
     from toolkit.owned import write_atomic
 
     write_atomic(lc.state_file, json.dumps(st, indent=2))
@@ -404,13 +398,17 @@ class StandIn:
         _say(f"ended submitter pod {meta['namespace']}/{meta['name']} ({'succeeded' if ok else 'failed'})")
 
 
-def serve(state_dir: Path, dashboard_port: int, proxy_port: int, ray_python: str, ready_file: Path) -> int:
+def serve(state_dir: Path, dashboard_port: int, ray_python: str, ready_file: Path, proxy_port: int = 0) -> int:
+    """Serve until killed; ``proxy_port`` 0 (the default) binds a port the kernel picks, named in ``ready_file``."""
     _Proxy.dashboard_port = dashboard_port
     server = _ThreadingServer(("127.0.0.1", proxy_port), _Proxy)
+    proxy_port = server.server_address[1]
     threading.Thread(target=server.serve_forever, name="proxy", daemon=True).start()
     kube = state.client(state_dir)
     standin = StandIn(kube, f"http://127.0.0.1:{dashboard_port}", ray_python)
-    ready_file.write_text("ok\n")
+    partial = ready_file.with_name(ready_file.name + ".partial")
+    partial.write_text(json.dumps({"port": proxy_port}) + "\n")
+    partial.replace(ready_file)  # whole or absent: the parent reads it as soon as it exists
     _say(f"forwarding head-service dashboards to 127.0.0.1:{dashboard_port} (proxy on 127.0.0.1:{proxy_port})")
     while True:
         try:
@@ -424,11 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.local.kuberay")
     p.add_argument("--state-dir", type=Path, required=True)
     p.add_argument("--dashboard-port", type=int, required=True)
-    p.add_argument("--proxy-port", type=int, required=True)
+    p.add_argument("--proxy-port", type=int, default=0, help="default 0: a port the kernel picks, written to the ready file")
     p.add_argument("--ray-python", required=True)
     p.add_argument("--ready-file", type=Path, required=True)
     a = p.parse_args(argv)
-    return serve(a.state_dir, a.dashboard_port, a.proxy_port, a.ray_python, a.ready_file)
+    return serve(a.state_dir, a.dashboard_port, a.ray_python, a.ready_file, a.proxy_port)
 
 
 if __name__ == "__main__":

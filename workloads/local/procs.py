@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -21,6 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from workloads.local import LocalClusterError
+
+# What a daemon that could not bind its port says: Go's net package ("bind: address already
+# in use"), Python's OSError (errno 98), Ray's own check ("already occupied").
+_BIND_FAILED = re.compile(r"address already in use|already occupied|EADDRINUSE", re.IGNORECASE)
+START_MARK = "\n=== "  # the line Daemon.start writes to the log before each start
 
 
 @contextmanager
@@ -89,7 +96,7 @@ class Daemon:
         if not Path(argv[0]).is_file():
             raise LocalClusterError(f"{self.name}: binary {argv[0]} is missing; run scripts/build-local-cluster.sh")
         with open(self.log_file, "ab") as log:
-            log.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
+            log.write(f"{START_MARK}{time.strftime('%Y-%m-%dT%H:%M:%S')} starting: {' '.join(argv)}\n".encode())
             log.flush()
             proc = subprocess.Popen(
                 argv,
@@ -139,6 +146,14 @@ class Daemon:
             return ""
         return " | ".join(line.strip() for line in text[-lines:] if line.strip())
 
+    def port_taken(self) -> bool:
+        """Whether the daemon's latest start failed because another process held its port."""
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except FileNotFoundError:
+            return False
+        return bool(_BIND_FAILED.search(text[text.rfind(START_MARK) + 1 :]))
+
     def rss_bytes(self) -> int:
         pid = self.pid()
         if pid is None:
@@ -161,9 +176,43 @@ def _reap(pid: int) -> None:
         pass
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now (the kernel picks it)."""
+def _ephemeral_low() -> int:
+    """Where the kernel's range for the local ends of outgoing connections starts."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+# Ports handed to daemons come from here: below the ephemeral range, above the usual fixed ones.
+PORT_FLOOR = 20000
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now, for a daemon that takes its port as a flag.
+
+    Between this check and the daemon's bind the port is free for anyone. It is drawn at
+    random below the kernel's ephemeral range, so no outgoing connection (the apiserver's
+    clients open many) can be given it meanwhile; another process binding the same port
+    first is still possible, and a start that fails that way is retried on new ports
+    (``Daemon.port_taken``). A daemon of our own binds port 0 itself instead.
+    """
+    top = _ephemeral_low()
+    if top - PORT_FLOOR >= 1000:
+        for _ in range(100):
+            port = random.randrange(PORT_FLOOR, top)
+            if _bindable(port):
+                return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # no room below the range: the kernel's pick
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -6,9 +6,13 @@ port, yet KubeRay follows every RayJob through that dashboard (the Ray Jobs REST
 python (scripts/setup-ray.sh) and routes KubeRay's dashboard calls to it
 (workloads.local.kuberay): Ray's own job manager then answers them.
 
-    python -m workloads.ray.standin_head --dashboard-port P --ready-file F [--num-cpus N]
+    python -m workloads.ray.standin_head --ready-file F [--dashboard-port P] [--num-cpus N]
 
-Runs until SIGTERM, then shuts Ray down (its GCS, raylet and dashboard are children
+The dashboard binds its port itself (Ray's own search from 8265 up, unless ``--dashboard-port``
+names one) and the ready file, written once it answers, names it: ``{"dashboard": URL, "port":
+N, "ray": VERSION}``. No port is picked by a parent and released before Ray binds it, and a
+start-up attempt that fails leaves its port to the next one (a dashboard of a failed attempt
+can outlive ``ray.shutdown``). Runs until SIGTERM, then shuts Ray down (its GCS, raylet and dashboard are children
 of this process and go with it). Only the standard library and Ray are imported.
 """
 
@@ -39,7 +43,7 @@ def _dashboard_up(port: int) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m workloads.ray.standin_head")
-    p.add_argument("--dashboard-port", type=int, required=True)
+    p.add_argument("--dashboard-port", type=int, default=None, help="default: the first free port from 8265 up, bound by the dashboard itself")
     p.add_argument("--ready-file", type=Path, required=True)
     p.add_argument("--num-cpus", type=int, default=2, help="CPUs the head offers (job supervisors and entrypoints)")
     args = p.parse_args(argv)
@@ -65,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                ray.init(
+                context = ray.init(
                     address="local",
                     num_cpus=args.num_cpus,
                     include_dashboard=True,
@@ -84,14 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         # Ray's core installs its own SIGTERM handler (a stack dump, then exit), which would
         # skip the shutdown below: take SIGTERM back.
         signal.signal(signal.SIGTERM, on_signal)
+        port = int(context.dashboard_url.rsplit(":", 1)[1])  # "127.0.0.1:8265", as the dashboard bound it
         deadline = time.monotonic() + 120
-        while not _dashboard_up(args.dashboard_port):
+        while not _dashboard_up(port):
             if time.monotonic() > deadline or stop.is_set():
-                sys.stderr.write(f"the Ray dashboard did not answer on 127.0.0.1:{args.dashboard_port}\n")
+                sys.stderr.write(f"the Ray dashboard did not answer on 127.0.0.1:{port}\n")
                 return 1
             time.sleep(0.25)
-        args.ready_file.write_text(json.dumps({"dashboard": f"http://127.0.0.1:{args.dashboard_port}", "ray": ray.__version__}))
-        print(f"Ray {ray.__version__} head up; dashboard on 127.0.0.1:{args.dashboard_port}", flush=True)
+        partial = args.ready_file.with_name(args.ready_file.name + ".partial")
+        partial.write_text(json.dumps({"dashboard": f"http://127.0.0.1:{port}", "port": port, "ray": ray.__version__}))
+        partial.replace(args.ready_file)  # whole or absent: the parent reads it as soon as it exists
+        print(f"Ray {ray.__version__} head up; dashboard on 127.0.0.1:{port}", flush=True)
         stop.wait()
     finally:
         ray.shutdown()
