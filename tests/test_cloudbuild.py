@@ -467,8 +467,12 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
     _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
     (ws / ".tgk").mkdir()
     (ws / ".tgk" / "stack_dir").write_text("cdktn.out/stacks/x\n")
-    for example, protected in (("tpu7x.yaml", True), ("default.yaml", False)):
-        subs = {**doc["substitutions"], "_SPEC": str(REPO / "examples" / example)}
+    unprotected = tmp_path / "unprotected.yaml"  # deletion protection is on by default: the opt-out is explicit
+    unprotected.write_text(
+        (REPO / "examples/default.yaml").read_text().replace("  release_channel: RAPID\n", "  release_channel: RAPID\n  deletion_protection: false\n")
+    )
+    for spec_path, protected in ((REPO / "examples/tpu7x.yaml", True), (REPO / "examples/default.yaml", True), (unprotected, False)):
+        subs = {**doc["substitutions"], "_SPEC": str(spec_path)}
         assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
         r = _run_step(doc, "tf-destroy", ws, subs, shims)
         log = (tmp_path / "log").read_text()
