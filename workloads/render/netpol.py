@@ -13,6 +13,9 @@ What they allow (everything else into a team's pods is denied once a policy sele
   which follows every RayJob through it: pods in ``network_policy.ray_operator_namespaces``
   (a KubeRay installed by hand), and with the spec's Ray add-on the control plane's range
   (``cluster.master_cidr``; GKE hosts the add-on's operator. Not verified on a GKE cluster).
+- ``tgk-ray-metrics`` (with the Ray add-on's ``monitoring``): Ray pods' metrics port (8080)
+  from ``gmp-system``, where GKE's Managed Service for Prometheus runs its collectors, which
+  scrape them on the pod network.
 - ``tgk-egress`` (only when ``network_policy.egress_cidrs`` is a list; egress is open
   otherwise): the namespace's pods, cluster DNS, the GKE metadata server (Workload
   Identity's tokens: 169.254.169.254 on 80/8080 with Dataplane V2, 169.254.169.252 on
@@ -37,7 +40,11 @@ from toolkit.names import K8S_MANAGED_BY_LABEL, K8S_NAMESPACE_NAME_LABEL, NETWOR
 SAME_NAMESPACE = "tgk-same-namespace"
 RAY_DASHBOARD = "tgk-ray-dashboard"
 EGRESS = "tgk-egress"
+RAY_METRICS = "tgk-ray-metrics"
 RAY_DASHBOARD_PORT = 8265  # workloads.render.rayjob.HEAD_PORTS' dashboard
+RAY_METRICS_PORT = 8080  # KubeRay's DefaultMetricsPort, which it adds to every Ray container
+RAY_NODE_LABEL = "ray.io/is-ray-node"  # KubeRay's utils.RayNodeLabelKey, "yes" on every Ray pod
+GMP_NAMESPACE = "gmp-system"  # GKE's managed collection (the Ray add-on's monitoring scrapes through it)
 # The GKE metadata server, where Workload Identity's tokens come from (GKE's documented egress for it).
 METADATA_SERVER = (("169.254.169.254/32", (80, 8080)), ("169.254.169.252/32", (987, 988)))
 KUBE_DNS = {"namespace": "kube-system", "labels": {"k8s-app": "kube-dns"}}
@@ -78,6 +85,18 @@ def ray_dashboard(spec: EnvSpec, team: TeamSpec) -> dict[str, Any]:
     )
 
 
+def ray_metrics(team: TeamSpec) -> dict[str, Any]:
+    return _policy(
+        team,
+        RAY_METRICS,
+        {
+            "podSelector": {"matchLabels": {RAY_NODE_LABEL: "yes"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {K8S_NAMESPACE_NAME_LABEL: GMP_NAMESPACE}}}], "ports": _tcp(RAY_METRICS_PORT)}],
+        },
+    )
+
+
 def egress(spec: EnvSpec, team: TeamSpec) -> dict[str, Any]:
     cidrs = spec.network_policy.egress_cidrs or []
     dns = {"namespaceSelector": {"matchLabels": {K8S_NAMESPACE_NAME_LABEL: KUBE_DNS["namespace"]}}, "podSelector": {"matchLabels": dict(KUBE_DNS["labels"])}}
@@ -99,6 +118,8 @@ def network_policies(spec: EnvSpec) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for team in spec.teams:
         out += [same_namespace(team), ray_dashboard(spec, team)]
+        if spec.cluster.ray.enabled and spec.cluster.ray.monitoring:
+            out.append(ray_metrics(team))
         if np.egress_cidrs is not None:
             out.append(egress(spec, team))
     return out
