@@ -116,6 +116,12 @@ def test_a_recipe_home_is_kept() -> None:
     assert podsecurity.home_env(None, []) == []
 
 
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_team_ksas_mount_no_token_by_default(example: str) -> None:
+    ksas = [o for o in kueue.queue_objects(load_spec(EXAMPLES_DIR / f"{example}.yaml")) if o["kind"] == "ServiceAccount"]
+    assert ksas and all(k["automountServiceAccountToken"] is False for k in ksas)
+
+
 def test_the_dcn_daemonset_is_privileged_only_where_it_must_be() -> None:
     ds = tcp_tuning_daemonset(load_spec(EXAMPLES_DIR / "tpu7x-multislice.yaml"))
     pod = ds["spec"]["template"]["spec"]

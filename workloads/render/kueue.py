@@ -112,11 +112,17 @@ def namespaces(spec: EnvSpec) -> list[dict[str, Any]]:
 
 
 def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Each team's KSA: its Google identity, and no token in the pods that use it unless a pod asks for one.
+
+    The toolkit's pods say so themselves (workloads/render/podsecurity.py); this covers a
+    pod someone else writes for the team's KSA, which gets no Kubernetes API token by default.
+    """
     return [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
             "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {GKE_WORKLOAD_IDENTITY_ANNOTATION: workload_gsa_email(spec, t)}},
+            "automountServiceAccountToken": False,
         }
         for t in spec.teams
     ]
