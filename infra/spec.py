@@ -209,10 +209,21 @@ class ClusterSpec(_Model):
     release_channel: ReleaseChannel = ReleaseChannel.RAPID
     min_version: str | None = Field(None, pattern=catalog.GKE_VERSION, description="min_master_version; defaults to the floor the TPU pools need")
     dataplane_v2: bool = True
-    private_nodes: bool = False
+    # Secure by default; each opt-out is one of these fields (README "Secure defaults").
+    private_nodes: bool = Field(
+        True, description="nodes without external IPs: egress through Cloud NAT, Google APIs through Private Google Access; false gives every node a public IP"
+    )
     master_cidr: str = Field("172.16.0.0/28", description="control-plane range when private_nodes is on")
-    master_authorized_networks: list[str] = Field(default_factory=list)
-    deletion_protection: bool = False
+    master_authorized_networks: list[str] = Field(
+        default_factory=list,
+        description="CIDRs that may reach the control plane's IP endpoint (none by default; add yours, e.g. 203.0.113.7/32; 0.0.0.0/0 opens it to all)",
+    )
+    dns_endpoint: bool = Field(
+        True,
+        description="GKE's DNS-based control-plane endpoint: reachable from anywhere, every request checked by IAM "
+        "(gcloud container clusters get-credentials --dns-endpoint); false leaves only the IP endpoint",
+    )
+    deletion_protection: bool = Field(True, description="GKE refuses to delete the cluster; `infra destroy` and the destroy pipeline refuse while it is on")
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
@@ -624,6 +635,18 @@ class TeamSpec(_Model):
         False,
         description="allow hostNetwork runs (more DCN throughput); they act as the TPU nodes' SA, which then gets this team's buckets",
     )
+    priorities: list[str] | None = Field(
+        None,
+        min_length=1,
+        description="the PriorityClasses the team's pods may use, enforced in the cluster by an admission policy (default: its priority and every lower one)",
+    )
+    run_as_user: int | None = Field(
+        None,
+        ge=1,
+        le=2**31 - 1,
+        description="run the team's pods as this non-root UID (runAsNonRoot), and enforce Pod Security restricted on its namespace; "
+        "default: the image's user (the toolkit's MaxText image runs as root), under baseline",
+    )
 
     @field_validator("priority")
     @classmethod
@@ -631,6 +654,32 @@ class TeamSpec(_Model):
         if v not in PRIORITY_CLASSES:
             raise ValueError(f"unknown priority {v!r}; use one of {', '.join(PRIORITY_CLASSES)}")
         return v
+
+    @field_validator("priorities")
+    @classmethod
+    def _priorities(cls, v: list[str] | None) -> list[str] | None:
+        for p in v or ():
+            if p not in PRIORITY_CLASSES:
+                raise ValueError(f"unknown priority {p!r}; use some of {', '.join(PRIORITY_CLASSES)}")
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"{v} names a priority twice; list each once")
+        return v
+
+    @model_validator(mode="after")
+    def _default_priority_allowed(self) -> TeamSpec:
+        if self.priorities is not None and self.priority not in self.priorities:
+            raise FieldValueError(
+                "priorities", f"does not include the team's own priority ({self.priority})", f"add {self.priority} to priorities, or change priority"
+            )
+        return self
+
+    @property
+    def allowed_priorities(self) -> tuple[str, ...]:
+        """The PriorityClasses the team may use, lowest first (``priorities``, else up to its ``priority``)."""
+        if self.priorities is not None:
+            return tuple(p for p in PRIORITY_CLASSES if p in self.priorities)
+        ceiling = PRIORITY_CLASSES[self.priority]
+        return tuple(p for p, v in PRIORITY_CLASSES.items() if v <= ceiling)
 
     @model_validator(mode="after")
     def _lend_own(self) -> TeamSpec:
@@ -822,6 +871,42 @@ class KueueSpec(_Model):
     fair_sharing: FairSharingSpec = Field(default_factory=FairSharingSpec)
 
 
+def _any_cidr(v: str, example: str) -> str:
+    try:
+        ipaddress.ip_network(v, strict=True)
+    except ValueError:
+        raise ValueError(f"{v!r} is not a CIDR block; write it like {example}") from None
+    return v
+
+
+class NetworkPolicySpec(_Model):
+    """NetworkPolicies in every team namespace (workloads/render/netpol.py; GKE enforces them with Dataplane V2).
+
+    With ``enabled``, a team's pods accept connections only from pods of their own
+    namespace (a run's workers, coordinator and Ray head reach each other; other teams'
+    pods cannot), and a Ray head's dashboard also from KubeRay's operator. Pods on the
+    host network are outside any NetworkPolicy.
+    """
+
+    enabled: bool = Field(True, description="deny ingress into team namespaces from other namespaces; false leaves the pod network open")
+    egress_cidrs: list[str] | None = Field(
+        None,
+        description="None: egress open (PyPI, Hugging Face, GCS...). A list: egress only to the namespace, cluster DNS, "
+        "the GKE metadata server and these CIDRs",
+    )
+    ray_operator_namespaces: list[Annotated[str, Field(pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX)]] = Field(
+        default_factory=lambda: ["kube-system", "ray-system"],
+        description="namespaces whose pods may reach a Ray head's dashboard (8265): where KubeRay's operator runs",
+    )
+
+    @field_validator("egress_cidrs")
+    @classmethod
+    def _egress(cls, v: list[str] | None) -> list[str] | None:
+        for c in v or ():
+            _any_cidr(c, "199.36.153.8/30")
+        return v
+
+
 # ------------------------------------------------------------------- the spec
 
 
@@ -849,7 +934,8 @@ class EnvSpec(_Model):
     cluster: ClusterSpec
     cpu_pool: CpuPoolSpec = Field(default_factory=CpuPoolSpec)
     tpu_pools: list[TpuPoolSpec] = Field(..., min_length=1)
-    teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default")], min_length=1)
+    # A spec without teams has one implicit team; with no other team to outrank, it may use every toolkit class.
+    teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default", priorities=list(PRIORITY_CLASSES))], min_length=1)
     buckets: list[BucketSpec] = Field(default_factory=list)
     artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
@@ -857,6 +943,7 @@ class EnvSpec(_Model):
     state: StateSpec = Field(default_factory=StateSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)
     kueue: KueueSpec = Field(default_factory=KueueSpec)
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     xpk: XpkSpec = Field(default_factory=XpkSpec)
     prices: PriceOverrides | None = Field(None, description="USD per chip-hour rates that win over infra/prices.yaml (with the day they were taken)")
 

@@ -282,6 +282,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             private_nodes=c.private_nodes,
             master_cidr=c.master_cidr,
             master_authorized_networks=tuple(c.master_authorized_networks),
+            dns_endpoint=c.dns_endpoint,
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,

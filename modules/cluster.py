@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -14,6 +15,8 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterAddonsConfigRayOperatorConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfig,
+    ContainerClusterControlPlaneEndpointsConfig,
+    ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig,
     ContainerClusterIpAllocationPolicy,
     ContainerClusterLoggingConfig,
     ContainerClusterMaintenancePolicy,
@@ -67,11 +70,15 @@ class ClusterProps:
     dataplane_v2: bool = True
     # A second network for multislice DCN (GKE multi-networking; needs Dataplane V2, set only at creation).
     multi_networking: bool = False
-    private_nodes: bool = False
+    # Secure by default (the spec's ClusterSpec has the same defaults and says how to opt out).
+    private_nodes: bool = True  # no external node IPs; the network module adds Cloud NAT
     master_cidr: str = "172.16.0.0/28"
+    # The IP endpoint admits only these (none: only the VPC, through the private endpoint).
     master_authorized_networks: Sequence[str] = ()
-    # Off by default: the reference sandbox's destroy broke when a module flipped it on.
-    deletion_protection: bool = False
+    # GKE's DNS-based endpoint: every request is checked by IAM, from wherever it comes.
+    dns_endpoint: bool = True
+    # GKE refuses to delete the cluster; `infra destroy` refuses first (turn it off, deploy, destroy).
+    deletion_protection: bool = True
     maintenance_window: MaintenanceWindowProps | None = None
     gcs_fuse_csi: bool = True
     ray_operator: RayOperatorProps | None = None  # None: the add-on stays off
@@ -116,6 +123,7 @@ class Cluster(Construct):
             network_policy=None if p.dataplane_v2 else ContainerClusterNetworkPolicy(enabled=True, provider="CALICO"),
             private_cluster_config=_private_cluster_config(p),
             master_authorized_networks_config=_master_authorized_networks(p),
+            control_plane_endpoints_config=_control_plane_endpoints(p),
             deletion_protection=p.deletion_protection,
             maintenance_policy=_maintenance_policy(p),
             logging_config=ContainerClusterLoggingConfig(enable_components=["SYSTEM_COMPONENTS", "WORKLOADS"]),
@@ -145,8 +153,8 @@ class Cluster(Construct):
             public = "spec cluster.private_nodes is false: nodes keep external IPs and need no Cloud NAT (the reference sandbox's setup)"
             out["CKV_GCP_25"] = public
             out["CKV_GCP_64"] = public
-        if not p.master_authorized_networks:
-            out["CKV_GCP_20"] = "spec cluster.master_authorized_networks is empty: the public endpoint is open, access still needs IAM"
+        if any(ipaddress.ip_network(c).prefixlen == 0 for c in p.master_authorized_networks):
+            out["CKV_GCP_18"] = "spec cluster.master_authorized_networks lists 0.0.0.0/0 on purpose: the IP endpoint is open, access still needs IAM"
         return out
 
     @property
@@ -179,14 +187,24 @@ def _private_cluster_config(p: ClusterProps) -> ContainerClusterPrivateClusterCo
     )
 
 
-def _master_authorized_networks(p: ClusterProps) -> ContainerClusterMasterAuthorizedNetworksConfig | None:
-    if not p.master_authorized_networks:
-        return None
+def _master_authorized_networks(p: ClusterProps) -> ContainerClusterMasterAuthorizedNetworksConfig:
+    """Always on: with no CIDRs, the IP endpoint answers only inside the VPC (and not Google Cloud's public IPs either)."""
     return ContainerClusterMasterAuthorizedNetworksConfig(
         cidr_blocks=[
             ContainerClusterMasterAuthorizedNetworksConfigCidrBlocks(cidr_block=c, display_name=f"authorized-{i}")
             for i, c in enumerate(p.master_authorized_networks)
         ]
+        or None,
+        gcp_public_cidrs_access_enabled=False,
+    )
+
+
+def _control_plane_endpoints(p: ClusterProps) -> ContainerClusterControlPlaneEndpointsConfig | None:
+    """The DNS-based endpoint, open to external traffic: IAM decides who gets in (operators, Cloud Build)."""
+    if not p.dns_endpoint:
+        return None
+    return ContainerClusterControlPlaneEndpointsConfig(
+        dns_endpoint_config=ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig(allow_external_traffic=True)
     )
 
 

@@ -467,8 +467,12 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
     _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
     (ws / ".tgk").mkdir()
     (ws / ".tgk" / "stack_dir").write_text("cdktn.out/stacks/x\n")
-    for example, protected in (("tpu7x.yaml", True), ("default.yaml", False)):
-        subs = {**doc["substitutions"], "_SPEC": str(EXAMPLES / example)}
+    unprotected = tmp_path / "unprotected.yaml"  # deletion protection is on by default: the opt-out is explicit
+    unprotected.write_text(
+        (EXAMPLES / "default.yaml").read_text().replace("  release_channel: RAPID\n", "  release_channel: RAPID\n  deletion_protection: false\n")
+    )
+    for spec_path, protected in ((EXAMPLES / "tpu7x.yaml", True), (EXAMPLES / "default.yaml", True), (unprotected, False)):
+        subs = {**doc["substitutions"], "_SPEC": str(spec_path)}
         assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
         r = _run_step(doc, "tf-destroy", ws, subs, shims)
         log = (tmp_path / "log").read_text()
@@ -477,6 +481,26 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
         else:
             assert r.returncode == 0, r.stderr
             assert "terraform -chdir=cdktn.out/stacks/x destroy -auto-approve" in log
+
+
+def test_credentials_go_through_the_dns_endpoint_by_default(tmp_path: Path, shims: Path, monkeypatch):
+    """The IP endpoint admits no outside address by default, so Cloud Build's workers reach the cluster by its DNS endpoint."""
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    _shim(shims, "gcloud", 'echo "gcloud $*" >> "$TGK_TEST_LOG"\n')
+    _shim(shims, "kubectl", 'echo "kubectl $*" >> "$TGK_TEST_LOG"\n')
+    ip_only = tmp_path / "ip-only.yaml"
+    ip_only.write_text((REPO / "examples/default.yaml").read_text().replace("  release_channel: RAPID\n", "  release_channel: RAPID\n  dns_endpoint: false\n"))
+    for spec_path, dns in ((REPO / "examples/default.yaml", True), (ip_only, False)):
+        (tmp_path / "log").write_text("")
+        subs = {**doc["substitutions"], "_SPEC": str(spec_path)}
+        assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
+        r = _run_step(doc, "credentials", ws, subs, shims)
+        assert r.returncode == 0, r.stderr
+        (line,) = [ln for ln in (tmp_path / "log").read_text().splitlines() if "get-credentials" in ln]
+        assert line.endswith("--project my-tpu-project --dns-endpoint") if dns else line.endswith("--project my-tpu-project"), line
 
 
 # What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository).

@@ -71,8 +71,9 @@ def test_deploy_dry_run_applies_the_saved_plan(tmp_path: Path) -> None:
     assert proc.stdout.strip().splitlines()[-1].endswith("apply -input=false tfplan")
 
 
-def test_destroy_refuses_while_deletion_protection_is_on(tmp_path: Path) -> None:
-    proc = infra("destroy", "--spec", "examples/tpu7x.yaml", "--out", str(tmp_path / "o"), "--yes")
+@pytest.mark.parametrize("example", ["tpu7x", "default"])  # default: deletion protection is on by default
+def test_destroy_refuses_while_deletion_protection_is_on(tmp_path: Path, example: str) -> None:
+    proc = infra("destroy", "--spec", f"examples/{example}.yaml", "--out", str(tmp_path / "o"), "--yes")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert "cluster.deletion_protection" in proc.stderr
@@ -85,7 +86,10 @@ def test_destroy_without_a_terminal_needs_yes(tmp_path: Path) -> None:
     fake = tmp_path / "terraform"
     fake.write_text("#!/bin/sh\necho reached >&2\nexit 0\n")
     fake.chmod(0o755)
-    proc = infra("destroy", "--out", str(tmp_path / "o"), env={"TGK_TERRAFORM": str(fake)}, stdin="")
+    # Deletion protection (on by default) refuses first: this spec turned it off, as the README says to before a destroy.
+    spec = tmp_path / "unprotected.yaml"
+    spec.write_text(Path("examples/default.yaml").read_text().replace("  release_channel: RAPID\n", "  release_channel: RAPID\n  deletion_protection: false\n"))
+    proc = infra("destroy", "--spec", str(spec), "--out", str(tmp_path / "o"), env={"TGK_TERRAFORM": str(fake)}, stdin="")
     assert proc.returncode == 2, proc.stderr
     assert "--yes" in proc.stderr and "reached" not in proc.stderr
 

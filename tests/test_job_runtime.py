@@ -407,43 +407,8 @@ def test_a_jobset_run_is_found_first() -> None:
     assert not any(c["path"] == JOB_PATH for c in t.calls)
 
 
-# ------------------------------------------------------------------ checkov's Kubernetes policies
-
-
-@pytest.mark.tools
-def test_checkov_finds_nothing_new_in_the_job_and_ray_runtimes(tmp_path: Path) -> None:
-    """The job runtime's Service and Job, and the RayJob's pods (checkov has no RayJob model, so
-    each pod template is scanned as a Job, as test_k8s_policy does for JobSet children): every
-    finding must be one tests/test_k8s_policy.py already accepts for the JobSet path's workers.
-    The Ray head and submitter fall under its request/limit acceptances on purpose: they ask
-    for nothing so that Kueue assigns them no TPU flavor (workloads/render/rayjob.py)."""
-    from tests.test_k8s_policy import _key, expected_findings, run_checkov
-    from workloads.render import rayjob
-
-    ray_plan = plan_run("llama3-8b", load_spec(EXAMPLES / "v6e-reservation.yaml"), Overrides(runtime="ray", team="research", name="rk"))
-    rj = rayjob.rayjob(ray_plan)
-    cluster_spec = rj["spec"]["rayClusterSpec"]
-    templates = {
-        "head": cluster_spec["headGroupSpec"]["template"],
-        "worker": cluster_spec["workerGroupSpecs"][0]["template"],
-        "submitter": rj["spec"]["submitterPodTemplate"],
-    }
-    as_jobs = [
-        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"rk-{role}", "namespace": "research"}, "spec": {"template": t}}
-        for role, t in templates.items()
-    ]
-    files = {"job/objects.yaml": job.run_objects(_plan(recipe="maxtext-6b")), "ray/pods.yaml": as_jobs}
-    objects = {}
-    for rel, objs in files.items():
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / rel).write_text(yamlio.dump_all(objs))
-        objects["/" + rel] = objs
-    report = run_checkov(tmp_path)
-    assert report["summary"]["passed"] > 0
-    failed = {_key(f) for f in report["results"]["failed_checks"]}
-    assert {k[2] for k in failed} >= {"jr", "rk-worker"}, failed  # the TPU workers were scanned
-    unaccepted = sorted(failed - set(expected_findings(objects)))
-    assert not unaccepted, unaccepted
+# checkov's Kubernetes policies over the Job runtime's Service and Job and the RayJob with the pods
+# KubeRay makes of it: tests/test_k8s_policy.py, with every other rendered manifest.
 
 
 # ------------------------------------------------------------------ submit, in process, with a fake cluster

@@ -1,22 +1,19 @@
 """checkov's Kubernetes policies on every rendered manifest: zero unaccepted findings.
 
 The Terraform is scanned in tests/test_checkov.py; this is the same for the
-Kubernetes side, with checkov 3.3.30's ``kubernetes`` framework over, per example:
+Kubernetes side, with checkov 3.3.30's ``kubernetes`` framework over what
+tests/k8s_scan.py lays out per example: the cluster objects (``queues apply``: Kueue,
+Namespaces, KSAs, PriorityClasses, NetworkPolicies, the priority admission policies,
+the DCN DaemonSet), the Kustomize tree of every runtime, what ``submit`` applies (JobSet;
+Service + Job; RayJob), and what the controllers create from it (the JobSet's child
+Jobs; KubeRay's head and worker pods and submitter Job), which checkov has no model of.
 
-- the Kueue objects ``queues apply`` applies (Namespaces, KSAs, PriorityClasses,
-  ResourceFlavors, ClusterQueues, LocalQueues);
-- the Kustomize tree ``render`` writes (base skeleton and one overlay per run);
-- what ``submit`` applies: each overlay built (the JobSet);
-- the child Jobs the JobSet controller creates from ``replicatedJobs[].template``.
-  checkov has no JobSet model, so without these its pod and container policies
-  would never see a TPU worker's pod.
-
-Runs: every team's default run, and a ``--host-network`` run for teams that opted in.
 Rendered objects carry no checkov annotations (the manifests are the product), so
-accepted findings live in ACCEPTED below, each scoped to a kind (and, where it
-matters, to the objects it applies to) and carrying its reason. Two runs, as for
-the Terraform: plain checkov must fail exactly the accepted findings (nothing
-unaccepted, nothing stale); with a baseline made from them, zero failures.
+accepted findings live in ACCEPTED below, each scoped to a kind and to the objects it
+applies to, and carrying its reason. Two runs, as for the Terraform: plain checkov must
+fail exactly the accepted findings (nothing unaccepted, nothing stale); with a baseline
+made from them, zero failures. ``scripts/k8s_policy_by_kind.py`` counts the raw
+findings by kind.
 """
 
 from __future__ import annotations
@@ -33,33 +30,55 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
 from modules._checkov import CHECK_ID
-from tests.conftest import EXAMPLE_NAMES
+from tests.k8s_scan import write_scan_tree
 from tests.test_checkov import _checkov
-from workloads.planning.planner import Overrides, plan_run
-from workloads.render import kueue, yamlio
-from workloads.render.kustomize import build_overlay, render, write_tree
+from toolkit.names import RAY_SUBMITTER_CONTAINER, TPU_RESOURCE
+from workloads.render.rayjob import HEAD_CONTAINER
+from workloads.render.skeleton import BASE_NAME
 
 pytestmark = pytest.mark.tools
 
-RECIPE = {
-    "default": "maxtext-6b",
-    "fallback": "llama3-8b",
-    "flex-start": "llama3-8b",
-    "teams": "maxtext-6b",
-    "tpu7x": "maxtext-6b",
-    "tpu7x-multislice": "maxtext-6b",
-    "v4": "maxtext-6b",
-    "v5p": "gpt3-6b",
-    "v6e-reservation": "llama3-8b",
-}
+
+def _pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """The pod spec of a scanned Job or Pod."""
+    return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
 
 
-def _pod(job: dict[str, Any]) -> dict[str, Any]:
-    return job["spec"]["template"]["spec"]
+def tpu_worker(obj: dict[str, Any]) -> bool:
+    """A TPU worker: a Job or Pod whose containers ask for TPU chips, or a runtime's base skeleton (no run yet)."""
+    if obj["kind"] == "Job" and obj["metadata"]["name"] == BASE_NAME:
+        return True
+    return any(TPU_RESOURCE in (c.get("resources") or {}).get("limits", {}) for c in _pod(obj).get("containers", []))
+
+
+def ray_cpu_pod(obj: dict[str, Any]) -> bool:
+    """A RayJob's head pod or its submitter Job: CPU pods on the spec's CPU pool."""
+    names = {c["name"] for c in _pod(obj).get("containers", [])}
+    return not tpu_worker(obj) and bool(names & {HEAD_CONTAINER, RAY_SUBMITTER_CONTAINER})
+
+
+def run_pod(obj: dict[str, Any]) -> bool:
+    return tpu_worker(obj) or ray_cpu_pod(obj)
 
 
 def _always(_obj: dict[str, Any]) -> bool:
     return True
+
+
+def _default_ns(obj: dict[str, Any]) -> bool:
+    return obj["metadata"].get("namespace") == "default"
+
+
+def _host_network(obj: dict[str, Any]) -> bool:
+    return bool(_pod(obj).get("hostNetwork"))
+
+
+def _skeleton(obj: dict[str, Any]) -> bool:
+    return obj["metadata"]["name"] == BASE_NAME
+
+
+def _xpk_configmap(obj: dict[str, Any]) -> bool:
+    return _default_ns(obj) and obj["metadata"]["name"].endswith(("-resources-configmap", "-metadata-configmap"))
 
 
 @dataclass(frozen=True)
@@ -67,12 +86,43 @@ class Accepted:
     check: str
     kind: str  # the kind checkov names in the finding
     reason: str
-    applies: Callable[[dict[str, Any]], bool] = _always  # on the scanned object (a Job for "Job" and "Pod")
+    applies: Callable[[dict[str, Any]], bool] = run_pod  # on the scanned object
+
+    @property
+    def scope(self) -> str:
+        return self.applies.__name__
 
 
-# Why the TPU worker's pod is as it is. Each entry is scoped to the objects it names;
-# a finding anywhere else fails the test, and so does an entry nothing fails any more.
-_WORKER = "the TPU worker pod (the JobSet's Job template, rendered by workloads/render/jobset.py)"
+_RUN = "a run's pods (TPU workers of the JobSet, the Job and the RayJob's worker group; the Ray head and submitter)"
+_MAXTEXT_ROOT = (
+    "the toolkit's MaxText image (and the Ray image built FROM it) runs as root, and GKE's TPU docs show TPU pods only as their image's "
+    "user; a team that sets run_as_user runs as that UID (runAsNonRoot) and its namespace enforces Pod Security restricted. Root here "
+    "holds no capabilities, cannot escalate, and runs under RuntimeDefault seccomp"
+)
+_DAEMONSET = "the DCN TCP-tuning DaemonSet (workloads/render/multinetwork.py, network.dcn)"
+_PRIVILEGED = (
+    f"{_DAEMONSET}: its init container writes net.ipv4.tcp_rmem in the host's network namespace, which needs hostNetwork and "
+    "privileged (the kubelet refuses net.* sysctls on host-network pods; /proc/sys is read-only in every unprivileged container)"
+)
+_IN_DEFAULT_NS = (
+    "a spec without teams: gets one implicit team named default in the default namespace (infra.spec.EnvSpec.teams), "
+    "so a one-team cluster needs no namespace of its own; specs that list teams give each its own namespace"
+)
+
+
+def _resources(check: str, what: str) -> tuple[Accepted, ...]:
+    """One resources finding, for the TPU workers and for the Ray head and submitter (Jobs and Pods alike)."""
+    cpu = (
+        "the Ray head and submitter request no CPU or memory on purpose: the team's ClusterQueue has only TPU flavors, and Kueue "
+        "would give a pod set that requests a resource they cover a TPU flavor's node labels (workloads/render/rayjob.py)"
+    )
+    return tuple(
+        Accepted(check, kind, reason, applies)
+        for kind in ("Job", "Pod")
+        for reason, applies in ((f"the TPU worker owns its whole TPU VM (it takes every chip); {what}", tpu_worker), (cpu, ray_cpu_pod))
+    )
+
+
 ACCEPTED: tuple[Accepted, ...] = (
     Accepted(
         "CKV_K8S_19",
@@ -82,71 +132,55 @@ ACCEPTED: tuple[Accepted, ...] = (
             "the pods skip the pod network for DCN traffic (apple/axlearn#641: 50% -> 58% MFU on 2x v5e-256) and act as "
             "the node SA, which holds only opted-in teams' buckets; every other team's namespace enforces Pod Security baseline"
         ),
-        lambda job: bool(_pod(job).get("hostNetwork")),
+        _host_network,
     ),
-    Accepted(
-        "CKV_K8S_10", "Job", f"{_WORKER} is the only workload pod on its TPU VM (it takes every chip); a CPU request adds nothing and Kueue's quota is in chips"
+    *_resources("CKV_K8S_10", "a CPU request adds nothing and Kueue's quota is in chips"),
+    *_resources("CKV_K8S_11", "a CPU limit would only throttle the input pipeline and host-side XLA work"),
+    *_resources("CKV_K8S_12", "a memory request would only have to guess the host memory MaxText's input pipeline needs"),
+    *_resources("CKV_K8S_13", "a memory limit below the VM's would OOM-kill a multi-hour run for no neighbour's benefit"),
+    *(
+        Accepted(
+            "CKV_K8S_15",
+            kind,
+            f"{_RUN} pull IfNotPresent: images are pinned by tag or digest (the planner refuses untagged --image) and multi-GB, "
+            "and a restart of 64 slices must not re-pull",
+        )
+        for kind in ("Job", "Pod")
     ),
-    Accepted("CKV_K8S_11", "Job", f"{_WORKER} owns its whole TPU VM; a CPU limit would only throttle the input pipeline and host-side XLA work"),
-    Accepted("CKV_K8S_12", "Job", f"{_WORKER} owns its whole TPU VM; a memory request would only have to guess the host memory MaxText's input pipeline needs"),
-    Accepted("CKV_K8S_13", "Job", f"{_WORKER} owns its whole TPU VM; a memory limit below the VM's would OOM-kill a multi-hour run for no neighbour's benefit"),
+    *(
+        Accepted(
+            "CKV_K8S_43",
+            kind,
+            f"{_RUN} name images by tag (recipes, checked by the planner) so Artifact Registry pushes from CI apply; --image takes a digest for a pinned run",
+        )
+        for kind in ("Job", "Pod")
+    ),
+    *(
+        Accepted(
+            "CKV_K8S_22",
+            kind,
+            f"{_RUN}: JAX, libtpu, MaxText and Ray write caches, logs and temporary files under the root filesystem (~/.cache, /tmp/tpu_logs, "
+            "/tmp/ray); a read-only root needs an emptyDir for each, to be confirmed on a TPU run (follow-up)",
+        )
+        for kind in ("Job", "Pod")
+    ),
+    *(Accepted("CKV_K8S_23", kind, f"{_RUN}: {_MAXTEXT_ROOT}") for kind in ("Job", "Pod")),
+    *(Accepted("CKV_K8S_40", kind, f"{_RUN}: {_MAXTEXT_ROOT} (a run_as_user above 10000 passes this check too)") for kind in ("Job", "Pod")),
     Accepted(
-        "CKV_K8S_15",
+        "CKV_K8S_14",
         "Job",
-        f"{_WORKER} pulls IfNotPresent: images are pinned by tag or digest (the planner refuses untagged --image) and multi-GB, and a restart of 64 slices must not re-pull",
+        "the runtimes' base skeletons (base/jobset/, base/job/) carry no image: every overlay's patch sets the run's pinned image",
+        _skeleton,
     ),
-    Accepted(
-        "CKV_K8S_43",
-        "Job",
-        f"{_WORKER} names images by tag (recipes, checked by the planner) so Artifact Registry pushes from CI apply; --image takes a digest for a pinned run",
-    ),
-    Accepted(
-        "CKV_K8S_20",
-        "Job",
-        f"{_WORKER} runs the upstream MaxText image unchanged; setting allowPrivilegeEscalation: false needs a TPU run to confirm libtpu is unaffected (hardening follow-up)",
-    ),
-    Accepted(
-        "CKV_K8S_22",
-        "Job",
-        f"{_WORKER}: JAX, libtpu and MaxText write caches and temporary files under the root filesystem; a read-only root needs an emptyDir for each (hardening follow-up)",
-    ),
-    Accepted("CKV_K8S_23", "Job", f"{_WORKER} runs as the MaxText image's user (root); a non-root user needs an image built for it (hardening follow-up)"),
-    Accepted("CKV_K8S_40", "Job", f"{_WORKER} runs as the MaxText image's user (root); a high UID needs an image built for it (hardening follow-up)"),
-    Accepted(
-        "CKV_K8S_28",
-        "Job",
-        f"{_WORKER} keeps the runtime's default capabilities; dropping NET_RAW needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)",
-    ),
-    Accepted(
-        "CKV_K8S_37",
-        "Job",
-        f"{_WORKER} keeps the runtime's default capabilities; drop ALL needs a TPU run to confirm libtpu/megascale are unaffected (hardening follow-up)",
-    ),
-    Accepted("CKV_K8S_29", "Job", f"{_WORKER} sets no securityContext yet: the settings it would carry are the accepted CKV_K8S_20/23/28/31/37/40 items above"),
-    Accepted(
-        "CKV_K8S_30",
-        "Job",
-        f"{_WORKER} sets no container securityContext yet: the settings it would carry are the accepted CKV_K8S_20/22/23/28/37/40 items above",
-    ),
-    Accepted(
-        "CKV_K8S_31",
-        "Job",
-        f"{_WORKER} uses the node's default seccomp profile; RuntimeDefault needs a TPU run to confirm libtpu's syscalls pass (hardening follow-up)",
-    ),
-    Accepted(
-        "CKV_K8S_38", "Job", f"{_WORKER} keeps the KSA token mounted: the team's KSA is its identity (Workload Identity) and tools in the image may read it"
-    ),
+    *(Accepted("CKV_K8S_21", kind, _IN_DEFAULT_NS, _default_ns) for kind in ("Job", "Pod", "Service", "ServiceAccount")),
     *(
         Accepted(
             "CKV_K8S_21",
             kind,
-            (
-                "a spec without teams: gets one implicit team named default in the default namespace (infra.spec.EnvSpec.teams), "
-                "so a one-team cluster needs no namespace of its own; specs that list teams give each its own namespace"
-            ),
-            lambda obj: obj["metadata"].get("namespace") == "default",
+            "the runtimes' base skeletons (base/<runtime>/) name no namespace: every overlay's namespace transformer puts the run in its team's",
+            _skeleton,
         )
-        for kind in ("Job", "ServiceAccount")
+        for kind in ("Job", "Service")
     ),
     Accepted(
         "CKV_K8S_21",
@@ -155,69 +189,40 @@ ACCEPTED: tuple[Accepted, ...] = (
             "xpk's <cluster>-resources-configmap and -metadata-configmap (workloads/render/xpk.py, xpk.enabled): xpk 1.13 reads them "
             "with `kubectl get configmap` and no -n, i.e. in its kube context's namespace, which is default unless xpk.namespace says otherwise"
         ),
-        lambda obj: obj["metadata"].get("namespace") == "default" and obj["metadata"]["name"].endswith(("-resources-configmap", "-metadata-configmap")),
+        _xpk_configmap,
+    ),
+    # The DCN DaemonSet: privileged exactly where the host's sysctl needs it (multinetwork.py's docstring says why).
+    Accepted("CKV_K8S_16", "DaemonSet", f"{_PRIVILEGED}; it runs two busybox commands with a read-only root and exits", _always),
+    Accepted("CKV_K8S_19", "DaemonSet", f"{_PRIVILEGED}; the host's namespace is the one hostNetwork runs (and xpk's) use", _always),
+    Accepted(
+        "CKV_K8S_20", "DaemonSet", f"{_PRIVILEGED}; the API refuses allowPrivilegeEscalation: false beside privileged (the pause container sets it)", _always
     ),
     Accepted(
-        "CKV2_K8S_6",
-        "Pod",
-        (
-            f"{_WORKER}: cross-team isolation here is by identity (one GSA per team, Pod Security baseline); "
-            "a per-namespace NetworkPolicy needs the cluster's policy enforcement (Dataplane V2) and an allowance for "
-            "the JobSet's own DNS and megascale traffic (follow-up)"
-        ),
+        "CKV_K8S_28", "DaemonSet", f"{_PRIVILEGED}; a privileged container holds every capability whatever it drops (the pause container drops ALL)", _always
+    ),
+    Accepted(
+        "CKV_K8S_37", "DaemonSet", f"{_PRIVILEGED}; a privileged container holds every capability whatever it drops (the pause container drops ALL)", _always
+    ),
+    Accepted("CKV_K8S_15", "DaemonSet", f"{_DAEMONSET} pulls IfNotPresent: both images are pinned by tag (busybox:1.37.0, pause:3.10)", _always),
+    Accepted("CKV_K8S_43", "DaemonSet", f"{_DAEMONSET} names busybox:1.37.0 and registry.k8s.io/pause:3.10 by tag (pinned; digests are a follow-up)", _always),
+    *(
+        Accepted(
+            check,
+            "DaemonSet",
+            f"{_DAEMONSET}: its work is the init container, which runs to completion before the pod starts; the pause container only holds "
+            "the place (restarting it would redo the sysctl), so a probe would check nothing",
+            _always,
+        )
+        for check in ("CKV_K8S_8", "CKV_K8S_9")
     ),
 )
-
-
-def child_jobs(jobset: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Jobs the JobSet controller creates: one per replicated job, its template verbatim."""
-    meta = jobset["metadata"]
-    return [
-        {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": {"name": f"{meta['name']}-{rj['name']}", "namespace": meta["namespace"], "labels": dict(meta.get("labels") or {})},
-            "spec": rj["template"]["spec"],
-        }
-        for rj in jobset["spec"]["replicatedJobs"]
-    ]
-
-
-def runs(example: str):
-    spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
-    for team in spec.teams:
-        for host in (False, True) if team.host_network else (False,):
-            name = f"{team.name}-{'hostnet' if host else 'podnet'}"[:30].rstrip("-")
-            yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=name, team=team.name, host_network=host))
 
 
 @pytest.fixture(scope="module")
 def scanned(tmp_path_factory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
     """Every manifest written into one tree: {checkov file path: the objects in it}."""
     root = tmp_path_factory.mktemp("k8s-policy")
-    objects: dict[str, list[dict[str, Any]]] = {}
-
-    def put(rel: str, objs: list[dict[str, Any]]) -> None:
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yamlio.dump_all(objs))
-        objects["/" + rel] = objs
-
-    for example in EXAMPLE_NAMES:
-        spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
-        put(f"{example}/kueue.yaml", kueue.queue_objects(spec))
-        tree: dict[str, str] = {}
-        for plan in runs(example):
-            files = render(plan)
-            tree.update(files)
-            built = build_overlay(files, plan.name)
-            put(f"{example}/built/{plan.name}.yaml", built)
-            put(f"{example}/jobs/{plan.name}.yaml", [j for obj in built if obj["kind"] == "JobSet" for j in child_jobs(obj)])
-        write_tree(root / example / "tree", tree)
-        for rel, text in tree.items():
-            if rel.endswith(".yaml"):
-                objects[f"/{example}/tree/{rel}"] = [o for o in yamlio.load_all(text) if isinstance(o, dict) and "kind" in o]
-    return root, objects
+    return root, write_scan_tree(root)
 
 
 def run_checkov(root: Path, *extra: str) -> dict[str, Any]:
@@ -247,8 +252,7 @@ def expected_findings(objects: dict[str, list[dict[str, Any]]]) -> dict[tuple[st
     for file, objs in objects.items():
         for obj in objs:
             for a in ACCEPTED:
-                scanned_as = "Job" if a.kind == "Pod" else a.kind  # checkov's Pod graph node for a Job's template
-                if obj["kind"] == scanned_as and a.applies(obj):
+                if obj["kind"] == a.kind and a.applies(obj):
                     out[(file, a.kind, obj["metadata"]["name"], a.check)] = a.reason
     return out
 
@@ -258,8 +262,19 @@ def test_every_acceptance_has_a_check_id_and_a_reason():
     for a in ACCEPTED:
         assert CHECK_ID.match(a.check) and a.check.startswith(("CKV_K8S_", "CKV2_K8S_")), a.check
         assert len(a.reason.strip()) >= 40, f"{a.check}: accepted without a real reason"
-        assert (a.check, a.kind) not in seen, f"{a.check} accepted twice for {a.kind}"
-        seen.add((a.check, a.kind))
+        assert (a.check, a.kind, a.scope) not in seen, f"{a.check} accepted twice for {a.kind} ({a.scope})"
+        seen.add((a.check, a.kind, a.scope))
+
+
+def test_every_runtime_and_kind_is_scanned(scanned):
+    """The scan covers each runtime's objects, what their controllers create, and the cluster-side objects."""
+    _root, objects = scanned
+    kinds = {o["kind"] for objs in objects.values() for o in objs}
+    assert {"JobSet", "Job", "Service", "RayJob", "Pod", "DaemonSet", "NetworkPolicy", "ValidatingAdmissionPolicy"} <= kinds, kinds
+    created = [o for f, objs in objects.items() if "/created/" in f for o in objs]
+    assert any(tpu_worker(o) and o["kind"] == "Pod" for o in created), "no Ray TPU worker pod scanned"
+    assert any(ray_cpu_pod(o) and o["kind"] == "Pod" for o in created), "no Ray head pod scanned"
+    assert any(ray_cpu_pod(o) and o["kind"] == "Job" for o in created), "no Ray submitter Job scanned"
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +298,7 @@ def test_findings_are_exactly_the_accepted_ones(scanned, plain_report):
 
 def test_host_network_is_flagged_only_where_a_team_opted_in(scanned):
     _root, objects = scanned
-    flagged = {(f, n) for (f, k, n, c) in expected_findings(objects) if c == "CKV_K8S_19"}
+    flagged = {(f, n) for (f, k, n, c) in expected_findings(objects) if c == "CKV_K8S_19" and k == "Job"}  # (the DaemonSet's is its own)
     assert flagged, "no opted-in hostNetwork run was scanned"
     for file, name in flagged:
         example = file.split("/")[1]

@@ -296,20 +296,23 @@ def test_cluster_defaults(synth_one):
     assert c["location"] == "us-east5" and c["node_locations"] == ["us-east5-b"]
     assert c["remove_default_node_pool"] is True and c["initial_node_count"] == 1
     assert c["workload_identity_config"] == {"workload_pool": "p.svc.id.goog"}
-    assert c["deletion_protection"] is False
     assert c["datapath_provider"] == "ADVANCED_DATAPATH"
     assert c["logging_config"] == {"enable_components": ["SYSTEM_COMPONENTS", "WORKLOADS"]}
     assert c["addons_config"]["gcs_fuse_csi_driver_config"] == {"enabled": True}
     assert c["master_auth"] == {"client_certificate_config": {"issue_client_certificate": False}}
     assert c["enable_legacy_abac"] is False and c["enable_shielded_nodes"] is True
-    assert "private_cluster_config" not in c and "min_master_version" not in c
+    assert "min_master_version" not in c
     assert c["maintenance_policy"]["recurring_window"]["recurrence"] == "FREQ=WEEKLY;BYDAY=SA,SU"
-    skipped = next(iter(suppressions(doc).values()))
-    # public nodes and an open endpoint are the spec's choice, so their findings are accepted here
-    assert {"CKV_GCP_25", "CKV_GCP_64", "CKV_GCP_20", "CKV_GCP_12"} <= set(skipped)
+    # Secure by default: private nodes, the IP endpoint closed to the internet, IAM-checked DNS endpoint, no deletion.
+    assert c["private_cluster_config"] == {"enable_private_nodes": True, "enable_private_endpoint": False, "master_ipv4_cidr_block": "172.16.0.0/28"}
+    assert c["master_authorized_networks_config"] == {"gcp_public_cidrs_access_enabled": False}
+    assert c["control_plane_endpoints_config"] == {"dns_endpoint_config": {"allow_external_traffic": True}}
+    assert c["deletion_protection"] is True
+    skipped = set(next(iter(suppressions(doc).values())))
+    assert skipped == {"CKV_GCP_12", "CKV_GCP_65", "CKV_GCP_66"}  # nothing about exposure is accepted any more
 
 
-def test_private_cluster_drops_the_public_suppressions(synth_one):
+def test_public_opt_outs_carry_their_accepted_findings(synth_one):
     from modules._checkov import suppressions
     from modules.cluster import Cluster
 
@@ -318,23 +321,23 @@ def test_private_cluster_drops_the_public_suppressions(synth_one):
             s,
             "cluster",
             props=_cluster_props(
-                private_nodes=True,
-                master_authorized_networks=("203.0.113.0/24",),
-                deletion_protection=True,
+                private_nodes=False,
+                master_authorized_networks=("0.0.0.0/0",),
+                dns_endpoint=False,
+                deletion_protection=False,
                 min_master_version="1.34.0-gke.2201000",
                 dataplane_v2=False,
             ),
         )
     )
     c = only(doc, "google_container_cluster")
-    assert c["private_cluster_config"]["enable_private_nodes"] is True
-    assert c["private_cluster_config"]["master_ipv4_cidr_block"] == "172.16.0.0/28"
-    assert c["master_authorized_networks_config"]["cidr_blocks"][0]["cidr_block"] == "203.0.113.0/24"
-    assert c["deletion_protection"] is True
+    assert "private_cluster_config" not in c and "control_plane_endpoints_config" not in c
+    assert c["master_authorized_networks_config"]["cidr_blocks"][0]["cidr_block"] == "0.0.0.0/0"
+    assert c["deletion_protection"] is False
     assert c["min_master_version"] == "1.34.0-gke.2201000"
     assert c["network_policy"] == {"enabled": True, "provider": "CALICO"}
     skipped = set(next(iter(suppressions(doc).values())))
-    assert not skipped & {"CKV_GCP_25", "CKV_GCP_64", "CKV_GCP_20", "CKV_GCP_12"}
+    assert {"CKV_GCP_25", "CKV_GCP_64", "CKV_GCP_18"} <= skipped and "CKV_GCP_12" not in skipped
 
 
 def test_identity_and_workload_identity(synth_one):

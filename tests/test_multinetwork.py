@@ -65,7 +65,7 @@ def test_multislice_run_uses_eth1_on_the_pod_network() -> None:
 def test_single_slice_and_plain_specs_are_unchanged() -> None:
     spec = load_spec(EXAMPLE)
     one = js.jobset(plan_run("maxtext-6b", spec, Overrides(slices=1, name="one")))
-    assert "annotations" not in _pod(one)["metadata"] and "securityContext" not in _pod(one)["spec"]
+    assert "annotations" not in _pod(one)["metadata"] and "sysctls" not in _pod(one)["spec"]["securityContext"]
     assert PLAYBOOK_FLAG not in (_env(one).get("LIBTPU_INIT_ARGS") or "")
     plain = load_spec(EXAMPLES / "default.yaml")
     two = js.jobset(plan_run("maxtext-6b", plain, Overrides(slices=2, name="two")))
@@ -80,7 +80,7 @@ def test_host_network_run_uses_the_hosts_eth1_and_the_daemonsets_sysctl() -> Non
     pod = _pod(obj)
     assert pod["spec"]["hostNetwork"] is True
     # A host-network pod may not set network sysctls, and has no interfaces of its own to ask for.
-    assert "securityContext" not in pod["spec"] and "annotations" not in pod["metadata"]
+    assert "sysctls" not in pod["spec"]["securityContext"] and "annotations" not in pod["metadata"]
     assert PLAYBOOK_FLAG in _env(obj)["LIBTPU_INIT_ARGS"]
 
 
@@ -194,36 +194,24 @@ def test_stack_has_the_second_vpc_on_every_tpu_node(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ checkov's Kubernetes policies on the DaemonSet
 
-# What the TCP-tuning DaemonSet is flagged for, and why each is accepted: its one job is
-# writing a host sysctl, which takes the host's network namespace and a privileged init.
-DAEMONSET_ACCEPTED = {
-    "CKV_K8S_16": "the init container writes /proc/sys/net/ipv4/tcp_rmem of the host, which only a privileged container can",
-    "CKV_K8S_19": "tcp_rmem is per network namespace: the host's is the one hostNetwork runs (and xpk's) use",
-    "CKV_K8S_20": "the privileged init container can escalate by definition; the long-running pause container cannot",
-    "CKV_K8S_22": "the init container's busybox needs no writes but is privileged anyway; the pause container's root is read-only",
-    "CKV_K8S_28": "the privileged init container holds every capability by definition; the pause container drops ALL",
-    "CKV_K8S_37": "the privileged init container holds every capability by definition; the pause container drops ALL",
-    "CKV_K8S_29": "the pod-level securityContext would only restate the per-container ones (root init, non-root pause)",
-    "CKV_K8S_31": "a privileged container runs unconfined whatever seccomp profile is named",
-    "CKV_K8S_43": "busybox and pause are pinned by tag (TUNING_IMAGE, PAUSE_IMAGE); digests differ per registry mirror",
-    "CKV_K8S_15": "IfNotPresent: the pinned tags never change, and every TPU node pulling again on each restart buys nothing",
-    "CKV_K8S_8": "pause serves nothing to probe; the init container's exit status is the check (a failed write never starts the pod)",
-    "CKV_K8S_9": "pause serves nothing to probe; the pod is Ready exactly when the init container set and read back the value",
-}
+# What the TCP-tuning DaemonSet is flagged for, and why each is accepted, is listed once: in
+# tests/test_k8s_policy.py's ACCEPTED (kind DaemonSet), which scans it with every other manifest.
 
 
 @pytest.mark.tools
 def test_daemonset_findings_are_exactly_the_accepted_ones(tmp_path: Path) -> None:
-    from tests.test_k8s_policy import run_checkov
+    from tests.test_k8s_policy import ACCEPTED, run_checkov
     from workloads.render import yamlio
+
+    accepted = {a.check for a in ACCEPTED if a.kind == "DaemonSet"}
 
     ds = mn.tcp_tuning_daemonset(load_spec(EXAMPLE))
     (tmp_path / "ds.yaml").write_text(yamlio.dump_all([ds]))
     report = run_checkov(tmp_path)
     failed = {f["check_id"] for f in report["results"]["failed_checks"] if f["resource"].startswith("DaemonSet.")}
     assert report["summary"]["passed"] > 0
-    assert not failed - set(DAEMONSET_ACCEPTED), f"unaccepted: {sorted(failed - set(DAEMONSET_ACCEPTED))}"
-    assert not set(DAEMONSET_ACCEPTED) - failed, f"accepted but passing now (remove): {sorted(set(DAEMONSET_ACCEPTED) - failed)}"
+    assert not failed - accepted, f"unaccepted: {sorted(failed - accepted)}"
+    assert not accepted - failed, f"accepted but passing now (remove): {sorted(accepted - failed)}"
 
 
 def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_path) -> None:
@@ -231,6 +219,8 @@ def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_pa
     from workloads.local import addons
     from workloads.local.controlplane import LocalCluster
     from workloads.render import kueue
+    from workloads.render.admission import admission_objects
+    from workloads.render.netpol import network_policies
 
     class Kube:
         def __init__(self) -> None:
@@ -243,7 +233,7 @@ def test_local_up_applies_what_queues_apply_does_with_the_crds_gke_serves(tmp_pa
     dcn = load_spec(EXAMPLES / "tpu7x-multislice.yaml")
     plain = load_spec(EXAMPLES / "default.yaml")
     assert [o["kind"] for o in kueue.cluster_objects(dcn)][-3:] == ["GKENetworkParamSet", "Network", "DaemonSet"]
-    assert kueue.cluster_objects(plain) == kueue.queue_objects(plain)
+    assert kueue.cluster_objects(plain) == [*kueue.queue_objects(plain), *network_policies(plain), *admission_objects(plain)]
     for spec, crds in ((dcn, True), (plain, False)):
         kube = Kube()
         LocalCluster(state_dir=tmp_path)._apply_cluster_objects(kube, spec)

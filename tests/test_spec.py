@@ -240,7 +240,8 @@ def test_derived_local_queue_name_must_fit_a_label():
 
 def test_router_and_nat_names_must_fit():
     _refused("network.name", network={"name": "n" * 57}, cluster={"name": "c1", "private_nodes": True})
-    assert spec_with(network={"name": "n" * 57}, cluster={"name": "c1"}).network_name == "n" * 57  # no NAT without private nodes
+    # No NAT without private nodes (on by default, so the opt-out is explicit here)
+    assert spec_with(network={"name": "n" * 57}, cluster={"name": "c1", "private_nodes": False}).network_name == "n" * 57
     spec_with(network={"name": "n" * 56}, cluster={"name": "c1", "private_nodes": True})
 
 

@@ -53,6 +53,10 @@ PRIORITY_CLASS_API = "scheduling.k8s.io/v1"
 # Pod Security Admission (built into kube-apiserver): the level a namespace enforces, and warns about.
 K8S_PSA_ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 K8S_PSA_WARN_LABEL = "pod-security.kubernetes.io/warn"
+K8S_PSA_AUDIT_LABEL = "pod-security.kubernetes.io/audit"
+NETWORK_POLICY_API = "networking.k8s.io/v1"
+ADMISSION_API = "admissionregistration.k8s.io/v1"  # ValidatingAdmissionPolicy: GA in Kubernetes 1.30
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # names a WorkloadPriorityClass (the toolkit makes none)
 
 # ---------------------------------------------------------------- JobSet (theirs)
 JOBSET_GROUP = "jobset.x-k8s.io"

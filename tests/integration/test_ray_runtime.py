@@ -187,3 +187,36 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
         return not left
 
     wait_for(gone, 120, "every object of the run to be gone", interval=0.2)
+
+
+def test_a_rayjob_or_raycluster_with_a_forbidden_priority_is_refused(ray_cluster) -> None:
+    """The team's priority admission policy (workloads/render/admission.py) covers KubeRay's kinds once their CRDs exist."""
+    import copy
+
+    from toolkit.errors import Rejected
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render import rayjob
+
+    spec = load_spec(SPEC)
+    team = spec.team("research")  # may use very-low, low, medium (its priority and the lower ones)
+    (rj,) = rayjob.run_objects(plan_run(RECIPE, spec, Overrides(team="research", runtime="ray", name="prio-ray")))
+    kube = ray_cluster.client()
+    assert kube.create(rj, dry_run=True)["metadata"]["name"] == "prio-ray"
+    bad = copy.deepcopy(rj)
+    bad["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]["priorityClassName"] = "high"
+    with pytest.raises(Rejected) as e:
+        kube.create(bad, dry_run=True)
+    assert f"priorityClassName high is not allowed in namespace {team.ns}" in str(e.value), str(e.value)
+    cluster_only = {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": "prio-rc", "namespace": team.ns},
+        "spec": bad["spec"]["rayClusterSpec"],
+    }
+    with pytest.raises(Rejected) as e:
+        kube.create(cluster_only, dry_run=True)
+    assert "priorityClassName high is not allowed" in str(e.value), str(e.value)
+    submitter = copy.deepcopy(rj)
+    submitter["spec"]["submitterPodTemplate"]["spec"]["priorityClassName"] = "system-cluster-critical"
+    with pytest.raises(Rejected):
+        kube.create(submitter, dry_run=True)

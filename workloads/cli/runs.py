@@ -375,7 +375,7 @@ def queues_apply(
     context: ContextOpt = None,
     spec: SpecOpt = None,
 ) -> None:
-    """Apply PriorityClasses, team Namespaces/KSAs, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's objects, the DCN network's)."""
+    """Apply PriorityClasses, team Namespaces/KSAs/NetworkPolicies/priority policies, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's, the DCN network's)."""
     from toolkit.names import TGK_FIELD_MANAGER
     from workloads.render.kueue import cluster_objects
     from workloads.runs.service import ref

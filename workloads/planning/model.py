@@ -103,6 +103,7 @@ class Target:
     service_account: str
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
+    run_as_user: int | None = None  # the team's non-root UID (TeamSpec.run_as_user); None = the image's user
 
     @property
     def multislice(self) -> bool:

@@ -463,6 +463,14 @@ def _priority(o: Overrides, team: TeamSpec) -> str:
     priority = o.priority or team.priority
     if priority not in PRIORITY_CLASSES:
         raise PlanError("--priority", f"unknown priority {priority!r}{suggest(priority, list(PRIORITY_CLASSES))}", f"use one of {', '.join(PRIORITY_CLASSES)}")
+    allowed = team.allowed_priorities
+    if priority not in allowed:
+        # The cluster refuses it too (workloads/render/admission.py): say so before anything is applied.
+        raise PlanError(
+            "--priority",
+            f"team {team.name} may not use priority {priority} (the spec allows it {', '.join(allowed)})",
+            f"use one of {', '.join(allowed)}, or add {priority} to team {team.name}'s priorities in the spec",
+        )
     return priority
 
 
@@ -485,6 +493,7 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         cpu_pool=spec.cpu_pool.name,
         # Only across slices: DCN traffic is what the second network carries.
         dcn=DcnNetwork(spec.network.dcn.gke_network, spec.network.dcn.tcp_rmem) if spec.network.dcn and slices > 1 else None,
+        run_as_user=team.run_as_user,
     )
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
-from workloads.render import jobset
+from workloads.render import jobset, podsecurity
 from workloads.render.literal import k8s_literal
 from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
@@ -74,7 +74,7 @@ def affinity(plan: RunPlan) -> dict[str, Any]:
 
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec = jobset.pod_spec(plan)
-    spec["containers"][0]["env"] = _env(plan)
+    spec["containers"][0]["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
     spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
     spec["affinity"] = affinity(plan)
     return {"subdomain": plan.name, **spec}

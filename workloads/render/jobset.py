@@ -48,7 +48,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.planner import REPLICATED_JOB
-from workloads.render import exitguard
+from workloads.render import exitguard, podsecurity
 from workloads.render.literal import k8s_literal, k8s_literals
 
 RUNTIME = RUNTIME_JOBSET
@@ -144,13 +144,14 @@ def container(plan: RunPlan) -> dict[str, Any]:
     # carry their `$` doubled: the kubelet would expand $(NAME) in them.
     c["command"], c["args"] = exitguard.wrap(program.command, program.args)
     c["args"] = k8s_literals(c["args"])
-    c["env"] = _env(plan)
+    c["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
     c["ports"] = [
         {"name": "tpu-runtime", "containerPort": TPU_RUNTIME_PORT},
         {"name": "megascale", "containerPort": MEGASCALE_PORT},
     ]
     c["resources"] = {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}}
     c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    c["securityContext"] = podsecurity.container_security_context()
     return c
 
 
@@ -167,15 +168,20 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "priorityClassName": plan.target.priority,
         "serviceAccountName": plan.target.service_account,
+        # The team's KSA is the pod's Google identity through the GKE metadata server; no
+        # program in the pod calls the Kubernetes API (workloads/render/podsecurity.py).
+        "automountServiceAccountToken": False,
         "restartPolicy": "Never",
     }
+    sysctls = None
     if plan.policy.host_network:
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
     elif plan.target.dcn is not None:
         # tcp_rmem is per network namespace (and a safe sysctl since Kubernetes 1.32, allowed by
         # Pod Security baseline): the pod sets its own; host-network runs get the DaemonSet's.
-        spec["securityContext"] = {"sysctls": [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]}
+        sysctls = [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]
+    spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     spec["containers"] = [container(plan)]

@@ -42,6 +42,7 @@ from toolkit.names import (
     GKE_QUEUED_LABEL,
     GKE_WORKLOAD_IDENTITY_ANNOTATION,
     K8S_NAMESPACE_NAME_LABEL,
+    K8S_PSA_AUDIT_LABEL,
     K8S_PSA_ENFORCE_LABEL,
     K8S_PSA_WARN_LABEL,
     KUEUE_API,
@@ -49,8 +50,10 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
+from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
+from workloads.render.netpol import network_policies
 from workloads.render.xpk import xpk_objects
 
 # DWS queued provisioning (GKE): nodes of a queued node pool carry the gke-queued label and taint,
@@ -74,10 +77,20 @@ def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
 
 
 def pod_security_labels(team: TeamSpec) -> dict[str, str]:
-    """``baseline`` (no hostNetwork, hostPath, privileged...) unless the team opted in to hostNetwork runs."""
+    """The Pod Security level a team's namespace enforces (and warns and audits at).
+
+    ``restricted`` when the team runs as a non-root UID (``run_as_user``): then every pod
+    the toolkit renders meets it (workloads/render/podsecurity.py). Else ``baseline``
+    (no hostNetwork, hostPath, privileged...), warning and auditing at ``restricted``: the
+    pods meet everything of it but runAsNonRoot (the MaxText image runs as root). A team
+    that opted in to hostNetwork runs gets ``privileged`` (hostNetwork is a baseline
+    violation), warned at ``baseline``.
+    """
     if team.host_network:
         return {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}
-    return {K8S_PSA_ENFORCE_LABEL: "baseline"}
+    if team.run_as_user is not None:
+        return {K8S_PSA_ENFORCE_LABEL: "restricted"}
+    return {K8S_PSA_ENFORCE_LABEL: "baseline", K8S_PSA_WARN_LABEL: "restricted", K8S_PSA_AUDIT_LABEL: "restricted"}
 
 
 def priority_classes() -> list[dict[str, Any]]:
@@ -99,11 +112,17 @@ def namespaces(spec: EnvSpec) -> list[dict[str, Any]]:
 
 
 def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Each team's KSA: its Google identity, and no token in the pods that use it unless a pod asks for one.
+
+    The toolkit's pods say so themselves (workloads/render/podsecurity.py); this covers a
+    pod someone else writes for the team's KSA, which gets no Kubernetes API token by default.
+    """
     return [
         {
             "apiVersion": "v1",
             "kind": "ServiceAccount",
             "metadata": {"name": t.ksa, "namespace": t.ns, "annotations": {GKE_WORKLOAD_IDENTITY_ANNOTATION: workload_gsa_email(spec, t)}},
+            "automountServiceAccountToken": False,
         }
         for t in spec.teams
     ]
@@ -253,8 +272,9 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
 
 
 def cluster_objects(spec: EnvSpec) -> list[dict[str, Any]]:
-    """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, then the DCN network's."""
-    return [*queue_objects(spec), *network_objects(spec)]
+    """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, the team
+    namespaces' NetworkPolicies and priority admission policies, then the DCN network's."""
+    return [*queue_objects(spec), *network_policies(spec), *admission_objects(spec), *network_objects(spec)]
 
 
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:

@@ -13,6 +13,17 @@ What the TPU v7 playbook sets up by hand, from the spec:
   sysctl is per network namespace, so pod-network runs set their own
   (``securityContext.sysctls``, a safe sysctl since Kubernetes 1.32).
 
+What the DaemonSet's pod may do, exactly: its init container is privileged, because
+that is the only way to write a sysctl of the host's network namespace. The kubelet
+refuses ``securityContext.sysctls`` for ``net.*`` on a host-network pod (they would
+change the node), and the container runtime mounts ``/proc/sys`` read-only in every
+unprivileged container, whatever capabilities it holds (CAP_NET_ADMIN included). The
+init container runs two busybox commands with a read-only root filesystem and exits;
+the pod then holds only a pause container: non-root, no capabilities, no privilege
+escalation, read-only root. Both run under the RuntimeDefault seccomp profile (the
+privileged one ignores it, which is why privilege stays in a container that does
+nothing else) and mount no service-account token.
+
 Applied by ``queues apply`` after the Kueue objects.
 """
 
@@ -84,6 +95,7 @@ def tcp_tuning_daemonset(spec: EnvSpec) -> dict[str, Any]:
                     "hostNetwork": True,
                     "priorityClassName": "system-node-critical",
                     "automountServiceAccountToken": False,
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
                     "affinity": {
                         "nodeAffinity": {
                             "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -99,7 +111,8 @@ def tcp_tuning_daemonset(spec: EnvSpec) -> dict[str, Any]:
                             "imagePullPolicy": "IfNotPresent",
                             "command": ["sh", "-c", script],
                             "env": [{"name": "TCP_RMEM", "value": dcn.tcp_rmem}],
-                            "securityContext": {"privileged": True},
+                            # privileged: /proc/sys of the host's network namespace (see the module docstring).
+                            "securityContext": {"privileged": True, "runAsUser": 0, "readOnlyRootFilesystem": True},
                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"cpu": "100m", "memory": "32Mi"}},
                         }
                     ],

@@ -35,7 +35,7 @@ from toolkit import names
 from workloads.planning.model import RUNTIME_RAY, RunPlan
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
 from workloads.ray import entrypoint as ray_entrypoint
-from workloads.render import jobset
+from workloads.render import jobset, podsecurity
 from workloads.render.literal import k8s_literal
 from workloads.render.skeleton import BASE_NAME
 
@@ -90,12 +90,21 @@ def _meta(plan: RunPlan) -> dict[str, Any]:
     return {"labels": jobset.pod_labels(plan)}
 
 
+def _secure(plan: RunPlan, container: dict[str, Any]) -> dict[str, Any]:
+    """``container`` with the run's container securityContext (and HOME for a non-root UID)."""
+    env = podsecurity.home_env(plan.target.run_as_user, container.get("env", []))
+    return {**container, **({"env": env} if env else {}), "securityContext": podsecurity.container_security_context()}
+
+
 def _cpu_pod(plan: RunPlan, container: dict[str, Any]) -> dict[str, Any]:
+    # No token: the head needs one only for KubeRay's in-tree autoscaler, which is off.
     return {
         "priorityClassName": plan.target.priority,
         "serviceAccountName": plan.target.service_account,
+        "automountServiceAccountToken": False,
+        "securityContext": podsecurity.pod_security_context(plan.target.run_as_user),
         "nodeSelector": {names.GKE_NODEPOOL_LABEL: plan.target.cpu_pool},
-        "containers": [container],
+        "containers": [_secure(plan, container)],
     }
 
 
@@ -157,10 +166,13 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "priorityClassName": t.priority,
         "serviceAccountName": t.service_account,
+        "automountServiceAccountToken": False,
+        "securityContext": podsecurity.pod_security_context(t.run_as_user),
         "nodeSelector": jobset.node_selector(plan),
         "tolerations": [dict(names.TPU_TOLERATION)],
         "affinity": slice_affinity(),
-        "containers": [container],
+        # KubeRay copies this container's securityContext into the init container it injects.
+        "containers": [_secure(plan, container)],
         "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
     }
     return {
@@ -210,6 +222,8 @@ def skeletons() -> list[dict[str, Any]]:
     """What every RayJob of this runtime has in common (``base/ray/``)."""
     dshm_mount = [{"name": "dshm", "mountPath": "/dev/shm"}]
     dshm = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    pod_ctx = {"automountServiceAccountToken": False, "securityContext": podsecurity.pod_security_context(None)}
+    ctx = podsecurity.container_security_context()
     return [
         {
             "apiVersion": names.RAY_API,
@@ -221,7 +235,11 @@ def skeletons() -> list[dict[str, Any]]:
                 "ttlSecondsAfterFinished": 0,
                 "submissionMode": "K8sJobMode",
                 "submitterPodTemplate": {
-                    "spec": {"containers": [{"name": names.RAY_SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent"}], "restartPolicy": "Never"}
+                    "spec": {
+                        **pod_ctx,
+                        "containers": [{"name": names.RAY_SUBMITTER_CONTAINER, "imagePullPolicy": "IfNotPresent", "securityContext": ctx}],
+                        "restartPolicy": "Never",
+                    }
                 },
                 "rayClusterSpec": {
                     "rayVersion": RAY_VERSION,
@@ -229,12 +247,14 @@ def skeletons() -> list[dict[str, Any]]:
                         "rayStartParams": {},
                         "template": {
                             "spec": {
+                                **pod_ctx,
                                 "containers": [
                                     {
                                         "name": HEAD_CONTAINER,
                                         "imagePullPolicy": "IfNotPresent",
                                         "ports": [{"name": n, "containerPort": p} for n, p in HEAD_PORTS],
                                         "volumeMounts": dshm_mount,
+                                        "securityContext": ctx,
                                     }
                                 ],
                                 "volumes": dshm,
@@ -247,8 +267,11 @@ def skeletons() -> list[dict[str, Any]]:
                             "rayStartParams": {},
                             "template": {
                                 "spec": {
+                                    **pod_ctx,
                                     "tolerations": [dict(names.TPU_TOLERATION)],
-                                    "containers": [{"name": WORKER_CONTAINER, "imagePullPolicy": "IfNotPresent", "volumeMounts": dshm_mount}],
+                                    "containers": [
+                                        {"name": WORKER_CONTAINER, "imagePullPolicy": "IfNotPresent", "volumeMounts": dshm_mount, "securityContext": ctx}
+                                    ],
                                     "volumes": dshm,
                                 }
                             },

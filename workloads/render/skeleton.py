@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from toolkit import names
+from workloads.render import podsecurity
 
 BASE_NAME = "tpu-run"  # every skeleton object's name; each run's overlay patches in its own
 
@@ -18,7 +19,9 @@ def worker_pod_template(ports: list[dict[str, Any]]) -> dict[str, Any]:
     """The pod template's plan-independent fields; ``ports`` are the runtime's (a JobSet also opens megascale's)."""
     return {
         "spec": {
+            "automountServiceAccountToken": False,
             "restartPolicy": "Never",
+            "securityContext": podsecurity.pod_security_context(None),
             "tolerations": [dict(names.TPU_TOLERATION)],
             "containers": [
                 {
@@ -26,6 +29,7 @@ def worker_pod_template(ports: list[dict[str, Any]]) -> dict[str, Any]:
                     "imagePullPolicy": "IfNotPresent",
                     "ports": ports,
                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+                    "securityContext": podsecurity.container_security_context(),
                 }
             ],
             "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],

@@ -1,0 +1,173 @@
+"""Every manifest the toolkit renders, laid out for checkov's Kubernetes framework.
+
+Shared by tests/test_k8s_policy.py (zero unaccepted findings) and
+scripts/k8s_policy_by_kind.py (the findings counted by kind). Per example spec:
+
+- ``cluster/``: what ``queues apply`` (and so the provision pipeline and ``local up``)
+  applies: ``workloads.render.kueue.cluster_objects`` (Kueue, Namespaces, KSAs,
+  PriorityClasses, the DCN DaemonSet, and whatever else the spec renders);
+- ``tree/``: the Kustomize tree ``render`` writes (bases and one overlay per run);
+- ``built/``: what ``submit`` applies, each overlay built (JobSet; Service + Job; RayJob);
+- ``created/``: what the controllers create from those objects, which checkov has no
+  model for: the JobSet controller's child Jobs (``replicatedJobs[].template`` verbatim),
+  and KubeRay's head and worker pods and submitter Job (the RayJob's pod templates, with
+  what KubeRay v1.6.0 adds, controllers/ray/common/pod.go: the liveness and readiness
+  probes of the ray container, HTTP ``/api/healthz`` on the dashboard agent's port for
+  Ray >= 2.53, and in workers the ``wait-gcs-ready`` init container: the ray container's
+  image and securityContext, fixed 200m/256Mi resources). Without these checkov's pod
+  and container policies would never see a TPU worker or a Ray pod.
+
+Runs: every team's default run on every runtime the example's recipe offers (a runtime
+the planner refuses for that example, e.g. Ray on a generation Ray has no accelerator
+type for, is left out), and a ``--host-network`` JobSet run for teams that opted in.
+Only the public planning and rendering functions are used, so the module also renders
+an older checkout (how the report's "before" figures were taken).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from infra.spec import EXAMPLES_DIR, load_spec
+from toolkit.errors import ToolkitError
+from workloads.planning.planner import Overrides, plan_run
+from workloads.render import kueue, yamlio
+from workloads.render.kustomize import build_overlay, render, write_tree
+
+EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
+RECIPE = {
+    "default": "maxtext-6b",
+    "fallback": "llama3-8b",
+    "flex-start": "llama3-8b",
+    "teams": "maxtext-6b",
+    "tpu7x": "maxtext-6b",
+    "tpu7x-multislice": "maxtext-6b",
+    "v4": "maxtext-6b",
+    "v5p": "gpt3-6b",
+    "v6e-reservation": "llama3-8b",
+}
+RUNTIMES = ("jobset", "job", "ray")
+# KubeRay v1.6.0 (controllers/ray/common/pod.go): the worker init container it injects.
+RAY_INIT_CONTAINER = "wait-gcs-ready"
+RAY_INIT_RESOURCES = {"cpu": "200m", "memory": "256Mi"}
+RAY_HEALTH = {"path": "/api/healthz", "port": 52365}  # utils.RayNodeHealthPath, DefaultDashboardAgentListenPort
+
+
+def _ray_probes(container: dict[str, Any]) -> None:
+    """The probes KubeRay gives the ray container when the template has none (initLivenessAndReadinessProbe)."""
+    container.setdefault("livenessProbe", {"httpGet": dict(RAY_HEALTH), "initialDelaySeconds": 30, "periodSeconds": 5, "failureThreshold": 120})
+    container.setdefault("readinessProbe", {"httpGet": dict(RAY_HEALTH), "initialDelaySeconds": 10, "periodSeconds": 5, "failureThreshold": 10})
+
+
+def runs(example: str) -> Iterator[Any]:
+    """(plan) for every team x runtime the example allows, plus opted-in host-network JobSets."""
+    spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
+    for team in spec.teams:
+        for runtime in RUNTIMES:
+            for host in (False, True) if (team.host_network and runtime == "jobset") else (False,):
+                name = f"{team.name}-{runtime}-{'hostnet' if host else 'podnet'}"[:30].rstrip("-")
+                try:
+                    yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=name, team=team.name, host_network=host, runtime=runtime))
+                except ToolkitError:
+                    continue  # a runtime the recipe or the generation does not offer
+
+
+def child_jobs(jobset: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Jobs the JobSet controller creates: one per replicated job, its template verbatim."""
+    meta = jobset["metadata"]
+    return [
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": f"{meta['name']}-{rj['name']}", "namespace": meta["namespace"], "labels": dict(meta.get("labels") or {})},
+            "spec": rj["template"]["spec"],
+        }
+        for rj in jobset["spec"]["replicatedJobs"]
+    ]
+
+
+def _pod(name: str, namespace: str, template: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict((template.get("metadata") or {}).get("labels") or {})},
+        "spec": copy.deepcopy(template["spec"]),
+    }
+
+
+def ray_created(rayjob: dict[str, Any]) -> list[dict[str, Any]]:
+    """What KubeRay creates for a RayJob: the head pod, a pod per worker group, the submitter Job."""
+    meta, spec = rayjob["metadata"], rayjob["spec"]
+    ns, cluster = meta["namespace"], spec["rayClusterSpec"]
+    head = _pod(f"{meta['name']}-head", ns, cluster["headGroupSpec"]["template"])
+    _ray_probes(head["spec"]["containers"][0])
+    out = [head]
+    for group in cluster.get("workerGroupSpecs") or []:
+        pod = _pod(f"{meta['name']}-{group['groupName']}-worker", ns, group["template"])
+        ray = pod["spec"]["containers"][0]
+        _ray_probes(ray)
+        init = {
+            "name": RAY_INIT_CONTAINER,
+            "image": ray.get("image"),
+            "imagePullPolicy": ray.get("imagePullPolicy"),
+            "command": ["/bin/bash", "-lc", "--"],
+            "args": ["ray health-check --address $FQ_RAY_IP:6379"],
+            "resources": {"limits": dict(RAY_INIT_RESOURCES), "requests": dict(RAY_INIT_RESOURCES)},
+        }
+        if "securityContext" in ray:
+            init["securityContext"] = copy.deepcopy(ray["securityContext"])
+        pod["spec"]["initContainers"] = [*pod["spec"].get("initContainers", []), init]
+        out.append(pod)
+    if "submitterPodTemplate" in spec:
+        out.append(
+            {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": meta["name"], "namespace": ns, "labels": dict(meta.get("labels") or {})},
+                "spec": {"backoffLimit": 2, "template": copy.deepcopy(spec["submitterPodTemplate"])},
+            }
+        )
+    return out
+
+
+def created(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the controllers make of a run's objects (JobSet -> Jobs, RayJob -> pods and a Job)."""
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "JobSet":
+            out += child_jobs(obj)
+        elif obj["kind"] == "RayJob":
+            out += ray_created(obj)
+    return out
+
+
+def write_scan_tree(root: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every manifest of every example under ``root``: {checkov file path ("/<rel>"): the objects in it}."""
+    objects: dict[str, list[dict[str, Any]]] = {}
+
+    def put(rel: str, objs: list[dict[str, Any]]) -> None:
+        if not objs:
+            return
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yamlio.dump_all(objs))
+        objects["/" + rel] = objs
+
+    for example in EXAMPLES:
+        spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
+        put(f"{example}/cluster/objects.yaml", kueue.cluster_objects(spec))
+        tree: dict[str, str] = {}
+        for plan in runs(example):
+            files = render(plan)
+            tree.update(files)
+            built = build_overlay(files, plan.name)
+            put(f"{example}/built/{plan.name}.yaml", built)
+            put(f"{example}/created/{plan.name}.yaml", created(built))
+        write_tree(root / example / "tree", tree)
+        for rel, text in tree.items():
+            if rel.endswith(".yaml"):
+                objects[f"/{example}/tree/{rel}"] = [o for o in yamlio.load_all(text) if isinstance(o, dict) and "kind" in o]
+    return objects

@@ -1,0 +1,63 @@
+"""The security context of every pod a run renders (JobSet and Job workers, the RayJob's pods). Pure.
+
+One place, so no runtime can fall behind the others. What every pod gets, and why it is safe:
+
+- ``seccompProfile: RuntimeDefault`` (pod level): containerd's default syscall filter.
+  GKE Autopilot applies it to every workload, TPU workloads included ("About seccomp in
+  GKE", kubernetes-engine/docs/concepts/seccomp-in-gke), so libtpu and JAX run under it.
+- ``allowPrivilegeEscalation: false`` and ``capabilities: {drop: [ALL]}`` (every
+  container): nothing in a run gains privileges after start. No capability is added
+  back: TPU chips are devices the kubelet's device plugin hands to the container (the
+  cgroup allows them; the device files belong to the container's root), privileged mode
+  was needed only before GKE 1.28 ("Required for GKE versions earlier than 1.28 to
+  access TPUs", GKE's TPU manifests), and the ports are all above 1024 (no
+  NET_BIND_SERVICE). containerd's default set never held IPC_LOCK either, so pinning
+  memory for TPU DMA works as before.
+- ``automountServiceAccountToken: false``: no run calls the Kubernetes API. Workload
+  Identity does not need the token in the pod: the GKE metadata server answers the
+  pod's credential requests itself (Google's own terraform-google-kubernetes-engine
+  workload-identity module creates its KSAs with automount off). JAX's Kubernetes
+  cluster detection (``jax._src.clusters.K8sCluster``) would need it, but it comes after
+  the GKE TPU detection and needs the ``kubernetes`` package, which the MaxText image
+  does not install; KubeRay's head needs it only for in-tree autoscaling, which the
+  toolkit never turns on (the operator, not the head, talks to the API server).
+- ``runAsNonRoot`` with ``runAsUser``/``runAsGroup``: only when the team names a UID
+  (``TeamSpec.run_as_user``), because the toolkit's MaxText image runs as root and
+  GKE's TPU documentation shows TPU pods only as their image's user. ``HOME`` then
+  points at ``/tmp`` (writable by anyone) unless the recipe sets it: a UID the image
+  does not know has ``/`` as its home, where caches could not be written.
+
+With a UID, every pod meets Pod Security ``restricted`` (tests/integration/test_secure_defaults.py
+proves it against the real API server), and the team's namespace enforces it
+(``workloads.render.kueue.pod_security_labels``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+RUNTIME_DEFAULT_SECCOMP = {"type": "RuntimeDefault"}
+NON_ROOT_HOME = "/tmp"
+
+
+def container_security_context() -> dict[str, Any]:
+    """What every container of a run carries (restricted's container-level rules)."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def pod_security_context(run_as_user: int | None, sysctls: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The pod-level securityContext: RuntimeDefault seccomp, the team's UID if it named one, and ``sysctls``."""
+    ctx: dict[str, Any] = {}
+    if run_as_user is not None:
+        ctx.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user)
+    ctx["seccompProfile"] = dict(RUNTIME_DEFAULT_SECCOMP)
+    if sysctls:
+        ctx["sysctls"] = sysctls
+    return ctx
+
+
+def home_env(run_as_user: int | None, env: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``env`` with ``HOME=/tmp`` added for a UID the image may not know (kept as given when the recipe sets HOME)."""
+    if run_as_user is None or any(e["name"] == "HOME" for e in env):
+        return env
+    return [*env, {"name": "HOME", "value": NON_ROOT_HOME}]
