@@ -77,3 +77,21 @@ def running_emulator(timeout: float = 30) -> Iterator[str]:
         yield url
     finally:
         _stop(proc)
+
+
+@contextmanager
+def emulator_client(project: str = "test-project") -> Iterator[object]:
+    """A google-cloud-storage client on a fresh emulator, with the emulator's address in the
+    environment for the code under test meanwhile (a module-scoped fixture cannot monkeypatch)."""
+    from workloads.observe import storage
+
+    with running_emulator() as url:
+        old = os.environ.get(storage.EMULATOR_ENV)
+        os.environ[storage.EMULATOR_ENV] = url
+        try:
+            yield storage.make_client(project=project)
+        finally:
+            if old is None:
+                os.environ.pop(storage.EMULATOR_ENV, None)
+            else:
+                os.environ[storage.EMULATOR_ENV] = old

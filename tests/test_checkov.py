@@ -61,9 +61,10 @@ def synthesized(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     return root, docs
 
 
-def run_checkov(root: Path, *extra: str) -> dict[str, Any]:
+def run_checkov(root: Path, *extra: str, framework: str = "terraform_json") -> dict[str, Any]:
+    """checkov's report on every file of ``framework`` under ``root`` (test_k8s_policy scans with ``kubernetes``)."""
     proc = subprocess.run(
-        [_checkov(), "-d", str(root), "--framework", "terraform_json", "--skip-download", "--compact", "--quiet", "-o", "json", *extra],
+        [_checkov(), "-d", str(root), "--framework", framework, "--skip-download", "--compact", "--quiet", "-o", "json", *extra],
         capture_output=True,
         text=True,
         timeout=600,
@@ -73,7 +74,7 @@ def run_checkov(root: Path, *extra: str) -> dict[str, Any]:
     assert proc.returncode in (0, 1), f"checkov failed ({proc.returncode}): {proc.stderr[-3000:]}"
     out = json.loads(proc.stdout)
     reports = out if isinstance(out, list) else [out]
-    (report,) = [r for r in reports if r.get("check_type") == "terraform_json"] or [{"results": {"failed_checks": []}, "summary": {}}]
+    (report,) = [r for r in reports if r.get("check_type") == framework] or [{"results": {"failed_checks": []}, "summary": {}}]
     assert report["summary"].get("parsing_errors", 0) == 0
     return report
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import EXAMPLES, REPO, cli, example_doc
-from tests.gcs_emulator import running_emulator
+from tests.gcs_emulator import emulator_client
 from toolkit.errors import FieldError
 from workloads.cluster import cleanup as cl
 from workloads.planning import model
@@ -199,20 +199,8 @@ def test_unreachable_cluster_is_exit_3(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def gcs_client():
-    import os
-
-    from workloads.observe import storage
-
-    with running_emulator() as url:
-        old = os.environ.get(storage.EMULATOR_ENV)
-        os.environ[storage.EMULATOR_ENV] = url
-        try:
-            yield storage.make_client(project="test-project")
-        finally:
-            if old is None:
-                os.environ.pop(storage.EMULATOR_ENV, None)
-            else:
-                os.environ[storage.EMULATOR_ENV] = old
+    with emulator_client() as client:
+        yield client
 
 
 def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:

@@ -19,8 +19,6 @@ findings by kind.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ import pytest
 from infra.spec import EXAMPLES_DIR, load_spec
 from modules._checkov import CHECK_ID
 from tests.k8s_scan import write_scan_tree
-from tests.test_checkov import _checkov
+from tests.test_checkov import run_checkov as checkov_report
 from toolkit.names import RAY_SUBMITTER_CONTAINER, TPU_RESOURCE
 from workloads.render.rayjob import HEAD_CONTAINER
 from workloads.render.skeleton import BASE_NAME
@@ -226,19 +224,7 @@ def scanned(tmp_path_factory) -> tuple[Path, dict[str, list[dict[str, Any]]]]:
 
 
 def run_checkov(root: Path, *extra: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [_checkov(), "-d", str(root), "--framework", "kubernetes", "--skip-download", "--compact", "--quiet", "-o", "json", *extra],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "BC_SKIP_MAPPING": "TRUE"},
-    )
-    assert proc.returncode in (0, 1), f"checkov failed ({proc.returncode}): {proc.stderr[-3000:]}"
-    out = json.loads(proc.stdout)
-    reports = out if isinstance(out, list) else [out]
-    (report,) = [r for r in reports if r.get("check_type") == "kubernetes"] or [{"results": {"failed_checks": []}, "summary": {}}]
-    assert report["summary"].get("parsing_errors", 0) == 0
-    return report
+    return checkov_report(root, *extra, framework="kubernetes")
 
 
 def _key(finding: dict[str, Any]) -> tuple[str, str, str, str]:

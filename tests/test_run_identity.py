@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import uuid
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 
 from infra.spec import load_spec
 from tests.conftest import REPO
-from tests.gcs_emulator import running_emulator
+from tests.gcs_emulator import emulator_client
 from toolkit.errors import FieldError
 from workloads import runs
 from workloads.planning.planner import Overrides
@@ -33,18 +32,8 @@ SPEC = load_spec(REPO / "examples" / "default.yaml")
 
 @pytest.fixture(scope="module")
 def gcs():
-    from workloads.observe import storage
-
-    with running_emulator() as url:
-        old = os.environ.get(storage.EMULATOR_ENV)
-        os.environ[storage.EMULATOR_ENV] = url
-        try:
-            yield storage.make_client(project="test-project")
-        finally:
-            if old is None:
-                os.environ.pop(storage.EMULATOR_ENV, None)
-            else:
-                os.environ[storage.EMULATOR_ENV] = old
+    with emulator_client() as client:
+        yield client
 
 
 class Cluster:
