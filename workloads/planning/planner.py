@@ -50,15 +50,18 @@ from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
 from workloads.planning import carry
-from workloads.planning.defaults import DEFAULT_PROFILE_START, INT32_MAX
-from workloads.planning.model import (
-    ASSUMED_MFU,
+from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
     DEFAULT_CHECKPOINTS_KEPT,
     DEFAULT_MAX_RESTARTS,
+    DEFAULT_PROFILE_START,
     DEFAULT_TTL_SECONDS,
+    INT32_MAX,
     PROGRAM_ERROR_EXIT_CODES,
+)
+from workloads.planning.model import (
+    ASSUMED_MFU,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
     RUNTIME_RAY,
