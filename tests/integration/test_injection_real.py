@@ -17,6 +17,7 @@ No local control plane is started. A fixture that cannot build or start what it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -37,6 +38,7 @@ from hypothesis import strategies as st
 
 from tests import kubeside
 from tests.conftest import REPO
+from tests.integration.conftest import wait_for
 from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
 from tests.test_injection import INERT_TRICKY, ISSUE_EXAMPLE, RENDERERS, _plan, _TmpP, _worker_container, nasty
 from workloads.local.procs import free_port
@@ -143,21 +145,14 @@ def ray_bin() -> Path:
     return venv / "bin"
 
 
-@pytest.fixture(scope="module")
-def ray_head(ray_bin: Path, tmp_path_factory) -> Iterator[tuple[str, Shims]]:
-    """A real Ray head whose jobs find the stand-in ``python3`` first on PATH."""
-    root = tmp_path_factory.mktemp("ray-head")
-    shims = Shims.make(root / "shims", ray=False)
-    port, ready = free_port(), root / "head.ready"
-    env = {
-        **shims.env(),
-        "PATH": f"{shims.bin}:{ray_bin}:/usr/bin:/bin",
-        "PYTHONPATH": str(REPO),
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
+@contextlib.contextmanager
+def _standin_head(ray_bin: Path, root: Path, env: dict[str, str], port: int | None = None) -> Iterator[str]:
+    """A real Ray head (workloads.ray.standin_head) until the block ends; yields its dashboard address."""
+    ready = root / "head.ready"
     log = open(root / "head.log", "w")  # noqa: SIM115 - closed below
     head = subprocess.Popen(
-        [str(ray_bin / "python"), "-m", "workloads.ray.standin_head", "--dashboard-port", str(port), "--ready-file", str(ready), "--num-cpus", "2"],
+        [str(ray_bin / "python"), "-m", "workloads.ray.standin_head", "--ready-file", str(ready), "--num-cpus", "2"]
+        + ([] if port is None else ["--dashboard-port", str(port)]),
         env=env,
         cwd=REPO,
         stdout=log,
@@ -170,7 +165,7 @@ def ray_head(ray_bin: Path, tmp_path_factory) -> Iterator[tuple[str, Shims]]:
             if head.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"the Ray head did not start: {(root / 'head.log').read_text()[-2000:]}", pytrace=False)
             time.sleep(0.5)
-        yield f"127.0.0.1:{port}", shims
+        yield f"127.0.0.1:{json.loads(ready.read_text())['port']}"
     finally:
         head.send_signal(signal.SIGTERM)
         try:
@@ -179,6 +174,40 @@ def ray_head(ray_bin: Path, tmp_path_factory) -> Iterator[tuple[str, Shims]]:
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def ray_head(ray_bin: Path, tmp_path_factory) -> Iterator[tuple[str, Shims]]:
+    """A real Ray head whose jobs find the stand-in ``python3`` first on PATH."""
+    root = tmp_path_factory.mktemp("ray-head")
+    shims = Shims.make(root / "shims", ray=False)
+    env = {
+        **shims.env(),
+        "PATH": f"{shims.bin}:{ray_bin}:/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    with _standin_head(ray_bin, root, env, port=free_port()) as address:
+        yield address, shims
+
+
+def _submit_and_finish(address: str, job_id: str, entrypoint: str) -> dict[str, Any]:
+    body = json.dumps({"entrypoint": entrypoint, "submission_id": job_id}).encode()
+    req = urllib.request.Request(f"http://{address}/api/jobs/", data=body, headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=120) as r:  # noqa: S310 - loopback
+        assert json.loads(r.read())["submission_id"] == job_id
+    return wait_for(lambda: (j := _ray_job(address, job_id))["status"] in ("SUCCEEDED", "FAILED", "STOPPED") and j, 120, f"Ray job {job_id}")
+
+
+def test_two_standin_heads_on_one_machine_each_run_their_jobs(ray_bin: Path, ray_head, tmp_path: Path) -> None:
+    """The integration tier runs a stand-in head beside this module's: Ray's fixed agent port (52365) left the second unable to run a job."""
+    first, _ = ray_head
+    env = {"PATH": f"{ray_bin}:/usr/bin:/bin", "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "HOME": str(tmp_path)}
+    with _standin_head(ray_bin, tmp_path, env) as second:
+        assert second != first
+        for address in (first, second):
+            job = _submit_and_finish(address, f"two-heads-{os.getpid()}-{address.rsplit(':', 1)[1]}", "echo ran")
+            assert job["status"] == "SUCCEEDED", (address, job.get("message"))
 
 
 def _ray_job(address: str, job_id: str) -> dict[str, Any]:

@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_DASHBOARD_STARTUP_TIMEOUT_S", "600")
     import ray
 
+    _agent_port_of_its_own()
     # A private temp dir (short: Ray's Unix sockets live under it) and address="local":
     # never join, nor leave a marker for, another Ray on this machine.
     temp_dir = tempfile.mkdtemp(prefix="tgk-ray-")
@@ -105,6 +106,32 @@ def main(argv: list[str] | None = None) -> int:
         _stop_leftovers()
         shutil.rmtree(temp_dir, ignore_errors=True)  # Ray's session files and logs: a throwaway head's
     return 0
+
+
+def _agent_port_of_its_own() -> None:
+    """Let the dashboard agent bind a free HTTP port rather than Ray's fixed 52365.
+
+    ``ray.init`` offers no argument for it, and a second Ray on the machine (another
+    stand-in, a test's own head) then finds 52365 taken: its agent serves no HTTP, and its
+    Jobs API answers every submission "No available agent to submit job". The agent
+    publishes the port it bound in the GCS, where the job manager looks it up, so port 0
+    is safe. ``ray.init`` builds its ``RayParams`` through the module attribute, looked up
+    at call time (Ray 2.54.0, the pinned version).
+    """
+    import ray._private.parameter as parameter  # noqa: PLC0415 - Ray is imported late, in main()
+
+    base = parameter.RayParams
+    if getattr(base, "_tgk_agent_port", False):
+        return
+
+    class RayParams(base):  # type: ignore[misc, valid-type]
+        _tgk_agent_port = True
+
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            kwargs.setdefault("dashboard_agent_listen_port", 0)
+            super().__init__(*args, **kwargs)
+
+    parameter.RayParams = RayParams
 
 
 def _stop_leftovers() -> None:
