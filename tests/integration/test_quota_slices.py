@@ -6,8 +6,9 @@ the accepted spec (shares 0.5/0.25/0.25: whole slices of both shapes).
 * before: the ClusterQueues the toolkit rendered for shares 0.34/0.33/0.33 until now
   (``floor(share x chips)``: 21 + 21 + 21 = 63 of 64 chips per shape) are applied over
   them, and the teams submit four one-slice runs on one shape at once. Three are
-  admitted; the fourth stays pending for good: its team has 5 chips left, the cohort
-  lends 10, and a slice is 16. (The spec loader now refuses those shares.)
+  admitted and one stays pending for good: its team has 5 chips left, the cohort lends
+  10, and a slice is 16. (Which one depends on Kueue's order: a team whose nominal quota
+  another team borrowed reclaims it by preemption, and the one left out changes.) (The spec loader now refuses those shares.)
 * after: the toolkit's own quotas are applied back (what ``queues apply`` applies), and
   the teams submit every slice of every shape at once, each team its own share's worth:
   all eight runs are admitted, each on its team's own quota.
@@ -141,12 +142,23 @@ def test_floored_quotas_strand_a_slice_and_whole_slices_admit_every_one(quota_cl
     assert [stored[f"{t}-cq"]["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["nominalQuota"] for t in TEAMS] == [21, 21, 21]
     before = _submit_all(kube, spec, [("a", "v5e"), ("b", "v5e"), ("c", "v5e"), ("a", "v5e")])
     try:
-        admitted = wait_for(lambda: (n := [r for r in before if _admitted(kube, *r)]) and len(n) == 3 and n, 120, "three of the four runs admitted")
-        (stranded,) = [r for r in before if r not in admitted]
+
+        def three_admitted() -> list[tuple[str, str]] | None:
+            n = [r for r in before if _admitted(kube, *r)]
+            return n if len(n) == 3 else None
+
+        wait_for(three_admitted, 120, "three of the four runs admitted")
+        # Which run is left out depends on the order Kueue took them in, and may change once:
+        # when team a's two runs came first (a borrowing 11 chips), c reclaims its nominal
+        # quota by preempting one of them (reclaimWithinCohort: Any). The slice stays
+        # stranded either way: four runs are never admitted at once.
         t0 = time.monotonic()
         while time.monotonic() - t0 < PENDING_FOR_S:
-            assert _admitted(kube, *stranded) is None, f"{stranded} was admitted on floored quotas"
+            now = [r for r in before if _admitted(kube, *r)]
+            assert len(now) <= 3, f"all four runs admitted on floored quotas: {now}"
             time.sleep(1)
+        admitted = wait_for(three_admitted, 60, "three of the four runs admitted after the watch")
+        (stranded,) = [r for r in before if r not in admitted]
         reason = _pending_reason(kube, *stranded)
         sys.stderr.write(f"stranded: {stranded[1]} pending {PENDING_FOR_S}s on floored quotas: {reason}\n")
         assert "insufficient" in reason.lower() or "couldn't assign flavors" in reason.lower(), reason
