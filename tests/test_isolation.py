@@ -288,3 +288,32 @@ def test_the_reader_sees_a_cross_team_grant(envs):
     research = spec.teams[1]
     (ns, pod), *_ = pods(plan_run("llama3-8b", spec, Overrides(slices=1, name="iso", team=research.name)))
     assert set(iam.buckets_of[identity_of(spec, iam, ns, pod)]) == own_buckets(spec, research) | {"my-tpu-project-trillium-ckpt"}
+
+
+def test_two_teams_that_would_share_one_service_account_are_refused():
+    """A team name too long for ``<cluster>-t-<team>`` is shortened with a digest, and another team can be named onto it."""
+    from infra.naming import team_service_account_id
+    from toolkit.errors import SpecError
+
+    doc = example_doc("v6e-reservation")
+    cluster = doc["cluster"]["name"]
+    long_name = "t-" + "x" * 28
+    shortened = team_service_account_id(cluster, long_name)
+    twin = shortened.removeprefix(f"{cluster}-t-")
+    assert team_service_account_id(cluster, twin) == shortened  # the collision is real, not assumed
+    renamed = {doc["teams"][0]["name"]: long_name, doc["teams"][1]["name"]: twin}
+    for t in doc["teams"]:
+        t["namespace"] = t.get("namespace") or t["name"]  # the namespaces stay as they were
+        t["name"] = renamed[t["name"]]
+    for b in doc.get("buckets") or []:
+        if b.get("team") in renamed:
+            b["team"] = renamed[b["team"]]
+    with pytest.raises(SpecError) as e:
+        parse_spec(doc)
+    assert e.value.field == "teams[1].name" and "teams[0]" in str(e.value), str(e.value)
+
+    doc["teams"][1]["name"] = "research"
+    for b in doc.get("buckets") or []:
+        if b.get("team") == twin:
+            b["team"] = "research"
+    assert {t.name for t in parse_spec(doc).teams} == {long_name, "research"}  # no collision: accepted
