@@ -169,6 +169,12 @@ def test_rayjob_admitted_placed_completed_and_deleted(ray_cluster) -> None:
         job = json.loads(resp.read())
     assert job["status"] == "SUCCEEDED" and "workloads.ray.jax_trainer" in job["entrypoint"]
 
+    # The queueing timeline reads the RayJob and its Workload, as it does a JobSet's.
+    from workloads.observe.analysis import timeline
+
+    tl = timeline(kube, ns, run)
+    assert tl is not None and tl.created is not None and tl.admitted is not None and tl.created <= tl.admitted, tl
+
     # delete: nothing of the run is left.
     d = run_module("workloads", "delete", run, "--yes", "--spec", str(SPEC), "--team", "pretrain", "--kubeconfig", kubeconfig, timeout=300)
     assert d.returncode == 0, (d.stdout, d.stderr)

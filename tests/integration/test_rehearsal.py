@@ -175,6 +175,13 @@ def test_rehearsal_workers_run_together_on_their_own_vms_and_serve_maxtext_logs(
     mfu = re.search(r'"mfu": ([0-9.]+)', text)
     assert mfu and 0.33 <= float(mfu.group(1)) <= 0.37, text[:800]  # the planner's assumed MFU (0.35)
 
+    # Without --pool: the shape and slice count come from the run on the cluster, and the figures are the same.
+    own = wl("metrics", run_name, "-o", "json", "--kubeconfig", str(kubeconfig))
+    assert own.returncode == 0, own.stderr
+    assert json.loads(own.stdout) == doc
+    own_text = wl("metrics", run_name, "--kubeconfig", str(kubeconfig))
+    assert own_text.returncode == 0 and "MFU" in own_text.stdout and "need --shape or --pool" not in own_text.stdout, own_text.stdout
+
     rep = wl("report", run_name, "--pool", "v5e-16", "--out", str(tmp_path / "report"), "--kubeconfig", str(kubeconfig))
     assert rep.returncode == 0, rep.stderr
     assert (tmp_path / "report" / "report.md").is_file()

@@ -30,8 +30,13 @@ if TYPE_CHECKING:
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
-ShapeOpt = Annotated[Optional[str], typer.Option("--shape", help="TPU type the run used, e.g. v5litepod-16, tpu7x-256 (for per-chip figures and MFU)")]
-PoolOpt = Annotated[Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count)")]
+ShapeOpt = Annotated[
+    Optional[str],
+    typer.Option("--shape", help="TPU type the run used, e.g. v5litepod-16, tpu7x-256 (for per-chip figures and MFU; a run on the cluster: read from the run)"),
+]
+PoolOpt = Annotated[
+    Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count; a run on the cluster: read from the run)")
+]
 SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, max=INT32_MAX, help="number of slices (default: the pool's)")]
 MetricsFileOpt = Annotated[Optional[Path], typer.Option("--metrics-file", help="MaxText metrics_file JSONL; its numbers win over the log's")]
 ProfFirstOpt = Annotated[

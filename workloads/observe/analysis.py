@@ -1,18 +1,20 @@
 """A run's log, analysed: read from a file or from worker 0 of the run, on what hardware, its steady state and goodput.
 
 What ``metrics`` and ``report`` show, and what a notebook calls to get the same figures:
-``analyse(target, ...)`` takes a log file (or metrics JSONL) or a run name (worker 0's log and
-the JobSet/Workload timeline from the cluster), resolves the hardware from ``shape`` or
-``pool`` (slices: given, else what the log's device count implies, else the pool's), and
+``analyse(target, ...)`` takes a log file (or metrics JSONL) or a run name (its log and the
+run/Workload timeline from the cluster, for every runtime), resolves the hardware from ``shape``
+or ``pool``, else, for a run, from the run object's TPU node selectors (slices: given, else what
+the log's device count implies, else the pool's or the run's), and
 summarises the steady state (``metrics.summarize``) and the goodput (``goodput.from_log``).
 Bad input is a ``SpecError`` naming the flag it comes from.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import SpecError, ToolkitError
 
@@ -59,10 +61,10 @@ def analyse(
     from workloads.observe import metrics as m
 
     choice = shape_choice(spec, shape, pool)
-    run, source, log, text, tl = load_run(
+    run, source, log, text, tl, on_cluster = load_run(
         target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context
     )
-    hw = hardware(choice, slices, log)
+    hw = hardware(choice or on_cluster, slices, log)
     prof = profiler_window(log, profiler_first_step, profiler_steps)
     summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
     good = goodput.from_log(text or "", tl, first_steady_step=first_steady_step)
@@ -112,6 +114,53 @@ def shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) ->
     return None
 
 
+def run_shape(run_object: Mapping[str, Any]) -> tuple[SliceShape, int | None] | None:
+    """The slice shape a run asks GKE for, and its slice count, read from the run object itself.
+
+    Every runtime's TPU pod template names its slice as GKE schedules it: the accelerator
+    and topology node selectors, and the chips each pod requests (which tells a single-host
+    2x4 from a multi-host one). The slice count is the run's TPU pods over the hosts per slice.
+    None when the run asks for no TPU, or names one the catalog does not know (said on stderr).
+    """
+    import sys
+
+    from infra import catalog
+    from toolkit.errors import CatalogError
+    from toolkit.names import GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL, TPU_RESOURCE
+    from workloads.cluster.status import expected_pods
+
+    pod_spec = next(_tpu_pod_specs(run_object), None)
+    if pod_spec is None:
+        return None
+    selector = pod_spec["nodeSelector"]
+    label, topology = selector[GKE_TPU_ACCELERATOR_LABEL], selector.get(GKE_TPU_TOPOLOGY_LABEL)
+    chips = next((str(c.get("resources", {}).get("limits", {}).get(TPU_RESOURCE, "")) for c in pod_spec.get("containers") or []), "")
+    gen = next((g for g in catalog.GENERATIONS.values() if g.accelerator_label == label), None)
+    try:
+        if gen is None or not topology:
+            raise CatalogError(f"accelerator {label!r}, topology {topology!r}")
+        found = catalog.shape(gen.name, str(topology), int(chips) if chips.isdigit() else None)
+    except CatalogError as e:
+        sys.stderr.write(f"warning: the run's TPU slice is not one the catalog knows ({e}); pass --shape for per-chip figures and MFU\n")
+        return None
+    pods = expected_pods(run_object)
+    return found, (pods // found.nodes if pods and pods % found.nodes == 0 else None)
+
+
+def _tpu_pod_specs(node: Any) -> Iterator[Mapping[str, Any]]:
+    """Pod specs (with containers) under ``node`` whose node selector names a TPU accelerator, in document order."""
+    from toolkit.names import GKE_TPU_ACCELERATOR_LABEL
+
+    if isinstance(node, Mapping):
+        if "containers" in node and GKE_TPU_ACCELERATOR_LABEL in (node.get("nodeSelector") or {}):
+            yield node
+        for v in node.values():
+            yield from _tpu_pod_specs(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _tpu_pod_specs(v)
+
+
 def hardware(choice: tuple[SliceShape, int | None] | None, slices: int | None, log: RunLog) -> Hardware | None:
     """Per-chip context for the summary. Slices: --slices, else what the log's device count
     implies, else the pool's, else 1 — the log is what actually ran."""
@@ -152,8 +201,14 @@ def load_run(
     team: str | None,
     kubeconfig: Path | None,
     context: str | None,
-) -> tuple[str, str, RunLog, str, Timeline | None]:
-    """(run name, source, parsed log, its text, cluster timeline) from a local file or, for a run name, worker 0's log."""
+) -> tuple[str, str, RunLog, str, Timeline | None, tuple[SliceShape, int | None] | None]:
+    """(run name, source, parsed log, its text, cluster timeline, the run's own shape) from a local file or, for a run name, its log.
+
+    For a run on the cluster, the shape and slice count come from the run object (``run_shape``).
+    """
+    import sys
+
+    from toolkit.errors import Forbidden
     from workloads.observe import metrics as m
 
     metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
@@ -165,14 +220,22 @@ def load_run(
         else:
             log = m.load(text, metrics_text)
         run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
-        return run, str(path), log, text, None
+        return run, str(path), log, text, None, None
     ns = run_namespace(spec_path, namespace, team)
     cluster = _connect(kubeconfig, context)
     pod = cluster.find_pod(ns, target)
     if pod is None:
         raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
     text = _capped_log(cluster, ns, pod["metadata"]["name"])
-    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, timeline(cluster, ns, target)
+    try:
+        found = cluster.find_run(ns, target)
+    except Forbidden as e:  # the log was readable: analyse it without the run's shape and timeline
+        sys.stderr.write(f"warning: the run's shape and queueing time are unknown: {e}\n")
+        shape, tl = None, None
+    else:
+        shape = run_shape(found[1]) if found else None
+        tl = timeline(cluster, ns, target, found) if found else None
+    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, tl, shape
 
 
 def _capped_log(cluster, ns: str, pod: str) -> str:
@@ -192,11 +255,13 @@ def _capped_log(cluster, ns: str, pod: str) -> str:
     return "\n".join(lines)
 
 
-def timeline(cluster, ns: str, run: str):
-    """JobSet created -> Kueue admitted, for the goodput's queueing share (None where unknown).
+def timeline(cluster, ns: str, run: str, found=None):
+    """Run created -> Kueue admitted, for the goodput's queueing share (None where unknown), for every runtime.
 
-    Unknown without the JobSet CRD or Kueue; also when the identity may not read them (the
-    log it did read is still analysed), which a warning line on stderr says.
+    ``found``: the run's (kind, object) when the caller has it. Unknown without the run's
+    CRD or Kueue; also when the identity may not read them (the log it did read is still
+    analysed), which a warning line on stderr says. Restarts are a JobSet's (the other
+    runtimes keep no whole-run restart count).
     """
     import sys
     from datetime import datetime
@@ -208,7 +273,9 @@ def timeline(cluster, ns: str, run: str):
         return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() if ts else None
 
     try:
-        js = cluster.jobset(ns, run)
+        if found is None:
+            found = cluster.find_run(ns, run)
+        js = found[1] if found else None
         wl = cluster.workload_for(ns, js) if js else None
     except NotFound:
         return None
