@@ -325,3 +325,15 @@ def test_preempt_refuses_an_unknown_run_or_slice_and_changes_nothing(cluster, lo
         assert not list(replacements_dir(local_cluster.state_dir).glob("*.json"))
     finally:
         cluster.delete_jobset(NS, name)
+
+
+def test_logs_metrics_and_report_of_a_run_that_is_not_there_say_so_alike(kubeconfig, tmp_path) -> None:
+    """Nothing to read on the cluster side is exit 3 and one line, whichever command asked."""
+    name = f"rh-none-{secrets.token_hex(2)}"
+    kc = ("--kubeconfig", str(kubeconfig))
+    for args in (["logs", name], ["metrics", name], ["report", name, "--out", str(tmp_path / "r")]):
+        r = wl(*args, *kc)
+        assert r.returncode == 3, (args, r.stdout, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: no pod for") and name in lines[0], (args, r.stderr)
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())  # report wrote nothing

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from toolkit.errors import SpecError, ToolkitError
+from toolkit.errors import SpecError
 
 if TYPE_CHECKING:
     from infra.catalog import SliceShape
@@ -208,7 +208,7 @@ def load_run(
     """
     import sys
 
-    from toolkit.errors import Forbidden
+    from toolkit.errors import Forbidden, NotFound
     from workloads.observe import metrics as m
 
     metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
@@ -225,7 +225,8 @@ def load_run(
     cluster = _connect(kubeconfig, context)
     pod = cluster.find_pod(ns, target)
     if pod is None:
-        raise ToolkitError(f"no pod for slice 0 worker 0 of run {target!r} in namespace {ns!r} — check 'status {target}'")
+        # The cluster side (exit 3), as `logs` says it: the run is not (or no longer) there.
+        raise NotFound(f"no pod for the log of run {target!r} in namespace {ns!r} — the run may still be queued or gone; see 'status {target}'")
     text = _capped_log(cluster, ns, pod["metadata"]["name"])
     try:
         found = cluster.find_run(ns, target)
