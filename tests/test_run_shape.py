@@ -16,7 +16,7 @@ import pytest
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
 from toolkit.names import GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL
-from workloads.observe.analysis import run_shape
+from workloads.observe.analysis import _tpu_pod_specs, run_shape
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import job, jobset, rayjob
 
@@ -77,19 +77,8 @@ def test_a_single_host_slice_is_told_from_a_multi_host_one_of_the_same_topology(
 
 
 def _pod_specs(obj: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if "containers" in node and GKE_TPU_ACCELERATOR_LABEL in (node.get("nodeSelector") or {}):
-                out.append(node)
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(obj)
+    """The TPU pod specs ``run_shape`` reads (its own walker), to change them in place."""
+    out = list(_tpu_pod_specs(obj))
     assert out, "no TPU pod spec in the rendered run"
     return out
 

@@ -97,10 +97,21 @@ class Cluster(KubeApi):
         except (NotFound, Forbidden):
             return []  # events only add detail to a status; an identity without them still sees the run
 
-    def find_pod(self, namespace: str, run: str, *, slice_index: int | None = None, worker: int | None = None, head: bool = False) -> dict | None:
+    def find_pod(
+        self,
+        namespace: str,
+        run: str,
+        *,
+        slice_index: int | None = None,
+        worker: int | None = None,
+        head: bool = False,
+        found: tuple[rk.RunKind, dict] | None = None,
+    ) -> dict | None:
         """A pod of the run: with neither slice nor worker, the run's own log (a RayJob's driver,
-        else worker 0 of slice 0); ``head``: a RayJob's head."""
-        found = self.find_run(namespace, run)
+        else worker 0 of slice 0); ``head``: a RayJob's head. ``found``: ``find_run``'s answer,
+        when the caller already has it (else it is looked up here)."""
+        if found is None:
+            found = self.find_run(namespace, run)
         kind = found[0] if found else rk.JOBSET
         pod_info = self.resource("v1", "Pod")
         driver = kind.driver_selector(run) if slice_index is None and worker is None else None

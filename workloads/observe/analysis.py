@@ -206,9 +206,7 @@ def load_run(
 
     For a run on the cluster, the shape and slice count come from the run object (``run_shape``).
     """
-    import sys
-
-    from toolkit.errors import Forbidden, NotFound
+    from toolkit.errors import NotFound
     from workloads.observe import metrics as m
 
     metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
@@ -223,19 +221,16 @@ def load_run(
         return run, str(path), log, text, None, None
     ns = run_namespace(spec_path, namespace, team)
     cluster = _connect(kubeconfig, context)
-    pod = cluster.find_pod(ns, target)
+    # One lookup of the run serves the pod, the shape and the timeline. A refused read of it
+    # is a refused command (exit 3), as it was when only the pod lookup made it.
+    found = cluster.find_run(ns, target)
+    pod = cluster.find_pod(ns, target, found=found)
     if pod is None:
         # The cluster side (exit 3), as `logs` says it: the run is not (or no longer) there.
         raise NotFound(f"no pod for the log of run {target!r} in namespace {ns!r} — the run may still be queued or gone; see 'status {target}'")
     text = _capped_log(cluster, ns, pod["metadata"]["name"])
-    try:
-        found = cluster.find_run(ns, target)
-    except Forbidden as e:  # the log was readable: analyse it without the run's shape and timeline
-        sys.stderr.write(f"warning: the run's shape and queueing time are unknown: {e}\n")
-        shape, tl = None, None
-    else:
-        shape = run_shape(found[1]) if found else None
-        tl = timeline(cluster, ns, target, found) if found else None
+    shape = run_shape(found[1]) if found else None
+    tl = timeline(cluster, ns, target, found) if found else None
     return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, tl, shape
 
 
