@@ -1216,7 +1216,6 @@ class EnvSpec(_Model):
                         f"shorten network.name to at most {GCE_NAME_MAX - len('-router')} characters",
                     )
         accounts = ["nodes", "workload"] + (["ci"] if self.cloud_build.enabled else [])
-        owner_of: dict[str, str] = {}  # account id -> the field it is derived from
         for suffix in accounts:
             account = naming.service_account_id(self.cluster.name, suffix)
             if not re.match(GCP_ID, account):
@@ -1225,18 +1224,6 @@ class EnvSpec(_Model):
                     f"makes the {suffix} service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} characters",
                     f"use a cluster name of at least {GCP_ID_MIN - len(suffix) - 1} characters",
                 )
-            owner_of[account] = f"the cluster's {suffix} account"
-        # A team's id is shortened with a digest when too long: two teams (or a team and a
-        # cluster account) could still meet on one id, and would then share one identity.
-        for i, t in enumerate(self.teams):
-            account = naming.team_service_account_id(self.cluster.name, t.name)
-            if account in owner_of:
-                raise SpecError(
-                    f"teams[{i}].name",
-                    f"makes the service account id {account!r}, already {owner_of[account]}'s",
-                    "rename the team: each team needs a Google service account of its own",
-                )
-            owner_of[account] = f"teams[{i}]"
 
     # ---------------------------------------------------------------- derived
 

@@ -291,7 +291,7 @@ def test_the_reader_sees_a_cross_team_grant(envs):
 
 
 def test_two_teams_that_would_share_one_service_account_are_refused():
-    """A team name too long for ``<cluster>-t-<team>`` is shortened with a digest, and another team can be named onto it."""
+    """A team name too long for ``<cluster>-t-<team>`` is shortened with a digest, and another team can be named onto it (infra.identities refuses it)."""
     from infra.naming import team_service_account_id
     from toolkit.errors import SpecError
 
@@ -310,7 +310,7 @@ def test_two_teams_that_would_share_one_service_account_are_refused():
             b["team"] = renamed[b["team"]]
     with pytest.raises(SpecError) as e:
         parse_spec(doc)
-    assert e.value.field == "teams[1].name" and "teams[0]" in str(e.value), str(e.value)
+    assert e.value.field == "teams[1].name" and f"already team {long_name}'s" in str(e.value), str(e.value)
 
     doc["teams"][1]["name"] = "research"
     for b in doc.get("buckets") or []:
