@@ -13,6 +13,7 @@ from typing import Any
 
 from infra.pricing import costs_document, usd
 from infra.spec import EnvSpec
+from toolkit.digits import is_decimal
 from toolkit.names import TGK_TOPOLOGY_LABEL, CapacityMode
 
 
@@ -49,7 +50,7 @@ def _nodes(pool: dict[str, Any]) -> int:
 def _chips_per_vm(machine_type: str) -> int:
     # TPU machine types end in -<chips>t (ct5lp-hightpu-4t, tpu7x-standard-4t).
     tail = machine_type.rsplit("-", 1)[-1]
-    return int(tail[:-1]) if tail.endswith("t") and tail[:-1].isdigit() else 0
+    return int(tail[:-1]) if tail.endswith("t") and is_decimal(tail[:-1]) else 0
 
 
 def node_pools(doc: dict[str, Any]) -> list[PoolRow]:

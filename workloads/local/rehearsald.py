@@ -47,6 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from workloads.local import disrupt, state
@@ -134,7 +135,7 @@ class Checkpoints:
         steps = set()
         for blob in self.client().list_blobs(bucket, prefix=prefix):
             head = blob.name[len(prefix) :].split("/", 1)[0]
-            if head.isdigit():
+            if is_decimal(head):
                 steps.add(int(head))
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]

@@ -37,6 +37,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from toolkit.digits import is_decimal
 from toolkit.errors import ExternalToolError, ToolkitError
 from toolkit.tools import last_line
 from workloads.maxtext import env as maxtext_env
@@ -124,7 +125,7 @@ def run_checkpoints(checkpoint_dir: Path, run_name: str) -> Path:
 def saved_steps(checkpoint_dir: Path, run_name: str) -> list[int]:
     """Committed steps (Orbax writes a temporary directory and renames it when the save is done)."""
     root = run_checkpoints(checkpoint_dir, run_name)
-    return sorted(int(p.name) for p in root.iterdir() if p.name.isdigit()) if root.is_dir() else []
+    return sorted(int(p.name) for p in root.iterdir() if is_decimal(p.name)) if root.is_dir() else []
 
 
 def _absl_seconds(line: str) -> float | None:

@@ -125,6 +125,7 @@ def run_shape(run_object: Mapping[str, Any]) -> tuple[SliceShape, int | None] | 
     import sys
 
     from infra import catalog
+    from toolkit.digits import whole_number
     from toolkit.errors import CatalogError
     from toolkit.names import GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL, TPU_RESOURCE
     from workloads.cluster.status import expected_pods
@@ -139,7 +140,7 @@ def run_shape(run_object: Mapping[str, Any]) -> tuple[SliceShape, int | None] | 
     try:
         if gen is None or not topology:
             raise CatalogError(f"accelerator {label!r}, topology {topology!r}")
-        found = catalog.shape(gen.name, str(topology), int(chips) if chips.isdigit() else None)
+        found = catalog.shape(gen.name, str(topology), whole_number(chips))
     except CatalogError as e:
         sys.stderr.write(f"warning: the run's TPU slice is not one the catalog knows ({e}); pass --shape for per-chip figures and MFU\n")
         return None

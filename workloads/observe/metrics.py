@@ -45,6 +45,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from infra.catalog import SliceShape
+from toolkit.digits import whole_number
 from toolkit.errors import ToolkitError
 
 
@@ -100,7 +101,7 @@ class RunLog:
     @property
     def num_devices(self) -> int | None:
         n = self.system.get("num_devices")
-        return int(n) if n and n.isdigit() and len(n) <= 9 else None
+        return whole_number(n, 9) if n else None
 
     def notes(self) -> list[str]:
         """What was left out and why, one line each (empty when nothing was)."""
@@ -185,7 +186,7 @@ def _step_number(value: Any) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, str):
-        value = int(value) if value.isdigit() and len(value) <= 10 else None
+        value = whole_number(value, 10)
     elif isinstance(value, float):
         value = int(value) if math.isfinite(value) and value.is_integer() and abs(value) <= 2 * MAX_STEP else None
     return value if isinstance(value, int) and 0 <= value <= MAX_STEP else None
