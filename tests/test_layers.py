@@ -58,8 +58,14 @@ LAYERS: dict[str, Layer] = {
         Layer("workloads.cluster", ("toolkit",)),
         Layer("workloads.maxtext", ("workloads.planning", "infra.catalog", "toolkit")),
         Layer("workloads.observe", ("workloads.planning", "workloads.cluster", "infra", "toolkit")),
-        Layer("workloads.local", ("workloads.cluster", "workloads.render", "workloads.planning", "workloads.observe.storage", "infra", "toolkit")),
-        Layer("workloads.runs", ("workloads.planning", "workloads.render", "workloads.cluster", "workloads.observe.storage", "infra", "toolkit")),
+        Layer(
+            "workloads.local",
+            ("workloads.cluster", "workloads.render", "workloads.planning", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
+        ),
+        Layer(
+            "workloads.runs",
+            ("workloads.planning", "workloads.render", "workloads.cluster", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
+        ),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

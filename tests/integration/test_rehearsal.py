@@ -2,7 +2,8 @@
 
 * ``submit`` on the local cluster: every worker of every slice Running at the same time,
   each on a TPU VM of its own, for the rehearsal time; each serves a MaxText-format log
-  through the apiserver (``logs``), which ``metrics`` and ``report`` read;
+  through the apiserver (``logs``), its own attempt only, as on GKE; ``metrics`` and
+  ``report`` read every attempt from the local Cloud Logging;
 * ``local preempt`` (spot preemption and ``--maintenance``): the slice's pods get
   ``DisruptionTarget``, end Failed (exit 143) and are removed; the slice's nodes go
   NotReady and come back as new Ready nodes; the whole JobSet restarts once, without
@@ -200,6 +201,7 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
         _submit(kubeconfig, run_name, 12.0, "--max-restarts", "0")
         first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
         wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
+        first_attempt = [line for line in _log(cluster, run_name).splitlines() if STEP.search(line)]
         victims = {p["metadata"]["uid"] for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"}
         args = ["local", "preempt", run_name, "--slice", "1", "--replace-after", "2", "--state-dir", str(local_cluster.state_dir), "-o", "json"]
         pre = wl(*args, *(["--maintenance"] if maintenance else []))
@@ -215,8 +217,9 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
         assert not js["status"].get("restartsCountTowardsMax")  # free: maxRestarts is 0 and the run goes on
         assert _cond(cluster.workload_for(NS, js), "Admitted")["status"] == "True"
 
-        # Worker 0's log holds both attempts (as Cloud Logging keeps them): the second
-        # restores the checkpoint saved at the preemption and goes on from the next step.
+        # The new worker 0 is a new pod with a log of its own, as on GKE: it restores the
+        # checkpoint saved at the preemption and goes on from the next step; not one line of
+        # the first attempt is in it.
         def restarted_steps() -> str | None:
             text = _log(cluster, run_name)
             at = RESTORED.search(text)
@@ -224,10 +227,10 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
         restarted = wait_for(restarted_steps, 60, "the restarted run's first step", interval=0.5)
         restored = RESTORED.search(restarted)
-        before = [int(s) for s in STEP.findall(restarted[: restored.start()])]
-        assert before and before == list(range(before[-1] + 1)), before
-        assert int(restored.group(1)) == before[-1] >= 10  # autocheckpoint: saved at the step reached
-        assert int(STEP.search(restarted, restored.end()).group(1)) == int(restored.group(1)) + 1
+        assert not STEP.findall(restarted[: restored.start()]), "the new pod's log holds the first attempt's steps"
+        assert first_attempt and not any(line in restarted for line in first_attempt)
+        after = [int(s) for s in STEP.findall(restarted, restored.end())]
+        assert after[0] == int(restored.group(1)) + 1 >= 11, after  # autocheckpoint: saved at the step reached (>= 10)
 
         assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
         assert _last_step(_log(cluster, run_name)) == 99
@@ -236,10 +239,15 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
         pods_seen.stop()
         nodes_seen.stop()
 
+    # Both attempts, from the local Cloud Logging (what GKE's agent keeps), one per pod of worker 0.
     met = wl("metrics", run_name, "--pool", "v5e-16", "-o", "json", "--kubeconfig", str(kubeconfig))
     assert met.returncode == 0, met.stderr
-    good = json.loads(met.stdout)["goodput"]
-    assert good["attempts"] == 2 and good["restarts"] > 0 and 0 < good["goodput"] < 1, good
+    doc = json.loads(met.stdout)
+    good = doc["goodput"]
+    assert good["attempts"] == 2 and good["restarts"] > 0 and good["steps_redone"] == 0 and 0 < good["goodput"] < 1, good
+    assert doc["source"].startswith("Cloud Logging (project ") and doc["source"].count(f"{run_name}-") == 2, doc["source"]
+    assert "warning" not in met.stderr, met.stderr
+    assert sorted({s["step"] for s in doc["steps"]}) == list(range(100))  # every step, from both attempts
 
     # Each preempted pod: DisruptionTarget (the reason says who), stopped by SIGTERM, Failed, then removed.
     reason = "EvictionByEvictionAPI" if maintenance else "TerminationByKubelet"
@@ -327,13 +335,19 @@ def test_preempt_refuses_an_unknown_run_or_slice_and_changes_nothing(cluster, lo
         cluster.delete_jobset(NS, name)
 
 
-def test_logs_metrics_and_report_of_a_run_that_is_not_there_say_so_alike(kubeconfig, tmp_path) -> None:
-    """Nothing to read on the cluster side is exit 3 and one line, whichever command asked."""
+def test_logs_metrics_and_report_of_a_run_that_is_not_there_say_so(kubeconfig, tmp_path) -> None:
+    """`logs` reads a pod: none is exit 3 (the cluster side). `metrics`/`report` read the run's
+    history, which outlives its pods: with no run, no pod and no Cloud Logging entries it is
+    gone, exit 2, one line saying what is missing and where it looked; nothing written."""
     name = f"rh-none-{secrets.token_hex(2)}"
     kc = ("--kubeconfig", str(kubeconfig))
-    for args in (["logs", name], ["metrics", name], ["report", name, "--out", str(tmp_path / "r")]):
+    r = wl("logs", name, *kc)
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("error: no pod for") and name in line, r.stderr
+    for args in (["metrics", name], ["report", name, "--out", str(tmp_path / "r")]):
         r = wl(*args, *kc)
-        assert r.returncode == 3, (args, r.stdout, r.stderr)
-        lines = r.stderr.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("error: no pod for") and name in lines[0], (args, r.stderr)
+        assert r.returncode == 2, (args, r.stdout, r.stderr)
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"error: LOGFILE_OR_RUN: no history of run '{name}'") and "Cloud Logging (project" in line and " — " in line, line
     assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())  # report wrote nothing

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -97,7 +97,14 @@ class RunSource:
         """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
         from workloads.observe.analysis import analyse
 
-        return analyse(target, **dataclasses.asdict(self))
+        return analyse(target, **dataclasses.asdict(self), logging_client=_logging_client)
+
+
+def _logging_client(cluster: Any, project: str) -> Any:
+    """Cloud Logging for the runs of ``cluster``: its run hook's server (the local cluster's), else Google's."""
+    from workloads.runs import hooks
+
+    return hooks.logging_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
 # Gives a command RunSource's fields as options, in place of its ``source: RunSource`` parameter.

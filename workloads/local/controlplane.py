@@ -19,6 +19,8 @@ signal with a generous deadline; none is a fixed sleep):
   gcs                      the local Cloud Storage server (workloads.local.bucket)
                            answers; the spec's buckets exist; the ConfigMap
                            kube-public/tgk-local-storage says where it is
+  logging                  the local Cloud Logging server (workloads.local.cloudlogging)
+                           answers; kube-public/tgk-local-logging says where it is
   rehearsal                the rehearsal daemon (workloads.local.rehearsald) has
                            finished its first pass: it runs rehearsal pods for
                            their planned time, writes their logs, and replaces
@@ -27,7 +29,8 @@ signal with a generous deadline; none is a fixed sleep):
 State lives in one directory (default ``$TGK_CACHE/local-cluster/state``):
 ``pki/``, ``etcd/`` (wiped by ``down``), ``logs/<daemon>.log``,
 ``run/<daemon>.pid``, ``kubeconfig``, ``cluster.json`` (ports, bin dir, spec,
-layout), ``pod-logs/`` (what rehearsal pods print), ``gcs/`` (the buckets: runs'
+layout), ``pod-logs/`` (what rehearsal pods print: each pod its own attempt),
+``cloud-logging/`` (every pod's lines, as GKE's logging agent keeps them), ``gcs/`` (the buckets: runs'
 checkpoints and identities; wiped with etcd) and ``rehearsal/`` (the daemon's run
 books and pending node replacements). A state dir is the toolkit's once it holds
 ``STATE_MARKER``; a directory that holds anything else is refused, never cleaned.
@@ -64,7 +67,7 @@ from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, cache_dir, script
 from workloads.cluster.runs import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
-from workloads.local import CONTEXT, LocalClusterError, addons, bucket, builds, certs, kuberay, nodes, provisioner, rehearsal, rehearsald, state
+from workloads.local import CONTEXT, LocalClusterError, addons, bucket, builds, certs, cloudlogging, kuberay, nodes, provisioner, rehearsal, rehearsald, state
 from workloads.local.procs import Daemon, free_port, locked, port_open
 from workloads.render import kueue as kueue_objects
 
@@ -77,6 +80,7 @@ DAEMONS = (
     *kuberay.DAEMONS,
     "provisioner",
     "rehearsal",
+    "logging",
     "gcs",
     "kueue",
     "jobset",
@@ -88,11 +92,11 @@ DAEMONS = (
 )
 # What a running cluster was started with; `up` restarts a cluster of another layout
 # (started by an older toolkit: no rehearsal daemon, no pod logs).
-LAYOUT = 5  # 5: the local Cloud Storage server (gcs)
+LAYOUT = 6  # 5: the local Cloud Storage server (gcs); 6: the local Cloud Logging server (logging)
 # The file that marks a directory as a local cluster's state dir (what `up` may clean).
 STATE_MARKER = ".tgk-local-state"
 # What `up` wipes in a state dir before a fresh start: all of it the toolkit's own.
-FRESH_START_WIPES = ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner", "gcs")
+FRESH_START_WIPES = ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner", "gcs", "cloud-logging")
 # Written for this project from the published ProvisioningRequest API (see the file's header).
 # Starts on fresh ports when a daemon found its port taken (procs.free_port says why that can happen).
 PORT_ATTEMPTS = 3
@@ -133,6 +137,7 @@ class Ports:
     jobset_webhook: int = 0
     jobset_health: int = 0
     gcs: int = 0
+    logging: int = 0
 
     @classmethod
     def pick(cls) -> Ports:
@@ -294,6 +299,7 @@ class LocalCluster:
         self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
         self._publish_bucket(kube, spec, bucket.endpoint(st["ports"]["gcs"]))
+        kube.apply([cloudlogging.configmap(cloudlogging.endpoint(st["ports"]["logging"]))], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         st["spec"] = spec_path
         write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
@@ -321,6 +327,7 @@ class LocalCluster:
         self._start_addons(boot, spec)
         self._wait_ready(boot, kube, spec)
         self._start_gcs(boot, kube, spec)
+        self._start_logging(boot, kube)
         self._start_rehearsal(boot)
         self._start_provisioner(boot)
         if self._ray:
@@ -567,6 +574,14 @@ class LocalCluster:
         if made:
             self.progress(f"  buckets created: {', '.join(made)}")
         kube.apply([bucket.configmap(url)], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+
+    def _start_logging(self, boot: _Boot, kube: Cluster) -> None:
+        """The local Cloud Logging server (workloads.local.cloudlogging), its address published."""
+        self.progress("starting the local Cloud Logging server")
+        url = cloudlogging.endpoint(boot.ports.logging)
+        self.daemon(cloudlogging.DAEMON).start(cloudlogging.argv(boot.ports.logging, self.state_dir), env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
+        self._wait("the local Cloud Logging server", lambda: cloudlogging.answers(url), boot.timeout)
+        kube.apply([cloudlogging.configmap(url)], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
     def _start_rehearsal(self, boot: _Boot) -> None:
         """The rehearsal daemon (workloads.local.rehearsald), ready once its first pass is done."""

@@ -11,10 +11,12 @@
   crashed): the others wait in a collective. Each worker's log is written on that
   clock, step by step, to ``<state>/pod-logs/<namespace>/<pod>.log``, which a kwok
   ``Logs`` object (owned by the pod) names, so ``kubectl logs`` / ``workloads logs``
-  read it through the apiserver and kwok like a kubelet's. A restarted worker's log begins with the lines
-  of its earlier pods, as Cloud Logging keeps every attempt of a worker (what
-  ``metrics`` and the goodput breakdown read). The finish time goes on each pod
-  (``FINISH_AT_ANNOTATION``); kwok completes the pod then.
+  read it through the apiserver and kwok like a kubelet's. As on GKE, a pod's log holds
+  its own attempt only: a restarted worker is a new pod with a new log. Like GKE's
+  logging agent, the daemon also ships every line to the local Cloud Logging
+  (``workloads.local.cloudlogging``), stamped with the container and the pod's labels:
+  that is where ``metrics``, ``report`` and goodput find the earlier attempts. The finish
+  time goes on each pod (``FINISH_AT_ANNOTATION``); kwok completes the pod then.
 - keeps each run's checkpoints where MaxText keeps them, in the run's checkpoint
   directory (``gs://<bucket>/<run>/checkpoints/<step>/``) on the local cluster's Cloud
   Storage server (``workloads.local.bucket``): a save every ``checkpoint_period`` steps,
@@ -22,7 +24,7 @@
   restarted attempt — or a new JobSet under the same name, as on GKE — restores the
   latest there and continues from the step after it, and its log says so. The daemon's
   own book of a run (``<state>/rehearsal/runs/<jobset uid>.json``) keeps its attempts'
-  clocks and log files.
+  clocks.
 - replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
   pods have stopped, back and Ready at the time ``preempt`` recorded.
 
@@ -38,7 +40,6 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
 import time
 from collections import defaultdict
@@ -50,7 +51,7 @@ from typing import Any
 from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
-from workloads.local import disrupt, state
+from workloads.local import cloudlogging, disrupt, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by
 
@@ -89,13 +90,12 @@ class RunBook:
     path: Path
     saved: int | None = None
     attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt -> t0, first, restored, uids
-    logs: dict[str, str] = field(default_factory=dict)  # worker (JAX process index) -> its latest pod's log file
 
     @classmethod
     def open(cls, path: Path) -> RunBook:
         try:
             d = json.loads(path.read_text())
-            return cls(path, d.get("saved"), d.get("attempts") or {}, d.get("logs") or {})
+            return cls(path, d.get("saved"), d.get("attempts") or {})
         except (OSError, ValueError):
             return cls(path)
 
@@ -107,7 +107,7 @@ class RunBook:
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts, "logs": self.logs}))
+        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts}))
         os.replace(tmp, self.path)
 
 
@@ -165,6 +165,8 @@ class Worker:
     r: Rehearsal
     log: MaxTextLog
     path: Path
+    agent: cloudlogging.Store | None = None  # the logging agent's store, with where the lines come from
+    source: cloudlogging.Container | None = None
     started: bool = False  # start lines written
     joined: bool = False  # the attempt's clock has started and its lines are written
     next_step: int | None = None
@@ -174,6 +176,8 @@ class Worker:
         if lines:
             with open(self.path, "a") as f:
                 f.writelines(lines)
+            if self.agent is not None and self.source is not None:
+                self.agent.ship(self.source, lines, time.time())
 
 
 def _phase(pod: dict[str, Any]) -> str:
@@ -211,6 +215,7 @@ class Rehearsals:
         self.workers: dict[str, Worker] = {}
         self.books: dict[str, RunBook] = {}
         self.checkpoints = Checkpoints(state_dir)
+        self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
 
     def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
         """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
@@ -287,6 +292,8 @@ class Rehearsals:
             r=r,
             log=MaxTextLog(r, name, index),
             path=path,
+            agent=self.agent,
+            source=self._source(pod),
         )
         resumed = _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -294,22 +301,37 @@ class Rehearsals:
             w.started = w.joined = True
             w.next_step = resumed
         else:
-            # A worker's log holds every attempt, as Cloud Logging keeps the lines of each pod
-            # of a worker: the new pod's log begins with the previous pod's.
-            book = self.book(w.run_uid)
-            before = book.logs.get(str(index))
-            if before and before != str(path) and Path(before).is_file():
-                shutil.copyfile(before, path)
-            else:
-                path.touch()
-            book.logs[str(index)] = str(path)
-            book.write()
+            path.touch()  # a new pod, a new log: its earlier attempts are in Cloud Logging only
         # Only a pod seen running is played: one that already ended (seen first after a daemon
         # restart, or stopped before it ever ran) keeps the log it has.
         w.ended = _phase(pod) not in ("pending", "running")
         self._logs_object(pod, path)
         self.workers[uid] = w
         return w
+
+    def _source(self, pod: dict[str, Any]) -> cloudlogging.Container:
+        """What GKE's agent stamps on the pod's lines: the cluster (the spec ``local up`` was given), the container, the pod's labels."""
+        meta = pod["metadata"]
+        project, location, cluster = cloudlogging.PROJECT, "local", "tgk-local"
+        try:
+            from infra.spec import load_spec
+
+            spec_path = (state.read_state(self.state_dir) or {}).get("spec")
+            if spec_path:
+                env = load_spec(Path(spec_path))
+                project, location, cluster = env.project, env.region, env.cluster.name
+        except Exception as e:  # a spec edited since `up`: the lines still go somewhere findable
+            _say(f"the cluster's spec is unreadable ({e}); log entries are stamped {project}/{location}/{cluster}")
+        containers = (pod.get("spec") or {}).get("containers") or [{}]
+        return cloudlogging.Container(
+            project=project,
+            location=location,
+            cluster=cluster,
+            namespace=meta["namespace"],
+            pod=meta["name"],
+            container=str(containers[0].get("name") or ""),
+            pod_labels=dict(meta.get("labels") or {}),
+        )
 
     def _logs_object(self, pod: dict[str, Any], path: Path) -> None:
         """kwok's ``Logs`` for the pod: its workload container's log is ``path``; deleted with the pod."""

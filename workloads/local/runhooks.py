@@ -35,5 +35,11 @@ class Rehearse:
 
         return bucket.client(bucket.endpoint_of(cluster))
 
+    def logging(self, cluster: Any) -> Any:
+        """A Cloud Logging client for the cluster's own logging server, which holds every attempt of its pods."""
+        from workloads.local import cloudlogging
+
+        return cloudlogging.client(cloudlogging.endpoint_of(cluster))
+
 
 HOOKS = {CONTEXT: Rehearse()}

@@ -11,7 +11,7 @@ Bad input is a ``SpecError`` naming the flag it comes from.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +24,12 @@ if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.cluster.runs import Cluster
     from workloads.observe.goodput import Goodput, Timeline
+    from workloads.observe.history import History
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
+
+
+# (cluster, project) -> a google.cloud.logging.Client: the CLI's comes from the cluster's run hook.
+LoggingClientFor = Callable[[Any, str], Any]
 
 
 @dataclass(frozen=True)
@@ -55,20 +60,25 @@ def analyse(
     spec: Path | None = None,
     kubeconfig: Path | None = None,
     context: str | None = None,
+    logging_client: LoggingClientFor | None = None,
 ) -> Analysis:
     """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
     from workloads.observe import goodput
     from workloads.observe import metrics as m
 
     choice = shape_choice(spec, shape, pool)
-    run, source, log, text, tl, on_cluster = load_run(
-        target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context
+    got = load_run(
+        target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context, logging_client=logging_client
     )
-    hw = hardware(choice or on_cluster, slices, log)
+    log = got.log
+    hw = hardware(choice or got.shape, slices, log)
     prof = profiler_window(log, profiler_first_step, profiler_steps)
     summ = m.summarize(log.steps, hardware=hw, first_steady_step=first_steady_step, profiler=prof)
-    good = goodput.from_log(text or "", tl, first_steady_step=first_steady_step)
-    return Analysis(run, source, log, hw, prof, summ, good)
+    if got.attempts is not None:
+        good = goodput.from_attempt_logs(got.attempts, got.timeline, first_steady_step=first_steady_step)
+    else:
+        good = goodput.from_log(got.text or "", got.timeline, first_steady_step=first_steady_step)
+    return Analysis(got.run, got.source, log, hw, prof, summ, good)
 
 
 def _load_spec(path: Path | None) -> EnvSpec:
@@ -193,6 +203,19 @@ def read_log(path: Path, what: str) -> str:
         raise SpecError(what, f"cannot read {path}: {e.strerror}") from None
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A run's log as read: from a file, or from the cluster and Cloud Logging."""
+
+    run: str
+    source: str  # the file, the pod, or Cloud Logging and the pods it holds
+    log: RunLog
+    text: str
+    timeline: Timeline | None = None
+    shape: tuple[SliceShape, int | None] | None = None  # the run object's own
+    attempts: tuple[str, ...] | None = None  # each pod's lines, when the source tells the pods apart
+
+
 def load_run(
     target: str,
     *,
@@ -202,10 +225,15 @@ def load_run(
     team: str | None,
     kubeconfig: Path | None,
     context: str | None,
-) -> tuple[str, str, RunLog, str, Timeline | None, tuple[SliceShape, int | None] | None]:
-    """(run name, source, parsed log, its text, cluster timeline, the run's own shape) from a local file or, for a run name, its log.
+    logging_client: LoggingClientFor | None = None,
+) -> Loaded:
+    """A run's log from a local file or, for a run name, from where its attempts outlive their pods.
 
-    For a run on the cluster, the shape and slice count come from the run object (``run_shape``).
+    For a run on the cluster: worker 0's lines of every attempt from Cloud Logging
+    (``history``), else the current pod's log, which on GKE holds its own attempt only
+    (said on stderr when the run has restarted); the shape and slice count come from the
+    run object (``run_shape``). A run with no pod and no entries: exit 3 while the run is
+    there (queued), exit 2 once it is gone too, naming where it looked.
     """
     from toolkit.errors import NotFound
     from workloads.observe import metrics as m
@@ -219,20 +247,80 @@ def load_run(
         else:
             log = m.load(text, metrics_text)
         run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
-        return run, str(path), log, text, None, None
+        return Loaded(run, str(path), log, text)
     ns = run_namespace(spec_path, namespace, team)
     cluster = _connect(kubeconfig, context)
     # One lookup of the run serves the pod, the shape and the timeline. A refused read of it
     # is a refused command (exit 3), as it was when only the pod lookup made it.
     found = cluster.find_run(ns, target)
     pod = cluster.find_pod(ns, target, found=found)
-    if pod is None:
-        # The cluster side (exit 3), as `logs` says it: the run is not (or no longer) there.
-        raise NotFound(f"no pod for the log of run {target!r} in namespace {ns!r} — the run may still be queued or gone; see 'status {target}'")
-    text = _capped_log(cluster, ns, pod["metadata"]["name"])
     shape = run_shape(found[1]) if found else None
     tl = timeline(cluster, ns, target, found) if found else None
-    return target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, tl, shape
+    hist, missing = _history(cluster, spec_path, ns, target, found, logging_client)
+    if hist is not None:
+        texts = _per_pod(hist)
+        source = f"{hist.where}: pod{'s' if len(hist.pods) > 1 else ''} {', '.join(hist.pods)}"
+        return Loaded(target, source, m.load(hist.text, metrics_text), hist.text, tl, shape, texts)
+    if pod is None:
+        if found is None and missing is not None:
+            raise SpecError(
+                "LOGFILE_OR_RUN",
+                f"no history of run {target!r}: no run and no pod in namespace {ns!r}, and {missing}",
+                "check the run name, --team/--namespace and the spec's project, or pass a saved log as LOGFILE",
+            )
+        # The cluster side (exit 3), as `logs` says it: the run is not (or no longer) there.
+        raise NotFound(f"no pod for the log of run {target!r} in namespace {ns!r} — the run may still be queued or gone; see 'status {target}'")
+    if tl is not None and tl.restarts:
+        import sys
+
+        sys.stderr.write(
+            f"warning: run {target!r} restarted {tl.restarts} time(s); pod {pod['metadata']['name']}'s log holds its own attempt only"
+            f" (earlier attempts: {missing or 'not in Cloud Logging'})\n"
+        )
+    text = _capped_log(cluster, ns, pod["metadata"]["name"])
+    return Loaded(target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, tl, shape)
+
+
+def _history(cluster, spec_path: Path | None, ns: str, run: str, found, logging_client: LoggingClientFor | None) -> tuple[History | None, str | None]:
+    """(worker 0's entries from Cloud Logging, else None and why none) — for JobSet runs, or runs no longer there.
+
+    Runs of the other runtimes (a Job, a RayJob) are read from their pod: their restarts
+    keep no whole-run attempt the way a JobSet's do.
+    """
+    import sys
+
+    from toolkit.errors import Forbidden
+    from toolkit.inputfile import LOG
+    from workloads.observe.history import HistoryUnavailable, LogScope, make_client, read
+
+    kind, obj = found if found else (None, None)
+    if kind is not None and kind.kind != "JobSet":
+        return None, None
+    env = _load_spec(spec_path)
+    meta = (obj or {}).get("metadata") or {}
+    scope = LogScope(
+        project=env.project,
+        location=env.region,
+        cluster=env.cluster.name,
+        namespace=ns,
+        run=run,
+        run_uid=meta.get("uid"),
+        since=meta.get("creationTimestamp"),
+    )
+    try:
+        client = (logging_client or (lambda _cluster, project: make_client(project)))(cluster, env.project)
+        hist = read(client, scope, limit_bytes=LOG.limit)
+    except (HistoryUnavailable, Forbidden) as e:
+        sys.stderr.write(f"warning: earlier attempts unknown: {e}\n")
+        return None, f"Cloud Logging could not be read ({e})"
+    if not hist.lines:
+        return None, f"no entries for it in {scope.where}"
+    return hist, None
+
+
+def _per_pod(hist: History) -> tuple[str, ...] | None:
+    """The history's text cut where the pod changes (each pod one attempt), or None when the entries name no pods."""
+    return hist.per_pod() if hist.pods else None
 
 
 def _capped_log(cluster, ns: str, pod: str) -> str:

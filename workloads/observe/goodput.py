@@ -2,10 +2,10 @@
 
 Pure functions over a MaxText log (absl lines carry a time of day) and, when the run
 was followed on a cluster, its timeline (JobSet created, Kueue admitted, finished).
-A log that spans several attempts — the lines of every pod attempt of worker 0, as
-Cloud Logging keeps them, or as a rehearsal worker serves them — is split into
-attempts where MaxText says it restored a checkpoint or where the step count goes
-back.
+A run read from Cloud Logging comes cut by pod, one attempt each
+(``from_attempt_logs``); a log that spans several attempts in one text (a saved file
+of them) is split into attempts where MaxText says it restored a checkpoint or where
+the step count goes back.
 
 The breakdown (seconds; they add up to the total):
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -265,3 +266,13 @@ def last_checkpoint(text: str) -> int | None:
 
 def from_log(text: str, timeline: Timeline | None = None, *, first_steady_step: int = 2) -> Goodput:
     return breakdown(attempts(text), timeline, first_steady_step=first_steady_step)
+
+
+def from_attempt_logs(texts: Iterable[str], timeline: Timeline | None = None, *, first_steady_step: int = 2) -> Goodput:
+    """Goodput over logs already cut by attempt (one per pod, as Cloud Logging tells pods apart), in order.
+
+    Each log is still split where MaxText itself restarted inside it; an attempt that never
+    reached a step stays an attempt of its own (its time is start-up), which one joined log
+    could not show.
+    """
+    return breakdown([a for text in texts for a in attempts(text)], timeline, first_steady_step=first_steady_step)

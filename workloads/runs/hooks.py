@@ -36,6 +36,8 @@ class RunHook(Protocol):
 
     # Optional: ``storage(cluster) -> google.cloud.storage.Client`` for a cluster that plays its
     # buckets too (the local cluster's server); without it, runs' buckets are Cloud Storage's.
+    # Optional: ``logging(cluster) -> google.cloud.logging.Client`` for a cluster that plays
+    # Cloud Logging too; without it, runs' container logs are Cloud Logging's.
 
 
 def storage_client(hook: RunHook | None, cluster: Any, project: str | None = None) -> Any:
@@ -44,6 +46,16 @@ def storage_client(hook: RunHook | None, cluster: Any, project: str | None = Non
     if own is not None:
         return own(cluster)
     from workloads.observe.storage import make_client
+
+    return make_client(project)
+
+
+def logging_client(hook: RunHook | None, cluster: Any, project: str) -> Any:
+    """The Cloud Logging client for the container logs of the cluster's runs: the hook's, else Cloud Logging (ADC)."""
+    own = getattr(hook, "logging", None)
+    if own is not None:
+        return own(cluster)
+    from workloads.observe.history import make_client
 
     return make_client(project)
 
