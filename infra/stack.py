@@ -95,7 +95,10 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
     """Every construct of the environment, created in a fixed order (the synthesized JSON keeps it)."""
     stack = TerraformStack(scope, stack_id or spec.cluster.name)
     labels = {**spec.labels, "managed-by": TGK, "tgk-cluster": spec.cluster.name}
-    GoogleProvider(stack, "google", project=spec.project, region=spec.region, default_labels=labels)
+    provider = GoogleProvider(stack, "google", project=spec.project, region=spec.region)
+    # Set as written: through the typed argument cdktn turns a map's keys to snake case
+    # ("managed-by" -> "managed_by"), and every resource would carry both spellings.
+    provider.add_override("default_labels", labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
     services = Services(stack, "services", props=ServicesProps(project=spec.project))
     ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name)

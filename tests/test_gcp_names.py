@@ -345,3 +345,18 @@ def test_a_machine_type_the_table_lacks_has_an_explicit_way_through():
     assert "cpu_pool.machine_type_unlisted: true" in str(ei.value)
     raw["cpu_pool"]["machine_type_unlisted"] = True
     assert parse_spec(raw).cpu_pool.machine_type == "n9-standard-8"
+
+
+@pytest.mark.synth
+def test_label_keys_reach_the_provider_as_written(tmp_path):
+    """cdktn snake-cases a typed map's keys ("cost-center" -> "cost_center"): every resource would
+    carry both spellings, and a spec at the label limit would give resources 65 (found by the fuzz above)."""
+    g = {"cluster": "cluster-a", "teams": [("team-a", None, None)], "pool": "pool-a", "network": None, "dcn": None, "tensorboard": None}
+    g |= {"bucket": "ok-bucket-1", "machine": "n2-standard-8", "labels": 58, "branch": "^main$", "ci": False}
+    doc = _doc(g)
+    doc["labels"] |= {"cost-center": "a-b", "team_x": "y"}
+    tf = synth_json(parse_spec(doc), tmp_path)
+    defaults = tf["provider"]["google"][0]["default_labels"]
+    assert defaults["cost-center"] == "a-b" and defaults["managed-by"] == "tpu-gke-toolkit" and defaults["tgk-cluster"] == "cluster-a"
+    assert not {"cost_center", "managed_by", "tgk_cluster"} & set(defaults)
+    assert violations(tf) == []

@@ -94,3 +94,10 @@ def test_metrics_and_report_show_goodput(tmp_path) -> None:
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Goodput" in md and "| steps redone after a restore | 5.0 |" in md
     assert json.loads((tmp_path / "rep" / "summary.json").read_text())["goodput"]["steps_redone"] == 5
+
+
+def test_a_restarted_pods_log_knows_the_checkpoint_it_restored() -> None:
+    text = "I1124 10:00:00.000000 1 checkpointing.py:705] restoring from this run's directory step 40\nI1124 10:00:05.000000 1 m.py:1] completed step: 41, seconds: 1.0\n"
+    assert gp.last_checkpoint(text) == 40
+    assert gp.last_checkpoint(text + "I1124 10:00:06.000000 1 checkpointing.py:596] Started an asynchronous checkpoint save for step 50\n") == 50
+    assert gp.last_checkpoint("completed step: 1, seconds: 1.0\n") is None

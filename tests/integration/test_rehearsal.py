@@ -249,6 +249,33 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
     assert "warning" not in met.stderr, met.stderr
     assert sorted({s["step"] for s in doc["steps"]}) == list(range(100))  # every step, from both attempts
 
+    # Without Cloud Logging: the new pod's log (its own attempt) and MaxText's metrics files in
+    # the run's bucket, which worker 0 wrote every log_period steps in both attempts.
+    from workloads.observe import analysis
+    from workloads.observe.history import HistoryUnavailable
+    from workloads.runs import hooks
+
+    def no_logging(cluster, project):
+        raise HistoryUnavailable("Cloud Logging is off in this test")
+
+    def storage(cluster, project):
+        return hooks.storage_client(hooks.for_context(cluster.context), cluster, project)
+
+    got = analysis.load_run(
+        run_name,
+        metrics_file=None,
+        spec_path=None,
+        namespace=NS,
+        team=None,
+        kubeconfig=kubeconfig,
+        context=None,
+        logging_client=no_logging,
+        storage_client=storage,
+    )
+    assert got.attempts is None and "metrics file(s) in gs://" in got.source, got.source
+    assert [s.step for s in got.log.steps] == list(range(100))
+    assert got.text.count("completed step") < 100  # the pod's own log: the second attempt only
+
     # Each preempted pod: DisruptionTarget (the reason says who), stopped by SIGTERM, Failed, then removed.
     reason = "EvictionByEvictionAPI" if maintenance else "TerminationByKubelet"
     for uid in victims:

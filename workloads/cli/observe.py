@@ -97,7 +97,7 @@ class RunSource:
         """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
         from workloads.observe.analysis import analyse
 
-        return analyse(target, **dataclasses.asdict(self), logging_client=_logging_client)
+        return analyse(target, **dataclasses.asdict(self), logging_client=_logging_client, storage_client=_storage_client)
 
 
 def _logging_client(cluster: Any, project: str) -> Any:
@@ -105,6 +105,13 @@ def _logging_client(cluster: Any, project: str) -> Any:
     from workloads.runs import hooks
 
     return hooks.logging_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
+
+
+def _storage_client(cluster: Any, project: str) -> Any:
+    """Cloud Storage for the buckets of ``cluster``'s runs: its run hook's server (the local cluster's), else Google's."""
+    from workloads.runs import hooks
+
+    return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
 # Gives a command RunSource's fields as options, in place of its ``source: RunSource`` parameter.

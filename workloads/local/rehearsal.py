@@ -25,7 +25,9 @@ manager's restore (or no-restore) line, one ``completed step:`` line per step wi
 plan's step time (the first step of an attempt carries the compilation), TFLOP/s and
 tokens/s per device consistent with it (the planner's peak x assumed MFU), and
 checkpoint saves every ``checkpoint_period`` steps, at a preemption (autocheckpoint) and
-at the end. The timestamps are the rehearsal's clock; the step times are the plan's.
+at the end. With ``gcs_metrics=true``, worker 0 also writes MaxText's metrics files to the
+run's bucket (``metrics_record``, ``metrics_file_name``). The timestamps are the
+rehearsal's clock; the step times are the plan's.
 """
 
 from __future__ import annotations
@@ -293,16 +295,34 @@ class MaxTextLog:
             out.append(self.line(t, "metric_logger.py:425", f"number parameters: {r.params / 1e9:.3f} billion"))
         return out
 
+    def figures(self, step: int, first_step: int) -> tuple[float, float, float, int, float]:
+        """(seconds, TFLOP/s/device, tokens/s/device, total weights, loss) of ``step``: what its log line and its metrics record say."""
+        r = self.r
+        secs = step_seconds(r, step, first_step)
+        tflops = (r.tflops_per_device or 0.0) * (r.step_seconds or 0.0) / secs if secs else 0.0
+        weights = r.tokens_per_step or 0
+        tokens = weights / max(1, r.devices) / secs if secs else 0.0
+        return secs, tflops, tokens, weights, loss(r, step)
+
+    def metrics_record(self, step: int, first_step: int) -> dict[str, Any]:
+        """The step's record in MaxText's gcs_metrics files (``metric_logger``: scalars by name, the step as a float, the run name)."""
+        secs, tflops, tokens, weights, lo = self.figures(step, first_step)
+        return {
+            "learning/loss": lo,
+            "learning/total_weights": float(weights),
+            "perf/step_time_seconds": secs,
+            "perf/per_device_tflops_per_sec": tflops,
+            "perf/per_device_tokens_per_sec": tokens,
+            "step": float(step),
+            "run_name": self.r.run,
+        }
+
     def step(self, t: float, step: int, first_step: int) -> list[str]:
         """The ``completed step`` line of ``step`` (and a checkpoint save when one is due)."""
         r = self.r
         if r.kind != "maxtext":
             return [self.line(t, "rehearsal.py:2", f"process {self.worker}/{r.workers}: done")]
-        secs = step_seconds(r, step, first_step)
-        tflops = (r.tflops_per_device or 0.0) * (r.step_seconds or 0.0) / secs if secs else 0.0
-        weights = r.tokens_per_step or 0
-        tokens = weights / max(1, r.devices) / secs if secs else 0.0
-        lo = loss(r, step)
+        secs, tflops, tokens, weights, lo = self.figures(step, first_step)
         out = [
             self.line(
                 t,
@@ -342,6 +362,35 @@ class MaxTextLog:
         if r.kind != "maxtext" or not r.checkpoint_period or not r.autocheckpoint or last_done is None:
             return []
         return self.save(t, last_done)
+
+
+def gcs_metrics_dir(r: Rehearsal) -> str | None:
+    """Where MaxText's gcs_metrics files go (``<base_output_directory>/<run_name>/metrics/``), None when the run writes none."""
+    config = dict(r.config)
+    if r.kind != "maxtext" or config.get("gcs_metrics", "").lower() != "true":
+        return None
+    base, name = config.get("base_output_directory", ""), config.get("run_name", r.run)
+    return f"{base.rstrip('/')}/{name}/metrics/" if base.startswith("gs://") else None
+
+
+def log_period(r: Rehearsal) -> int:
+    raw = dict(r.config).get("log_period", "100")
+    return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else 100
+
+
+def metrics_file_name(r: Rehearsal, step: int) -> str | None:
+    """MaxText's gcs_metrics file that the save after ``step`` writes (None: no upload after this step).
+
+    Uploaded when ``(step + 1) % log_period == 0`` or at the last step, named for the period's
+    first step to ``step``, holding the steps this process completed since its last upload:
+    a restarted attempt's first file holds fewer steps, under the same name as a file an
+    earlier attempt may have written (and replaces it), as MaxText's does.
+    """
+    period = log_period(r)
+    if (step + 1) % period and step != r.steps - 1:
+        return None
+    start = (step // period) * period
+    return f"metrics_step_{start:06}_to_step_{step:06}.txt"
 
 
 def saved_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:

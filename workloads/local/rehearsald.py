@@ -53,7 +53,7 @@ from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from workloads.local import cloudlogging, disrupt, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
-from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by
+from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
 IDLE_POLL_S = 1.0  # while there are none: a pass costs a LIST, on 2 shared cores
@@ -140,6 +140,14 @@ class Checkpoints:
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]
 
+    def upload_metrics(self, directory: str, name: str, records: list[dict[str, Any]]) -> None:
+        """One of MaxText's gcs_metrics files: a JSON document per line."""
+        from workloads.local.bucket import split_gs
+
+        bucket, prefix = split_gs(directory)
+        body = "".join(json.dumps(rec) + "\n" for rec in records).encode()
+        self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(body, content_type="text/plain")
+
     def save(self, uri: str, step: int, run: str) -> None:
         """Save ``step`` (each worker of a run reports the same saves: the first one writes)."""
         from workloads.local.bucket import split_gs
@@ -171,6 +179,7 @@ class Worker:
     joined: bool = False  # the attempt's clock has started and its lines are written
     next_step: int | None = None
     ended: bool = False
+    metrics: list[dict[str, Any]] = field(default_factory=list)  # gcs_metrics records not uploaded yet (process 0's)
 
     def write(self, lines: list[str]) -> None:
         if lines:
@@ -425,9 +434,26 @@ class Rehearsals:
             lines += w.log.step(step_end(w.r, t0, first, step), step, first)
         w.write(lines)
         w.next_step = done
+        self._gcs_metrics(w, first, start, done)
         saves = saved_steps(w.r, start, done)
         if saves:
             self.save(w.r, book, saves[-1])
+
+    def _gcs_metrics(self, w: Worker, first: int, start: int, done: int) -> None:
+        """Process 0 keeps each step's metrics and uploads a file at MaxText's boundaries; a stopped process loses what it kept."""
+        directory = gcs_metrics_dir(w.r)
+        if directory is None or w.log.worker != 0:
+            return
+        for step in range(start, done):
+            w.metrics.append(w.log.metrics_record(step, first))
+            name = metrics_file_name(w.r, step)
+            if name is None:
+                continue
+            try:
+                self.checkpoints.upload_metrics(directory, name, w.metrics)
+            except Exception as e:  # MaxText's upload failing fails the run; here the rehearsal says so and goes on
+                _say(f"run {w.r.run}: uploading {directory}{name} failed: {e}")
+            w.metrics = []
 
     def _finish_at(self, pod: dict[str, Any], finish: str) -> None:
         meta = pod["metadata"]

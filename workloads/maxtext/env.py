@@ -11,7 +11,8 @@ as a subprocess with an argument list, through the toolkit's one runner
 Local deviations from the JobSet's command, all of them here and nowhere else:
 
 - ``base_output_directory`` (a gs:// path in the plan) becomes a local directory: there
-  are no credentials or network here.
+  are no credentials or network here; ``gcs_metrics=false`` with it (MaxText would upload
+  its metrics files to that directory as if it were a bucket).
 - ``jax_cache_dir=`` (off) and ``dump_hlo_local_dir=<workdir>/xla_dump/`` so nothing is
   written to ``~/jax_cache`` or ``/tmp/xla_dump`` (MaxText's defaults).
 - ``ALLOW_MULTIPLE_LIBTPU_LOAD=1``: no TPU to guard, so concurrent local checks must not
@@ -121,6 +122,7 @@ def local_args(plan_args: Sequence[str], workdir: Path, extra: Mapping[str, str]
     """
     subs: dict[str, str] = {
         "base_output_directory": str(workdir / "output"),
+        "gcs_metrics": "false",
         "jax_cache_dir": "",
         "dump_hlo_local_dir": f"{workdir / 'xla_dump'}/",
     }

@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
 
-# (cluster, project) -> a google.cloud.logging.Client: the CLI's comes from the cluster's run hook.
+# (cluster, project) -> a google.cloud.logging.Client / storage.Client: the CLI's come from the cluster's run hook.
 LoggingClientFor = Callable[[Any, str], Any]
+StorageClientFor = Callable[[Any, str], Any]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ def analyse(
     kubeconfig: Path | None = None,
     context: str | None = None,
     logging_client: LoggingClientFor | None = None,
+    storage_client: StorageClientFor | None = None,
 ) -> Analysis:
     """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
     from workloads.observe import goodput
@@ -68,7 +70,15 @@ def analyse(
 
     choice = shape_choice(spec, shape, pool)
     got = load_run(
-        target, metrics_file=metrics_file, spec_path=spec, namespace=namespace, team=team, kubeconfig=kubeconfig, context=context, logging_client=logging_client
+        target,
+        metrics_file=metrics_file,
+        spec_path=spec,
+        namespace=namespace,
+        team=team,
+        kubeconfig=kubeconfig,
+        context=context,
+        logging_client=logging_client,
+        storage_client=storage_client,
     )
     log = got.log
     hw = hardware(choice or got.shape, slices, log)
@@ -226,6 +236,7 @@ def load_run(
     kubeconfig: Path | None,
     context: str | None,
     logging_client: LoggingClientFor | None = None,
+    storage_client: StorageClientFor | None = None,
 ) -> Loaded:
     """A run's log from a local file or, for a run name, from where its attempts outlive their pods.
 
@@ -278,7 +289,33 @@ def load_run(
             f" (earlier attempts: {missing or 'not in Cloud Logging'})\n"
         )
     text = _capped_log(cluster, ns, pod["metadata"]["name"])
-    return Loaded(target, f"{ns}/{pod['metadata']['name']}", m.load(text, metrics_text), text, tl, shape)
+    source = f"{ns}/{pod['metadata']['name']}"
+    if metrics_text is None and found is not None:
+        # MaxText's own metrics files in the run's bucket hold the steps of earlier attempts too.
+        metrics_text, where = _bucket_metrics(cluster, spec_path, found[1], storage_client)
+        if metrics_text:
+            source += f" and {where}"
+    return Loaded(target, source, m.load(text, metrics_text), text, tl, shape)
+
+
+def _bucket_metrics(cluster, spec_path: Path | None, run_object: Mapping[str, Any], storage_client: StorageClientFor | None) -> tuple[str | None, str]:
+    """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
+    import sys
+
+    from toolkit.inputfile import LOG
+    from workloads.observe import bucket_metrics
+    from workloads.observe.storage import StorageError, make_client
+
+    directory = bucket_metrics.metrics_dir(list(_tpu_pod_specs(run_object)))
+    if directory is None:
+        return None, ""
+    try:
+        client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, _load_spec(spec_path).project)
+        text, files = bucket_metrics.read(client, directory, limit_bytes=LOG.limit)
+    except StorageError as e:
+        sys.stderr.write(f"warning: the run's metrics files are unread: {e}\n")
+        return None, ""
+    return (text or None), f"{files} metrics file(s) in {directory}"
 
 
 def _history(cluster, spec_path: Path | None, ns: str, run: str, found, logging_client: LoggingClientFor | None) -> tuple[History | None, str | None]:

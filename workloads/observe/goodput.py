@@ -259,8 +259,12 @@ def breakdown(runs: list[Attempt], timeline: Timeline | None = None, *, first_st
 
 
 def last_checkpoint(text: str) -> int | None:
-    """The highest checkpoint step a log says was saved (or started saving), else None."""
-    steps = [n for m in _SAVE.finditer(text) if (n := _step(m.group(1))) is not None]
+    """The highest checkpoint step a log says was saved (or started saving) or restored, else None.
+
+    A restarted pod's log begins with its own attempt: until it saves, the step it restored
+    is the newest checkpoint it knows of.
+    """
+    steps = [n for m in (*_SAVE.finditer(text), *_RESTORE.finditer(text)) if (n := _step(m.group(1))) is not None]
     return max(steps) if steps else None
 
 
