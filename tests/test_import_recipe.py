@@ -9,6 +9,7 @@ ordinary recipe loader, and planned; its MaxText flags must reach the rendered a
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -26,6 +27,8 @@ DATA = REPO / "tests" / "data" / "recipes"
 FP8 = DATA / "llama3.1-8b-fp8-tpu7x-4x4x8" / "run_recipe.sh"
 MULTI = DATA / "llama3.1-8b-int8-tpu7x-2x4x4-multislice" / "run_recipe.sh"
 XPK_LINE = DATA / "xpk-v5e-default-model.txt"
+CHECKOUT = DATA / "maxtext-checkout"
+RUNNER = DATA / "runner" / "llama3-1-8b-1xv6e-16.sh"
 
 
 @pytest.fixture()
@@ -69,6 +72,16 @@ def test_shellwords_expands_in_double_quotes_but_not_in_single() -> None:
     cmds = [w for w, _ in shellwords.commands(text, env)]
     assert env == {"A": "1 2", "B": "x-1 2", "C": "$A"}
     assert cmds[-1] == ["echo", "x-1 2", "$A", "${UNSET}", "${A}"]
+
+
+def test_shellwords_command_substitution_is_one_word_never_run() -> None:
+    env: dict[str, str] = {}
+    text = 'N="$(printf "%.6s" "abcdefgh")-$(date +%Y %m)"\nM=$(printf "%.4s" "${USER//_/-}-x")\necho $N $M $(whoami) $((1 + 2))'
+    *_, (words, _) = shellwords.commands(text, env)
+    # printf of resolved words is expanded; date, whoami and a printf of an unresolved
+    # expansion are opaque single words; arithmetic stays as written, one word.
+    assert env["N"] == "abcdef-$(date)" and env["M"] == "$(printf)"
+    assert words == ["echo", "abcdef-$(date)", "$(printf)", "$(whoami)", "$((1 + 2))"]
 
 
 def test_unterminated_quote_is_one_line_error(tmp_path: Path) -> None:
@@ -164,14 +177,72 @@ def test_imported_recipes_plan_with_their_flags(user_recipes: Path) -> None:
     assert _args(plan2)["dcn_data_parallelism"] == "2"
 
 
+def test_printf_name_and_src_module_path_import() -> None:
+    imp = ir.import_recipe((DATA / "deepseek-printf-src-module.sh").read_text(), source="run_recipe.sh")
+    assert imp.device_type == "tpu7x-4x8x8" and imp.recipe["maxtext"]["model_name"] == "deepseek3-671b"
+    assert imp.recipe["image"] == {"ref": "us-docker.pkg.dev/p/images/maxtext:deepseek"}  # $(printf "%.8s" ...) expanded
+    assert imp.recipe["maxtext"]["args"]["decoder_layer_input"] == "offload"
+    assert any(line.startswith("--workload=$(printf)-$(date): not carried") for line in imp.unmapped)
+
+
+def test_benchmark_runner_script_reads_the_checkout_as_data() -> None:
+    imp = ir.import_recipe(RUNNER.read_text(), source=RUNNER.name, maxtext_repo=CHECKOUT)
+    mt = imp.recipe["maxtext"]
+    assert (imp.device_type, imp.slices, imp.recipe["shapes"]) == ("v6e-16", 2, ["v6e-4x4"])
+    assert mt["model_name"] == "llama3.1-8b" and mt["per_device_batch"][0]["per_device_batch_size"] == 2.0
+    assert mt["args"]["remat_policy"] == "full" and mt["args"]["enable_checkpointing"] == "False"  # **COMMON unpacked
+    assert mt["args"]["max_target_length"] == 8192 and mt["parallelism"]["ici"] == {"fsdp": -1}
+    assert imp.recipe["libtpu_init_args"]["v6e"] == [
+        "--xla_tpu_scoped_vmem_limit_kib=98304",
+        "--xla_enable_async_all_gather=true",
+        "--xla_tpu_overlap_compute_collective_tc=true",
+    ]
+    # The runner's --num_steps (default 20) wins over the config's steps, as in its command.
+    assert imp.recipe["steps"] == 20
+    report = "\n".join(imp.unmapped)
+    assert "tokenizer_path: computed by the checkout's code" in report and "--libtpu_version=20250101" in report
+    older = ir.import_recipe((DATA / "runner" / "mixtral-older-layout.sh").read_text(), maxtext_repo=CHECKOUT)
+    assert older.recipe["steps"] == 15 and older.recipe["maxtext"]["model_name"] == "mixtral-8x7b"
+    assert older.recipe["libtpu_init_args"]["v6e"] == ["--xla_tpu_scoped_vmem_limit_kib=81920"]  # "...{kib}".format(kib=...)
+
+
+def test_benchmark_runner_model_lookup_skips_names_built_at_run_time() -> None:
+    from workloads.planning import benchmark_configs as bc
+
+    models = bc.parse_models(bc.read_checkout(CHECKOUT))
+    assert sorted(models) == ["llama3_1_8b_demo", "mixtral_8x7b_demo"]
+    assert bc.lookup(models, "mixtral-8x7b-demo") is models["mixtral_8x7b_demo"]
+
+
 # ------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "script, extra, needle",
+    [
+        (RUNNER, [], "--maxtext-repo: the script runs MaxText's benchmark runner"),
+        (DATA / "runner" / "unknown-model.sh", ["--maxtext-repo", str(CHECKOUT)], "--model_name: 'llama3_1_8b_dem' is not a model of"),
+        (RUNNER, ["--maxtext-repo", str(DATA)], "is not a MaxText checkout (no benchmarks/benchmark_runner.py)"),
+        (DATA / "bad" / "maxdiffusion.sh", [], "--command runs a MaxDiffusion"),
+        (DATA / "bad" / "pytorch.sh", [], "this is a PyTorch script, not MaxText training"),
+        (DATA / "bad" / "maxtext-on-vm.sh", [], "runs MaxText on this machine (no xpk, gcluster or benchmark_runner launch)"),
+    ],
+    ids=["runner-without-checkout", "runner-unknown-model", "not-a-checkout", "maxdiffusion", "pytorch", "maxtext-on-vm"],
+)
+def test_unimportable_scripts_one_line_exit_2(script: Path, extra: list[str], needle: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = cli("workloads", "import-recipe", str(script), "--out", str(out), *extra)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+    assert res.stdout == "" and not out.exists()
 
 
 @pytest.mark.parametrize(
     "script, needle",
     [
         ("no-maxtext.sh", "no MaxText training command"),
-        ("no-xpk.sh", "no `xpk workload create`"),
+        ("no-xpk.sh", "runs MaxText on this machine"),
+        ("no-launch.sh", "no launch command (`xpk workload create`, `gcluster job submit` or `python3 -m benchmarks.benchmark_runner xpk`)"),
         ("unknown-device.sh", "tpu9z-4x4x8"),
         ("conflicting-device.sh", "conflicting flags: --device-type"),
         ("conflicting-maxtext.sh", "conflicting flags: MaxText quantization"),
@@ -179,7 +250,7 @@ def test_imported_recipes_plan_with_their_flags(user_recipes: Path) -> None:
     ],
 )
 def test_bad_scripts_one_line_exit_2_nothing_written(script: str, needle: str, tmp_path: Path) -> None:
-    with pytest.raises(FieldError, match=needle.replace("(", r"\(").replace("`", "`")):
+    with pytest.raises(FieldError, match=re.escape(needle)):
         ir.import_recipe((DATA / "bad" / script).read_text(), source=script)
     out = tmp_path / "out"
     res = cli("workloads", "import-recipe", str(DATA / "bad" / script), "--out", str(out))
