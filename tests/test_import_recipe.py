@@ -185,6 +185,41 @@ def test_printf_name_and_src_module_path_import() -> None:
     assert any(line.startswith("--workload=$(printf)-$(date): not carried") for line in imp.unmapped)
 
 
+def test_keys_of_another_maxtext_are_kept_for_its_image_and_refused_for_the_pinned_one(user_recipes: Path) -> None:
+    text = (DATA / "deepseek-printf-src-module.sh").read_text()
+    imp = ir.import_recipe(text, source="run_recipe.sh")
+    args = imp.recipe["maxtext"]["args"]
+    assert args["fsdp_shard_on_exp"] == "True" and args["wi_tile_fwd_buffer_count"] == 2
+    kept = [line for line in imp.unmapped if line.startswith("kept ")]
+    assert kept == [
+        "kept 2 key(s) MaxText 0.2.5 does not have (fsdp_shard_on_exp, wi_tile_fwd_buffer_count):"
+        " the recipe runs us-docker.pkg.dev/p/images/maxtext:deepseek, not the pinned MaxText"
+    ]
+    # Without an image of its own the recipe runs the pinned MaxText: the keys are dropped, each named.
+    pinned = ir.import_recipe(text.replace("--docker-image=us-docker.pkg.dev/p/images/maxtext:${SHORT}", ""), source="run_recipe.sh")
+    assert "fsdp_shard_on_exp" not in pinned.recipe["maxtext"]["args"]
+    assert any(line.startswith("MaxText fsdp_shard_on_exp=True: not a MaxText 0.2.5 key") for line in pinned.unmapped)
+    # Planned: its own image runs; --image of the pinned MaxText is refused with the fix.
+    user_recipes.mkdir()
+    (user_recipes / "ds.yaml").write_text(yaml.safe_dump({**imp.recipe, "name": "ds"}))
+    spec = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x8x8", "slices": 1, "capacity": "on-demand"})
+    plan = plan_run("ds", spec, Overrides())
+    assert "fsdp_shard_on_exp" in _args(plan) and plan.program.warnings == ()
+    with pytest.raises(FieldError, match=r"--image: recipe ds sets fsdp_shard_on_exp, wi_tile_fwd_buffer_count, which MaxText 0.2.5"):
+        plan_run("ds", spec, Overrides(image="us-docker.pkg.dev/p/r/maxtext:0.2.5"))
+
+
+def test_set_keys_follow_the_image_the_run_uses() -> None:
+    spec = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x4x4", "slices": 1, "capacity": "on-demand"})
+    with pytest.raises(FieldError, match="--set: fsdp_shard_on_exp is not a MaxText 0.2.5 key"):
+        plan_run("llama3-8b", spec, Overrides(sets=("fsdp_shard_on_exp=True",)))
+    plan = plan_run("llama3-8b", spec, Overrides(sets=("fsdp_shard_on_exp=True",), image="us-docker.pkg.dev/p/r/maxtext:nightly-2026-11"))
+    assert _args(plan)["fsdp_shard_on_exp"] == "True"
+    assert plan.program.warnings == (
+        "--set fsdp_shard_on_exp: not MaxText 0.2.5 keys, passed as written to us-docker.pkg.dev/p/r/maxtext:nightly-2026-11 (checked by that MaxText, not here)",
+    )
+
+
 def test_benchmark_runner_script_reads_the_checkout_as_data() -> None:
     imp = ir.import_recipe(RUNNER.read_text(), source=RUNNER.name, maxtext_repo=CHECKOUT)
     mt = imp.recipe["maxtext"]

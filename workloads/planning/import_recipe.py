@@ -56,6 +56,7 @@ from workloads.planning.recipes import (
     image_problem,
     maxtext_keys,
     mesh_key,
+    runs_pinned_maxtext,
     suggest,
 )
 
@@ -541,19 +542,33 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
     pdb_text = kv.pop("per_device_batch_size", None)
     args: dict[str, Any] = {}
     known = maxtext_keys()
+    # The MaxText version is the recipe's: keys the pinned MaxText lacks are kept when the script
+    # names another image (the one it was tuned for), and dropped only for the pinned one.
+    pinned = runs_pinned_maxtext(image.get("ref") or image.get("registry", ""))
+    kept: list[str] = []
     for key, value in kv.items():
         if key in _DECIDED_KEYS:
             why = _DECIDED_KEYS[key]
             if why:
                 unmapped.append(f"MaxText {key}={value[:60]}: not carried; the toolkit sets it from {why}")
             continue
-        if key not in known:
-            unmapped.append(f"MaxText {key}={value[:60]}: not a MaxText {MAXTEXT_IMAGE.split(':')[1]} key{suggest(key, known)}; not carried")
+        if key not in known and pinned:
+            unmapped.append(
+                f"MaxText {key}={value[:60]}: not a MaxText {MAXTEXT_IMAGE.split(':')[1]} key{suggest(key, known)}; not carried"
+                " (the recipe runs the toolkit's MaxText image; a script naming its own image keeps it)"
+            )
             continue
+        if key not in known:
+            kept.append(key)
         if "$" in value:
             unmapped.append(f"MaxText {key}={value[:60]}: an unresolved shell expansion; not carried")
             continue
         args[key] = _value(value)
+    kept = [k for k in kept if k in args]
+    if kept:
+        unmapped.append(
+            f"kept {len(kept)} key(s) MaxText {MAXTEXT_IMAGE.split(':')[1]} does not have ({', '.join(kept)}): the recipe runs {image['ref']}, not the pinned MaxText"
+        )
     if "max_target_length" in args and not isinstance(args["max_target_length"], int):
         raise _bad(f"MaxText max_target_length={args['max_target_length']!r} is not a whole number", "write it as an integer")
 

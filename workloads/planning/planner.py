@@ -81,6 +81,7 @@ from workloads.planning.recipes import (
     FILL,
     MAXTEXT_IMAGE,
     MAXTEXT_TRAIN_MODULE,
+    MAXTEXT_VERSION,
     MESH_AXES,
     MODEL_KEYS,
     PLAIN_INT,
@@ -96,6 +97,7 @@ from workloads.planning.recipes import (
     mesh_key,
     number_problem,
     numeric_keys,
+    runs_pinned_maxtext,
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
@@ -536,7 +538,7 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
-    _check_sets(recipe, mt, sets)
+    notes = _check_sets(recipe, mt, sets, common["image"])
     model = _model(mt, sets)
     shape, slices = target.shape, target.slices
     ici, dcn, sources = _mesh(recipe, mt, sets, shape, slices)
@@ -573,15 +575,30 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
         estimated_step_seconds=step_s,
         assumed_mfu=ASSUMED_MFU,
         profile=profile,
+        warnings=tuple(notes),
         **common,
     ), checkpoint
 
 
-def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str]) -> None:
+def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], image: str) -> list[str]:
+    """Refuses a bad --set; returns the warnings (keys passed through to an image the toolkit has not read)."""
     known = maxtext_keys()
+    pinned = runs_pinned_maxtext(image)
+    if pinned and recipe.image.ref and recipe.unknown_keys():
+        # A recipe kept these keys for its own image; the pinned MaxText would stop at them.
+        raise PlanError(
+            "--image",
+            f"recipe {recipe.name} sets {', '.join(recipe.unknown_keys())}, which MaxText {MAXTEXT_VERSION} ({image.rsplit('/', 1)[-1]}) does not have",
+            f"run it with its own image ({recipe.image.ref}), or drop those keys from the recipe",
+        )
+    unknown = [k for k in sets if k not in known]
     for key, value in sets.items():
-        if key not in known:
-            raise PlanError("--set", f"{key} is not a MaxText 0.2.5 key{suggest(key, known)}", "check the spelling against MaxText's base.yml")
+        if key not in known and pinned:
+            raise PlanError(
+                "--set",
+                f"{key} is not a MaxText {MAXTEXT_VERSION} key{suggest(key, known)}",
+                "check the spelling against MaxText's base.yml (another MaxText: pass --image)",
+            )
         if key in PLANNER_KEYS:
             fix = {"run_name": "use --name", "steps": "use --steps", "num_slices": "use --slices"}.get(key, "the planner sets it from the target pool")
             raise PlanError("--set", f"{key} is set by the planner", fix)
@@ -592,6 +609,9 @@ def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str]) -> None:
                 "add --set override_model_config=true, or use a model_name=default recipe",
             )
         _check_domain(key, value)
+    if unknown:
+        return [f"--set {', '.join(unknown)}: not MaxText {MAXTEXT_VERSION} keys, passed as written to {image} (checked by that MaxText, not here)"]
+    return []
 
 
 def _model(mt: MaxTextSpec, sets: dict[str, str]) -> ModelDims:

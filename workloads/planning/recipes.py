@@ -83,6 +83,16 @@ REGISTRY_IMAGE = re.compile(rf"{_PATH_PART}(?:/{_PATH_PART})*:{_TAG}")  # name:t
 IMAGE_REPOSITORY_MAX = 255  # the distribution spec's limit on the repository part
 
 
+def runs_pinned_maxtext(image: str) -> bool:
+    """Whether ``image`` (a registry name:tag or a full reference) is the toolkit's pinned MaxText.
+
+    Keys are validated against the MaxText a run uses: the pinned image's keys are known
+    (``_maxtext_keys.yaml``); any other image is a MaxText the toolkit has not read, whose keys
+    go through as written (a recipe tuned for a newer MaxText needs its newer keys).
+    """
+    return image in (MAXTEXT_IMAGE, RAY_IMAGE) or image.endswith((f"/{MAXTEXT_IMAGE}", f"/{RAY_IMAGE}"))
+
+
 def image_problem(ref: str) -> str | None:
     """Why ``ref`` is not a pinned image reference, or None."""
     m = IMAGE_REFERENCE.fullmatch(ref)
@@ -236,10 +246,7 @@ class MaxTextSpec(_Model):
     @field_validator("args")
     @classmethod
     def _args(cls, v: dict[str, Any]) -> dict[str, Any]:
-        known = maxtext_keys()
-        for k in v:
-            if k not in known:
-                raise ValueError(f"args.{k} is not a MaxText key")
+        for k in v:  # keys MaxText does not know: Recipe._pinned_keys (they depend on the image)
             if k in PLANNER_KEYS or k in MODEL_KEYS or k == "per_device_batch_size" or _mesh_key(k):
                 raise ValueError(f"args.{k} is set by the planner or the model/per_device_batch/parallelism blocks; move it there")
         # Keys the planner reads, in their domain (the rest go to MaxText as they are).
@@ -276,6 +283,21 @@ class Recipe(_Model):
     maxtext: MaxTextSpec | None = None
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
     runtimes: list[str] = Field(default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first")
+
+    @model_validator(mode="after")
+    def _pinned_keys(self) -> Recipe:
+        """With the pinned MaxText image, every args key must be one of its keys; another image keeps them."""
+        if self.maxtext is not None and runs_pinned_maxtext(self.image.ref or self.image.registry or ""):
+            known = maxtext_keys()
+            for k in self.maxtext.args:
+                if k not in known:
+                    raise ValueError(f"maxtext.args.{k} is not a MaxText {MAXTEXT_VERSION} key (the recipe's image); name another MaxText image, or drop it")
+        return self
+
+    def unknown_keys(self) -> list[str]:
+        """The args keys the pinned MaxText does not have (kept because the recipe names another image)."""
+        known = maxtext_keys()
+        return [k for k in (self.maxtext.args if self.maxtext else {}) if k not in known]
 
     @field_validator("runtimes")
     @classmethod
