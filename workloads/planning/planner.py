@@ -549,7 +549,7 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
     global_batch = _global_batch(pdb, batch_where, shape.devices * slices, totals)
     params = model.params()
     hbm = _hbm(model, params, pdb, seq, totals, shape, _hbm_blame(sets, batch_where))
-    step_s = estimate_step_seconds(model, params, global_batch * seq, seq, target)
+    step_s = estimate_step_seconds(model, global_batch * seq, seq, target)
     checkpoint = _checkpointing(recipe, mt, sets, o, target, step_s, common["steps"])
     if checkpoint is not None:
         _check_checkpoint_bucket(spec, sets, spec.team(target.team), o.host_network)
@@ -868,12 +868,23 @@ def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec
 CHECKPOINT_KEYS = ("enable_checkpointing", "async_checkpointing", "checkpoint_period", "max_num_checkpoints_to_keep", "enable_autocheckpoint")
 
 
-def estimate_step_seconds(model: ModelDims, params: int, tokens: int, seq: int, target: Target) -> float:
-    """Seconds per training step of the whole run (model FLOPs at ASSUMED_MFU; see the module doc)."""
+def estimate_step_seconds(model: ModelDims, tokens: int, seq: int, target: Target) -> float:
+    """Seconds per training step of the whole run (model FLOPs at ASSUMED_MFU; see the module doc).
+
+    The FLOPs follow the parameters a token is active in, not all that HBM holds: a mixture
+    of experts runs each token through a few of its experts.
+    """
+    return step_seconds(model, tokens, seq, target.chips, target.shape.peak_tflops_per_chip)
+
+
+def step_flops(model: ModelDims, tokens: int, seq: int) -> float:
+    """Model FLOPs of one training step: 6 x active parameters per token, plus causal attention's."""
     attention = 6 * model.base_num_decoder_layers * seq * model.base_num_query_heads * model.head_dim
-    flops = (6 * params + attention) * tokens
-    rate = target.chips * target.shape.peak_tflops_per_chip * 1e12 * ASSUMED_MFU
-    return flops / rate
+    return float((6 * model.active_params() + attention) * tokens)
+
+
+def step_seconds(model: ModelDims, tokens: int, seq: int, chips: int, peak_tflops_per_chip: float, mfu: float = ASSUMED_MFU) -> float:
+    return step_flops(model, tokens, seq) / (chips * peak_tflops_per_chip * 1e12 * mfu)
 
 
 def _checkpointing(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], o: Overrides, target: Target, step_s: float, steps: int) -> Checkpointing | None:

@@ -189,14 +189,30 @@ class ModelDims(_Model):
     tied_embedding: bool = Field(False, description="logits_via_embedding: output layer reuses the embedding")
     position_embeddings: int = Field(0, ge=0, le=INT32_MAX, description="learned position table rows (gpt3: trainable_position_size)")
     num_experts: int = Field(1, ge=1, le=INT32_MAX)
+    num_experts_per_tok: int = Field(1, ge=1, le=INT32_MAX, description="routed experts each token runs through (MoE)")
+    shared_experts: int = Field(0, ge=0, le=INT32_MAX, description="experts every token runs through besides the routed ones (MoE)")
     max_target_length: int = Field(2048, gt=0, le=INT32_MAX, description="sequence length the preset (or base.yml) uses")
 
     def params(self) -> int:
-        """Parameter count of a dense decoder (norms and biases ignored: < 0.1%)."""
+        """Parameter count: every routed expert once (what HBM holds; norms, biases, routers and
+        shared experts ignored: < 1% of a mixture of experts this size)."""
+        return self._count(self.num_experts)
+
+    def active_params(self) -> int:
+        """Parameters one token runs through: of a mixture of experts only its routed and shared experts.
+
+        The FLOPs of a step follow these, not ``params()``: deepseek3-671b holds 256 routed
+        experts per layer but runs a token through 8 (+1 shared).
+        """
+        if self.num_experts == 1:
+            return self.params()
+        return self._count(min(self.num_experts, self.num_experts_per_tok) + self.shared_experts)
+
+    def _count(self, experts: int) -> int:
         q = self.base_num_query_heads * self.head_dim
         kv = self.base_num_kv_heads * self.head_dim
         attention = self.base_emb_dim * (q + 2 * kv) + q * self.base_emb_dim
-        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * self.num_experts
+        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * experts
         embed = self.vocab_size * self.base_emb_dim * (1 if self.tied_embedding else 2)
         return self.base_num_decoder_layers * (attention + mlp) + embed + self.position_embeddings * self.base_emb_dim
 
