@@ -338,3 +338,39 @@ def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
     res = cli("workloads", "import-recipe", str(XPK_LINE), "--name", "demo-6b", "--out", str(tmp_path / "demo-6b.yaml"))
     assert res.returncode == 0, res.stderr
     assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"
+
+
+# ------------------------------------------------------- playbook checks at plan time
+
+
+def _ds_recipe(user_recipes: Path) -> None:
+    """The printf/src-module deepseek3 script (tuned for 4x8x8), as user recipe `ds` on the pinned image."""
+    text = (DATA / "deepseek-printf-src-module.sh").read_text()
+    imp = ir.import_recipe(text.replace("--docker-image=us-docker.pkg.dev/p/images/maxtext:${SHORT}", ""), source="run_recipe.sh")
+    user_recipes.mkdir(exist_ok=True)
+    (user_recipes / "ds.yaml").write_text(yaml.safe_dump({**imp.recipe, "name": "ds"}))
+
+
+def test_fsdp_beyond_the_model_limit_is_refused_with_the_playbook_fix(user_recipes: Path) -> None:
+    _ds_recipe(user_recipes)
+    big = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "8x8x8", "slices": 1, "capacity": "on-demand"})
+    with pytest.raises(FieldError) as e:
+        plan_run("ds", big, Overrides())
+    msg = str(e.value)
+    assert "deepseek3-671b shards FSDP 1024 ways" in msg and "at most 512 ways" in msg
+    assert "--set ici_data_parallelism=2" in msg
+    # The fix it names plans: FSDP 512, data 2.
+    plan = plan_run("ds", big, Overrides(sets=("ici_data_parallelism=2",)))
+    assert dict(plan.program.sizing.ici) == {"data": 2, "fsdp": 512}
+
+
+def test_a_recipe_run_on_another_shape_warns_naming_both(user_recipes: Path) -> None:
+    _ds_recipe(user_recipes)
+    tuned = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x8x8", "slices": 1, "capacity": "on-demand"})
+    assert plan_run("ds", tuned, Overrides()).program.warnings == ()
+    # A bigger pool than the recipe's shape (smaller ones are refused by min_chips_per_slice).
+    other = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "8x8x8", "slices": 1, "capacity": "on-demand"})
+    (warning,) = plan_run("ds", other, Overrides(sets=("ici_data_parallelism=2",))).program.warnings
+    assert warning.startswith("recipe ds was tuned for tpu7x-4x8x8 slices; this run is on tpu7x-8x8x8 (ICI data 2, fsdp 512)")
+    # Shipped recipes list several shapes they were written for: no warning off their list either.
+    assert plan_run("llama3-8b", other, Overrides()).program.warnings == ()

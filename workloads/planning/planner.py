@@ -49,7 +49,7 @@ from infra.catalog import GIB, SliceShape
 from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
-from workloads.planning import carry
+from workloads.planning import carry, playbook
 from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -543,6 +543,9 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
     shape, slices = target.shape, target.slices
     ici, dcn, sources = _mesh(recipe, mt, sets, shape, slices)
     totals = {a: ici[a] * dcn[a] for a in MESH_AXES}
+    playbook.check_fsdp_limit(mt.model_name, totals, sources.get("ici_fsdp_parallelism", f"recipe {recipe.name}"))
+    tuned = playbook.shape_warning(recipe.name, recipe.shapes, shape.key, {a: ici[a] for a in MESH_AXES})
+    notes += [tuned] if tuned else []
     seq = _int("max_target_length", str(sets.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))), "--set")
     _check_sharding(model, seq, totals, _AxisBlame(recipe, sources, ici, dcn))
     pdb, batch_where = _per_device_batch(recipe, mt, sets, shape)
