@@ -276,6 +276,7 @@ def test_unimportable_scripts_one_line_exit_2(script: Path, extra: list[str], ne
     "script, needle",
     [
         ("no-maxtext.sh", "no MaxText training command"),
+        ("script-in-image.sh", "--command runs `bash /app/train.sh`, a script inside the image that the import cannot read"),
         ("no-xpk.sh", "runs MaxText on this machine"),
         ("no-launch.sh", "no launch command (`xpk workload create`, `gcluster job submit` or `python3 -m benchmarks.benchmark_runner xpk`)"),
         ("unknown-device.sh", "tpu9z-4x4x8"),

@@ -294,6 +294,10 @@ def parse_command(command: str) -> _Command:
         what = other_framework(command)
         if what:
             raise _bad(f"--command runs {what}, not MaxText training: the toolkit imports MaxText training recipes only", "import a MaxText recipe")
+        script = next((ln.split("`", 2)[1] for ln in unmapped if re.match(r"--command runs `(ba)?sh \S+\.sh", ln)), None)
+        if script:
+            # tpu-recipes' archived PyTorch layouts: the training lives in a script baked into the image.
+            raise _bad(f"--command runs `{script}`, a script inside the image that the import cannot read", "import a script whose --command runs MaxText")
         raise _bad(
             "no MaxText training command (python3 -m MaxText.train ... or maxtext.trainers.pre_train.train) in --command",
             "import a script that trains with MaxText",
