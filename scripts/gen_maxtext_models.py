@@ -7,7 +7,9 @@ base.yml's defaults), read once here so importing needs no MaxText install.
     $V/bin/python scripts/gen_maxtext_models.py [SITE_PACKAGES_MAXTEXT_DIR]
 
 Default directory: the project's pinned MaxText venv (scripts/setup-maxtext.sh).
-Mixture-of-experts presets count the routed MLP (base_moe_mlp_dim) once per routed expert; MLA attention is approximated by heads x (qk_nope + qk_rope) head_dim. The
+Mixture-of-experts presets count the routed MLP (base_moe_mlp_dim) once per routed expert (and
+record num_experts_per_tok and shared_experts, from which the step-time estimate counts the
+parameters a token is active in); MLA attention is approximated by heads x (qk_nope + qk_rope) head_dim. The
 figures are for the planner's lower-bound checks, not a parameter census.
 """
 
@@ -48,6 +50,9 @@ def _dims(base: dict, preset: dict) -> dict | None:
         "tied_embedding": bool(c.get("logits_via_embedding", False)),
         "position_embeddings": max(0, int(c.get("trainable_position_size", -1))),
         "num_experts": experts,  # routed only: expert parallelism splits these (shared experts are ~1/N more)
+        # What one token runs through: the step-time estimate counts active parameters (issue 22).
+        "num_experts_per_tok": int(c.get("num_experts_per_tok", 1)) if moe else 1,
+        "shared_experts": int(c.get("shared_experts", 0) or 0) if moe else 0,
         "max_target_length": c["max_target_length"],
     }
     ints = [v for k, v in dims.items() if k != "tied_embedding"]

@@ -9,6 +9,7 @@ ordinary recipe loader, and planned; its MaxText flags must reach the rendered a
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from pathlib import Path
 
@@ -26,6 +27,8 @@ DATA = REPO / "tests" / "data" / "recipes"
 FP8 = DATA / "llama3.1-8b-fp8-tpu7x-4x4x8" / "run_recipe.sh"
 MULTI = DATA / "llama3.1-8b-int8-tpu7x-2x4x4-multislice" / "run_recipe.sh"
 XPK_LINE = DATA / "xpk-v5e-default-model.txt"
+CHECKOUT = DATA / "maxtext-checkout"
+RUNNER = DATA / "runner" / "llama3-1-8b-1xv6e-16.sh"
 
 
 @pytest.fixture()
@@ -69,6 +72,16 @@ def test_shellwords_expands_in_double_quotes_but_not_in_single() -> None:
     cmds = [w for w, _ in shellwords.commands(text, env)]
     assert env == {"A": "1 2", "B": "x-1 2", "C": "$A"}
     assert cmds[-1] == ["echo", "x-1 2", "$A", "${UNSET}", "${A}"]
+
+
+def test_shellwords_command_substitution_is_one_word_never_run() -> None:
+    env: dict[str, str] = {}
+    text = 'N="$(printf "%.6s" "abcdefgh")-$(date +%Y %m)"\nM=$(printf "%.4s" "${USER//_/-}-x")\necho $N $M $(whoami) $((1 + 2))'
+    *_, (words, _) = shellwords.commands(text, env)
+    # printf of resolved words is expanded; date, whoami and a printf of an unresolved
+    # expansion are opaque single words; arithmetic stays as written, one word.
+    assert env["N"] == "abcdef-$(date)" and env["M"] == "$(printf)"
+    assert words == ["echo", "abcdef-$(date)", "$(printf)", "$(whoami)", "$((1 + 2))"]
 
 
 def test_unterminated_quote_is_one_line_error(tmp_path: Path) -> None:
@@ -164,14 +177,108 @@ def test_imported_recipes_plan_with_their_flags(user_recipes: Path) -> None:
     assert _args(plan2)["dcn_data_parallelism"] == "2"
 
 
+def test_printf_name_and_src_module_path_import() -> None:
+    imp = ir.import_recipe((DATA / "deepseek-printf-src-module.sh").read_text(), source="run_recipe.sh")
+    assert imp.device_type == "tpu7x-4x8x8" and imp.recipe["maxtext"]["model_name"] == "deepseek3-671b"
+    assert imp.recipe["image"] == {"ref": "us-docker.pkg.dev/p/images/maxtext:deepseek"}  # $(printf "%.8s" ...) expanded
+    assert imp.recipe["maxtext"]["args"]["decoder_layer_input"] == "offload"
+    assert any(line.startswith("--workload=$(printf)-$(date): not carried") for line in imp.unmapped)
+
+
+def test_keys_of_another_maxtext_are_kept_for_its_image_and_refused_for_the_pinned_one(user_recipes: Path) -> None:
+    text = (DATA / "deepseek-printf-src-module.sh").read_text()
+    imp = ir.import_recipe(text, source="run_recipe.sh")
+    args = imp.recipe["maxtext"]["args"]
+    assert args["fsdp_shard_on_exp"] == "True" and args["wi_tile_fwd_buffer_count"] == 2
+    kept = [line for line in imp.unmapped if line.startswith("kept ")]
+    assert kept == [
+        "kept 2 key(s) MaxText 0.2.5 does not have (fsdp_shard_on_exp, wi_tile_fwd_buffer_count):"
+        " the recipe runs us-docker.pkg.dev/p/images/maxtext:deepseek, not the pinned MaxText"
+    ]
+    # Without an image of its own the recipe runs the pinned MaxText: the keys are dropped, each named.
+    pinned = ir.import_recipe(text.replace("--docker-image=us-docker.pkg.dev/p/images/maxtext:${SHORT}", ""), source="run_recipe.sh")
+    assert "fsdp_shard_on_exp" not in pinned.recipe["maxtext"]["args"]
+    assert any(line.startswith("MaxText fsdp_shard_on_exp=True: not a MaxText 0.2.5 key") for line in pinned.unmapped)
+    # Planned: its own image runs; --image of the pinned MaxText is refused with the fix.
+    user_recipes.mkdir()
+    (user_recipes / "ds.yaml").write_text(yaml.safe_dump({**imp.recipe, "name": "ds"}))
+    spec = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x8x8", "slices": 1, "capacity": "on-demand"})
+    plan = plan_run("ds", spec, Overrides())
+    assert "fsdp_shard_on_exp" in _args(plan) and plan.program.warnings == ()
+    with pytest.raises(FieldError, match=r"--image: recipe ds sets fsdp_shard_on_exp, wi_tile_fwd_buffer_count, which MaxText 0.2.5"):
+        plan_run("ds", spec, Overrides(image="us-docker.pkg.dev/p/r/maxtext:0.2.5"))
+
+
+def test_set_keys_follow_the_image_the_run_uses() -> None:
+    spec = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x4x4", "slices": 1, "capacity": "on-demand"})
+    with pytest.raises(FieldError, match="--set: fsdp_shard_on_exp is not a MaxText 0.2.5 key"):
+        plan_run("llama3-8b", spec, Overrides(sets=("fsdp_shard_on_exp=True",)))
+    plan = plan_run("llama3-8b", spec, Overrides(sets=("fsdp_shard_on_exp=True",), image="us-docker.pkg.dev/p/r/maxtext:nightly-2026-11"))
+    assert _args(plan)["fsdp_shard_on_exp"] == "True"
+    assert plan.program.warnings == (
+        "--set fsdp_shard_on_exp: not MaxText 0.2.5 keys, passed as written to us-docker.pkg.dev/p/r/maxtext:nightly-2026-11 (checked by that MaxText, not here)",
+    )
+
+
+def test_benchmark_runner_script_reads_the_checkout_as_data() -> None:
+    imp = ir.import_recipe(RUNNER.read_text(), source=RUNNER.name, maxtext_repo=CHECKOUT)
+    mt = imp.recipe["maxtext"]
+    assert (imp.device_type, imp.slices, imp.recipe["shapes"]) == ("v6e-16", 2, ["v6e-4x4"])
+    assert mt["model_name"] == "llama3.1-8b" and mt["per_device_batch"][0]["per_device_batch_size"] == 2.0
+    assert mt["args"]["remat_policy"] == "full" and mt["args"]["enable_checkpointing"] == "False"  # **COMMON unpacked
+    assert mt["args"]["max_target_length"] == 8192 and mt["parallelism"]["ici"] == {"fsdp": -1}
+    assert imp.recipe["libtpu_init_args"]["v6e"] == [
+        "--xla_tpu_scoped_vmem_limit_kib=98304",
+        "--xla_enable_async_all_gather=true",
+        "--xla_tpu_overlap_compute_collective_tc=true",
+    ]
+    # The runner's --num_steps (default 20) wins over the config's steps, as in its command.
+    assert imp.recipe["steps"] == 20
+    report = "\n".join(imp.unmapped)
+    assert "tokenizer_path: computed by the checkout's code" in report and "--libtpu_version=20250101" in report
+    older = ir.import_recipe((DATA / "runner" / "mixtral-older-layout.sh").read_text(), maxtext_repo=CHECKOUT)
+    assert older.recipe["steps"] == 15 and older.recipe["maxtext"]["model_name"] == "mixtral-8x7b"
+    assert older.recipe["libtpu_init_args"]["v6e"] == ["--xla_tpu_scoped_vmem_limit_kib=81920"]  # "...{kib}".format(kib=...)
+
+
+def test_benchmark_runner_model_lookup_skips_names_built_at_run_time() -> None:
+    from workloads.planning import benchmark_configs as bc
+
+    models = bc.parse_models(bc.read_checkout(CHECKOUT))
+    assert sorted(models) == ["llama3_1_8b_demo", "mixtral_8x7b_demo"]
+    assert bc.lookup(models, "mixtral-8x7b-demo") is models["mixtral_8x7b_demo"]
+
+
 # ------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    "script, extra, needle",
+    [
+        (RUNNER, [], "--maxtext-repo: the script runs MaxText's benchmark runner"),
+        (DATA / "runner" / "unknown-model.sh", ["--maxtext-repo", str(CHECKOUT)], "--model_name: 'llama3_1_8b_dem' is not a model of"),
+        (RUNNER, ["--maxtext-repo", str(DATA)], "is not a MaxText checkout (no benchmarks/benchmark_runner.py)"),
+        (DATA / "bad" / "maxdiffusion.sh", [], "--command runs a MaxDiffusion"),
+        (DATA / "bad" / "pytorch.sh", [], "this is a PyTorch script, not MaxText training"),
+        (DATA / "bad" / "maxtext-on-vm.sh", [], "runs MaxText on this machine (no xpk, gcluster or benchmark_runner launch)"),
+    ],
+    ids=["runner-without-checkout", "runner-unknown-model", "not-a-checkout", "maxdiffusion", "pytorch", "maxtext-on-vm"],
+)
+def test_unimportable_scripts_one_line_exit_2(script: Path, extra: list[str], needle: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    res = cli("workloads", "import-recipe", str(script), "--out", str(out), *extra)
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and needle in lines[0], res.stderr
+    assert res.stdout == "" and not out.exists()
 
 
 @pytest.mark.parametrize(
     "script, needle",
     [
         ("no-maxtext.sh", "no MaxText training command"),
-        ("no-xpk.sh", "no `xpk workload create`"),
+        ("script-in-image.sh", "--command runs `bash /app/train.sh`, a script inside the image that the import cannot read"),
+        ("no-xpk.sh", "runs MaxText on this machine"),
+        ("no-launch.sh", "no launch command (`xpk workload create`, `gcluster job submit` or `python3 -m benchmarks.benchmark_runner xpk`)"),
         ("unknown-device.sh", "tpu9z-4x4x8"),
         ("conflicting-device.sh", "conflicting flags: --device-type"),
         ("conflicting-maxtext.sh", "conflicting flags: MaxText quantization"),
@@ -179,7 +286,7 @@ def test_imported_recipes_plan_with_their_flags(user_recipes: Path) -> None:
     ],
 )
 def test_bad_scripts_one_line_exit_2_nothing_written(script: str, needle: str, tmp_path: Path) -> None:
-    with pytest.raises(FieldError, match=needle.replace("(", r"\(").replace("`", "`")):
+    with pytest.raises(FieldError, match=re.escape(needle)):
         ir.import_recipe((DATA / "bad" / script).read_text(), source=script)
     out = tmp_path / "out"
     res = cli("workloads", "import-recipe", str(DATA / "bad" / script), "--out", str(out))
@@ -232,3 +339,39 @@ def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
     res = cli("workloads", "import-recipe", str(XPK_LINE), "--name", "demo-6b", "--out", str(tmp_path / "demo-6b.yaml"))
     assert res.returncode == 0, res.stderr
     assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"
+
+
+# ------------------------------------------------------- playbook checks at plan time
+
+
+def _ds_recipe(user_recipes: Path) -> None:
+    """The printf/src-module deepseek3 script (tuned for 4x8x8), as user recipe `ds` on the pinned image."""
+    text = (DATA / "deepseek-printf-src-module.sh").read_text()
+    imp = ir.import_recipe(text.replace("--docker-image=us-docker.pkg.dev/p/images/maxtext:${SHORT}", ""), source="run_recipe.sh")
+    user_recipes.mkdir(exist_ok=True)
+    (user_recipes / "ds.yaml").write_text(yaml.safe_dump({**imp.recipe, "name": "ds"}))
+
+
+def test_fsdp_beyond_the_model_limit_is_refused_with_the_playbook_fix(user_recipes: Path) -> None:
+    _ds_recipe(user_recipes)
+    big = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "8x8x8", "slices": 1, "capacity": "on-demand"})
+    with pytest.raises(FieldError) as e:
+        plan_run("ds", big, Overrides())
+    msg = str(e.value)
+    assert "deepseek3-671b shards FSDP 1024 ways" in msg and "at most 512 ways" in msg
+    assert "--set ici_data_parallelism=2" in msg
+    # The fix it names plans: FSDP 512, data 2.
+    plan = plan_run("ds", big, Overrides(sets=("ici_data_parallelism=2",)))
+    assert dict(plan.program.sizing.ici) == {"data": 2, "fsdp": 512}
+
+
+def test_a_recipe_run_on_another_shape_warns_naming_both(user_recipes: Path) -> None:
+    _ds_recipe(user_recipes)
+    tuned = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "4x8x8", "slices": 1, "capacity": "on-demand"})
+    assert plan_run("ds", tuned, Overrides()).program.warnings == ()
+    # A bigger pool than the recipe's shape (smaller ones are refused by min_chips_per_slice).
+    other = _spec({"name": "ironwood", "generation": "tpu7x", "topology": "8x8x8", "slices": 1, "capacity": "on-demand"})
+    (warning,) = plan_run("ds", other, Overrides(sets=("ici_data_parallelism=2",))).program.warnings
+    assert warning.startswith("recipe ds was tuned for tpu7x-4x8x8 slices; this run is on tpu7x-8x8x8 (ICI data 2, fsdp 512)")
+    # Shipped recipes list several shapes they were written for: no warning off their list either.
+    assert plan_run("llama3-8b", other, Overrides()).program.warnings == ()

@@ -91,7 +91,7 @@ def _base() -> dict:
         (lambda d: d.update(stepz=3), "stepz"),
         (lambda d: d["maxtext"]["args"].update(ici_fsdp_parallelism=4), "parallelism"),
         (lambda d: d["maxtext"]["args"].update(run_name="x"), "planner"),
-        (lambda d: d["maxtext"]["args"].update(not_a_key=1), "not a MaxText key"),
+        (lambda d: d["maxtext"]["args"].update(not_a_key=1), "not_a_key is not a MaxText 0.2.5 key"),
         (lambda d: d["maxtext"]["parallelism"]["ici"].update(tensr=2), "unknown mesh axis"),
         (lambda d: d["maxtext"]["parallelism"]["ici"].update(tensor=-1), "at most one axis"),
         (lambda d: d.update(generations=["v9"]), "unknown generation"),

@@ -131,6 +131,10 @@ def import_recipe(
     name: Annotated[Optional[str], typer.Option("--name", help="recipe name (default: the model name and its quantization)")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="recipe file or directory (default: the user recipe directory, $TGK_RECIPES)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace an existing recipe file")] = False,
+    maxtext_repo: Annotated[
+        Optional[Path],
+        typer.Option("--maxtext-repo", help="the MaxText checkout a benchmark_runner script runs from (its benchmarks/ configs are read, never run)"),
+    ] = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """Turn a tpu-recipes run script into a recipe that `submit` runs; report what it could not carry."""
@@ -142,7 +146,7 @@ def import_recipe(
     from workloads.runs import recipefile
 
     text = read_input_text(file, RUN_SCRIPT, "FILE")  # a regular file of at most 1 MiB: never a FIFO or /dev/zero
-    imported = convert(text, name=name, source=file.name)
+    imported = convert(text, name=name, source=file.name, maxtext_repo=maxtext_repo)
     if imported.name in _recipe_files(RECIPES_DIR):
         raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
     path = _recipe_path(out, imported.name)

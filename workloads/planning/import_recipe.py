@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from infra import catalog
 from toolkit.errors import CatalogError, FieldError
 from toolkit.yamlfile import load_yaml
-from workloads.planning import shellwords
+from workloads.planning import benchmark_configs, shellwords
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.recipes import (
     FILL,
@@ -55,6 +56,7 @@ from workloads.planning.recipes import (
     image_problem,
     maxtext_keys,
     mesh_key,
+    runs_pinned_maxtext,
     suggest,
 )
 
@@ -68,6 +70,8 @@ _XPK_DECIDED = {
     "zone": "the spec's pool zone",
     "priority": "the team's priority; pass --priority on submit",
     "max-restarts": "--max-restarts on submit (default by capacity mode)",
+    "base_output_directory": "the team's checkpoints bucket",
+    "xpk_path": "not needed",
     "workload": "the run name (`submit --name`)",
     "enable-debug-logs": "not needed",
 }
@@ -124,28 +128,87 @@ def _xpk_at(words: list[str]) -> int | None:
 _GCLUSTER_FLAGS = {"image": "docker-image", "name": "workload", "location": "zone", "restarts": "max-restarts"}
 
 
-def _find_xpk(text: str) -> tuple[list[str], list[str]]:
-    """(the xpk workload create words, other top-level command names)."""
+def _runner_at(words: list[str]) -> int | None:
+    """Index after MaxText's benchmark runner (``python3 -m benchmarks.benchmark_runner [xpk]`` or
+    ``python3 benchmarks/benchmark_runner.py``), whose model flags live in the MaxText checkout."""
+    if not words or not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0]):
+        return None
+    rest = 1
+    while rest < len(words) and words[rest] in _PYTHON_OPTIONS:
+        rest += 1
+    if words[rest : rest + 2] == ["-m", "benchmarks.benchmark_runner"]:
+        at = rest + 2
+    elif rest < len(words) and words[rest].endswith("benchmarks/benchmark_runner.py"):
+        at = rest + 1
+    else:
+        return None
+    if at < len(words) and not words[at].startswith("-"):
+        if words[at] != "xpk":
+            raise _bad(
+                f"the benchmark runner's `{words[at]}` mode runs on the machine itself, not through xpk",
+                "import a script that runs `benchmark_runner xpk`",
+            )
+        at += 1
+    return at
+
+
+class _Launch(BaseModel):
+    """The one launch command of a script: which launcher, and its words after the launcher's name."""
+
+    kind: str  # "xpk" (gcluster's flags renamed to xpk's) or "runner"
+    words: list[str]
+
+
+def _find_launch(text: str) -> tuple[_Launch, list[str]]:
+    """(the launch command, other top-level command names)."""
     env: dict[str, str] = {}
-    xpk: list[list[str]] = []
+    launches: list[_Launch] = []
     others: list[str] = []
+    maxtext_here = False
     for words, _ in shellwords.commands(text, env):
         at = _xpk_at(words)
+        runner = None if at is not None else _runner_at(words)
         if at is not None and words[at - 2] == "job":
-            xpk.append(_from_gcluster(words[at:]))
+            launches.append(_Launch(kind="xpk", words=_from_gcluster(words[at:])))
         elif at is not None:
-            xpk.append(words[at:])
+            launches.append(_Launch(kind="xpk", words=words[at:]))
+        elif runner is not None:
+            launches.append(_Launch(kind="runner", words=words[runner:]))
         elif not all(shellwords.assignment(w) for w in words[1 if words[0] == "export" else 0 :]):
             program = next((w for w in words if w not in _SHELL_CONTROL), "")
+            maxtext_here = maxtext_here or _train_args(words) is not None
             if program and program[0] not in "<>&0123456789" and program not in _SHELL_SETUP:
                 others.append(program)
-    if len(xpk) > 1:
-        raise _bad(f"the script runs `xpk workload create` {len(xpk)} times", "import a script with one workload")
-    if not xpk:
+    if len(launches) > 1:
+        raise _bad(f"the script launches {len(launches)} workloads", "import a script with one workload")
+    if not launches:
+        what = other_framework(text)
+        if what:
+            raise _bad(f"this is {what}, not MaxText training: the toolkit imports MaxText training recipes only", "import a MaxText recipe")
+        if maxtext_here:
+            raise _bad(
+                "the script runs MaxText on this machine (no xpk, gcluster or benchmark_runner launch), so it names no TPU type",
+                "import the xpk or benchmark_runner script of the recipe",
+            )
         raise _bad(
-            "no `xpk workload create` command (so no --device-type and no MaxText command)", "pass a tpu-recipes run_recipe.sh or an xpk workload create line"
+            "no launch command (`xpk workload create`, `gcluster job submit` or `python3 -m benchmarks.benchmark_runner xpk`)",
+            "pass a tpu-recipes run script or an xpk workload create line",
         )
-    return xpk[0], others
+    return launches[0], others
+
+
+# What a script trains when it is not MaxText, by a word its commands carry (first match wins).
+_OTHER_FRAMEWORKS = (
+    (re.compile(r"maxdiffusion", re.I), "a MaxDiffusion (image/video diffusion) script"),
+    (re.compile(r"accelerator-microbenchmarks|microbenchmark|run_benchmark\.py", re.I), "a microbenchmark"),
+    (re.compile(r"torchrun|torch_xla|pytorch|run_clm\.py|\btorch\b|transformers/examples", re.I), "a PyTorch script"),
+    (re.compile(r"\bvllm\b|jetstream|inference", re.I), "an inference script"),
+)
+
+
+def other_framework(text: str) -> str | None:
+    """What the script runs when that is plainly not MaxText training (None when it cannot tell)."""
+    return next((what for pattern, what in _OTHER_FRAMEWORKS if pattern.search(text)), None)
 
 
 def _from_gcluster(words: list[str]) -> list[str]:
@@ -228,6 +291,13 @@ def parse_command(command: str) -> _Command:
         elif words[0] != "set":
             unmapped.append(f"--command runs `{' '.join(words)[:70]}`: not carried (the toolkit's image and runner replace it)")
     if not maxtext:
+        what = other_framework(command)
+        if what:
+            raise _bad(f"--command runs {what}, not MaxText training: the toolkit imports MaxText training recipes only", "import a MaxText recipe")
+        script = next((ln.split("`", 2)[1] for ln in unmapped if re.match(r"--command runs `(ba)?sh \S+\.sh", ln)), None)
+        if script:
+            # tpu-recipes' archived PyTorch layouts: the training lives in a script baked into the image.
+            raise _bad(f"--command runs `{script}`, a script inside the image that the import cannot read", "import a script whose --command runs MaxText")
         raise _bad(
             "no MaxText training command (python3 -m MaxText.train ... or maxtext.trainers.pre_train.train) in --command",
             "import a script that trains with MaxText",
@@ -244,7 +314,8 @@ def _train_args(words: list[str]) -> list[str] | None:
     rest = words[1:]
     while rest and rest[0] in _PYTHON_OPTIONS:  # python3 -u -m ...: buffering, not the program
         rest = rest[1:]
-    if len(rest) > 1 and rest[0] == "-m" and rest[1] in TRAIN_MODULES:
+    # `python3 -m src.maxtext.trainers...` is the same module run from a MaxText checkout's root.
+    if len(rest) > 1 and rest[0] == "-m" and rest[1].removeprefix("src.") in TRAIN_MODULES:
         return rest[2:]
     if rest and rest[0].endswith("/train.py"):
         return rest[1:]
@@ -374,15 +445,74 @@ def _default_name(model: str, kv: dict[str, str], source: str) -> str:
     return (text if text[:1].isalpha() else f"r-{text}")[:30].rstrip("-.")
 
 
-def import_recipe(text: str, *, name: str | None = None, source: str = "the script") -> Imported:
-    """The recipe a run_recipe.sh (or an xpk workload create line) describes; FieldError on bad input."""
+# benchmark_runner's flags under the xpk names this module maps (the rest are reported as they are).
+_RUNNER_FLAGS = {
+    "device_type": "device-type",
+    "num_slices": "num-slices",
+    "base_docker_image": "docker-image",
+    "cluster_name": "cluster",
+    "max_restarts": "max-restarts",
+}
+RUNNER_DEFAULT_STEPS = 20  # benchmark_runner's --num_steps default
+
+
+def _from_runner(words: list[str], maxtext_repo: Path | None) -> tuple[dict[str, str], _Command]:
+    """benchmark_runner's flags (xpk-named) and the command it would build from the checkout's model config."""
+    flags = {_RUNNER_FLAGS.get(k, k): v for k, v in xpk_flags(words).items()}
+    model_name = flags.pop("model_name", None)
+    if model_name is None:
+        raise _bad("benchmark_runner has no --model_name", "give --model_name=NAME (a model of MaxText's benchmarks/ configs)")
+    if maxtext_repo is None:
+        raise FieldError(
+            "--maxtext-repo",
+            f"the script runs MaxText's benchmark runner: model {model_name!r} is defined in a MaxText checkout's benchmarks/ configs",
+            "pass --maxtext-repo PATH (the MaxText directory the script runs from)",
+        )
+    models = benchmark_configs.parse_models(benchmark_configs.read_checkout(maxtext_repo))
+    model = benchmark_configs.lookup(models, model_name)
+    if model is None:
+        raise FieldError(
+            "--model_name",
+            f"{model_name!r} is not a model of {maxtext_repo}/benchmarks{suggest(model_name.replace('-', '_'), list(models))}",
+            "check the name, or pass --maxtext-repo of the MaxText checkout the recipe was written for",
+        )
+    unmapped = [f"--model_name={model_name}: read from {model.source} ({model.name}, MaxText model {model.model_type})"]
+    steps = flags.pop("num_steps", str(RUNNER_DEFAULT_STEPS))
+    args = [f"{DEFAULT_CONFIG}"]
+    for key, value in model.tuning.items():
+        if isinstance(value, benchmark_configs.Opaque):
+            unmapped.append(f"MaxText {key}: computed by the checkout's code ({value.source[:60]}); not carried")
+        elif key in ("steps", "model_name"):
+            unmapped.append(f"MaxText {key}={value} of the config: the runner passes its own ({'--num_steps' if key == 'steps' else 'model_type'})")
+        else:
+            args.append(f"{key}={value}")
+    args += [f"steps={steps}", f"model_name={model.model_type}"]
+    env: dict[str, str] = {}
+    if isinstance(model.xla_flags, benchmark_configs.Opaque):
+        unmapped.append(f"xla_flags of {model.name}: computed by the checkout's code ({model.xla_flags.source[:60]}); not carried")
+    elif model.xla_flags.strip():
+        env["LIBTPU_INIT_ARGS"] = model.xla_flags.strip()
+    for flag in ("libtpu_version", "libtpu_type"):
+        if flag in flags:
+            unmapped.append(f"--{flag}={flags.pop(flag)}: not carried; the libtpu is the image's")
+    return flags, _Command(env=env, maxtext=args, unmapped=unmapped)
+
+
+def import_recipe(text: str, *, name: str | None = None, source: str = "the script", maxtext_repo: Path | None = None) -> Imported:
+    """The recipe a run script (or an xpk workload create line) describes; FieldError on bad input.
+
+    ``maxtext_repo`` is the MaxText checkout a benchmark-runner script runs from (read, never run).
+    """
     text = text.replace("\r\n", "\n")  # a script saved with CRLF: `\` + CR would not continue the line
     try:
-        words, others = _find_xpk(text)
-        flags = xpk_flags(words)
-        if "command" not in flags:
-            raise _bad("xpk workload create has no --command", "import a script whose xpk command runs MaxText")
-        command = parse_command(flags.pop("command"))
+        launch, others = _find_launch(text)
+        if launch.kind == "runner":
+            flags, command = _from_runner(launch.words, maxtext_repo)
+        else:
+            flags = xpk_flags(launch.words)
+            if "command" not in flags:
+                raise _bad("xpk workload create has no --command", "import a script whose xpk command runs MaxText")
+            command = parse_command(flags.pop("command"))
     except shellwords.ShellError as e:
         raise _bad(f"{source} {e.problem}", e.fix) from None
     unmapped = list(command.unmapped)
@@ -416,19 +546,33 @@ def import_recipe(text: str, *, name: str | None = None, source: str = "the scri
     pdb_text = kv.pop("per_device_batch_size", None)
     args: dict[str, Any] = {}
     known = maxtext_keys()
+    # The MaxText version is the recipe's: keys the pinned MaxText lacks are kept when the script
+    # names another image (the one it was tuned for), and dropped only for the pinned one.
+    pinned = runs_pinned_maxtext(image.get("ref") or image.get("registry", ""))
+    kept: list[str] = []
     for key, value in kv.items():
         if key in _DECIDED_KEYS:
             why = _DECIDED_KEYS[key]
             if why:
                 unmapped.append(f"MaxText {key}={value[:60]}: not carried; the toolkit sets it from {why}")
             continue
-        if key not in known:
-            unmapped.append(f"MaxText {key}={value[:60]}: not a MaxText {MAXTEXT_IMAGE.split(':')[1]} key{suggest(key, known)}; not carried")
+        if key not in known and pinned:
+            unmapped.append(
+                f"MaxText {key}={value[:60]}: not a MaxText {MAXTEXT_IMAGE.split(':')[1]} key{suggest(key, known)}; not carried"
+                " (the recipe runs the toolkit's MaxText image; a script naming its own image keeps it)"
+            )
             continue
+        if key not in known:
+            kept.append(key)
         if "$" in value:
             unmapped.append(f"MaxText {key}={value[:60]}: an unresolved shell expansion; not carried")
             continue
         args[key] = _value(value)
+    kept = [k for k in kept if k in args]
+    if kept:
+        unmapped.append(
+            f"kept {len(kept)} key(s) MaxText {MAXTEXT_IMAGE.split(':')[1]} does not have ({', '.join(kept)}): the recipe runs {image['ref']}, not the pinned MaxText"
+        )
     if "max_target_length" in args and not isinstance(args["max_target_length"], int):
         raise _bad(f"MaxText max_target_length={args['max_target_length']!r} is not a whole number", "write it as an integer")
 

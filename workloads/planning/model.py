@@ -181,6 +181,8 @@ class Program:
     estimated_step_seconds: float | None = None
     assumed_mfu: float | None = None
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
+    # What the plan may trip over without being wrong (printed once as `warning:` lines).
+    warnings: tuple[str, ...] = ()
 
     @property
     def is_maxtext(self) -> bool:

@@ -83,6 +83,16 @@ REGISTRY_IMAGE = re.compile(rf"{_PATH_PART}(?:/{_PATH_PART})*:{_TAG}")  # name:t
 IMAGE_REPOSITORY_MAX = 255  # the distribution spec's limit on the repository part
 
 
+def runs_pinned_maxtext(image: str) -> bool:
+    """Whether ``image`` (a registry name:tag or a full reference) is the toolkit's pinned MaxText.
+
+    Keys are validated against the MaxText a run uses: the pinned image's keys are known
+    (``_maxtext_keys.yaml``); any other image is a MaxText the toolkit has not read, whose keys
+    go through as written (a recipe tuned for a newer MaxText needs its newer keys).
+    """
+    return image in (MAXTEXT_IMAGE, RAY_IMAGE) or image.endswith((f"/{MAXTEXT_IMAGE}", f"/{RAY_IMAGE}"))
+
+
 def image_problem(ref: str) -> str | None:
     """Why ``ref`` is not a pinned image reference, or None."""
     m = IMAGE_REFERENCE.fullmatch(ref)
@@ -179,14 +189,30 @@ class ModelDims(_Model):
     tied_embedding: bool = Field(False, description="logits_via_embedding: output layer reuses the embedding")
     position_embeddings: int = Field(0, ge=0, le=INT32_MAX, description="learned position table rows (gpt3: trainable_position_size)")
     num_experts: int = Field(1, ge=1, le=INT32_MAX)
+    num_experts_per_tok: int = Field(1, ge=1, le=INT32_MAX, description="routed experts each token runs through (MoE)")
+    shared_experts: int = Field(0, ge=0, le=INT32_MAX, description="experts every token runs through besides the routed ones (MoE)")
     max_target_length: int = Field(2048, gt=0, le=INT32_MAX, description="sequence length the preset (or base.yml) uses")
 
     def params(self) -> int:
-        """Parameter count of a dense decoder (norms and biases ignored: < 0.1%)."""
+        """Parameter count: every routed expert once (what HBM holds; norms, biases, routers and
+        shared experts ignored: < 1% of a mixture of experts this size)."""
+        return self._count(self.num_experts)
+
+    def active_params(self) -> int:
+        """Parameters one token runs through: of a mixture of experts only its routed and shared experts.
+
+        The FLOPs of a step follow these, not ``params()``: deepseek3-671b holds 256 routed
+        experts per layer but runs a token through 8 (+1 shared).
+        """
+        if self.num_experts == 1:
+            return self.params()
+        return self._count(min(self.num_experts, self.num_experts_per_tok) + self.shared_experts)
+
+    def _count(self, experts: int) -> int:
         q = self.base_num_query_heads * self.head_dim
         kv = self.base_num_kv_heads * self.head_dim
         attention = self.base_emb_dim * (q + 2 * kv) + q * self.base_emb_dim
-        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * self.num_experts
+        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * experts
         embed = self.vocab_size * self.base_emb_dim * (1 if self.tied_embedding else 2)
         return self.base_num_decoder_layers * (attention + mlp) + embed + self.position_embeddings * self.base_emb_dim
 
@@ -236,10 +262,7 @@ class MaxTextSpec(_Model):
     @field_validator("args")
     @classmethod
     def _args(cls, v: dict[str, Any]) -> dict[str, Any]:
-        known = maxtext_keys()
-        for k in v:
-            if k not in known:
-                raise ValueError(f"args.{k} is not a MaxText key")
+        for k in v:  # keys MaxText does not know: Recipe._pinned_keys (they depend on the image)
             if k in PLANNER_KEYS or k in MODEL_KEYS or k == "per_device_batch_size" or _mesh_key(k):
                 raise ValueError(f"args.{k} is set by the planner or the model/per_device_batch/parallelism blocks; move it there")
         # Keys the planner reads, in their domain (the rest go to MaxText as they are).
@@ -276,6 +299,21 @@ class Recipe(_Model):
     maxtext: MaxTextSpec | None = None
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
     runtimes: list[str] = Field(default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first")
+
+    @model_validator(mode="after")
+    def _pinned_keys(self) -> Recipe:
+        """With the pinned MaxText image, every args key must be one of its keys; another image keeps them."""
+        if self.maxtext is not None and runs_pinned_maxtext(self.image.ref or self.image.registry or ""):
+            known = maxtext_keys()
+            for k in self.maxtext.args:
+                if k not in known:
+                    raise ValueError(f"maxtext.args.{k} is not a MaxText {MAXTEXT_VERSION} key (the recipe's image); name another MaxText image, or drop it")
+        return self
+
+    def unknown_keys(self) -> list[str]:
+        """The args keys the pinned MaxText does not have (kept because the recipe names another image)."""
+        known = maxtext_keys()
+        return [k for k in (self.maxtext.args if self.maxtext else {}) if k not in known]
 
     @field_validator("runtimes")
     @classmethod

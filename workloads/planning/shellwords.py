@@ -5,10 +5,15 @@ three ways, lines continued with backslashes, commands joined by ``&&`` and pipe
 module turns such text into simple commands (lists of words) the way bash would, with
 two deliberate differences, both because nothing is ever executed:
 
-* command substitutions ``$(...)`` and expansions with other modifiers than a default
-  (``${X:-word}`` is expanded; ``${X//_/-}`` is not) stay literal text, as do variables
-  the script never assigned (``$TPU_WORKER_ID``), so a caller can see what was left
-  unresolved;
+* expansions with other modifiers than a default (``${X:-word}`` is expanded;
+  ``${X//_/-}`` is not) stay literal text, as do variables the script never assigned
+  (``$TPU_WORKER_ID``), so a caller can see what was left unresolved;
+* a command substitution ``$(...)`` is never run. ``printf``/``echo`` of fully resolved
+  words are expanded (their output is a function of their words); anything else
+  (``$(date +%Y%m%d)``, ``$(whoami)``, a printf of an unresolved ``${USER//_/-}``) becomes
+  the opaque word ``$(<program>)``: one word with no blanks, as the real output of such a
+  name-building command is, so a later unquoted ``$NAME`` is not split on the blanks of
+  the command's own text;
 * redirections are ordinary word characters.
 
 Assignments (``X=...``, ``export X=...``) update the variables as the commands are read,
@@ -113,10 +118,14 @@ class _Lexer:
     def _dollar(self) -> tuple[str, bool]:
         """The expansion at ``$``: (text, expanded from a variable)."""
         t, i = self.text, self.i
-        if t.startswith("$(", i):
+        if t.startswith("$((", i):  # arithmetic: left as written
             end = self._close("(", ")", i + 2)
             self.i = end + 1
             return t[i : end + 1], False
+        if t.startswith("$(", i):
+            end = self._close("(", ")", i + 2)
+            self.i = end + 1
+            return self.budget.spend(_substitute(t[i + 2 : end], self.env, self.depth)), False
         if t.startswith("${", i):
             end = self._close("{", "}", i + 2)
             inner, self.i = t[i + 2 : end], end + 1
@@ -229,6 +238,52 @@ class _Lexer:
         words, self.words = self.words, []
         if words:
             yield words, op
+
+
+def _substitute(inner: str, env: MutableMapping[str, str], depth: int) -> str:
+    """What ``$(inner)`` stands for, without running it (see the module docstring)."""
+    # A subshell: its assignments do not reach the script's variables.
+    found = list(_Lexer(inner, dict(env), depth=depth + 1).commands())
+    if len(found) != 1 or not found[0][0]:
+        return "$(...)"
+    words = found[0][0]
+    program = words[0].rsplit("/", 1)[-1]
+    if not all("$" not in w and "`" not in w for w in words):
+        return f"$({program})"
+    if program == "echo":
+        return " ".join(w for w in words[1:] if w != "-n")
+    if program == "printf" and len(words) > 1:
+        out = _printf(words[1], words[2:])
+        if out is not None:
+            return out
+    return f"$({program})"
+
+
+_PRINTF_SPEC = re.compile(r"%(-?)(\d*)(?:\.(\d+))?([sd%])")
+
+
+def _printf(fmt: str, args: list[str]) -> str | None:
+    """printf's %s, %.Ns, %Ns, %-Ns, %d and %% (the forms run scripts use to build names); None for others."""
+    if re.search(r"%(?!-?\d*(?:\.\d+)?[sd%])", fmt) or "\\" in fmt:
+        return None
+    queue = list(args)
+
+    def one(m: re.Match[str]) -> str:
+        left, width, precision, conv = m.groups()
+        if conv == "%":
+            return "%"
+        arg = queue.pop(0) if queue else ""
+        if conv == "d" and not re.fullmatch(r"-?\d+", arg or "0"):
+            raise ValueError(arg)
+        text = arg[: int(precision)] if precision is not None and conv == "s" else (arg or ("0" if conv == "d" else ""))
+        return text.ljust(int(width)) if left else text.rjust(int(width or 0))
+
+    try:
+        out = _PRINTF_SPEC.sub(one, fmt)
+    except ValueError:
+        return None
+    # printf reuses the format while arguments remain; run scripts never rely on it.
+    return None if queue else out
 
 
 def assignment(word: str) -> tuple[str, str] | None:

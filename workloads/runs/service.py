@@ -93,13 +93,14 @@ def warnings(plan: RunPlan, spec: EnvSpec) -> list[str]:
     """What the plan may trip over on the cluster the spec builds, without being wrong."""
     from workloads.planning.model import RUNTIME_RAY
 
+    out = list(plan.program.warnings)
     if plan.runtime == RUNTIME_RAY and not spec.cluster.ray.enabled:
         # A warning, not a refusal: a cluster may run a KubeRay installed by hand (the local one does).
-        return [
+        out.append(
             "--runtime ray: the spec leaves GKE's Ray operator off, so the cluster it builds cannot run a RayJob"
             " — set cluster.ray.enabled: true and deploy (or install KubeRay yourself)"
-        ]
-    return []
+        )
+    return out
 
 
 def render(plan: RunPlan) -> dict[str, str]:
