@@ -180,6 +180,7 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
         "region": spec_obj.region,
         "cluster": spec_obj.cluster.name,
         "min_master_version": spec_obj.min_master_version,
+        "tensorboard_region": spec_obj.tensorboard_region if spec_obj.tensorboard.enabled else None,
         "network": spec_obj.cidrs.model_dump(),
         "tpu_pools": [
             {

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
-from infra import catalog, gcp_names, identities, machine_types, naming, quotas
+from infra import catalog, gcp_names, identities, machine_types, naming, quotas, vertex_ai
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -738,6 +738,24 @@ class ArtifactRegistrySpec(_Model):
 class TensorBoardSpec(_Model):
     enabled: bool = True
     display_name: str | None = Field(None, description="default: the cluster name")
+    region: str | None = Field(
+        None,
+        pattern=REGION,
+        description="Vertex AI region of the TensorBoard (default: the cluster's region when Vertex AI is offered there, "
+        "else the nearest that has it: infra/vertex_ai.py)",
+    )
+    region_unlisted: bool = Field(False, description="accept a region infra/vertex_ai.py does not list (one Vertex AI added since the table was compiled)")
+
+    @model_validator(mode="after")
+    def _vertex_region(self) -> TensorBoardSpec:
+        if self.region is not None and not self.region_unlisted and not vertex_ai.offered(self.region):
+            raise FieldValueError(
+                "region",
+                f"{self.region!r} is not a Vertex AI region, so the TensorBoard cannot be created there",
+                f"use {vertex_ai.nearest(self.region)} (the nearest that has Vertex AI), remove it to get that default, "
+                "or set tensorboard.region_unlisted: true for a region Vertex AI added since infra/vertex_ai.py was compiled",
+            )
+        return self
 
     @field_validator("display_name")
     @classmethod
@@ -1259,6 +1277,11 @@ class EnvSpec(_Model):
     @property
     def min_master_version(self) -> str | None:
         return self.cluster.min_version or self.gke_version_floor
+
+    @property
+    def tensorboard_region(self) -> str:
+        """Where the TensorBoard lives: as set, else the cluster's region or the nearest with Vertex AI (us-central2 has none)."""
+        return self.tensorboard.region or vertex_ai.nearest(self.region)
 
     @property
     def network_name(self) -> str:

@@ -432,7 +432,7 @@ def _tensorboard(ctx: _Context) -> TensorBoard | None:
         "tensorboard",
         props=TensorBoardProps(
             project=spec.project,
-            region=spec.region,
+            region=spec.tensorboard_region,
             display_name=tensorboard_name(spec),
             labels=ctx.labels,
             depends_on=(ctx.api["aiplatform.googleapis.com"],),

@@ -224,6 +224,21 @@ def test_outputs(stacks, example):
     assert ("tensorboard_id" in outputs) is spec.tensorboard.enabled
 
 
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_tensorboard_in_a_vertex_ai_region(stacks, example):
+    """Every example deploys its TensorBoard where Vertex AI is offered (us-central2, v4's region, has none)."""
+    from infra import vertex_ai
+
+    spec, doc, _ = stacks[example]
+    boards = resources(doc, "google_vertex_ai_tensorboard")
+    assert len(boards) == int(spec.tensorboard.enabled)
+    for b in boards:
+        assert b["region"] == spec.tensorboard_region and vertex_ai.offered(b["region"])
+        assert b["region"] == (spec.region if vertex_ai.offered(spec.region) else vertex_ai.nearest(spec.region))
+    if example == "v4":
+        assert spec.region == "us-central2" and [b["region"] for b in boards] == ["us-central1"]
+
+
 def test_resynth_is_identical(stacks, tmp_path):
     """Stable logical ids: synthesizing the same spec again gives the same JSON."""
     from infra.stack import synth
