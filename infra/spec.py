@@ -400,10 +400,24 @@ class CapacityOption(BaseModel):
     index: int
     capacity: Any  # one of OnDemand, Spot, FlexStart, Reservation
     tag: str  # "" for a pool with one option (its node pools keep the plain <pool>-<slice> names)
+    # The later reservations of a capacity list, in order: the reservations are tried at pool
+    # creation (infra.fallback), one at a time, for the same node pools and Kueue flavor.
+    alternates: tuple[Any, ...] = ()
 
     @property
     def mode(self) -> str:
         return str(self.capacity.mode)
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """What ``infra deploy`` may create this option's node pools from, in the order it tries them."""
+        return (self.capacity, *self.alternates)
+
+    def reservation(self, name: str | None = None) -> Any:
+        """The reservation its node pools consume: ``name`` (one of ``choices``), default the first."""
+        if name is None:
+            return self.capacity
+        return next(c for c in self.choices if isinstance(c, Reservation) and c.name == name)
 
 
 class TpuPoolSpec(_Model):
@@ -532,16 +546,32 @@ class TpuPoolSpec(_Model):
         return next(m.value for m in _RUN_MODE_ORDER if m in modes)
 
     def capacity_options(self) -> list[CapacityOption]:
-        out, reservations = [], 0
+        """The options that get node pools and a Kueue flavor, in priority order.
+
+        The reservations of a capacity list are one option: the first reservation's, with the
+        others as its ``alternates``. GKE creates a reservation's node pool whole or fails
+        (RESOURCE_EXHAUSTED), so ``infra deploy`` tries them in order and keeps the first that
+        succeeds (seed 003's flow); declaring a node pool per reservation would hold every one.
+        """
+        out: list[CapacityOption] = []
+        reservations = [c for c in self.capacities if isinstance(c, Reservation)]
         for k, cap in enumerate(self.capacities):
+            if isinstance(cap, Reservation) and cap is not reservations[0]:
+                continue  # an alternate of the first reservation's option
             if not self.has_fallback:
                 tag = ""
             elif isinstance(cap, Reservation):
-                tag, reservations = ("res" if reservations == 0 else f"res{reservations}"), reservations + 1
+                tag = "res"
             else:
                 tag = _OPTION_TAGS[cap.mode]
-            out.append(CapacityOption(index=k, capacity=cap, tag=tag))
+            alternates = tuple(reservations[1:]) if isinstance(cap, Reservation) else ()
+            out.append(CapacityOption(index=k, capacity=cap, tag=tag, alternates=alternates))
         return out
+
+    @property
+    def reservation_choices(self) -> tuple[Any, ...]:
+        """Every reservation the pool lists, in the order ``infra deploy`` tries them."""
+        return tuple(c for c in self.capacities if isinstance(c, Reservation))
 
     def flavor_name(self, option: CapacityOption | None = None) -> str:
         """The Kueue ResourceFlavor of ``option`` (default: the first): the shape's, which every pool of that
@@ -566,8 +596,9 @@ class TpuPoolSpec(_Model):
     def node_pool_names(self) -> list[str]:
         return [n for o in self.capacity_options() for n in self.option_node_pool_names(o)]
 
-    def node_labels(self, option: CapacityOption, index: int) -> dict[str, str]:
-        """The toolkit's labels on every node of slice ``index`` of ``option`` (its multislice group, its capacity)."""
+    def node_labels(self, option: CapacityOption, index: int, reservation: str | None = None) -> dict[str, str]:
+        """The toolkit's labels on every node of slice ``index`` of ``option`` (its multislice group, its capacity;
+        ``reservation``: the one of the option's choices its node pools were created from)."""
         labels = {
             TGK_POOL_LABEL: self.name,
             TGK_GROUP_SIZE_LABEL: str(self.slices),
@@ -577,13 +608,13 @@ class TpuPoolSpec(_Model):
             TGK_CAPACITY_LABEL: option.mode,
         }
         if isinstance(option.capacity, Reservation):
-            labels[TGK_RESERVATION_LABEL] = option.capacity.name
+            labels[TGK_RESERVATION_LABEL] = option.reservation(reservation).name
         return labels
 
     @property
     def total_nodes(self) -> int:
         """Every VM the pool can hold: each capacity option has node pools for all its slices."""
-        return self.slices * self.shape.nodes * len(self.capacities)
+        return self.slices * self.shape.nodes * len(self.capacity_options())
 
     @property
     def total_chips(self) -> int:
@@ -1045,7 +1076,9 @@ class EnvSpec(_Model):
         """Unique pool names, zones among the cluster's, reservations in the pool's zone, one machine per shape, CPU nodes."""
         seen: dict[str, str] = {}
         pool_names = {self.cpu_pool.name: "cpu_pool.name"}
+        reservations: dict[tuple[str, str], str] = {}
         for i, pool in enumerate(self.tpu_pools):
+            self._check_reservation_once(i, pool, reservations)
             where = f"tpu_pools[{i}]"
             if pool.name in pool_names or any(n in pool_names for n in pool.node_pool_names()):
                 raise SpecError(f"{where}.name", f"{pool.name!r} clashes with {pool_names.get(pool.name, 'another pool')}", "give every pool a unique name")
@@ -1067,13 +1100,28 @@ class EnvSpec(_Model):
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
 
+    def _check_reservation_once(self, i: int, pool: TpuPoolSpec, seen: dict[tuple[str, str], str]) -> None:
+        """A reservation feeds one pool: two pools drawing on it would each be planned for all of it.
+        (Twice in one pool's list is refused as a repeated option when the list is parsed.)"""
+        for k, cap in enumerate(pool.capacities):
+            if not isinstance(cap, Reservation):
+                continue
+            field = f"tpu_pools[{i}].capacity" + (f"[{k}]" if pool.has_fallback else "")
+            key = (cap.project or self.project, cap.name)
+            if key in seen:
+                raise SpecError(
+                    f"{field}.name",
+                    f"reservation {cap.name!r} is already listed by {seen[key]}",
+                    "list each reservation in one pool only (one pool with a capacity list can try several)",
+                )
+            seen[key] = field
+
     def _check_capacity_options(self, i: int, pool: TpuPoolSpec) -> None:
         """Every reservation in the pool's zone; a fallback pool's node pool names fit GKE and its shape is its own."""
         where = f"tpu_pools[{i}]"
         zone = self.pool_zone(pool)
-        for o in pool.capacity_options():
-            cap = o.capacity
-            field = _option_field(i, pool, o)
+        for k, cap in enumerate(pool.capacities):  # every listed option: alternates included
+            field = f"{where}.capacity[{k}]" if pool.has_fallback else f"{where}.capacity"
             if isinstance(cap, Reservation) and cap.zone != zone:
                 raise SpecError(
                     f"{field}.zone",

@@ -10,7 +10,8 @@ names), never from positions, so a re-synth after an edit diffs cleanly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,20 +86,23 @@ class _Context:
     spec: EnvSpec
     labels: dict[str, str]  # on every resource (the provider's default labels)
     api: dict[str, ProjectService]  # the enabled Google APIs, for depends_on
+    # pool name -> the reservation of its capacity list its node pools consume (infra.fallback's
+    # choice at deploy); a pool not named consumes its first reservation
+    reservations: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.cluster.name
 
 
-def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None) -> EnvStack:
+def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> EnvStack:
     """Every construct of the environment, created in a fixed order (the synthesized JSON keeps it)."""
     stack = TerraformStack(scope, stack_id or spec.cluster.name)
     labels = {**spec.labels, "managed-by": TGK, "tgk-cluster": spec.cluster.name}
     GoogleProvider(stack, "google", project=spec.project, region=spec.region, default_labels=labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
     services = Services(stack, "services", props=ServicesProps(project=spec.project))
-    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name)
+    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
 
     network = _network(ctx)
     dcn = _dcn_network(ctx)
@@ -375,7 +379,8 @@ def _tpu_slice(
     run Kueue placed on that option's flavor needs them.
     """
     spec, shape = ctx.spec, pool.shape
-    capacity, reservation = _capacity(spec, option.capacity)
+    chosen = ctx.reservations.get(pool.name) if option.alternates else None
+    capacity, reservation = _capacity(spec, option.reservation(chosen) if chosen else option.capacity)
     return TpuSlice(
         ctx.stack,
         f"tpu-{node_pool}",
@@ -397,7 +402,7 @@ def _tpu_slice(
             max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,
             disk_size_gb=pool.disk_size_gb,
-            node_labels=pool.node_labels(option, index),
+            node_labels=pool.node_labels(option, index, chosen),
             resource_labels={**ctx.labels, "tpu-pool": pool.name},
         ),
     )
@@ -495,11 +500,14 @@ def _outputs(
         TerraformOutput(stack, key, value=value)
 
 
-def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None) -> Path:
-    """Synthesize the spec's stack into ``outdir``; return the path of its cdk.tf.json."""
+def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> Path:
+    """Synthesize the spec's stack into ``outdir``; return the path of its cdk.tf.json.
+
+    ``reservations``: pool name -> which reservation of its capacity list its node pools consume
+    (``infra deploy``'s fallback; default each pool's first)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     app = App(outdir=str(outdir), stack_traces=False)
-    env = build_stack(app, spec, stack_id=stack_id)
+    env = build_stack(app, spec, stack_id=stack_id, reservations=reservations)
     app.synth()
     return outdir / "stacks" / env.stack.node.id / "cdk.tf.json"

@@ -28,7 +28,9 @@ def spec_with(**changes):
 @pytest.mark.parametrize("path", sorted((EXAMPLES).glob("*.yaml")), ids=lambda p: p.stem)
 def test_examples_load(path):
     spec = load_spec(path)
-    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacities) for p in spec.tpu_pools)
+    # One set of node pools per capacity option; a list's reservations share one (deploy tries them in turn).
+    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacity_options()) for p in spec.tpu_pools)
+    assert all(len(p.capacity_options()) == len(p.capacities) - max(0, len(p.reservation_choices) - 1) for p in spec.tpu_pools)
 
 
 # ------------------------------------------------------------------ CIDRs

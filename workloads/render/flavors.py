@@ -59,6 +59,9 @@ def flavors(spec: EnvSpec) -> list[Flavor]:
             labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
             if pool.has_fallback:
                 labels |= {K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
+                if option.alternates:
+                    # Which of the reservations deploy got is known only at deploy: the flavor selects the option's nodes by pool and capacity.
+                    labels.pop(TGK_RESERVATION_LABEL, None)
             if queued:
                 # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
                 labels[GKE_QUEUED_LABEL] = "true"
