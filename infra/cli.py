@@ -119,7 +119,7 @@ def plan(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, dry_run: DryRun = Fals
 
 
 EndpointOpt = Annotated[str, typer.Option("--endpoint", hidden=True, help="Google API base URL for every API (tests point it at loopback)")]
-SkipChecks = Annotated[bool, typer.Option("--skip-checks", help="do not read the project's machine types, quota and reservations first")]
+NoChecks = Annotated[bool, typer.Option("--no-checks", help="do not read the project's machine types, quota and reservations first")]
 
 
 def _cloud_checks(spec_obj, endpoint: str, dry_run: bool, *, echo=None) -> list:
@@ -167,14 +167,14 @@ def deploy(
     out: OutOpt = DEFAULT_OUT,
     yes: Yes = False,
     dry_run: DryRun = False,
-    skip_checks: SkipChecks = False,
+    no_checks: NoChecks = False,
     endpoint: EndpointOpt = "",
 ) -> None:
     """Check the project, synthesize, plan, and apply that exact plan; a pool listing several reservations tries them in order."""
     from infra import fallback
 
     spec_obj = _load(spec)
-    if not skip_checks:
+    if not no_checks:
         _cloud_checks(spec_obj, endpoint, dry_run, echo=lambda line: typer.echo(line, err=True))
     choice = fallback.first_choice(spec_obj)
     path = _synth_into(spec_obj, out, reservations=choice)
