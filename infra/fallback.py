@@ -116,7 +116,12 @@ def execute(spec: EnvSpec, attempt: Callable[[Choice], Outcome], echo: Callable[
         last = _last_line(outcome.output)
         if pool is None:
             echo(f"attempt {n} ({label}): failed: {last}")
-            raise ApplyFailed(f"terraform apply failed ({last}); not a capacity refusal, so no other reservation is tried")
+            why = (
+                "out of capacity, but not for node pools with another reservation to try"
+                if EXHAUSTED.search(outcome.output)
+                else "not a capacity refusal, so no other reservation is tried"
+            )
+            raise ApplyFailed(f"terraform apply failed ({last}); {why}")
         nxt = advance(spec, choice, pool)
         if nxt is None:
             echo(f"attempt {n} ({label}): {pool} RESOURCE_EXHAUSTED; no reservation left")

@@ -81,6 +81,9 @@ def test_another_failure_is_not_a_reason_to_try_the_next():
     assert len(apply.choices) == 1 and "403" in lines[0]
     # Exhausted, but for a node pool that is not a fallback pool's (the CPU pool): no reservation to move.
     assert fallback.exhausted_pool(SPEC, exhausted("cpu")) is None
+    with pytest.raises(fallback.ApplyFailed) as e:
+        fallback.execute(SPEC, FakeApply(1, exhausted("cpu")), lines.append)
+    assert "not for node pools with another reservation" in str(e.value)
     assert fallback.exhausted_pool(SPEC, exhausted(NODE_POOL)) == "v6e-16"
 
 
