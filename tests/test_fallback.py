@@ -98,3 +98,37 @@ def test_deploy_dry_run_prints_the_order(tmp_path: Path):
     # the checks' GETs come first (both reservations), the apply last
     assert any("reservations/trillium-res-2" in ln for ln in lines[: lines.index(order[0])])
     assert lines[-1].endswith("apply -input=false tfplan")
+
+
+FAKE_TERRAFORM = """#!/bin/sh
+# terraform as far as deploy needs it: init and plan succeed; apply refuses for capacity while the stack
+# still draws on trillium-res-1, as GKE does when that reservation is full.
+dir="${1#-chdir=}"
+echo "$2" >> "$CALLS"
+if [ "$2" = apply ] && grep -q '"trillium-res-1"' "$dir/cdk.tf.json"; then
+  echo 'Error: error creating NodePool: googleapi: Error 429: RESOURCE_EXHAUSTED: no available resources' >&2
+  echo '  with google_container_node_pool.tpu-v6e-16-res-0_ABC, in resource "google_container_node_pool" "v6e-16-res-0"' >&2
+  exit 1
+fi
+exit 0
+"""
+
+
+def test_deploy_falls_through_to_the_next_reservation(tmp_path: Path):
+    """The real deploy loop (synth with the choice, plan, apply, read terraform's error) over a terraform that refuses the first."""
+    fake = tmp_path / "terraform"
+    fake.write_text(FAKE_TERRAFORM)
+    fake.chmod(0o755)
+    calls, out = tmp_path / "calls", tmp_path / "out"
+    env = {"TGK_TERRAFORM": str(fake), "CALLS": str(calls)}
+    proc = cli("infra", "deploy", "--spec", "examples/fallback.yaml", "--out", str(out), "--yes", "--no-checks", env=env)
+    assert proc.returncode == 0, proc.stderr
+    attempts = [ln for ln in proc.stderr.splitlines() if ln.startswith("attempt ")]
+    assert attempts == [
+        "attempt 1 (v6e-16: reservation trillium-res-1): v6e-16 RESOURCE_EXHAUSTED; next: reservation trillium-res-2",
+        "attempt 2 (v6e-16: reservation trillium-res-2): applied",
+    ]
+    assert calls.read_text().split() == ["init", "plan", "apply", "plan", "apply"]
+    (stack,) = out.glob("stacks/*/cdk.tf.json")
+    text = stack.read_text()
+    assert '"trillium-res-2"' in text and '"trillium-res-1"' not in text  # what is left on disk is what was applied
