@@ -113,12 +113,16 @@ def _quota_needs(spec: EnvSpec) -> dict[tuple[str, str | None], list[tuple[int, 
     needs: dict[tuple[str, str | None], list[tuple[int, TpuPoolSpec, str, int]]] = {}
     for i, pool in enumerate(spec.tpu_pools):
         gen = pool.shape.generation.name
+        keys = []
         for option in pool.capacity_options():
             kind = _quota_kind(option.capacity)
-            ids = QUOTA_IDS.get(gen, {})
-            key = ids.get(kind) if kind else None
+            key = QUOTA_IDS.get(gen, {}).get(kind) if kind else None
             if key is not None:
-                needs.setdefault(key, []).append((i, pool, gen, pool.slices * pool.shape.chips))
+                keys.append(key)
+        if pool.compute_class is not None:
+            keys = list(dict.fromkeys(keys))  # a class holds its slices once, from whichever priority GKE could get
+        for key in keys:
+            needs.setdefault(key, []).append((i, pool, gen, pool.slices * pool.shape.chips))
     return needs
 
 

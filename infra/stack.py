@@ -32,7 +32,7 @@ from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
-from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
+from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
@@ -293,9 +293,20 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
+            auto_provisioning=_auto_provisioning(ctx, identity),
             depends_on=(ctx.api["container.googleapis.com"],),
         ),
     )
+
+
+def _auto_provisioning(ctx: _Context, identity: Identity) -> AutoProvisioningProps | None:
+    """Node auto-provisioning for the ComputeClass pools: GKE creates their slices, within these caps."""
+    limits = ctx.spec.auto_provisioning_limits()
+    if limits is None:
+        return None
+    # The classes' pools' zones: a slice is made where its pool (and its reservations) live.
+    zones = tuple(dict.fromkeys(ctx.spec.pool_zone(p) for p in ctx.spec.tpu_pools if p.compute_class is not None))
+    return AutoProvisioningProps(limits=limits, service_account=identity.node_sa.email, locations=zones)
 
 
 # -------------------------------------------------------------------- pools

@@ -1,0 +1,163 @@
+"""The ComputeClass path (`tpu_pools[].compute_class`): the spec, the class and flavor `queues apply` applies, the stack."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import cloud_checks
+from infra.catalog import gke_version_tuple
+from infra.spec import COMPUTE_CLASS_MIN_GKE_VERSION
+from tests.conftest import cli, example_doc, spec_from
+from toolkit.errors import SpecError
+from toolkit.names import GKE_COMPUTE_CLASS_LABEL
+from workloads.render.kueue import queue_objects
+
+CAPACITY = [
+    {"mode": "reservation", "name": "trillium-res-1", "zone": "us-east5-b"},
+    {"mode": "reservation", "name": "trillium-res-2", "zone": "us-east5-b"},
+    "on-demand",
+    {"mode": "flex-start", "max_run_seconds": 86400},
+    "spot",
+]
+
+
+def class_doc(**pool: Any) -> dict[str, Any]:
+    doc = copy.deepcopy(example_doc("fallback"))  # v6e-16 x 2 in us-east5-b
+    doc["tpu_pools"][0] |= {"capacity": copy.deepcopy(CAPACITY), "compute_class": True, **pool}
+    return doc
+
+
+def test_the_pool_is_one_flavor_and_no_node_pools():
+    spec = spec_from(class_doc())
+    pool = spec.tpu_pools[0]
+    assert pool.class_name == "v6e-16" and pool.node_pool_names() == []
+    # Every listed option is a priority, reservations one by one: GKE tries them, nothing is folded.
+    assert [o.mode for o in pool.capacity_options()] == ["reservation", "reservation", "on-demand", "flex-start", "spot"]
+    assert spec.flavor_names() == ["v6e-16"] and spec.flavor_slices() == {"v6e-16": 2}
+    assert spec.tpu_nodes == 2 * 4  # its slices once, whichever priority they come from
+    assert pool.run_mode == "spot"  # runs are planned for the most interruption-prone priority
+    assert spec_from(class_doc(compute_class={"name": "trillium", "active_migration": False})).tpu_pools[0].class_name == "trillium"
+
+
+def test_the_gke_floor_is_the_compute_class_one_or_higher():
+    doc = copy.deepcopy(example_doc("default"))  # v5e, whose own floor is lower
+    assert spec_from(doc).gke_version_floor != COMPUTE_CLASS_MIN_GKE_VERSION
+    doc["tpu_pools"][0]["compute_class"] = True
+    assert spec_from(doc).gke_version_floor == COMPUTE_CLASS_MIN_GKE_VERSION
+    floor = spec_from(class_doc()).gke_version_floor or ""
+    assert gke_version_tuple(floor) > gke_version_tuple(COMPUTE_CLASS_MIN_GKE_VERSION)  # flex-start's is higher, and kept
+    doc["cluster"]["min_version"] = "1.30.1-gke.1000000"
+    with pytest.raises(SpecError) as e:
+        spec_from(doc)
+    assert e.value.field == "cluster.min_version" and "ComputeClasses" in e.value.problem and "tpu_pools[0].compute_class" in e.value.problem
+
+
+def _objects(spec) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in queue_objects(spec)}
+
+
+def test_the_class_lists_the_priorities_in_the_spec_order():
+    spec = spec_from(class_doc())
+    objs = _objects(spec)
+    cls = objs[("ComputeClass", "v6e-16")]
+    assert cls["apiVersion"] == "cloud.google.com/v1"
+    prios = cls["spec"]["priorities"]
+    assert [p["tpu"] for p in prios] == [{"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}] * 5
+    assert [p.get("reservations", {}).get("specific", [{}])[0].get("name") for p in prios] == ["trillium-res-1", "trillium-res-2", None, None, None]
+    assert all(p.get("reservations", {"affinity": "Specific"})["affinity"] == "Specific" for p in prios)
+    assert prios[3]["flexStart"] == {"enabled": True} and prios[3]["maxRunDurationSeconds"] == 86400
+    assert prios[4]["spot"] is True and "spot" not in prios[2] and "flexStart" not in prios[2]
+    assert cls["spec"]["nodePoolAutoCreation"] == {"enabled": True} and cls["spec"]["activeMigration"] == {"optimizeRulePriority": True}
+    assert cls["spec"]["whenUnsatisfiable"] == "DoNotScaleUp"
+    assert cls["spec"]["nodePoolConfig"]["serviceAccount"] == "fallback-nodes@my-tpu-project.iam.gserviceaccount.com"
+    # The flavor selects the class: Kueue writes its labels into the admitted pods' nodeSelector, and its toleration.
+    flavor = objs[("ResourceFlavor", "v6e-16")]["spec"]
+    assert flavor["nodeLabels"][GKE_COMPUTE_CLASS_LABEL] == "v6e-16"
+    assert {"key": GKE_COMPUTE_CLASS_LABEL, "operator": "Equal", "value": "v6e-16", "effect": "NoSchedule"} in flavor["tolerations"]
+    kinds = [o["kind"] for o in queue_objects(spec)]
+    assert kinds.index("ComputeClass") < kinds.index("ResourceFlavor")
+
+
+def test_a_pool_without_a_class_renders_none():
+    assert not [o for o in queue_objects(spec_from("fallback")) if o["kind"] == "ComputeClass"]
+
+
+def test_tpu7x_priorities_are_placed_by_the_workload_policy():
+    doc = copy.deepcopy(example_doc("tpu7x"))
+    doc["tpu_pools"][0]["compute_class"] = True
+    spec = spec_from(doc)
+    (cls,) = [o for o in queue_objects(spec) if o["kind"] == "ComputeClass"]
+    policy = spec.workload_policy_name(spec.tpu_pools[0])
+    assert policy and all(p["placement"] == {"policyName": policy} for p in cls["spec"]["priorities"])
+
+
+@pytest.mark.parametrize(
+    "pool, field, words",
+    [
+        ({"capacity": []}, "tpu_pools[0].capacity", "empty list"),  # a class with no options
+        ({"capacity": ["on-demand", {"mode": "flex-start", "queued": True}]}, "tpu_pools[0].capacity[1].queued", "queued provisioning"),
+        ({"autoscaling": True}, "tpu_pools[0].autoscaling", "implied"),
+        ({"compute_class": {"nme": "x"}}, "tpu_pools[0].compute_class.nme", "unknown key"),
+        ({"capacity": [CAPACITY[0], CAPACITY[0]]}, "tpu_pools[0].capacity[1]", "repeats capacity[0]"),  # a reservation named twice
+    ],
+)
+def test_bad_classes_name_the_field(pool, field, words):
+    with pytest.raises(SpecError) as e:
+        spec_from(class_doc(**pool))
+    assert e.value.field == field and words in str(e.value)
+
+
+def test_an_option_the_generation_cannot_have_is_refused():
+    doc = copy.deepcopy(example_doc("v4"))
+    doc["tpu_pools"][0] |= {"capacity": ["on-demand", "flex-start"], "compute_class": True}
+    with pytest.raises(SpecError) as e:
+        spec_from(doc)
+    assert e.value.field == "tpu_pools[0].capacity[1].mode" and "v4" in e.value.problem
+
+
+def test_two_classes_of_one_name_are_refused():
+    doc = class_doc(compute_class={"name": "tpus"})
+    doc["tpu_pools"].append({"name": "v6e-8", "type": "v6e-8", "zone": "us-east5-b", "capacity": ["spot"], "compute_class": {"name": "tpus"}})
+    with pytest.raises(SpecError) as e:
+        spec_from(doc)
+    assert e.value.field == "tpu_pools[1].compute_class.name"
+
+
+def test_the_cli_refuses_with_one_line_and_writes_nothing(tmp_path: Path):
+    import yaml
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(class_doc(capacity=[])))
+    proc = cli("infra", "synth", "--spec", str(bad), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert proc.stderr.startswith("error: tpu_pools[0].capacity: ") and not (tmp_path / "out").exists()
+
+
+def test_quota_counts_the_class_slices_once_per_quota():
+    spec = spec_from(class_doc())  # flex-start and spot both spend the preemptible quota: 32 chips at once, not 64
+    needs = {qid: sum(c for *_, c in users) for (qid, _), users in cloud_checks._quota_needs(spec).items()}
+    assert needs == {"TPUS-PER-TPU-FAMILY-per-project-region": 32, "PREEMPTIBLE-TPU-V6E-per-project-region": 32}
+
+
+@pytest.mark.synth
+def test_the_stack_declares_no_tpu_node_pools_and_caps_auto_provisioning(tmp_path: Path):
+    from infra.stack import synth
+
+    spec = spec_from(class_doc())
+    doc = json.loads(synth(spec, tmp_path / "s").read_text())
+    assert [p["name"] for p in doc["resource"]["google_container_node_pool"].values()] == [spec.cpu_pool.name]
+    (cluster,) = doc["resource"]["google_container_cluster"].values()
+    nap = cluster["cluster_autoscaling"]
+    limits = {r["resource_type"]: r["maximum"] for r in nap["resource_limits"]}
+    assert limits == spec.auto_provisioning_limits() and limits["tpu-v6e-slice"] == 32
+    assert limits["cpu"] == spec.cpu_nodes * 8 + 8 * 180  # n2-standard-8 CPU nodes + two slices of four ct6e-standard-4t VMs
+    assert nap["auto_provisioning_locations"] == ["us-east5-b"]
+    assert nap["auto_provisioning_defaults"]["service_account"].endswith(".email}")  # the node SA, not the Compute default
+    # Without a class the cluster has no auto-provisioning at all (existing clusters' plans do not change).
+    plain = json.loads(synth(spec_from("fallback"), tmp_path / "p").read_text())
+    assert all("cluster_autoscaling" not in c for c in plain["resource"]["google_container_cluster"].values())
