@@ -310,7 +310,7 @@ def pools_scale_to_zero(spec: SpecOpt = None, pool: PoolsOpt = None, yes: Yes = 
     from toolkit import tools
 
     spec_obj = _load(spec)
-    chosen = pl.select(spec_obj, pool or [])
+    chosen = pl.select(spec_obj, pool or [], declared=True)
     cmds = pl.scale_to_zero(spec_obj, chosen, gcloud=_gcloud(dry_run), explicit=bool(pool))
     if dry_run:
         if output is OutputFormat.json:
@@ -333,7 +333,7 @@ def pools_status(spec: SpecOpt = None, pool: PoolsOpt = None, endpoint: Endpoint
     from toolkit.errors import FieldError
 
     spec_obj = _load(spec)
-    chosen = pl.select(spec_obj, pool or [])
+    chosen = pl.select(spec_obj, pool or [], declared=True)
     req = pl.node_pools_request(spec_obj)
     base = endpoint_override(endpoint)
     if dry_run:
@@ -361,9 +361,15 @@ def pools_delete_tpu(spec: SpecOpt = None, pool: PoolsOpt = None, out: OutOpt = 
     from infra.terraform import Step
 
     spec_obj = _load(spec)
-    chosen = pl.select(spec_obj, pool or [])
+    chosen = pl.select(spec_obj, pool or [], declared=True)
+    if not chosen:  # before anything is written: a destroy plan without -target would be the whole environment's
+        from toolkit.errors import FieldError
+
+        raise FieldError("--pool", "no TPU pool of the spec has node pools the stack declares (all are compute class pools)", "nothing to delete")
     path = _synth_into(spec_obj, out)
     addresses = pl.targets(json.loads(path.read_text()), spec_obj, chosen)
+    if not addresses:
+        raise RuntimeError("no node pool addresses for the selected pools: refusing a destroy plan without -target")
     tf = _terraform(path, dry_run)
     plan_step = tf.plan(out="tfplan-delete-tpu", destroy=True)
     plan_step = Step((*plan_step.args, *(f"-target={a}" for a in addresses)))

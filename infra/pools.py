@@ -43,14 +43,24 @@ def node_pools(spec: EnvSpec) -> list[NodePool]:
     return out
 
 
-def select(spec: EnvSpec, names: Iterable[str]) -> list[TpuPoolSpec]:
-    """The pools named with --pool (every pool when none is named)."""
+def select(spec: EnvSpec, names: Iterable[str], *, declared: bool = False) -> list[TpuPoolSpec]:
+    """The pools named with --pool (every pool when none is named; ``declared``: every pool with node pools the stack declares).
+
+    With ``declared``, a ComputeClass pool named on the command line is refused: GKE creates and
+    removes its node pools, so there is nothing of it to resize, delete or report.
+    """
     names = list(names)
     known = {p.name: p for p in spec.tpu_pools}
     for n in names:
         if n not in known:
             raise FieldError("--pool", f"no TPU pool {n!r} in the spec", f"use one of {', '.join(known)}")
-    return [p for p in spec.tpu_pools if not names or p.name in names]
+        if declared and known[n].compute_class is not None:
+            raise FieldError(
+                "--pool",
+                f"{n} is a compute class pool: GKE's node auto-provisioning creates its node pools and removes them when idle",
+                "leave it out (its slices cost nothing idle); `kubectl get computeclass` shows its state",
+            )
+    return [p for p in spec.tpu_pools if (not names or p.name in names) and not (declared and p.compute_class is not None)]
 
 
 def scale_to_zero(spec: EnvSpec, pools: list[TpuPoolSpec], *, gcloud: str = "gcloud", explicit: bool = False) -> list[tuple[str, ...]]:

@@ -161,3 +161,20 @@ def test_the_stack_declares_no_tpu_node_pools_and_caps_auto_provisioning(tmp_pat
     # Without a class the cluster has no auto-provisioning at all (existing clusters' plans do not change).
     plain = json.loads(synth(spec_from("fallback"), tmp_path / "p").read_text())
     assert all("cluster_autoscaling" not in c for c in plain["resource"]["google_container_cluster"].values())
+
+
+def test_pool_commands_leave_a_class_pool_alone(tmp_path: Path):
+    """GKE owns a class pool's node pools: delete-tpu must never become an untargeted destroy plan."""
+    import yaml
+
+    spec = tmp_path / "class.yaml"
+    spec.write_text(yaml.safe_dump(class_doc()))
+    for cmd in (["pools", "delete-tpu", "--pool", "v6e-16"], ["pools", "scale-to-zero", "--pool", "v6e-16"], ["pools", "status", "--pool", "v6e-16"]):
+        proc = (
+            cli("infra", *cmd, "--spec", str(spec), "--out", str(tmp_path / "out"), "--dry-run")
+            if cmd[1] == "delete-tpu"
+            else cli("infra", *cmd, "--spec", str(spec), "--dry-run")
+        )
+        assert proc.returncode == 2 and proc.stderr.startswith("error: --pool: v6e-16 is a compute class pool"), (cmd, proc.stderr)
+    proc = cli("infra", "pools", "delete-tpu", "--spec", str(spec), "--out", str(tmp_path / "out"), "--dry-run")
+    assert proc.returncode == 2 and "nothing to delete" in proc.stderr and not (tmp_path / "out").exists()
