@@ -263,6 +263,7 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                 "node_pools": p.node_pool_names(),
                 "zone": spec_obj.pool_zone(p),
                 "capacity": p.capacity.mode,
+                "compute_class": p.class_name,
                 # in priority order: a fallback list's options, each with what tells it apart
                 "capacity_options": [
                     c.mode + (f" {c.name}" if c.mode == CapacityMode.RESERVATION else "") + (" (queued)" if getattr(c, "queued", False) else "")
@@ -279,7 +280,8 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
         return
     typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}")
     for p in data["tpu_pools"]:
-        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}")
+        how = f", compute class {p['compute_class']} (GKE creates the slices)" if p["compute_class"] else ""
+        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}{how}")
     for t in data["teams"]:
         typer.echo(f"  team {t['name']}: namespace {t['namespace']}, LocalQueue {t['local_queue']}, priority {t['priority']}")
     typer.echo("cost (USD):")

@@ -178,3 +178,14 @@ def test_pool_commands_leave_a_class_pool_alone(tmp_path: Path):
         assert proc.returncode == 2 and proc.stderr.startswith("error: --pool: v6e-16 is a compute class pool"), (cmd, proc.stderr)
     proc = cli("infra", "pools", "delete-tpu", "--spec", str(spec), "--out", str(tmp_path / "out"), "--dry-run")
     assert proc.returncode == 2 and "nothing to delete" in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_infra_spec_names_the_class(tmp_path: Path):
+    import yaml
+
+    spec = tmp_path / "class.yaml"
+    spec.write_text(yaml.safe_dump(class_doc()))
+    proc = cli("infra", "spec", "--spec", str(spec))
+    assert proc.returncode == 0, proc.stderr
+    assert "compute class v6e-16 (GKE creates the slices)" in proc.stdout
+    assert json.loads(cli("infra", "spec", "--spec", str(spec), "-o", "json").stdout)["tpu_pools"][0]["compute_class"] == "v6e-16"
