@@ -194,7 +194,9 @@ def deploy(
         nonlocal path
         if c != choice:  # a later attempt: the pools that ran out move to their next reservation
             path = _synth_into(spec_obj, out, reservations=c)
-            tf.run(tf.plan(out="tfplan"))
+            replan = tf.plan(out="tfplan")
+            typer.echo(f"$ {replan.render()}", err=True)
+            tf.run(replan)
         step = tf.apply("tfplan")
         typer.echo(f"$ {step.render()}", err=True)
         done = tf.run_logged(step, path.parent / "logs", f"apply-{'-'.join(sorted(c.values()))}")
