@@ -17,7 +17,7 @@ from typing import Any
 
 from infra import naming
 from infra.spec import EnvSpec, FlexStart, Reservation, Spot, TpuPoolSpec
-from toolkit.names import GKE_COMPUTE_CLASS_LABEL, TGK, TGK_POOL_LABEL
+from toolkit.names import GKE_COMPUTE_CLASS_LABEL, K8S_MANAGED_BY_LABEL, TGK, TGK_POOL_LABEL
 
 API = "cloud.google.com/v1"
 # A taint GKE puts on a class's nodes; a ResourceFlavor carries the toleration to the admitted pods.
@@ -54,7 +54,7 @@ def compute_class(spec: EnvSpec, pool: TpuPoolSpec) -> dict[str, Any]:
     return {
         "apiVersion": API,
         "kind": "ComputeClass",
-        "metadata": {"name": pool.class_name, "labels": {"app.kubernetes.io/managed-by": TGK, TGK_POOL_LABEL: pool.name}},
+        "metadata": {"name": pool.class_name, "labels": {K8S_MANAGED_BY_LABEL: TGK, TGK_POOL_LABEL: pool.name}},
         "spec": {
             "priorities": [_priority(spec, pool, cap) for cap in pool.capacities],
             "nodePoolAutoCreation": {"enabled": True},
