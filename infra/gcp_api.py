@@ -75,7 +75,9 @@ def gcloud_token() -> str:
     if token:
         return token
     if shutil.which("gcloud") is None:
-        raise ExternalToolError(f"gcloud is not installed: set ${TOKEN_ENV_VAR} to an OAuth access token, or print the requests with --dry-run")
+        raise ExternalToolError(
+            f"gcloud is not installed: set ${TOKEN_ENV_VAR} to an OAuth access token, print the requests with --dry-run, or deploy with --no-checks"
+        )
     proc = tools.run(["gcloud", "auth", "print-access-token"], timeout=60, max_output=1024 * 1024)
     if not proc.ok:
         raise proc.failure("gcloud auth print-access-token")

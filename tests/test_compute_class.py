@@ -189,3 +189,13 @@ def test_infra_spec_names_the_class(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     assert "compute class v6e-16 (GKE creates the slices)" in proc.stdout
     assert json.loads(cli("infra", "spec", "--spec", str(spec), "-o", "json").stdout)["tpu_pools"][0]["compute_class"] == "v6e-16"
+
+
+def test_the_local_cluster_refuses_a_class_pool_before_starting(tmp_path: Path):
+    import yaml
+
+    spec = tmp_path / "class.yaml"
+    spec.write_text(yaml.safe_dump(class_doc()))
+    proc = cli("workloads", "local", "up", "--spec", str(spec), "--state-dir", str(tmp_path / "state"), "--no-build")
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith("error: tpu_pools[0].compute_class: ") and not (tmp_path / "state").exists()
