@@ -68,9 +68,16 @@ def exhausted_pool(spec: EnvSpec, output: str) -> str | None:
     if not EXHAUSTED.search(output):
         return None
     for chain in chains(spec):
-        if any(re.search(rf"\b{re.escape(n)}\b", output) for n in chain.node_pools):
+        if any(_names_node_pool(output, n) for n in chain.node_pools):
             return chain.pool
     return None
+
+
+def _names_node_pool(output: str, node_pool: str) -> bool:
+    """Terraform names the resource by its address (``google_container_node_pool.tpu-<name>_pool_<hash>``: infra.stack's
+    construct id), GKE by its path (``nodePools/<name>``) or quoted; ``<name>-1`` must not match ``<name>-10``."""
+    n = re.escape(node_pool)
+    return bool(re.search(rf"google_container_node_pool\.tpu-{n}_|nodePools/{n}(?![\w-])|[\"']{n}[\"']", output))
 
 
 def order_lines(spec: EnvSpec) -> list[str]:

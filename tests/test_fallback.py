@@ -23,10 +23,12 @@ def three_reservations():
 
 
 def exhausted(node_pool: str) -> str:
-    # The shape of terraform's error for a GKE node pool create refused for capacity.
+    # The shape of terraform's error for a GKE node pool create refused for capacity: the resource's address is
+    # infra.stack's construct id (tpu-<node pool>) and the module's (_pool_<hash>).
     return (
-        f"Error: error creating NodePool: googleapi: Error 429: RESOURCE_EXHAUSTED: The zone does not have enough resources\n\n  with google_container_node_pool.tpu-{node_pool},\n"
-        f'  on cdk.tf.json line 1, in resource "google_container_node_pool" "{node_pool}":'
+        "Error: error creating NodePool: googleapi: Error 429: RESOURCE_EXHAUSTED: The zone does not have enough resources\n\n"
+        f"  with google_container_node_pool.tpu-{node_pool}_pool_4E1ADA52,\n"
+        "  on cdk.tf.json line 1, in resource:"
     )
 
 
@@ -85,6 +87,9 @@ def test_another_failure_is_not_a_reason_to_try_the_next():
         fallback.execute(SPEC, FakeApply(1, exhausted("cpu")), lines.append)
     assert "not for node pools with another reservation" in str(e.value)
     assert fallback.exhausted_pool(SPEC, exhausted(NODE_POOL)) == "v6e-16"
+    # GKE's own path names it too; a longer name that starts with it does not.
+    assert fallback.exhausted_pool(SPEC, f"RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}") == "v6e-16"
+    assert fallback.exhausted_pool(SPEC, f"RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}0") is None
 
 
 def test_deploy_dry_run_prints_the_order(tmp_path: Path):
@@ -107,7 +112,7 @@ dir="${1#-chdir=}"
 echo "$2" >> "$CALLS"
 if [ "$2" = apply ] && grep -q '"trillium-res-1"' "$dir/cdk.tf.json"; then
   echo 'Error: error creating NodePool: googleapi: Error 429: RESOURCE_EXHAUSTED: no available resources' >&2
-  echo '  with google_container_node_pool.tpu-v6e-16-res-0_ABC, in resource "google_container_node_pool" "v6e-16-res-0"' >&2
+  echo '  with google_container_node_pool.tpu-v6e-16-res-0_pool_4E1ADA52,' >&2
   exit 1
 fi
 exit 0
