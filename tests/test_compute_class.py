@@ -191,11 +191,114 @@ def test_infra_spec_names_the_class(tmp_path: Path):
     assert json.loads(cli("infra", "spec", "--spec", str(spec), "-o", "json").stdout)["tpu_pools"][0]["compute_class"] == "v6e-16"
 
 
-def test_the_local_cluster_refuses_a_class_pool_before_starting(tmp_path: Path):
-    import yaml
+# --------------------------------------------- rehearsal: the local cluster plays the class's autoscaler
 
-    spec = tmp_path / "class.yaml"
-    spec.write_text(yaml.safe_dump(class_doc()))
-    proc = cli("workloads", "local", "up", "--spec", str(spec), "--state-dir", str(tmp_path / "state"), "--no-build")
-    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert proc.stderr.startswith("error: tpu_pools[0].compute_class: ") and not (tmp_path / "state").exists()
+
+def _pending_run(kube, spec, run: str = "run-1", slices: int = 2, ns: str = "default") -> None:
+    """A run Kueue admitted to the class's flavor: per slice a Job whose pods carry the flavor's nodeSelector, unscheduled."""
+    from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_JOB_NAME_LABEL
+
+    (flavor,) = [o for o in queue_objects(spec) if o["kind"] == "ResourceFlavor"]
+    for j in range(slices):
+        for i in range(spec.tpu_pools[0].shape.nodes):
+            kube.put(
+                {
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{run}-slice-{j}-{i}",
+                        "namespace": ns,
+                        "labels": {K8S_JOB_NAME_LABEL: f"{run}-slice-{j}", JOBSET_JOB_INDEX_LABEL: str(j)},
+                    },
+                    "spec": {"nodeSelector": dict(flavor["spec"]["nodeLabels"]), "tolerations": flavor["spec"]["tolerations"]},
+                    "status": {"phase": "Pending"},
+                }
+            )
+
+
+def _class_nodes(kube) -> list[dict[str, Any]]:
+    from tests.test_capacity import _Info
+
+    return kube.list(_Info("Node"))
+
+
+def _tick(tmp_path: Path, kube, spec, class_refuse: int = 0) -> None:
+    from workloads.local import provisioner
+
+    provisioner.configure(tmp_path, class_refuse=class_refuse)
+    p = provisioner.Provisioner(tmp_path, kube)
+    p.spec = lambda: spec  # type: ignore[method-assign]
+    p.tick(0.0)
+
+
+def test_rehearsal_makes_whole_slices_from_the_first_priority(tmp_path: Path):
+    from tests.test_capacity import FakeKube
+    from toolkit.names import GKE_NODEPOOL_LABEL, TGK_RESERVATION_LABEL, TGK_SLICE_INDEX_LABEL
+
+    spec, kube = spec_from(class_doc()), FakeKube()
+    _pending_run(kube, spec)
+    _tick(tmp_path, kube, spec)
+    made = _class_nodes(kube)
+    assert len(made) == 2 * 4  # two slices of four VMs, whole
+    by_pool: dict[str, list[dict[str, Any]]] = {}
+    for n in made:
+        by_pool.setdefault(n["metadata"]["labels"][GKE_NODEPOOL_LABEL], []).append(n)
+    assert len(by_pool) == 2 and all(len(v) == 4 for v in by_pool.values())  # one auto-created node pool per slice
+    labels = made[0]["metadata"]["labels"]
+    assert labels[GKE_COMPUTE_CLASS_LABEL] == "v6e-16" and labels[TGK_RESERVATION_LABEL] == "trillium-res-1"
+    assert {n["metadata"]["labels"][TGK_SLICE_INDEX_LABEL] for n in made} == {"0", "1"}
+    assert {"key": GKE_COMPUTE_CLASS_LABEL, "value": "v6e-16", "effect": "NoSchedule"} in made[0]["spec"]["taints"]
+    # Every label the run's pods select is on the nodes: the scheduler can place them.
+    selector = next(o for (k, _, _), o in kube.objs.items() if k == "Pod")["spec"]["nodeSelector"]
+    assert selector.items() <= labels.items()
+    _tick(tmp_path, kube, spec)
+    assert len(_class_nodes(kube)) == 8  # nothing twice for slices that have their nodes
+
+
+def test_rehearsal_falls_to_the_next_priority_when_the_first_are_refused(tmp_path: Path):
+    from tests.test_capacity import FakeKube
+    from toolkit.names import GKE_SPOT_LABEL, TGK_CAPACITY_LABEL, TGK_RESERVATION_LABEL
+
+    spec = spec_from(class_doc())  # res-1, res-2, on-demand, flex-start, spot
+    kube = FakeKube()
+    _pending_run(kube, spec, slices=1)
+    _tick(tmp_path, kube, spec, class_refuse=2)  # both reservations out of capacity
+    labels = _class_nodes(kube)[0]["metadata"]["labels"]
+    assert labels[TGK_CAPACITY_LABEL] == "on-demand" and TGK_RESERVATION_LABEL not in labels and GKE_SPOT_LABEL not in labels
+    kube2 = FakeKube()
+    _pending_run(kube2, spec, slices=1)
+    _tick(tmp_path, kube2, spec, class_refuse=4)
+    assert _class_nodes(kube2)[0]["metadata"]["labels"][GKE_SPOT_LABEL] == "true"
+    kube3 = FakeKube()
+    _pending_run(kube3, spec, slices=1)
+    _tick(tmp_path, kube3, spec, class_refuse=5)  # no priority has capacity: the pods stay pending
+    assert _class_nodes(kube3) == []
+
+
+def test_rehearsal_removes_a_slice_when_its_run_is_over(tmp_path: Path):
+    from tests.test_capacity import FakeKube
+
+    spec, kube = spec_from(class_doc()), FakeKube()
+    _pending_run(kube, spec, run="a", slices=1)
+    _pending_run(kube, spec, run="b", slices=1)
+    _tick(tmp_path, kube, spec)
+    assert len(_class_nodes(kube)) == 8
+    for (kind, _ns, name), obj in list(kube.objs.items()):
+        if kind == "Pod" and name.startswith("a-"):
+            obj["status"]["phase"] = "Succeeded"  # run a finished; run b still runs
+        elif kind == "Pod":
+            obj["spec"]["nodeName"] = "somewhere"
+            obj["status"]["phase"] = "Running"
+    _tick(tmp_path, kube, spec)
+    left = _class_nodes(kube)
+    assert len(left) == 4 and all(n["metadata"]["annotations"]["tpu-gke-toolkit.io/class-slice"] == "default/b-slice-0" for n in left)
+
+
+def test_the_local_crd_serves_the_class_queues_apply_renders():
+    from workloads.local import addons, controlplane
+
+    (crd,) = addons.load_docs(controlplane.COMPUTE_CLASS_CRD)
+    (cls,) = [o for o in queue_objects(spec_from(class_doc())) if o["kind"] == "ComputeClass"]
+    group, version = cls["apiVersion"].split("/")
+    assert (crd["spec"]["group"], crd["spec"]["names"]["kind"], crd["spec"]["scope"]) == (group, "ComputeClass", "Cluster")
+    assert [v["name"] for v in crd["spec"]["versions"] if v["served"]] == [version]
+    assert "namespace" not in cls["metadata"]

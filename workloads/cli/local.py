@@ -81,16 +81,6 @@ def up(
     if unknown:
         raise ToolkitError(f"--with {unknown[0]}: unknown add-on — the local cluster offers only --with ray")
     env = load_spec(spec)
-    classed = next((i for i, p in enumerate(env.tpu_pools) if p.compute_class is not None), None)
-    if classed is not None:
-        from toolkit.errors import FieldError
-
-        # Before anything starts: `queues apply` would meet a ComputeClass no local controller answers.
-        raise FieldError(
-            f"tpu_pools[{classed}].compute_class",
-            "the local cluster does not play GKE's ComputeClass autoscaler yet, so no run on this pool would get nodes",
-            "rehearse with a copy of the spec without compute_class (the same capacity list becomes node pools and flavors)",
-        )
     if state_dir is not None:
         check_out_dir(state_dir, "--state-dir")
     st = _cluster(state_dir).up(env, spec_path=str(spec_path(spec)), build=build, timeout=timeout, with_ray="ray" in (with_ or []))
