@@ -34,7 +34,7 @@ def _load(spec: Path | None):
     return load_spec(spec)
 
 
-def _synth_into(spec_obj, out: Path) -> Path:
+def _synth_into(spec_obj, out: Path, *, reservations: dict[str, str] | None = None) -> Path:
     """Synthesize into a scratch dir, then write what it made into ``out``: a failed synth writes nothing.
 
     ``out/stacks/<cluster>/`` is also terraform's working directory (``.terraform/``, plans,
@@ -49,7 +49,7 @@ def _synth_into(spec_obj, out: Path) -> Path:
 
     scratch = Path(tempfile.mkdtemp(prefix="tgk-synth-"))
     try:
-        produced = synth(spec_obj, scratch)
+        produced = synth(spec_obj, scratch, reservations=reservations)
         stack_dir = produced.parent.relative_to(scratch).as_posix()
         stack_files = {p.relative_to(produced.parent).as_posix(): p.read_bytes() for p in sorted(produced.parent.rglob("*")) if p.is_file()}
         top = {p.name: p.read_bytes() for p in scratch.iterdir() if p.is_file()}  # cdktn's manifest.json
@@ -118,16 +118,91 @@ def plan(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, dry_run: DryRun = Fals
     _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
 
 
+EndpointOpt = Annotated[str, typer.Option("--endpoint", hidden=True, help="Google API base URL for every API (tests point it at loopback)")]
+NoChecks = Annotated[bool, typer.Option("--no-checks", help="do not read the project's machine types, quota and reservations first")]
+
+
+def _cloud_checks(spec_obj, endpoint: str, dry_run: bool, *, echo=None) -> list:
+    """The checks before a cloud call: --dry-run prints the GETs; a real run reads them and raises the first refusal."""
+    from infra import cloud_checks
+    from infra.gcp_api import Client, endpoint_override
+
+    base = endpoint_override(endpoint)
+    if dry_run:
+        for req in cloud_checks.requests(spec_obj):
+            typer.echo(req.render(base))
+        return []
+    findings = cloud_checks.run(spec_obj, Client(endpoint=base).get)
+    err = cloud_checks.refusal(findings)
+    if err is not None:
+        raise err
+    for f in findings:
+        (echo or typer.echo)(f.line())
+    return findings
+
+
 @app.command()
-def deploy(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, dry_run: DryRun = False) -> None:
-    """Synthesize, plan, and apply that exact plan."""
+def check(spec: SpecOpt = None, endpoint: EndpointOpt = "", dry_run: DryRun = False, output: Output = OutputFormat.text) -> None:
+    """Before a deploy: the zones offer the TPU machine types, the TPU quota covers the pools, the reservations fit and are READY."""
     spec_obj = _load(spec)
-    path = _synth_into(spec_obj, out)
+    if dry_run:
+        _cloud_checks(spec_obj, endpoint, dry_run=True)
+        return
+    if output is OutputFormat.json:
+        from infra import cloud_checks
+        from infra.gcp_api import Client, endpoint_override
+
+        findings = cloud_checks.run(spec_obj, Client(endpoint=endpoint_override(endpoint)).get)
+        err = cloud_checks.refusal(findings)
+        if err is not None:
+            raise err
+        print_json({"findings": [f.to_dict() for f in findings]})
+        return
+    _cloud_checks(spec_obj, endpoint, dry_run=False)
+
+
+@app.command()
+def deploy(
+    spec: SpecOpt = None,
+    out: OutOpt = DEFAULT_OUT,
+    yes: Yes = False,
+    dry_run: DryRun = False,
+    no_checks: NoChecks = False,
+    endpoint: EndpointOpt = "",
+) -> None:
+    """Check the project, synthesize, plan, and apply that exact plan; a pool listing several reservations tries them in order."""
+    from infra import fallback
+
+    spec_obj = _load(spec)
+    if not no_checks:
+        _cloud_checks(spec_obj, endpoint, dry_run, echo=lambda line: typer.echo(line, err=True))
+    choice = fallback.first_choice(spec_obj)
+    path = _synth_into(spec_obj, out, reservations=choice)
     tf = _terraform(path, dry_run)
     _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
-    if not dry_run:
-        confirm(f"Apply this plan to project {spec_obj.project}?", yes=yes)
-    _execute(tf, [tf.apply("tfplan")], dry_run)
+    if dry_run:
+        for line in fallback.order_lines(spec_obj):
+            typer.echo(line)
+        _execute(tf, [tf.apply("tfplan")], dry_run)
+        return
+    confirm(f"Apply this plan to project {spec_obj.project}?", yes=yes)
+    if not choice:
+        _execute(tf, [tf.apply("tfplan")], dry_run)
+        return
+
+    def attempt(c: dict[str, str]):
+        nonlocal path
+        if c != choice:  # a later attempt: the pools that ran out move to their next reservation
+            path = _synth_into(spec_obj, out, reservations=c)
+            replan = tf.plan(out="tfplan")
+            typer.echo(f"$ {replan.render()}", err=True)
+            tf.run(replan)
+        step = tf.apply("tfplan")
+        typer.echo(f"$ {step.render()}", err=True)
+        done = tf.run_logged(step, path.parent / "logs", f"apply-{'-'.join(sorted(c.values()))}")
+        return fallback.Outcome(done.ok, done.stderr_text() + done.stdout_text())
+
+    fallback.execute(spec_obj, attempt, lambda line: typer.echo(line, err=True))
 
 
 @app.command()
@@ -180,6 +255,7 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
         "region": spec_obj.region,
         "cluster": spec_obj.cluster.name,
         "min_master_version": spec_obj.min_master_version,
+        "tensorboard_region": spec_obj.tensorboard_region if spec_obj.tensorboard.enabled else None,
         "network": spec_obj.cidrs.model_dump(),
         "tpu_pools": [
             {
@@ -189,6 +265,7 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                 "node_pools": p.node_pool_names(),
                 "zone": spec_obj.pool_zone(p),
                 "capacity": p.capacity.mode,
+                "compute_class": p.class_name,
                 # in priority order: a fallback list's options, each with what tells it apart
                 "capacity_options": [
                     c.mode + (f" {c.name}" if c.mode == CapacityMode.RESERVATION else "") + (" (queued)" if getattr(c, "queued", False) else "")
@@ -205,7 +282,8 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
         return
     typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}")
     for p in data["tpu_pools"]:
-        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}")
+        how = f", compute class {p['compute_class']} (GKE creates the slices)" if p["compute_class"] else ""
+        typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}{how}")
     for t in data["teams"]:
         typer.echo(f"  team {t['name']}: namespace {t['namespace']}, LocalQueue {t['local_queue']}, priority {t['priority']}")
     typer.echo("cost (USD):")
@@ -236,7 +314,7 @@ def pools_scale_to_zero(spec: SpecOpt = None, pool: PoolsOpt = None, yes: Yes = 
     from toolkit import tools
 
     spec_obj = _load(spec)
-    chosen = pl.select(spec_obj, pool or [])
+    chosen = pl.select(spec_obj, pool or [], declared=True)
     cmds = pl.scale_to_zero(spec_obj, chosen, gcloud=_gcloud(dry_run), explicit=bool(pool))
     if dry_run:
         if output is OutputFormat.json:
@@ -251,6 +329,35 @@ def pools_scale_to_zero(spec: SpecOpt = None, pool: PoolsOpt = None, yes: Yes = 
         tools.run(c, capture=False, check=True)
 
 
+@pools_app.command("status")
+def pools_status(spec: SpecOpt = None, pool: PoolsOpt = None, endpoint: EndpointOpt = "", dry_run: DryRun = False, output: Output = OutputFormat.text) -> None:
+    """GKE's status of every TPU node pool (PROVISIONING, ERROR...) with the way to recover; exit 1 when one is not RUNNING."""
+    from infra import pools as pl
+    from infra.gcp_api import Client, endpoint_override
+    from toolkit.errors import FieldError
+
+    spec_obj = _load(spec)
+    chosen = pl.select(spec_obj, pool or [], declared=True)
+    req = pl.node_pools_request(spec_obj)
+    base = endpoint_override(endpoint)
+    if dry_run:
+        typer.echo(req.render(base))
+        return
+    answer = Client(endpoint=base).get(req)
+    if answer is None:
+        raise FieldError(
+            "cluster.name", f"no cluster {spec_obj.cluster.name!r} in {spec_obj.project}/{spec_obj.region}", "deploy it first: python -m infra deploy"
+        )
+    rows = pl.status(spec_obj, answer, chosen)
+    if output is OutputFormat.json:
+        print_json({"node_pools": [{**r.__dict__, "healthy": r.healthy} for r in rows]})
+    else:
+        for r in rows:
+            typer.echo(r.line())
+    if not all(r.healthy for r in rows):
+        raise typer.Exit(1)
+
+
 @pools_app.command("delete-tpu")
 def pools_delete_tpu(spec: SpecOpt = None, pool: PoolsOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, dry_run: DryRun = False) -> None:
     """Destroy the TPU node pools through Terraform (targeted destroy plan); `deploy` recreates them."""
@@ -258,9 +365,15 @@ def pools_delete_tpu(spec: SpecOpt = None, pool: PoolsOpt = None, out: OutOpt = 
     from infra.terraform import Step
 
     spec_obj = _load(spec)
-    chosen = pl.select(spec_obj, pool or [])
+    chosen = pl.select(spec_obj, pool or [], declared=True)
+    if not chosen:  # before anything is written: a destroy plan without -target would be the whole environment's
+        from toolkit.errors import FieldError
+
+        raise FieldError("--pool", "no TPU pool of the spec has node pools the stack declares (all are compute class pools)", "nothing to delete")
     path = _synth_into(spec_obj, out)
     addresses = pl.targets(json.loads(path.read_text()), spec_obj, chosen)
+    if not addresses:
+        raise RuntimeError("no node pool addresses for the selected pools: refusing a destroy plan without -target")
     tf = _terraform(path, dry_run)
     plan_step = tf.plan(out="tfplan-delete-tpu", destroy=True)
     plan_step = Step((*plan_step.args, *(f"-target={a}" for a in addresses)))

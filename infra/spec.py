@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
-from infra import catalog, gcp_names, identities, machine_types, naming, quotas
+from infra import catalog, gcp_names, identities, machine_types, naming, quotas, vertex_ai
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -393,6 +393,31 @@ def _parse_capacity_list(items: list[Any]) -> list[Any]:
     return out
 
 
+# GKE custom ComputeClasses (cloud.google.com/v1): "1.30.3-gke.1451000 and later" (About custom ComputeClasses).
+COMPUTE_CLASS_MIN_GKE_VERSION = "1.30.3-gke.1451000"
+
+
+class ComputeClassSpec(_Model):
+    """GKE makes the pool's slices on demand from a custom ComputeClass instead of the stack declaring node pools.
+
+    The class lists the pool's ``capacity`` options as its priorities, in order (each
+    reservation, on-demand, flex-start, spot: GKE tries the next when one cannot be had);
+    node auto-provisioning creates a slice's node pool when a run admitted to the pool's
+    Kueue flavor needs it, and removes it when idle. ``active_migration`` moves running
+    nodes back to a preferred priority when it frees up (GKE's ``optimizeRulePriority``).
+    """
+
+    name: str | None = Field(None, pattern=DNS1035_LABEL, max_length=K8S_NAME_MAX, description="the ComputeClass (default: the pool's name)")
+    active_migration: bool = Field(True, description="GKE moves nodes back to a higher priority when it has capacity again")
+
+
+def _compute_class_shorthand(v: Any) -> Any:
+    # `compute_class: true` for the defaults; false is the same as leaving it out.
+    if v is True:
+        return {}
+    return None if v is False else v
+
+
 class CapacityOption(BaseModel):
     """One capacity option of a pool, in priority order: its node pools and its Kueue flavor."""
 
@@ -400,10 +425,24 @@ class CapacityOption(BaseModel):
     index: int
     capacity: Any  # one of OnDemand, Spot, FlexStart, Reservation
     tag: str  # "" for a pool with one option (its node pools keep the plain <pool>-<slice> names)
+    # The later reservations of a capacity list, in order: the reservations are tried at pool
+    # creation (infra.fallback), one at a time, for the same node pools and Kueue flavor.
+    alternates: tuple[Any, ...] = ()
 
     @property
     def mode(self) -> str:
         return str(self.capacity.mode)
+
+    @property
+    def choices(self) -> tuple[Any, ...]:
+        """What ``infra deploy`` may create this option's node pools from, in the order it tries them."""
+        return (self.capacity, *self.alternates)
+
+    def reservation(self, name: str | None = None) -> Any:
+        """The reservation its node pools consume: ``name`` (one of ``choices``), default the first."""
+        if name is None:
+            return self.capacity
+        return next(c for c in self.choices if isinstance(c, Reservation) and c.name == name)
 
 
 class TpuPoolSpec(_Model):
@@ -419,6 +458,9 @@ class TpuPoolSpec(_Model):
     zone: str | None = Field(None, description="defaults to the first of the spec's zones")
     autoscaling: bool = Field(False, description="scale each slice between 0 and its node count")
     disk_size_gb: int = Field(100, ge=10, le=65536)
+    compute_class: ComputeClassSpec | None = Field(
+        None, description="GKE creates the slices on demand from a ComputeClass of the capacity options (true, or {name, active_migration})"
+    )
 
     _shape: catalog.SliceShape = PrivateAttr()
     # capacity: [a, b, c] keeps a in `capacity` (what single-option code reads) and b, c here.
@@ -428,6 +470,18 @@ class TpuPoolSpec(_Model):
     @classmethod
     def _shorthand(cls, v: Any) -> Any:
         return _capacity_shorthand(v)
+
+    @field_validator("compute_class", mode="before")
+    @classmethod
+    def _class_shorthand(cls, v: Any) -> Any:
+        return _compute_class_shorthand(v)
+
+    @property
+    def class_name(self) -> str | None:
+        """The pool's ComputeClass, or None for a pool of declared node pools."""
+        if self.compute_class is None:
+            return None
+        return self.compute_class.name or self.name
 
     @model_validator(mode="wrap")
     @classmethod
@@ -532,26 +586,51 @@ class TpuPoolSpec(_Model):
         return next(m.value for m in _RUN_MODE_ORDER if m in modes)
 
     def capacity_options(self) -> list[CapacityOption]:
-        out, reservations = [], 0
+        """The options that get node pools and a Kueue flavor, in priority order.
+
+        The reservations of a capacity list are one option: the first reservation's, with the
+        others as its ``alternates``. GKE creates a reservation's node pool whole or fails
+        (RESOURCE_EXHAUSTED), so ``infra deploy`` tries them in order and keeps the first that
+        succeeds (seed 003's flow); declaring a node pool per reservation would hold every one.
+        """
+        out: list[CapacityOption] = []
+        reservations = [c for c in self.capacities if isinstance(c, Reservation)]
+        if self.compute_class is not None:
+            # GKE tries the class's priorities itself, reservations one by one: nothing to fold.
+            return [CapacityOption(index=k, capacity=cap, tag=self._class_tag(cap)) for k, cap in enumerate(self.capacities)]
         for k, cap in enumerate(self.capacities):
+            if isinstance(cap, Reservation) and cap is not reservations[0]:
+                continue  # an alternate of the first reservation's option
             if not self.has_fallback:
                 tag = ""
             elif isinstance(cap, Reservation):
-                tag, reservations = ("res" if reservations == 0 else f"res{reservations}"), reservations + 1
+                tag = "res"
             else:
                 tag = _OPTION_TAGS[cap.mode]
-            out.append(CapacityOption(index=k, capacity=cap, tag=tag))
+            alternates = tuple(reservations[1:]) if isinstance(cap, Reservation) else ()
+            out.append(CapacityOption(index=k, capacity=cap, tag=tag, alternates=alternates))
         return out
+
+    @staticmethod
+    def _class_tag(cap: Any) -> str:
+        return f"res-{cap.name}" if isinstance(cap, Reservation) else _OPTION_TAGS[cap.mode]
+
+    @property
+    def reservation_choices(self) -> tuple[Any, ...]:
+        """Every reservation the pool lists, in the order ``infra deploy`` tries them."""
+        return tuple(c for c in self.capacities if isinstance(c, Reservation))
 
     def flavor_name(self, option: CapacityOption | None = None) -> str:
         """The Kueue ResourceFlavor of ``option`` (default: the first): the shape's, which every pool of that
         shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
+        if self.class_name is not None:
+            return self.class_name  # one flavor for the class: GKE, not Kueue, picks the priority
         option = option or self.capacity_options()[0]
         return f"{self.name}-{option.tag}" if option.tag else self.shape.key
 
     def autoscaled(self, option: CapacityOption) -> bool:
         """The option's node pools have an autoscaler: the pool asks for one, and every fallback option after the first has one."""
-        return self.autoscaling or option.index > 0
+        return self.autoscaling or option.index > 0 or self.compute_class is not None
 
     def scales_from_zero(self, option: CapacityOption) -> bool:
         """The option's node pools hold no VMs while idle (and cost nothing): autoscaled, or flex-start, which only
@@ -560,14 +639,17 @@ class TpuPoolSpec(_Model):
 
     def option_node_pool_names(self, option: CapacityOption) -> list[str]:
         """One GKE node pool per slice of one capacity option: <pool>-<slice>, or <pool>-<tag>-<slice> in a fallback list."""
+        if self.compute_class is not None:
+            return []  # GKE's node auto-provisioning names and creates them
         stem = f"{self.name}-{option.tag}" if option.tag else self.name
         return [f"{stem}-{i}" for i in range(self.slices)]
 
     def node_pool_names(self) -> list[str]:
         return [n for o in self.capacity_options() for n in self.option_node_pool_names(o)]
 
-    def node_labels(self, option: CapacityOption, index: int) -> dict[str, str]:
-        """The toolkit's labels on every node of slice ``index`` of ``option`` (its multislice group, its capacity)."""
+    def node_labels(self, option: CapacityOption, index: int, reservation: str | None = None) -> dict[str, str]:
+        """The toolkit's labels on every node of slice ``index`` of ``option`` (its multislice group, its capacity;
+        ``reservation``: the one of the option's choices its node pools were created from)."""
         labels = {
             TGK_POOL_LABEL: self.name,
             TGK_GROUP_SIZE_LABEL: str(self.slices),
@@ -577,13 +659,15 @@ class TpuPoolSpec(_Model):
             TGK_CAPACITY_LABEL: option.mode,
         }
         if isinstance(option.capacity, Reservation):
-            labels[TGK_RESERVATION_LABEL] = option.capacity.name
+            labels[TGK_RESERVATION_LABEL] = option.reservation(reservation).name
         return labels
 
     @property
     def total_nodes(self) -> int:
-        """Every VM the pool can hold: each capacity option has node pools for all its slices."""
-        return self.slices * self.shape.nodes * len(self.capacities)
+        """Every VM the pool can hold: each capacity option has node pools for all its slices (a ComputeClass
+        pool: its slices once, whichever priority GKE makes them from; Kueue admits at most that many)."""
+        options = 1 if self.compute_class is not None else len(self.capacity_options())
+        return self.slices * self.shape.nodes * options
 
     @property
     def total_chips(self) -> int:
@@ -738,6 +822,24 @@ class ArtifactRegistrySpec(_Model):
 class TensorBoardSpec(_Model):
     enabled: bool = True
     display_name: str | None = Field(None, description="default: the cluster name")
+    region: str | None = Field(
+        None,
+        pattern=REGION,
+        description="Vertex AI region of the TensorBoard (default: the cluster's region when Vertex AI is offered there, "
+        "else the nearest that has it: infra/vertex_ai.py)",
+    )
+    region_unlisted: bool = Field(False, description="accept a region infra/vertex_ai.py does not list (one Vertex AI added since the table was compiled)")
+
+    @model_validator(mode="after")
+    def _vertex_region(self) -> TensorBoardSpec:
+        if self.region is not None and not self.region_unlisted and not vertex_ai.offered(self.region):
+            raise FieldValueError(
+                "region",
+                f"{self.region!r} is not a Vertex AI region, so the TensorBoard cannot be created there",
+                f"use {vertex_ai.nearest(self.region)} (the nearest that has Vertex AI), remove it to get that default, "
+                "or set tensorboard.region_unlisted: true for a region Vertex AI added since infra/vertex_ai.py was compiled",
+            )
+        return self
 
     @field_validator("display_name")
     @classmethod
@@ -1027,7 +1129,9 @@ class EnvSpec(_Model):
         """Unique pool names, zones among the cluster's, reservations in the pool's zone, one machine per shape, CPU nodes."""
         seen: dict[str, str] = {}
         pool_names = {self.cpu_pool.name: "cpu_pool.name"}
+        reservations: dict[tuple[str, str], str] = {}
         for i, pool in enumerate(self.tpu_pools):
+            self._check_reservation_once(i, pool, reservations)
             where = f"tpu_pools[{i}]"
             if pool.name in pool_names or any(n in pool_names for n in pool.node_pool_names()):
                 raise SpecError(f"{where}.name", f"{pool.name!r} clashes with {pool_names.get(pool.name, 'another pool')}", "give every pool a unique name")
@@ -1049,13 +1153,28 @@ class EnvSpec(_Model):
         if self.cpu_pool.max_nodes * len(self.zones) < 1:
             raise SpecError("cpu_pool.max_nodes", "the CPU pool has no nodes", "set max_nodes >= 1")
 
+    def _check_reservation_once(self, i: int, pool: TpuPoolSpec, seen: dict[tuple[str, str], str]) -> None:
+        """A reservation feeds one pool: two pools drawing on it would each be planned for all of it.
+        (Twice in one pool's list is refused as a repeated option when the list is parsed.)"""
+        for k, cap in enumerate(pool.capacities):
+            if not isinstance(cap, Reservation):
+                continue
+            field = f"tpu_pools[{i}].capacity" + (f"[{k}]" if pool.has_fallback else "")
+            key = (cap.project or self.project, cap.name)
+            if key in seen:
+                raise SpecError(
+                    f"{field}.name",
+                    f"reservation {cap.name!r} is already listed by {seen[key]}",
+                    "list each reservation in one pool only (one pool with a capacity list can try several)",
+                )
+            seen[key] = field
+
     def _check_capacity_options(self, i: int, pool: TpuPoolSpec) -> None:
         """Every reservation in the pool's zone; a fallback pool's node pool names fit GKE and its shape is its own."""
         where = f"tpu_pools[{i}]"
         zone = self.pool_zone(pool)
-        for o in pool.capacity_options():
-            cap = o.capacity
-            field = _option_field(i, pool, o)
+        for k, cap in enumerate(pool.capacities):  # every listed option: alternates included
+            field = f"{where}.capacity[{k}]" if pool.has_fallback else f"{where}.capacity"
             if isinstance(cap, Reservation) and cap.zone != zone:
                 raise SpecError(
                     f"{field}.zone",
@@ -1064,6 +1183,9 @@ class EnvSpec(_Model):
                 )
             if isinstance(cap, FlexStart):
                 self._check_flex_start(field, pool, cap)
+        if pool.compute_class is not None:
+            self._check_compute_class(i, pool)
+            return
         if pool.queued and not pool.has_fallback:
             self._check_own_shape(f"{where}.capacity.queued", pool, "queued provisioning")
         if not pool.has_fallback:
@@ -1077,6 +1199,27 @@ class EnvSpec(_Model):
             )
         self._check_own_shape(f"{where}.capacity", pool, "a capacity list")
 
+    def _check_compute_class(self, i: int, pool: TpuPoolSpec) -> None:
+        """What a ComputeClass cannot express, and a class name used twice."""
+        where = f"tpu_pools[{i}]"
+        for k, cap in enumerate(pool.capacities):
+            field = f"{where}.capacity[{k}]" if pool.has_fallback else f"{where}.capacity"
+            if isinstance(cap, FlexStart) and cap.queued:
+                raise SpecError(
+                    f"{field}.queued",
+                    "queued provisioning asks GKE for node pools the stack declares, and a compute class pool has none",
+                    "set queued: false (the class asks GKE's autoscaler for flex-start capacity itself) or remove compute_class",
+                )
+        if pool.autoscaling:
+            raise SpecError(f"{where}.autoscaling", "is implied by compute_class (GKE creates and removes the slices)", "remove autoscaling")
+        for j, other in enumerate(self.tpu_pools[:i]):
+            if other.class_name == pool.class_name or other.name == pool.class_name:
+                raise SpecError(
+                    f"{where}.compute_class.name",
+                    f"{pool.class_name!r} is already tpu_pools[{j}]'s " + ("ComputeClass" if other.class_name == pool.class_name else "name"),
+                    "give each pool's class its own name",
+                )
+
     def _check_flavor_count(self) -> None:
         """Every flavor goes into each team's one resource group, which Kueue caps: refused here, before anything is applied."""
         count = len(self.flavor_names())
@@ -1089,7 +1232,7 @@ class EnvSpec(_Model):
 
     def _check_own_shape(self, field: str, pool: TpuPoolSpec, what: str) -> None:
         """Its Kueue flavors select this pool's nodes only: no other pool may share the shape."""
-        other = next((p for p in self.tpu_pools if p is not pool and p.shape.key == pool.shape.key), None)
+        other = next((p for p in self.tpu_pools if p is not pool and p.compute_class is None and p.shape.key == pool.shape.key), None)
         if other is not None:
             raise SpecError(
                 field,
@@ -1164,7 +1307,7 @@ class EnvSpec(_Model):
         """Slices per Kueue ResourceFlavor, in flavor order (one-option pools of a shape share its flavor and add up)."""
         out: dict[str, int] = {}
         for p in self.tpu_pools:
-            for o in p.capacity_options():
+            for o in p.capacity_options()[: 1 if p.class_name else None]:  # a class is one flavor, whatever its priorities
                 name = p.flavor_name(o)
                 out[name] = out.get(name, 0) + p.slices
         return out
@@ -1247,6 +1390,9 @@ class EnvSpec(_Model):
             floors.append((FLEX_START_TPU_MIN_GKE_VERSION, f"the first GKE version with {what} for TPUs ({key})"))
         if pools := catalog.gke_version_floor([p.shape for p in self.tpu_pools], self.multislice):
             floors.append((pools, "the minimum GKE version for these TPU pools"))
+        classed = next((i for i, p in enumerate(self.tpu_pools) if p.compute_class is not None), None)
+        if classed is not None:
+            floors.append((COMPUTE_CLASS_MIN_GKE_VERSION, f"the first GKE version with custom ComputeClasses (tpu_pools[{classed}].compute_class)"))
         if self.cluster.ray.enabled:
             floors.append((RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
         return floors
@@ -1259,6 +1405,30 @@ class EnvSpec(_Model):
     @property
     def min_master_version(self) -> str | None:
         return self.cluster.min_version or self.gke_version_floor
+
+    def auto_provisioning_limits(self) -> dict[str, int] | None:
+        """Node auto-provisioning's cluster-wide caps when some pool is a ComputeClass (None otherwise).
+
+        GKE's limits count every node of the cluster, declared or auto-created, so cpu and
+        memory add up all of them at their largest; each TPU type gets the chips of every pool
+        of it (a class's slices once: Kueue admits no more).
+        """
+        if not any(p.compute_class is not None for p in self.tpu_pools):
+            return None
+        cpu_size = catalog.machine_size(self.cpu_pool.machine_type, catalog.QUOTA_FALLBACK_SIZE)
+        vcpu, mem = self.cpu_nodes * cpu_size.vcpu, self.cpu_nodes * cpu_size.memory_gib
+        tpus: dict[str, int] = {}
+        for p in self.tpu_pools:
+            size = catalog.machine_size(p.shape.machine_type, catalog.QUOTA_FALLBACK_SIZE)
+            vcpu, mem = vcpu + p.total_nodes * size.vcpu, mem + p.total_nodes * size.memory_gib
+            label = p.shape.generation.accelerator_label
+            tpus[label] = tpus.get(label, 0) + p.total_nodes * p.shape.chips_per_vm
+        return {"cpu": vcpu, "memory": mem, **tpus}
+
+    @property
+    def tensorboard_region(self) -> str:
+        """Where the TensorBoard lives: as set, else the cluster's region or the nearest with Vertex AI (us-central2 has none)."""
+        return self.tensorboard.region or vertex_ai.nearest(self.region)
 
     @property
     def network_name(self) -> str:

@@ -10,7 +10,8 @@ names), never from positions, so a re-synth after an edit diffs cleanly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
-from modules.cluster import Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
+from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
@@ -85,13 +86,16 @@ class _Context:
     spec: EnvSpec
     labels: dict[str, str]  # on every resource (the provider's default labels)
     api: dict[str, ProjectService]  # the enabled Google APIs, for depends_on
+    # pool name -> the reservation of its capacity list its node pools consume (infra.fallback's
+    # choice at deploy); a pool not named consumes its first reservation
+    reservations: dict[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.cluster.name
 
 
-def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None) -> EnvStack:
+def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> EnvStack:
     """Every construct of the environment, created in a fixed order (the synthesized JSON keeps it)."""
     stack = TerraformStack(scope, stack_id or spec.cluster.name)
     labels = {**spec.labels, "managed-by": TGK, "tgk-cluster": spec.cluster.name}
@@ -101,7 +105,7 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None)
     provider.add_override("default_labels", labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
     services = Services(stack, "services", props=ServicesProps(project=spec.project))
-    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name)
+    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
 
     network = _network(ctx)
     dcn = _dcn_network(ctx)
@@ -292,9 +296,20 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
+            auto_provisioning=_auto_provisioning(ctx, identity),
             depends_on=(ctx.api["container.googleapis.com"],),
         ),
     )
+
+
+def _auto_provisioning(ctx: _Context, identity: Identity) -> AutoProvisioningProps | None:
+    """Node auto-provisioning for the ComputeClass pools: GKE creates their slices, within these caps."""
+    limits = ctx.spec.auto_provisioning_limits()
+    if limits is None:
+        return None
+    # The classes' pools' zones: a slice is made where its pool (and its reservations) live.
+    zones = tuple(dict.fromkeys(ctx.spec.pool_zone(p) for p in ctx.spec.tpu_pools if p.compute_class is not None))
+    return AutoProvisioningProps(limits=limits, service_account=identity.node_sa.email, locations=zones)
 
 
 # -------------------------------------------------------------------- pools
@@ -378,7 +393,8 @@ def _tpu_slice(
     run Kueue placed on that option's flavor needs them.
     """
     spec, shape = ctx.spec, pool.shape
-    capacity, reservation = _capacity(spec, option.capacity)
+    chosen = ctx.reservations.get(pool.name) if option.alternates else None
+    capacity, reservation = _capacity(spec, option.reservation(chosen) if chosen else option.capacity)
     return TpuSlice(
         ctx.stack,
         f"tpu-{node_pool}",
@@ -400,7 +416,7 @@ def _tpu_slice(
             max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,
             disk_size_gb=pool.disk_size_gb,
-            node_labels=pool.node_labels(option, index),
+            node_labels=pool.node_labels(option, index, chosen),
             resource_labels={**ctx.labels, "tpu-pool": pool.name},
         ),
     )
@@ -435,7 +451,7 @@ def _tensorboard(ctx: _Context) -> TensorBoard | None:
         "tensorboard",
         props=TensorBoardProps(
             project=spec.project,
-            region=spec.region,
+            region=spec.tensorboard_region,
             display_name=tensorboard_name(spec),
             labels=ctx.labels,
             depends_on=(ctx.api["aiplatform.googleapis.com"],),
@@ -498,11 +514,14 @@ def _outputs(
         TerraformOutput(stack, key, value=value)
 
 
-def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None) -> Path:
-    """Synthesize the spec's stack into ``outdir``; return the path of its cdk.tf.json."""
+def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> Path:
+    """Synthesize the spec's stack into ``outdir``; return the path of its cdk.tf.json.
+
+    ``reservations``: pool name -> which reservation of its capacity list its node pools consume
+    (``infra deploy``'s fallback; default each pool's first)."""
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     app = App(outdir=str(outdir), stack_traces=False)
-    env = build_stack(app, spec, stack_id=stack_id)
+    env = build_stack(app, spec, stack_id=stack_id, reservations=reservations)
     app.synth()
     return outdir / "stacks" / env.stack.node.id / "cdk.tf.json"

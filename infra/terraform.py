@@ -61,6 +61,15 @@ class Terraform:
     def output_json(self) -> Step:
         return Step(self._cmd("output", "-json"))
 
+    def run_logged(self, step: Step, log_dir: Path, log_name: str) -> tools.Completed:
+        """Run ``step`` with its output kept in ``log_dir`` (read by the caller, e.g. for RESOURCE_EXHAUSTED); never raises on failure."""
+        env = {**os.environ, "TF_IN_AUTOMATION": "1", **self.env}
+        log_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            return tools.run(step.args, env=env, log_dir=log_dir, log_name=log_name)
+        except ExternalToolError as e:
+            raise ExternalToolError(f"{e} — install terraform or set TGK_TERRAFORM") from None
+
     def run(self, step: Step, *, capture: bool = False) -> str:
         """Run ``step``; its stdout if ``capture``, else '' (terraform writes to the terminal).
 

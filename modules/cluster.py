@@ -15,6 +15,11 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterAddonsConfigRayOperatorConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfig,
+    ContainerClusterClusterAutoscaling,
+    ContainerClusterClusterAutoscalingAutoProvisioningDefaults,
+    ContainerClusterClusterAutoscalingAutoProvisioningDefaultsManagement,
+    ContainerClusterClusterAutoscalingAutoProvisioningDefaultsShieldedInstanceConfig,
+    ContainerClusterClusterAutoscalingResourceLimits,
     ContainerClusterControlPlaneEndpointsConfig,
     ContainerClusterControlPlaneEndpointsConfigDnsEndpointConfig,
     ContainerClusterIpAllocationPolicy,
@@ -56,6 +61,20 @@ class RayOperatorProps:
 
 
 @dataclass(frozen=True, kw_only=True)
+class AutoProvisioningProps:
+    """Node auto-provisioning, which creates the node pools of TPU ComputeClasses on demand.
+
+    ``limits``: resource type (cpu, memory in GiB, a TPU type such as tpu-v6e-slice in chips)
+    -> the most the whole cluster may hold; GKE's limits count every node, declared or
+    auto-created. Auto-created nodes run as ``service_account``, hardened like the pools.
+    """
+
+    limits: Mapping[str, int]
+    service_account: str | None
+    locations: Sequence[str]
+
+
+@dataclass(frozen=True, kw_only=True)
 class ClusterProps:
     project: str
     name: str
@@ -86,6 +105,7 @@ class ClusterProps:
     # Service account of the throw-away default pool (it exists only until the
     # first apply removes it, but it should not run as the Compute default SA).
     bootstrap_service_account: str | None = None
+    auto_provisioning: AutoProvisioningProps | None = None  # None: no node auto-provisioning (only declared pools)
     depends_on: Sequence[ITerraformDependable] = ()
 
 
@@ -132,6 +152,7 @@ class Cluster(Construct):
                 managed_prometheus=ContainerClusterMonitoringConfigManagedPrometheus(enabled=True),
             ),
             addons_config=_addons(p),
+            cluster_autoscaling=_auto_provisioning(p.auto_provisioning),
             enable_shielded_nodes=True,
             enable_legacy_abac=False,
             enable_intranode_visibility=True,
@@ -229,6 +250,24 @@ def _ray_operator(p: ClusterProps) -> list[ContainerClusterAddonsConfigRayOperat
             ray_cluster_monitoring_config=ContainerClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfig(enabled=r.monitoring),
         )
     ]
+
+
+def _auto_provisioning(a: AutoProvisioningProps | None) -> ContainerClusterClusterAutoscaling | None:
+    if a is None:
+        return None  # not written at all: clusters without ComputeClass pools keep their plans
+    return ContainerClusterClusterAutoscaling(
+        enabled=True,
+        resource_limits=[ContainerClusterClusterAutoscalingResourceLimits(resource_type=k, minimum=0, maximum=v) for k, v in a.limits.items()],
+        auto_provisioning_locations=list(a.locations),
+        auto_provisioning_defaults=ContainerClusterClusterAutoscalingAutoProvisioningDefaults(
+            service_account=a.service_account,
+            oauth_scopes=["https://www.googleapis.com/auth/cloud-platform"],
+            management=ContainerClusterClusterAutoscalingAutoProvisioningDefaultsManagement(auto_repair=True, auto_upgrade=True),
+            shielded_instance_config=ContainerClusterClusterAutoscalingAutoProvisioningDefaultsShieldedInstanceConfig(
+                enable_secure_boot=True, enable_integrity_monitoring=True
+            ),
+        ),
+    )
 
 
 def _addons(p: ClusterProps) -> ContainerClusterAddonsConfig:

@@ -67,17 +67,34 @@ def test_a_one_item_list_is_the_plain_form():
     assert listed.node_pool_names() == plain.node_pool_names() == ["v6e-16-0", "v6e-16-1"]
 
 
-def test_two_reservations_get_distinct_tags():
-    pool = spec_with(
+def test_two_reservations_are_one_option_tried_in_order():
+    """Reservations are tried at pool creation, not held side by side: one set of node pools, one flavor."""
+    spec = spec_with(
         capacity=[
             {"mode": "reservation", "name": "r1", "zone": "us-east5-b"},
             {"mode": "reservation", "name": "r2", "zone": "us-east5-b"},
             "flex-start",
         ]
-    ).tpu_pools[0]
-    assert [o.tag for o in pool.capacity_options()] == ["res", "res1", "flex"]
+    )
+    pool = spec.tpu_pools[0]
+    options = pool.capacity_options()
+    assert [o.tag for o in options] == ["res", "flex"]
+    assert [c.name for c in options[0].choices] == ["r1", "r2"] and options[1].alternates == ()
+    assert pool.node_pool_names() == ["v6e-16-res-0", "v6e-16-res-1", "v6e-16-flex-0", "v6e-16-flex-1"]
+    assert spec.tpu_nodes == 2 * 4 * 2  # two options' slices, not three
+    assert pool.node_labels(options[0], 0)[TGK_RESERVATION_LABEL] == "r1"
+    assert pool.node_labels(options[0], 0, "r2")[TGK_RESERVATION_LABEL] == "r2"  # what deploy's fallback chose
     assert pool.run_mode == "flex-start"
     assert isinstance(pool.capacities[2], FlexStart)
+
+
+def test_a_reservation_named_in_two_pools_is_refused():
+    d = copy.deepcopy(BASE)
+    d["tpu_pools"].append({"name": "other", "type": "v6e-8", "zone": "us-east5-b", "capacity": copy.deepcopy(d["tpu_pools"][0]["capacity"][0])})
+    with pytest.raises(SpecError) as e:
+        parse_spec(d)
+    assert e.value.field == "tpu_pools[1].capacity.name"
+    assert "tpu_pools[0].capacity[0]" in e.value.problem and "one pool" in e.value.fix
 
 
 @pytest.mark.parametrize(

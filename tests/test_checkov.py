@@ -54,6 +54,10 @@ def synthesized(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     ray_doc = example_doc("v6e-reservation")
     ray_doc["cluster"]["ray"] = RAY_ON
     specs["v6e-reservation-ray"] = parse_spec(ray_doc)
+    # A ComputeClass pool: no TPU node pools, node auto-provisioning on the cluster.
+    class_doc = example_doc("fallback")
+    class_doc["tpu_pools"][0]["compute_class"] = True
+    specs["fallback-compute-class"] = parse_spec(class_doc)
     docs = {}
     for name, spec in specs.items():
         path = synth(spec, root / name)

@@ -28,7 +28,9 @@ def spec_with(**changes):
 @pytest.mark.parametrize("path", sorted((EXAMPLES).glob("*.yaml")), ids=lambda p: p.stem)
 def test_examples_load(path):
     spec = load_spec(path)
-    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacities) for p in spec.tpu_pools)
+    # One set of node pools per capacity option; a list's reservations share one (deploy tries them in turn).
+    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacity_options()) for p in spec.tpu_pools)
+    assert all(len(p.capacity_options()) == len(p.capacities) - max(0, len(p.reservation_choices) - 1) for p in spec.tpu_pools)
 
 
 # ------------------------------------------------------------------ CIDRs
@@ -170,6 +172,22 @@ def test_state_defaults_and_versions():
     assert spec.versions.kueue.startswith("v") and spec.versions.jobset.startswith("v")
     custom = spec_with(state={"bucket": "b-state", "prefix": "x/y"}, versions={"kueue": "v0.14.2", "jobset": "v0.9.0"})
     assert (custom.state_bucket, custom.state_prefix, custom.versions.kueue) == ("b-state", "x/y", "v0.14.2")
+
+
+def test_tensorboard_region_defaults_to_a_vertex_ai_region_near_the_cluster():
+    from infra import vertex_ai
+
+    assert spec_with().tensorboard_region == "us-west4"  # Vertex AI is offered in the cluster's region: kept
+    v4 = spec_from("v4")
+    assert (v4.region, v4.tensorboard_region) == ("us-central2", "us-central1")  # us-central2 has no Vertex AI
+    assert not vertex_ai.offered("us-central2") and vertex_ai.nearest("europe-west99") == "europe-west4"
+    chosen = spec_from("v4", tensorboard={"region": "us-east5"})
+    assert chosen.tensorboard_region == "us-east5"
+    # A region Vertex AI added after the table: refused, unless the spec says it knows better.
+    with pytest.raises(SpecError) as ei:
+        spec_from("v4", tensorboard={"region": "us-east7"})
+    assert ei.value.field == "tensorboard.region" and "region_unlisted" in ei.value.fix and "us-central1" in ei.value.fix
+    assert spec_from("v4", tensorboard={"region": "us-east7", "region_unlisted": True}).tensorboard_region == "us-east7"
 
 
 def test_node_pool_names_and_chips():

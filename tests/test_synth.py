@@ -86,7 +86,7 @@ def test_no_keys_and_no_data_sources(stacks, example):
 def test_node_pools(stacks, example):
     spec, doc, _ = stacks[example]
     pools = pools_by_name(doc)
-    assert len(pools) == sum(p.slices * len(p.capacities) for p in spec.tpu_pools) + 1
+    assert len(pools) == sum(p.slices * len(p.capacity_options()) for p in spec.tpu_pools) + 1
     cpu = pools[spec.cpu_pool.name]
     assert cpu["autoscaling"] == {"min_node_count": spec.cpu_pool.min_nodes, "max_node_count": spec.cpu_pool.max_nodes}
     assert cpu["node_config"]["machine_type"] == spec.cpu_pool.machine_type
@@ -140,6 +140,30 @@ def test_node_pools(stacks, example):
                 assert np_["management"]["auto_repair"] is False
             else:
                 assert affinity is None
+
+
+def _consumed(doc: dict[str, Any]) -> dict[str, str]:
+    """node pool -> the reservation it consumes."""
+    out = {}
+    for np_ in resources(doc, "google_container_node_pool"):
+        affinity = np_["node_config"].get("reservation_affinity") or {}
+        if affinity.get("consume_reservation_type") == "SPECIFIC_RESERVATION":
+            out[np_["name"]] = affinity["values"][0]
+    return out
+
+
+def test_a_reservation_list_declares_one_reservation_at_a_time(stacks, tmp_path):
+    """fallback.yaml lists two reservations: by default only the first feeds node pools; deploy's choice swaps it."""
+    from infra.stack import synth
+
+    spec, doc, _ = stacks["fallback"]
+    (option,) = [o for o in spec.tpu_pools[0].capacity_options() if o.alternates]
+    first, second = (c.name for c in option.choices)
+    assert set(_consumed(doc).values()) == {first}
+    chosen = json.loads(synth(spec, tmp_path / "second", reservations={spec.tpu_pools[0].name: second}).read_text())
+    assert _consumed(chosen) == dict.fromkeys(_consumed(doc), second)  # same node pools, the other reservation
+    for name in _consumed(chosen):
+        assert pools_by_name(chosen)[name]["node_config"]["labels"]["tpu-gke-toolkit.io/reservation"] == second
 
 
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
@@ -222,6 +246,21 @@ def test_outputs(stacks, example):
     assert set(outputs["tpu_node_pools"]["value"]) == {p.name for p in spec.tpu_pools}
     assert ("registry_url" in outputs) is spec.artifact_registry.enabled
     assert ("tensorboard_id" in outputs) is spec.tensorboard.enabled
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_tensorboard_in_a_vertex_ai_region(stacks, example):
+    """Every example deploys its TensorBoard where Vertex AI is offered (us-central2, v4's region, has none)."""
+    from infra import vertex_ai
+
+    spec, doc, _ = stacks[example]
+    boards = resources(doc, "google_vertex_ai_tensorboard")
+    assert len(boards) == int(spec.tensorboard.enabled)
+    for b in boards:
+        assert b["region"] == spec.tensorboard_region and vertex_ai.offered(b["region"])
+        assert b["region"] == (spec.region if vertex_ai.offered(spec.region) else vertex_ai.nearest(spec.region))
+    if example == "v4":
+        assert spec.region == "us-central2" and [b["region"] for b in boards] == ["us-central1"]
 
 
 def test_resynth_is_identical(stacks, tmp_path):

@@ -30,6 +30,8 @@ GKE_PLACEMENT_POLICY_LABEL = "cloud.google.com/placement-policy-name"
 GKE_WORKLOAD_IDENTITY_ANNOTATION = "iam.gke.io/gcp-service-account"
 # DWS queued provisioning: GKE labels and taints the nodes of a queued node pool with it.
 GKE_QUEUED_LABEL = "cloud.google.com/gke-queued"
+# A custom ComputeClass: pods select it with this node label, and GKE labels and taints its nodes with the class's name.
+GKE_COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
 # The extended resource TPU VMs advertise, and the taint GKE puts on TPU nodes.
 TPU_RESOURCE = "google.com/tpu"
 TPU_TAINT = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}

@@ -127,6 +127,13 @@ def provisioned_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption, 
 
 def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> list[dict[str, Any]]:
     """The VMs of one capacity option's node pools, labelled as GKE and the stack label them."""
+    return [n for index, node_pool in enumerate(pool.option_node_pool_names(option)) for n in slice_nodes(spec, pool, option, node_pool, index)]
+
+
+def slice_nodes(
+    spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption, node_pool: str, index: int, *, extra_labels: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """The VMs of one slice of ``option``: node pool ``node_pool``, slice ``index`` of the pool's multislice group."""
     shape = pool.shape
     cpu, memory = _machine_resources(shape.machine_type)
     base = {
@@ -143,12 +150,11 @@ def option_nodes(spec: EnvSpec, pool: TpuPoolSpec, option: CapacityOption) -> li
     if policy:
         base[GKE_PLACEMENT_POLICY_LABEL] = policy
     taint = [dict(TPU_TAINT)]
+    labels = {**base, **pool.node_labels(option, index), GKE_NODEPOOL_LABEL: node_pool, **(extra_labels or {})}
     out = []
-    for index, node_pool in enumerate(pool.option_node_pool_names(option)):
-        labels = {**base, **pool.node_labels(option, index), GKE_NODEPOOL_LABEL: node_pool}
-        for i in range(shape.nodes):
-            name = _node_name(spec.cluster.name, node_pool, i)
-            out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint))
+    for i in range(shape.nodes):
+        name = _node_name(spec.cluster.name, node_pool, i)
+        out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint))
     return out
 
 

@@ -1,4 +1,5 @@
-"""The local cluster's stand-in for GKE's DWS queued provisioning.
+"""The local cluster's stand-in for GKE's DWS queued provisioning (and, through ``class_autoscaler``, for node
+auto-provisioning of TPU ComputeClasses).
 
 On GKE, Kueue's ``kueue.x-k8s.io/provisioning-request`` admission check creates a
 ProvisioningRequest (class ``queued-provisioning.gke.io``) for a run's TPU pods once it
@@ -43,6 +44,7 @@ from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL, TGK_POOL_LABEL
 from workloads.local import nodes as local_nodes
 from workloads.local import state
+from workloads.local.class_autoscaler import ClassAutoscaler
 from workloads.local.disrupt import patch
 
 PR_API = "autoscaling.x-k8s.io/v1"
@@ -59,6 +61,7 @@ class Behaviour:
 
     delay_seconds: float = DEFAULT_DELAY_S
     refuse: int = 0
+    class_refuse: int = 0  # ComputeClasses: their first N priorities have no capacity (workloads.local.class_autoscaler)
 
 
 def config_file(state_dir: Path) -> Path:
@@ -72,18 +75,20 @@ def ready_file(state_dir: Path) -> Path:
 def load_behaviour(state_dir: Path) -> Behaviour:
     try:
         doc = json.loads(config_file(state_dir).read_text())
-        return Behaviour(float(doc.get("delay_seconds", DEFAULT_DELAY_S)), int(doc.get("refuse", 0)))
+        return Behaviour(float(doc.get("delay_seconds", DEFAULT_DELAY_S)), int(doc.get("refuse", 0)), int(doc.get("class_refuse", 0)))
     except (OSError, ValueError, TypeError):
         return Behaviour()
 
 
-def configure(state_dir: Path, *, delay_seconds: float | None = None, refuse: int | None = None) -> Behaviour:
+def configure(state_dir: Path, *, delay_seconds: float | None = None, refuse: int | None = None, class_refuse: int | None = None) -> Behaviour:
     """Change the daemon's behaviour (it reads the file every pass); unspecified fields are kept."""
     b = load_behaviour(state_dir)
     if delay_seconds is not None:
         b.delay_seconds = max(0.0, float(delay_seconds))
     if refuse is not None:
         b.refuse = max(0, int(refuse))
+    if class_refuse is not None:
+        b.class_refuse = max(0, int(class_refuse))
     path = config_file(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -176,6 +181,8 @@ class Provisioner:
             if spec is not None:
                 self.answer(pr, spec, behaviour, now)
         self.release(prs)
+        if spec is not None:
+            ClassAutoscaler(self.kube, _say).tick(spec, behaviour.class_refuse)
 
     def _set_status(self, pr: dict[str, Any], status: dict[str, Any]) -> None:
         meta = pr["metadata"]

@@ -904,7 +904,7 @@ def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec
         raise PlanError("--profile", f"the traces cannot be uploaded to the TensorBoard: {problem}", "run on the pod network (drop --host-network)")
     if problem:
         return Profiling(first_step=start, steps=o.profile_steps)
-    return Profiling(first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.region)
+    return Profiling(first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.tensorboard_region)
 
 
 # ------------------------------------------------------------ checkpointing

@@ -15,6 +15,7 @@ from infra.catalog import QUOTA_FALLBACK_SIZE, SliceShape, machine_size
 from infra.quotas import owned_slices
 from infra.spec import EnvSpec, FlexStart
 from toolkit.names import (
+    GKE_COMPUTE_CLASS_LABEL,
     GKE_QUEUED_LABEL,
     GKE_TPU_ACCELERATOR_LABEL,
     GKE_TPU_TOPOLOGY_LABEL,
@@ -45,6 +46,7 @@ class Flavor:
     nodes: int
     slices: int
     queued: FlexStart | None = None  # set when Kueue asks GKE for this flavor's nodes (queued provisioning)
+    compute_class: str | None = None  # set when GKE makes this flavor's nodes from a ComputeClass
 
 
 def flavors(spec: EnvSpec) -> list[Flavor]:
@@ -53,12 +55,20 @@ def flavors(spec: EnvSpec) -> list[Flavor]:
     for pool in spec.tpu_pools:
         shape = pool.shape
         nodes = pool.slices * shape.nodes
+        if pool.class_name is not None:
+            # GKE picks the class's priority; Kueue only needs the class's nodes, which GKE labels with its name.
+            labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology, GKE_COMPUTE_CLASS_LABEL: pool.class_name}
+            out[pool.class_name] = Flavor(pool.class_name, shape, labels, pool.total_chips, nodes, pool.slices, compute_class=pool.class_name)
+            continue
         for option in pool.capacity_options():
             name = pool.flavor_name(option)
             queued = _queued(option.capacity)
             labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
             if pool.has_fallback:
                 labels |= {K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
+                if option.alternates:
+                    # Which of the reservations deploy got is known only at deploy: the flavor selects the option's nodes by pool and capacity.
+                    labels.pop(TGK_RESERVATION_LABEL, None)
             if queued:
                 # A queued pool has its shape to itself (infra.spec checks it), so its flavor is its own.
                 labels[GKE_QUEUED_LABEL] = "true"

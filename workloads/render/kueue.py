@@ -50,6 +50,7 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
+from workloads.render import compute_class
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
@@ -134,7 +135,12 @@ def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
             "apiVersion": KUEUE_API,
             "kind": "ResourceFlavor",
             "metadata": {"name": f.name},
-            "spec": {"nodeLabels": dict(f.node_labels), "tolerations": [dict(TPU_TOLERATION)] + ([dict(QUEUED_TOLERATION)] if f.queued else [])},
+            "spec": {
+                "nodeLabels": dict(f.node_labels),
+                "tolerations": [dict(TPU_TOLERATION)]
+                + ([dict(QUEUED_TOLERATION)] if f.queued else [])
+                + ([compute_class.toleration(f.compute_class)] if f.compute_class else []),
+            },
         }
         for f in flavors(spec)
     ]
@@ -283,6 +289,7 @@ def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
         *priority_classes(),
         *namespaces(spec),
         *service_accounts(spec),
+        *compute_class.compute_classes(spec),
         *resource_flavors(spec),
         *provisioning_objects(spec),
         *cluster_queues(spec),
