@@ -57,8 +57,8 @@ def test_profile_sets_maxtext_s_profiler_and_vertex_keys() -> None:
     # MaxText names the experiment after run_name; Vertex AI experiment ids are [a-z0-9-]: run names fit.
     assert args["run_name"] == "prof"
     assert plan.summary()["profile"] == {"first_step": DEFAULT_PROFILE_START, "steps": 3, "vertex_tensorboard": "tpu-dev"}
-    # Goodput and GCS metrics stay off: --profile turns on only what it needs.
-    assert args["enable_goodput_recording"] == args["monitor_goodput"] == args["gcs_metrics"] == "false"
+    # Goodput recording stays off (GCS metrics stay on, as without --profile): --profile turns on only what it needs.
+    assert args["enable_goodput_recording"] == args["monitor_goodput"] == "false" and args["gcs_metrics"] == "true"
 
 
 def test_without_profile_nothing_changes() -> None:

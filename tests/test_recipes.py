@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import yaml
 from pydantic import ValidationError
@@ -45,10 +47,13 @@ def test_maxtext6b_matches_reference_dims() -> None:
 
 
 def test_offline_safe_defaults() -> None:
-    """Recipes keep goodput, GCS metrics and Vertex TensorBoard off (MaxText fails fast on them
+    """Recipes keep goodput recording and Vertex TensorBoard off (MaxText fails fast on them
     without Google credentials); `submit --profile` turns the TensorBoard on for one run, and
-    nothing else: the rendered args say so."""
+    nothing else: the rendered args say so. GCS metrics are on: they go to the run's own
+    output directory, where its checkpoints already go with the same identity, and a local
+    invocation (run-local, preflight --compile) turns them off with the bucket."""
     from infra.spec import EXAMPLES_DIR, load_spec
+    from workloads.maxtext.env import local_args
     from workloads.planning.planner import Overrides, plan_run
 
     specs = [load_spec(EXAMPLES_DIR / "default.yaml"), load_spec(EXAMPLES_DIR / "tpu7x.yaml")]
@@ -57,15 +62,19 @@ def test_offline_safe_defaults() -> None:
             continue
         args = recipe.maxtext.args
         assert args["dataset_type"] == "synthetic"
-        for k in ("enable_goodput_recording", "monitor_goodput", "gcs_metrics", "use_vertex_tensorboard"):
+        for k in ("enable_goodput_recording", "monitor_goodput", "use_vertex_tensorboard"):
             assert args[k] is False, (recipe.name, k)
+        assert args["gcs_metrics"] is True, recipe.name
         spec = specs[0] if "v5e" in recipe.generations else specs[1]
         for profile, tensorboard in ((None, "false"), (2, "true")):
             plan = plan_run(recipe.name, spec, Overrides(profile_steps=profile, profile_start=2 if profile else None))
             rendered = dict(a.split("=", 1) for a in plan.program.args[1:])
             assert rendered["use_vertex_tensorboard"] == tensorboard, (recipe.name, profile)
-            for k in ("enable_goodput_recording", "monitor_goodput", "gcs_metrics"):
+            for k in ("enable_goodput_recording", "monitor_goodput"):
                 assert rendered[k] == "false", (recipe.name, profile, k)
+            assert rendered["gcs_metrics"] == "true", (recipe.name, profile)
+            local = dict(a.split("=", 1) for a in local_args(plan.program.args[1:], Path("/tmp/w")) if "=" in a)
+            assert local["gcs_metrics"] == "false" and not local["base_output_directory"].startswith("gs://"), recipe.name
 
 
 def test_every_recipe_arg_is_a_maxtext_key() -> None:
