@@ -12,7 +12,10 @@ pair of runs) submitted through `python -m workloads submit`:
 - fallback: with the reservation's flavor full (each team holds its half of it), submit
   -> admitted on the spot flavor;
 - borrow: team B's 2-slice run while team A is idle, submit -> admitted;
-- reclaim: team A's 1-slice run while B borrows, submit -> admitted (B preempted).
+- reclaim: team A's 1-slice run while B borrows, submit -> admitted (B preempted);
+- compute class: a run on a ComputeClass pool whose first priority (a reservation) is out
+  of capacity, submit -> every worker Running on the slice the simulated autoscaler made
+  from the next priority (spot); then until the idle slice is removed.
 
 Prints the median and range of each. Usage:
 
@@ -37,7 +40,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from infra.spec import load_spec  # noqa: E402
-from toolkit.names import TPU_RESOURCE  # noqa: E402
+from toolkit.names import GKE_COMPUTE_CLASS_LABEL, GKE_SPOT_LABEL, TPU_RESOURCE  # noqa: E402
 from toolkit.paths import cache_dir  # noqa: E402
 from workloads.cluster.wait import WaitTimeout, wait_for  # noqa: E402
 from workloads.local import provisioner  # noqa: E402
@@ -53,6 +56,13 @@ SPEC: dict[str, Any] = {
         {"name": "v5e", "type": "v5litepod-16", "slices": 2, "capacity": [{"mode": "reservation", "name": "v5e-res", "zone": "us-west4-a"}, "spot"]},
         {"name": "flex", "type": "v6e-16", "slices": 2, "capacity": {"mode": "flex-start", "queued": True}},
         {"name": "shared", "type": "v5litepod-32", "slices": 2, "capacity": "spot"},
+        {
+            "name": "cc",
+            "type": "v5litepod-16",
+            "slices": 2,
+            "capacity": [{"mode": "reservation", "name": "cc-res", "zone": "us-west4-a"}, "spot"],
+            "compute_class": True,
+        },
     ],
     "teams": [{"name": "team-a", "quota_share": 0.5}, {"name": "team-b", "quota_share": 0.5, "borrowing_limit": 0.5}],
     "buckets": [{"name": f"my-tpu-project-bench-{t}-ckpt", "purpose": "checkpoints", "team": t} for t in ("team-a", "team-b")],
@@ -162,6 +172,27 @@ class Bench:
             self.delete(team, r)
         return {"fallback_admitted_s": t}
 
+    def compute_class(self) -> dict[str, float]:
+        node_info = self.kube.resource("v1", "Node")
+
+        def class_nodes() -> list[dict]:
+            return [n for n in self.kube.list(node_info) if n["metadata"]["labels"].get(GKE_COMPUTE_CLASS_LABEL) == "cc"]
+
+        provisioner.configure(self.lc.state_dir, class_refuse=1)
+        try:
+            t0 = time.monotonic()
+            run = self.submit(A, "hello-tpu", "cc", 1, 600)
+            poll(lambda: self.running(A, run, 4), 120, "Running on the class's slice")
+            t_run = time.monotonic() - t0
+            if not all(n["metadata"]["labels"].get(GKE_SPOT_LABEL) == "true" for n in class_nodes()):
+                raise SystemExit("bench: the class's slice is not from its second priority (spot)")
+            t1 = time.monotonic()
+            self.delete(A, run)
+            poll(lambda: not class_nodes(), 120, "the idle slice removed")
+            return {"class_running_s": t_run, "class_scaled_down_s": time.monotonic() - t1}
+        finally:
+            provisioner.configure(self.lc.state_dir, class_refuse=0)
+
     def borrow_reclaim(self) -> dict[str, float]:
         t0 = time.monotonic()
         b = self.submit(B, "maxtext-6b", "shared", 2, 600)
@@ -207,7 +238,7 @@ def main() -> int:
         lc.up(load_spec(spec_path), spec_path=str(spec_path), build=False)
         provisioner.configure(lc.state_dir, delay_seconds=args.delay, refuse=0)
         bench = Bench(lc, spec_path)
-        for name, fn in (("queued", bench.queued), ("fallback", bench.fallback), ("teams", bench.borrow_reclaim)):
+        for name, fn in (("queued", bench.queued), ("fallback", bench.fallback), ("class", bench.compute_class), ("teams", bench.borrow_reclaim)):
             samples = []
             for i in range(args.samples):
                 samples.append(fn())
@@ -219,7 +250,7 @@ def main() -> int:
         print(json.dumps(results, indent=2))
     else:
         print(f"local cluster, {args.samples} samples each, simulated DWS wait {args.delay:g} s (median [min-max], seconds)")
-        for group in ("queued", "fallback", "teams"):
+        for group in ("queued", "fallback", "class", "teams"):
             for key, v in results[group].items():
                 print(f"  {group:8} {key:22} {v['median']:6.2f}  [{v['min']:.2f}-{v['max']:.2f}]")
     return 0

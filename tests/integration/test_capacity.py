@@ -7,6 +7,9 @@
   creates a ProvisioningRequest, the simulated provisioner refuses the first one (Kueue
   retries after its backoff) and answers the second by creating the slice's nodes; the
   run is admitted, its pods run on exactly those nodes, it completes, and the nodes go.
+* a ComputeClass pool: no nodes until a run is admitted; its reservation (the class's
+  first priority) is out of capacity, so the simulated autoscaler makes the slice from the
+  next priority (spot), the run completes there, and the idle slice is removed.
 
 This module starts a control plane of its own (``<test state>-capacity``), built from a
 spec with capacity lists, so the tier's shared default-spec cluster is never changed.
@@ -27,7 +30,7 @@ import pytest
 from infra.spec import load_spec
 from tests.conftest import run_module
 from tests.integration.conftest import own_spec, start_own_cluster, wait_for
-from toolkit.names import GKE_NODEPOOL_LABEL, TPU_RESOURCE
+from toolkit.names import GKE_COMPUTE_CLASS_LABEL, GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL, TPU_RESOURCE
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +50,13 @@ CAPACITY_SPEC: dict[str, Any] = own_spec(
             "type": "v6e-16",
             "slices": 2,
             "capacity": {"mode": "flex-start", "queued": True, "retry": {"limit": 3, "base_seconds": 1, "max_seconds": 4}},
+        },
+        {
+            "name": "cc",
+            "type": "v5litepod-16",
+            "slices": 1,
+            "capacity": [{"mode": "reservation", "name": "cc-res", "zone": "us-west4-a"}, "spot"],
+            "compute_class": True,
         },
     ],
     teams=[{"name": "research", "namespace": NS}],
@@ -210,4 +220,37 @@ def test_queued_provisioning_admits_after_the_slice_exists_and_removes_it_after(
         wait_for(lambda: queued_nodes() == [], 60, "the provisioned nodes to go")
     finally:
         provisioner.configure(lc.state_dir, refuse=0)
+        delete(lc.kubeconfig, spec_path, run)
+
+
+# ------------------------------------------------------------------ ComputeClass
+
+
+def test_a_compute_class_run_lands_on_the_first_priority_with_capacity(capacity_cluster) -> None:
+    from workloads.local import provisioner
+
+    lc, spec_path = capacity_cluster
+    kube = lc.client()
+    pool = next(p for p in load_spec(spec_path).tpu_pools if p.class_name)
+    node_info = kube.resource("v1", "Node")
+
+    def class_nodes() -> list[dict]:
+        return [n for n in kube.list(node_info) if n["metadata"]["labels"].get(GKE_COMPUTE_CLASS_LABEL) == pool.class_name]
+
+    assert class_nodes() == [], "a class pool has no nodes until a run needs them"
+    provisioner.configure(lc.state_dir, class_refuse=1)  # the reservation, the first priority, is out of capacity
+    run = f"cc-{secrets.token_hex(2)}"
+    try:
+        t0 = time.monotonic()
+        submit(spec_path, lc.kubeconfig, run, "--pool", pool.name, "--rehearse-seconds", "4")
+        pods = wait_for(lambda: running_pods(kube, NS, run, pool.shape.nodes), 180, f"{run}'s pods Running on the class's nodes")
+        sys.stderr.write(f"compute class, first priority refused: submit -> Running {time.monotonic() - t0:.2f}s\n")
+        made = {n["metadata"]["name"]: n for n in class_nodes()}
+        assert len(made) == pool.shape.nodes  # one whole slice
+        assert {p["spec"]["nodeName"] for p in pods} == set(made)
+        assert all(n["metadata"]["labels"].get(GKE_SPOT_LABEL) == "true" for n in made.values()), "not the second priority (spot)"
+        assert wait_for(lambda: finished(kube, NS, run), 120, f"{run} to finish") == "Completed"
+        wait_for(lambda: class_nodes() == [], 120, "the idle slice removed")
+    finally:
+        provisioner.configure(lc.state_dir, class_refuse=0)
         delete(lc.kubeconfig, spec_path, run)
