@@ -242,10 +242,15 @@ def test_a_compute_class_run_lands_on_the_first_priority_with_capacity(capacity_
     run = f"cc-{secrets.token_hex(2)}"
     try:
         t0 = time.monotonic()
-        submit(spec_path, lc.kubeconfig, run, "--pool", pool.name, "--rehearse-seconds", "4")
-        pods = wait_for(lambda: running_pods(kube, NS, run, pool.shape.nodes), 180, f"{run}'s pods Running on the class's nodes")
+        submit(spec_path, lc.kubeconfig, run, "--pool", pool.name, "--rehearse-seconds", "10")
+
+        def running_on_class() -> tuple[list[dict], dict[str, dict]] | None:
+            # The nodes are read while the pods run: once the run is over its idle slice goes.
+            pods = running_pods(kube, NS, run, pool.shape.nodes)
+            return (pods, {n["metadata"]["name"]: n for n in class_nodes()}) if pods else None
+
+        pods, made = wait_for(running_on_class, 180, f"{run}'s pods Running on the class's nodes")
         sys.stderr.write(f"compute class, first priority refused: submit -> Running {time.monotonic() - t0:.2f}s\n")
-        made = {n["metadata"]["name"]: n for n in class_nodes()}
         assert len(made) == pool.shape.nodes  # one whole slice
         assert {p["spec"]["nodeName"] for p in pods} == set(made)
         assert all(n["metadata"]["labels"].get(GKE_SPOT_LABEL) == "true" for n in made.values()), "not the second priority (spot)"
