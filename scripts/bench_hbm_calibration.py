@@ -54,7 +54,12 @@ MATRIX = (
     Config("6b-v5e-b8-offload", "maxtext-6b", "default.yaml", ("per_device_batch_size=8", *OFFLOAD)),
     Config("6b-v5e-b4-vocab4", "maxtext-6b", "default.yaml", ("num_vocab_tiling=4",)),
     Config("llama3-8b-v6e-b1", "llama3-8b", "v6e-reservation.yaml"),
-    Config("llama3-8b-v6e-b2-offload-8l", "llama3-8b", "v6e-reservation.yaml", ("per_device_batch_size=2", "override_model_config=true", "base_num_decoder_layers=8", *OFFLOAD)),
+    Config(
+        "llama3-8b-v6e-b2-offload-8l",
+        "llama3-8b",
+        "v6e-reservation.yaml",
+        ("per_device_batch_size=2", "override_model_config=true", "base_num_decoder_layers=8", *OFFLOAD),
+    ),
     Config("gpt3-6b-v5p-b4", "gpt3-6b", "v5p.yaml"),
 )
 

@@ -36,8 +36,16 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
     assert f"compile_topology_num_slices={slices}" in argv and f"dcn_data_parallelism={slices}" in argv
     assert "ici_fsdp_parallelism=16" in argv and "per_device_batch_size=4" in argv
     assert d["env"]["LIBTPU_INIT_ARGS"].startswith("--xla_tpu_enable_data_parallel_all_reduce_opt=true")
+    # The calibration's CI sample (scripts/bench_hbm_calibration.py has the matrix): the
+    # planner's estimate is within the error band it refuses and warns by.
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from workloads.planning.planner import HBM_ERROR_BAND, Overrides, plan_run
+
+    est = plan_run("maxtext-6b", load_spec(DEFAULT_SPEC_PATH), Overrides(slices=slices)).program.sizing.hbm.total_bytes / GIB
+    assert abs(est / mem["total"] - 1) <= HBM_ERROR_BAND, (est, mem["total"])
     print(
-        f"\n[maxtext tier] AOT maxtext-6b v5e-16 x{slices}: {mem['total']} GiB/device, {d['compile_seconds']} s, peak RSS {d['peak_rss_bytes'] / GIB:.2f} GiB"
+        f"\n[maxtext tier] AOT maxtext-6b v5e-16 x{slices}: {mem['total']} GiB/device (estimate {est:.2f}), {d['compile_seconds']} s,"
+        f" peak RSS {d['peak_rss_bytes'] / GIB:.2f} GiB"
     )
 
 
@@ -64,13 +72,21 @@ def test_not_fit_json_carries_the_numbers(maxtext_venv):
     assert d["advice"]
 
 
-def test_batch_16_is_stopped_by_the_planner_before_compiling():
-    # The example (batch 16 on v5e): the planner's estimate already rules it out,
-    # so no MaxText process is started; one line, exit 2.
-    r = preflight("--set", "per_device_batch_size=16")
+def test_batch_32_is_stopped_by_the_planner_before_compiling():
+    # Over the budget by more than the estimate's measured error: no MaxText process is
+    # started; one line, exit 2.
+    r = preflight("--set", "per_device_batch_size=32")
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --set: per_device_batch_size=16 needs at least"), r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: --set: per_device_batch_size=32 needs at least"), r.stderr
+
+
+def test_batch_16_inside_the_band_is_compiled_and_the_compiler_says_no(maxtext_venv):
+    # The example (batch 16 on v5e): over the budget by less than the estimate's
+    # measured error, so the plan warns and the compile decides.
+    r = preflight("--set", "per_device_batch_size=16")
+    assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])  # planned (tests/test_plan.py: with the warning), then compiled
+    assert r.stdout.strip().splitlines()[-1].startswith("does not fit: CompileTimeHbmOom"), r.stdout[-2000:]
 
 
 def test_maxtext_config_errors_are_one_line_exit_2(maxtext_venv):
