@@ -13,7 +13,7 @@ pair of runs) submitted through `python -m workloads submit`:
   -> admitted on the spot flavor;
 - borrow: team B's 2-slice run while team A is idle, submit -> admitted;
 - reclaim: team A's 1-slice run while B borrows, submit -> admitted (B preempted);
-- compute class: a run on a ComputeClass pool whose first priority (a reservation) is out
+- compute class: a run on a ComputeClass pool (v6e 4x8) whose first priority (a reservation) is out
   of capacity, submit -> every worker Running on the slice the simulated autoscaler made
   from the next priority (spot); then until the idle slice is removed.
 
@@ -57,8 +57,8 @@ SPEC: dict[str, Any] = {
         {"name": "flex", "type": "v6e-16", "slices": 2, "capacity": {"mode": "flex-start", "queued": True}},
         {"name": "shared", "type": "v5litepod-32", "slices": 2, "capacity": "spot"},
         {
-            "name": "cc",
-            "type": "v5litepod-16",
+            "name": "cc",  # a shape of its own: runs of one shape go to whichever pool of it Kueue admits them on
+            "type": "v6e-32",
             "slices": 2,
             "capacity": [{"mode": "reservation", "name": "cc-res", "zone": "us-west4-a"}, "spot"],
             "compute_class": True,
@@ -182,10 +182,12 @@ class Bench:
         try:
             t0 = time.monotonic()
             run = self.submit(A, "hello-tpu", "cc", 1, 600)
-            poll(lambda: self.running(A, run, 4), 120, "Running on the class's slice")
+            poll(lambda: self.running(A, run, 8), 120, "Running on the class's slice")
             t_run = time.monotonic() - t0
-            if not all(n["metadata"]["labels"].get(GKE_SPOT_LABEL) == "true" for n in class_nodes()):
-                raise SystemExit("bench: the class's slice is not from its second priority (spot)")
+            made = {n["metadata"]["name"]: n for n in class_nodes()}
+            on = {p["spec"]["nodeName"] for p in self.kube.pods(A, run)}
+            if not made or not on <= set(made) or not all(n["metadata"]["labels"].get(GKE_SPOT_LABEL) == "true" for n in made.values()):
+                raise SystemExit("bench: the run is not on a slice made from the class's second priority (spot)")
             t1 = time.monotonic()
             self.delete(A, run)
             poll(lambda: not class_nodes(), 120, "the idle slice removed")

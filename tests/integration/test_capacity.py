@@ -52,8 +52,9 @@ CAPACITY_SPEC: dict[str, Any] = own_spec(
             "capacity": {"mode": "flex-start", "queued": True, "retry": {"limit": 3, "base_seconds": 1, "max_seconds": 4}},
         },
         {
+            # A shape of its own: runs of one shape go to whichever pool of it Kueue admits them on.
             "name": "cc",
-            "type": "v5litepod-16",
+            "type": "v5litepod-32",
             "slices": 1,
             "capacity": [{"mode": "reservation", "name": "cc-res", "zone": "us-west4-a"}, "spot"],
             "compute_class": True,
