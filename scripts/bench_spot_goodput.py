@@ -38,6 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec  # noqa: E402
+from workloads.local.cloudlogging import cri_fields  # noqa: E402
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by  # noqa: E402
 from workloads.observe import goodput  # noqa: E402
 from workloads.planning.planner import Overrides, plan_run  # noqa: E402
@@ -67,8 +68,8 @@ def plan(hours: float, checkpoint_every: float | None, autocheckpoint: bool) -> 
 
 
 def _lines_text(lines: list[str]) -> str:
-    # The pod log holds CRI records; Cloud Logging's entries hold the text after the frame.
-    return "\n".join(line.rstrip("\n").split(" ", 3)[3] for line in lines)
+    # The pod log holds CRI records; Cloud Logging's entries hold the text, as the agent takes it apart.
+    return "\n".join(cri_fields(line.rstrip("\n"), 0.0)[2] for line in lines)
 
 
 def play(r: Rehearsal, preempt_at: list[float], restart_s: float, startup_s: float) -> Played:

@@ -10,7 +10,8 @@ from dataclasses import replace
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.gcs_emulator import running_emulator
+from tests.gcs_emulator import emulator_client
+from workloads.local import cloudlogging
 from workloads.local import rehearsal as rh
 from workloads.observe import bucket_metrics, storage
 from workloads.observe import metrics as m
@@ -19,15 +20,9 @@ from workloads.render import jobset as manifests
 
 
 @pytest.fixture(scope="module")
-def gcs_url():
-    with running_emulator() as url:
-        yield url
-
-
-@pytest.fixture()
-def client(gcs_url: str, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setenv(storage.EMULATOR_ENV, gcs_url)
-    return storage.make_client(project="test-project")
+def client():
+    with emulator_client() as c:
+        yield c
 
 
 def _plan(steps: int = 35):
@@ -60,7 +55,7 @@ def test_a_record_says_what_the_steps_log_line_says() -> None:
     log = rh.MaxTextLog(r, "pod", 0)
     rec = log.metrics_record(7, 5)
     line = log.step(100.0, 7, 5)[0]
-    parsed = m.parse_log(line.split(" ", 3)[3]).steps[0]
+    parsed = m.parse_log(cloudlogging.cri_fields(line, 0.0)[2]).steps[0]
     (from_file,) = m.parse_metrics_file(json.dumps(rec))
     assert from_file.step == parsed.step == 7
     for f in ("seconds", "tflops_per_device", "tokens_per_device", "loss"):

@@ -7,22 +7,21 @@ On GKE a run's pods and the toolkit see the same buckets: MaxText writes checkpo
 process (built by scripts/setup-gcs-emulator.sh, the server the storage tests use), its
 data in ``<state>/gcs/``: ``local up`` starts it and creates the spec's buckets, the
 rehearsal daemon keeps each rehearsal's checkpoints in it, and the cluster says where it
-is in the ConfigMap ``kube-public/tgk-local-storage`` (``ENDPOINT_KEY``), which the local
+is in the ConfigMap ``kube-public/tgk-local-storage`` (``workloads.local.published``), which the local
 run hook (``runhooks``) reads to give ``submit`` and ``cleanup`` a client for it.
 """
 
 from __future__ import annotations
 
-import re
 import time
 import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit import tools
-from toolkit.errors import ClusterError, ExternalToolError
+from toolkit.errors import ExternalToolError
 from toolkit.paths import script
-from workloads.local import LocalClusterError
+from workloads.local import LocalClusterError, published
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 DAEMON = "gcs"
 SETUP_SCRIPT = script("setup-gcs-emulator.sh")
 CONFIGMAP = "tgk-local-storage"
-CONFIGMAP_NAMESPACE = "kube-public"
-ENDPOINT_KEY = "endpoint"
 PROJECT = "tgk-local"
 
 
@@ -40,7 +37,7 @@ def data_dir(state_dir: Path) -> Path:
 
 
 def endpoint(port: int) -> str:
-    return f"http://127.0.0.1:{port}"
+    return published.loopback(port)
 
 
 def executable(timeout: float = 900) -> str:
@@ -102,21 +99,9 @@ def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:
 
 def configmap(url: str) -> dict[str, Any]:
     """Where the cluster's bucket server is, for the run hook to read through the API server."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": CONFIGMAP, "namespace": CONFIGMAP_NAMESPACE},
-        "data": {ENDPOINT_KEY: url},
-    }
+    return published.configmap(CONFIGMAP, url)
 
 
 def endpoint_of(cluster: Any) -> str:
     """The bucket server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
-    found = cluster.get(cluster.resource("v1", "ConfigMap"), CONFIGMAP, CONFIGMAP_NAMESPACE)
-    url = ((found or {}).get("data") or {}).get(ENDPOINT_KEY, "")
-    if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", url):
-        raise ClusterError(
-            f"the local cluster publishes no Cloud Storage server ({CONFIGMAP_NAMESPACE}/{CONFIGMAP}): it was started by an older toolkit"
-            " — run 'python -m workloads local down' and 'local up'"
-        )
-    return url
+    return published.endpoint_of(cluster, CONFIGMAP, "Cloud Storage server")

@@ -11,7 +11,7 @@ The local cluster plays both sides: the rehearsal daemon, as the agent, appends 
 writes to a pod's log to this store too (``Store.ship``); ``local up`` runs this module as
 daemon ``logging``, a server of the v2 ``entries:list`` call (the request and response
 shapes of the Cloud Logging REST API), which Google's client reaches through the ConfigMap
-``kube-public/tgk-local-logging`` (``ENDPOINT_KEY``). Filters are the conjunctions the
+``kube-public/tgk-local-logging`` (``workloads.local.published``). Filters are the conjunctions the
 toolkit sends (``FIELD OP "VALUE"`` joined by ``AND``); any other filter is answered 400
 INVALID_ARGUMENT, as a filter the real API cannot parse is, never silently widened.
 """
@@ -33,12 +33,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ClusterError
+from workloads.local import published
 
 DAEMON = "logging"
 CONFIGMAP = "tgk-local-logging"
-CONFIGMAP_NAMESPACE = "kube-public"
-ENDPOINT_KEY = "endpoint"
 MAX_PAGE = 1000  # the API's largest pageSize
 MAX_BODY = 64 * 1024  # an entries:list request is a small JSON document
 PROJECT = "tgk-local"  # the client's own project; entries carry the spec's
@@ -53,7 +51,7 @@ def ready_file(state_dir: Path) -> Path:
 
 
 def endpoint(port: int) -> str:
-    return f"http://127.0.0.1:{port}"
+    return published.loopback(port)
 
 
 def argv(port: int, state_dir: Path) -> list[str]:
@@ -77,19 +75,12 @@ def client(url: str) -> Any:
 
 def configmap(url: str) -> dict[str, Any]:
     """Where the cluster's logging server is, for the run hook to read through the API server."""
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": CONFIGMAP, "namespace": CONFIGMAP_NAMESPACE}, "data": {ENDPOINT_KEY: url}}
+    return published.configmap(CONFIGMAP, url)
 
 
 def endpoint_of(cluster: Any) -> str:
     """The logging server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
-    found = cluster.get(cluster.resource("v1", "ConfigMap"), CONFIGMAP, CONFIGMAP_NAMESPACE)
-    url = ((found or {}).get("data") or {}).get(ENDPOINT_KEY, "")
-    if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", url):
-        raise ClusterError(
-            f"the local cluster publishes no Cloud Logging server ({CONFIGMAP_NAMESPACE}/{CONFIGMAP}): it was started by an older toolkit"
-            " — run 'python -m workloads local down' and 'local up'"
-        )
-    return url
+    return published.endpoint_of(cluster, CONFIGMAP, "Cloud Logging server")
 
 
 def pod_label_key(key: str) -> str:
@@ -127,7 +118,7 @@ class Container:
 _CRI = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) [FP] (.*)")
 
 
-def _cri(line: str, at: float) -> tuple[str, str, str]:
+def cri_fields(line: str, at: float) -> tuple[str, str, str]:
     """(RFC 3339 time, stream, text) of a CRI log line; a plain line is stderr's at ``at``."""
     m = _CRI.fullmatch(line)
     if m:
@@ -169,7 +160,7 @@ class Store:
         with self._lock:
             for raw in lines:
                 self._seq += 1
-                when, stream, line = _cri(raw.rstrip("\n"), at)
+                when, stream, line = cri_fields(raw.rstrip("\n"), at)
                 out.append(
                     json.dumps(
                         {

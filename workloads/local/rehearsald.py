@@ -225,6 +225,7 @@ class Rehearsals:
         self.books: dict[str, RunBook] = {}
         self.checkpoints = Checkpoints(state_dir)
         self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
+        self._stamps: dict[str | None, tuple[str, str, str]] = {}
 
     def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
         """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
@@ -318,19 +319,26 @@ class Rehearsals:
         self.workers[uid] = w
         return w
 
-    def _source(self, pod: dict[str, Any]) -> cloudlogging.Container:
-        """What GKE's agent stamps on the pod's lines: the cluster (the spec ``local up`` was given), the container, the pod's labels."""
-        meta = pod["metadata"]
-        project, location, cluster = cloudlogging.PROJECT, "local", "tgk-local"
-        try:
-            from infra.spec import load_spec
+    def _cluster_stamp(self) -> tuple[str, str, str]:
+        """(project, location, cluster) of the spec ``local up`` was given, read once per spec (every worker of every run asks)."""
+        spec_path = (state.read_state(self.state_dir) or {}).get("spec")
+        if spec_path not in self._stamps:
+            stamp = (cloudlogging.PROJECT, "local", "tgk-local")
+            try:
+                from infra.spec import load_spec
 
-            spec_path = (state.read_state(self.state_dir) or {}).get("spec")
-            if spec_path:
-                env = load_spec(Path(spec_path))
-                project, location, cluster = env.project, env.region, env.cluster.name
-        except Exception as e:  # a spec edited since `up`: the lines still go somewhere findable
-            _say(f"the cluster's spec is unreadable ({e}); log entries are stamped {project}/{location}/{cluster}")
+                if spec_path:
+                    env = load_spec(Path(spec_path))
+                    stamp = (env.project, env.region, env.cluster.name)
+            except Exception as e:  # a spec edited since `up`: the lines still go somewhere findable
+                _say(f"the cluster's spec is unreadable ({e}); log entries are stamped {'/'.join(stamp)}")
+            self._stamps[spec_path] = stamp
+        return self._stamps[spec_path]
+
+    def _source(self, pod: dict[str, Any]) -> cloudlogging.Container:
+        """What GKE's agent stamps on the pod's lines: the cluster, the container, the pod's labels."""
+        meta = pod["metadata"]
+        project, location, cluster = self._cluster_stamp()
         containers = (pod.get("spec") or {}).get("containers") or [{}]
         return cloudlogging.Container(
             project=project,

@@ -11,6 +11,7 @@ Bad input is a ``SpecError`` naming the flag it comes from.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,9 +29,8 @@ if TYPE_CHECKING:
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
 
 
-# (cluster, project) -> a google.cloud.logging.Client / storage.Client: the CLI's come from the cluster's run hook.
-LoggingClientFor = Callable[[Any, str], Any]
-StorageClientFor = Callable[[Any, str], Any]
+# (cluster, project) -> a google.cloud.logging.Client or storage.Client: the CLI's come from the cluster's run hook.
+ClientFor = Callable[[Any, str], Any]
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ def analyse(
     spec: Path | None = None,
     kubeconfig: Path | None = None,
     context: str | None = None,
-    logging_client: LoggingClientFor | None = None,
-    storage_client: StorageClientFor | None = None,
+    logging_client: ClientFor | None = None,
+    storage_client: ClientFor | None = None,
 ) -> Analysis:
     """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
     from workloads.observe import goodput
@@ -235,8 +235,8 @@ def load_run(
     team: str | None,
     kubeconfig: Path | None,
     context: str | None,
-    logging_client: LoggingClientFor | None = None,
-    storage_client: StorageClientFor | None = None,
+    logging_client: ClientFor | None = None,
+    storage_client: ClientFor | None = None,
 ) -> Loaded:
     """A run's log from a local file or, for a run name, from where its attempts outlive their pods.
 
@@ -267,7 +267,9 @@ def load_run(
     pod = cluster.find_pod(ns, target, found=found)
     shape = run_shape(found[1]) if found else None
     tl = timeline(cluster, ns, target, found) if found else None
-    hist, missing = _history(cluster, spec_path, ns, target, found, logging_client)
+    # The spec, read once and only when a history source needs it (the project, region, cluster).
+    env = functools.cache(lambda: _load_spec(spec_path))
+    hist, missing = _history(cluster, env, ns, target, found, logging_client)
     if hist is not None:
         texts = _per_pod(hist)
         source = f"{hist.where}: pod{'s' if len(hist.pods) > 1 else ''} {', '.join(hist.pods)}"
@@ -292,13 +294,13 @@ def load_run(
     source = f"{ns}/{pod['metadata']['name']}"
     if metrics_text is None and found is not None:
         # MaxText's own metrics files in the run's bucket hold the steps of earlier attempts too.
-        metrics_text, where = _bucket_metrics(cluster, spec_path, found[1], storage_client)
+        metrics_text, where = _bucket_metrics(cluster, env, found[1], storage_client)
         if metrics_text:
             source += f" and {where}"
     return Loaded(target, source, m.load(text, metrics_text), text, tl, shape)
 
 
-def _bucket_metrics(cluster, spec_path: Path | None, run_object: Mapping[str, Any], storage_client: StorageClientFor | None) -> tuple[str | None, str]:
+def _bucket_metrics(cluster, env: Callable[[], EnvSpec], run_object: Mapping[str, Any], storage_client: ClientFor | None) -> tuple[str | None, str]:
     """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
     import sys
 
@@ -310,7 +312,7 @@ def _bucket_metrics(cluster, spec_path: Path | None, run_object: Mapping[str, An
     if directory is None:
         return None, ""
     try:
-        client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, _load_spec(spec_path).project)
+        client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, env().project)
         text, files = bucket_metrics.read(client, directory, limit_bytes=LOG.limit)
     except StorageError as e:
         sys.stderr.write(f"warning: the run's metrics files are unread: {e}\n")
@@ -318,7 +320,7 @@ def _bucket_metrics(cluster, spec_path: Path | None, run_object: Mapping[str, An
     return (text or None), f"{files} metrics file(s) in {directory}"
 
 
-def _history(cluster, spec_path: Path | None, ns: str, run: str, found, logging_client: LoggingClientFor | None) -> tuple[History | None, str | None]:
+def _history(cluster, env: Callable[[], EnvSpec], ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
     """(worker 0's entries from Cloud Logging, else None and why none) — for JobSet runs, or runs no longer there.
 
     Runs of the other runtimes (a Job, a RayJob) are read from their pod: their restarts
@@ -333,19 +335,19 @@ def _history(cluster, spec_path: Path | None, ns: str, run: str, found, logging_
     kind, obj = found if found else (None, None)
     if kind is not None and kind.kind != "JobSet":
         return None, None
-    env = _load_spec(spec_path)
+    spec = env()
     meta = (obj or {}).get("metadata") or {}
     scope = LogScope(
-        project=env.project,
-        location=env.region,
-        cluster=env.cluster.name,
+        project=spec.project,
+        location=spec.region,
+        cluster=spec.cluster.name,
         namespace=ns,
         run=run,
         run_uid=meta.get("uid"),
         since=meta.get("creationTimestamp"),
     )
     try:
-        client = (logging_client or (lambda _cluster, project: make_client(project)))(cluster, env.project)
+        client = (logging_client or (lambda _cluster, project: make_client(project)))(cluster, spec.project)
         hist = read(client, scope, limit_bytes=LOG.limit)
     except (HistoryUnavailable, Forbidden) as e:
         sys.stderr.write(f"warning: earlier attempts unknown: {e}\n")
