@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog, gcp_names, identities, machine_types, naming, quotas, vertex_ai
+from infra.datasets import DatasetFormat, DatasetSpec, TokenizerType  # noqa: F401  re-exported
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -1039,6 +1040,7 @@ class EnvSpec(_Model):
     # A spec without teams has one implicit team; with no other team to outrank, it may use every toolkit class.
     teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default", priorities=list(PRIORITY_CLASSES))], min_length=1)
     buckets: list[BucketSpec] = Field(default_factory=list)
+    datasets: list[DatasetSpec] = Field(default_factory=list, description="training data in the data buckets, named by runs (infra/datasets.py)")
     artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
     cloud_build: CloudBuildSpec = Field(default_factory=CloudBuildSpec)
@@ -1074,6 +1076,7 @@ class EnvSpec(_Model):
         self._check_teams()
         self._check_quotas()
         self._check_buckets_and_ci()
+        self._check_datasets()
         self._check_derived_names()
         identities.check(self)
         self._check_network()
@@ -1331,6 +1334,30 @@ class EnvSpec(_Model):
             self._check_bucket_team(i, b)
         if self.cloud_build.enabled and not self.artifact_registry.enabled:
             raise SpecError("cloud_build.enabled", "CI builds push images but artifact_registry is disabled", "enable artifact_registry or disable cloud_build")
+
+    def _check_datasets(self) -> None:
+        names = [d.name for d in self.datasets]
+        data = [b.name for b in self.buckets if b.purpose is BucketPurpose.DATA]
+        for i, d in enumerate(self.datasets):
+            if names.index(d.name) != i:
+                raise SpecError(f"datasets[{i}].name", f"dataset {d.name!r} is listed twice", "give each dataset its own name")
+            bucket = next((b for b in self.buckets if b.name == d.bucket), None)
+            if bucket is None:
+                fix = f"use one of {', '.join(data)}" if data else "add a bucket with purpose: data to buckets and name it here"
+                raise SpecError(f"datasets[{i}].bucket", f"no bucket {shown(d.bucket)} in the spec's buckets", fix)
+            if bucket.purpose is not BucketPurpose.DATA:
+                raise SpecError(
+                    f"datasets[{i}].bucket",
+                    f"bucket {d.bucket!r} has purpose {bucket.purpose.value}, and runs mount only data buckets read-only",
+                    f"use one of {', '.join(data)}" if data else "add a bucket with purpose: data",
+                )
+
+    def dataset(self, name: str) -> DatasetSpec | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+    def dataset_team(self, d: DatasetSpec) -> TeamSpec:
+        """The team whose identity may read ``d`` (its bucket's owner)."""
+        return self.bucket_owner(next(b for b in self.buckets if b.name == d.bucket))
 
     def _check_derived_names(self) -> None:
         """Names made from the spec's names, against the limits of where they go.
