@@ -13,6 +13,7 @@ that allow hostNetwork runs (``teams[].host_network``).
 
 from __future__ import annotations
 
+from infra import naming
 from infra.spec import BucketPurpose, BucketSpec, EnvSpec, TeamSpec
 
 # Per bucket purpose: (node SA role, team SA role).
@@ -80,3 +81,37 @@ def write_problem(spec: EnvSpec, bucket: BucketSpec, team: TeamSpec, host_networ
     if role not in WRITE_ROLES:
         return f"{who} can only read bucket {bucket.name} ({role})"
     return None
+
+
+# Predefined roles that can list and read objects (a FUSE mount lists the prefix, Grain reads the files).
+READ_ROLES = frozenset({"roles/storage.objectViewer", "roles/storage.objectUser", "roles/storage.objectAdmin", "roles/storage.admin"})
+
+
+def team_member(spec: EnvSpec, team: TeamSpec) -> str:
+    """The IAM member a team's pods act as through Workload Identity."""
+    return f"serviceAccount:{naming.team_service_account_email(spec.project, spec.cluster.name, team.name)}"
+
+
+def node_member(spec: EnvSpec) -> str:
+    """The IAM member hostNetwork pods act as (the TPU nodes' service account)."""
+    return f"serviceAccount:{naming.service_account_id(spec.cluster.name, 'nodes')}@{spec.project}.iam.gserviceaccount.com"
+
+
+def run_member(spec: EnvSpec, team: TeamSpec, host_network: bool) -> str:
+    return node_member(spec) if host_network else team_member(spec, team)
+
+
+def bucket_bindings(spec: EnvSpec) -> dict[str, list[tuple[str, str]]]:
+    """Per bucket, the (role, member) pairs the stack grants on it: what a bucket's IAM policy holds after a deploy.
+
+    The local cluster writes these into its Cloud Storage server's bucket policies, so a
+    check of "can this run's identity read the dataset" asks the same question there as on GCP.
+    """
+    out: dict[str, list[tuple[str, str]]] = {b.name: [] for b in spec.buckets}
+    for team in spec.teams:
+        for b in spec.team_buckets(team):
+            node_role, team_role = BUCKET_ROLES[b.purpose]
+            out[b.name].append((team_role, team_member(spec, team)))
+            if team.host_network:
+                out[b.name].append((node_role, node_member(spec)))
+    return out

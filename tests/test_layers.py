@@ -66,6 +66,7 @@ LAYERS: dict[str, Layer] = {
             "workloads.runs",
             ("workloads.planning", "workloads.render", "workloads.cluster", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
         ),
+        Layer("workloads.data", ("workloads.planning", "workloads.maxtext", "workloads.observe.storage", "infra", "toolkit")),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

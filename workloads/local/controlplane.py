@@ -576,6 +576,7 @@ class LocalCluster:
         made = bucket.ensure_buckets(url, spec)
         if made:
             self.progress(f"  buckets created: {', '.join(made)}")
+        bucket.grant_buckets(url, spec)
         kube.apply([bucket.configmap(url)], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
     def _start_logging(self, boot: _Boot, kube: Cluster) -> None:
