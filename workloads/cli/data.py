@@ -16,6 +16,7 @@ import typer
 from toolkit.clikit import OutputFormat, print_json
 from toolkit.errors import SpecError
 from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.planning.defaults import INT32_MAX
 
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: upload one into its bucket, check one before a run reads it.")
 app.add_typer(data_app, name="data")
@@ -118,7 +119,9 @@ def check(
             "--load-tokenizer/--no-load-tokenizer", help="load the tokenizer with MaxText's own loader (needs the MaxText venv; scripts/setup-maxtext.sh)"
         ),
     ] = True,
-    vocab_size: Annotated[Optional[int], typer.Option("--vocab-size", min=1, help="the model's vocab_size: refuse a tokenizer with more ids than it")] = None,
+    vocab_size: Annotated[
+        Optional[int], typer.Option("--vocab-size", min=1, max=INT32_MAX, help="the model's vocab_size: refuse a tokenizer with more ids than it")
+    ] = None,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
