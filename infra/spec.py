@@ -446,6 +446,21 @@ class CapacityOption(BaseModel):
         return next(c for c in self.choices if isinstance(c, Reservation) and c.name == name)
 
 
+# GKE's multi-tier checkpointing (GKE docs "Train large-scale machine learning models on GKE with
+# Multi-Tier Checkpointing": version floor, Standard clusters only; MaxText's multi_tier_checkpointing
+# guide: the TPU generations it supports). The toolkit only makes Standard clusters.
+MTC_MIN_GKE_VERSION = "1.32.4-gke.1415000"
+MTC_GENERATIONS = ("v4", "v5e", "v5p", "v6e")
+
+
+class MultiTierCheckpointingSpec(_Model):
+    """GKE's multi-tier checkpointing on a pool's TPU VMs: a RAM disk of ``ramdisk_gib`` per VM (the
+    pool shape's CheckpointConfiguration, applied by ``queues apply``), backed up to ``bucket``."""
+
+    ramdisk_gib: int = Field(..., ge=1, le=65536, description="RAM disk per TPU VM (inMemoryVolumeSize); `workloads submit --dry-run` prints what a run needs")
+    bucket: str | None = Field(None, description="checkpoints bucket the add-on backs the RAM disks up to (default: the spec's first checkpoints bucket)")
+
+
 class TpuPoolSpec(_Model):
     """A group of identical TPU slices: one GKE node pool per slice."""
 
@@ -461,6 +476,9 @@ class TpuPoolSpec(_Model):
     disk_size_gb: int = Field(100, ge=10, le=65536)
     compute_class: ComputeClassSpec | None = Field(
         None, description="GKE creates the slices on demand from a ComputeClass of the capacity options (true, or {name, active_migration})"
+    )
+    multi_tier_checkpointing: MultiTierCheckpointingSpec | None = Field(
+        None, description="GKE's multi-tier checkpointing on these VMs (runs opt in with --multi-tier-checkpointing)"
     )
 
     _shape: catalog.SliceShape = PrivateAttr()
@@ -1077,6 +1095,8 @@ class EnvSpec(_Model):
         self._check_quotas()
         self._check_buckets_and_ci()
         self._check_datasets()
+        self._check_fuse_for_datasets()
+        self._check_multi_tier()
         self._check_derived_names()
         identities.check(self)
         self._check_network()
@@ -1352,6 +1372,69 @@ class EnvSpec(_Model):
                     f"use one of {', '.join(data)}" if data else "add a bucket with purpose: data",
                 )
 
+    def _check_multi_tier(self) -> None:
+        """Where GKE's multi-tier checkpointing can run, a RAM disk the VM can hold, a checkpoints bucket to back up to."""
+        by_shape: dict[str, tuple[int, MultiTierCheckpointingSpec]] = {}
+        for i, pool in enumerate(self.tpu_pools):
+            m = pool.multi_tier_checkpointing
+            if m is None:
+                continue
+            where = f"tpu_pools[{i}].multi_tier_checkpointing"
+            if not self.cluster.gcs_fuse_csi:
+                raise SpecError(
+                    "cluster.gcs_fuse_csi", "is off, and GKE's multi-tier checkpointing needs the GCS FUSE CSI driver", "set cluster.gcs_fuse_csi: true"
+                )
+            gen = pool.shape.generation.name
+            if gen not in MTC_GENERATIONS:
+                raise SpecError(
+                    where,
+                    f"GKE's multi-tier checkpointing supports TPU {', '.join(MTC_GENERATIONS)}, and pool {pool.name} is {gen}",
+                    "remove it from this pool",
+                )
+            memory = catalog.machine_size(pool.shape.machine_type).memory_gib
+            if m.ramdisk_gib > memory:
+                raise SpecError(
+                    f"{where}.ramdisk_gib",
+                    f"{m.ramdisk_gib} GiB is more than the {memory} GiB of memory of a {pool.shape.machine_type} VM",
+                    f"use at most {memory} (less, to leave the training program room)",
+                )
+            if self.mtc_bucket(m) is None:
+                raise SpecError(
+                    f"{where}.bucket",
+                    "names no bucket and the spec has no bucket with purpose: checkpoints",
+                    "add a checkpoints bucket to buckets and name it here",
+                )
+            bucket = next((b for b in self.buckets if b.name == self.mtc_bucket(m)), None)
+            if bucket is None or bucket.purpose is not BucketPurpose.CHECKPOINTS:
+                ckpt = [b.name for b in self.buckets if b.purpose is BucketPurpose.CHECKPOINTS]
+                raise SpecError(
+                    f"{where}.bucket", f"{shown(m.bucket)} is not a checkpoints bucket of the spec", f"use one of {', '.join(ckpt) or '(none: add one)'}"
+                )
+            seen = by_shape.get(pool.shape.key)
+            if seen is not None and seen[1] != m:
+                # The CheckpointConfiguration selects nodes by the shape's labels: one per shape.
+                raise SpecError(
+                    where,
+                    f"differs from tpu_pools[{seen[0]}]'s of the same shape {pool.shape.key}",
+                    "give every pool of one shape the same multi_tier_checkpointing",
+                )
+            by_shape[pool.shape.key] = (i, m)
+
+    def mtc_bucket(self, m: MultiTierCheckpointingSpec) -> str | None:
+        """The bucket multi-tier checkpointing backs up to: the one named, else the spec's first checkpoints bucket."""
+        if m.bucket is not None:
+            return m.bucket
+        first = self.bucket_for(BucketPurpose.CHECKPOINTS)
+        return first.name if first else None
+
+    def _check_fuse_for_datasets(self) -> None:
+        if self.datasets and not self.cluster.gcs_fuse_csi:
+            raise SpecError(
+                "cluster.gcs_fuse_csi",
+                "is off, and runs read the spec's datasets through the GCS FUSE CSI driver",
+                "set cluster.gcs_fuse_csi: true (the default)",
+            )
+
     def dataset(self, name: str) -> DatasetSpec | None:
         return next((d for d in self.datasets if d.name == name), None)
 
@@ -1420,6 +1503,9 @@ class EnvSpec(_Model):
         classed = next((i for i, p in enumerate(self.tpu_pools) if p.compute_class is not None), None)
         if classed is not None:
             floors.append((COMPUTE_CLASS_MIN_GKE_VERSION, f"the first GKE version with custom ComputeClasses (tpu_pools[{classed}].compute_class)"))
+        mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
+        if mtc is not None:
+            floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
         if self.cluster.ray.enabled:
             floors.append((RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
         return floors

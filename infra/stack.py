@@ -26,7 +26,7 @@ from cdktn_provider_google.project_service import ProjectService  # noqa: E402
 from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
-from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
+from infra.access import bucket_role, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
@@ -218,9 +218,10 @@ def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: 
     A bucket's team SA gets the team role: its pods prepare data, write checkpoints and
     artifacts. The node SA gets the node role only on the buckets of teams that opted in
     to hostNetwork runs (whose pods act as it); those pods only read training data. The
-    table is infra.access's BUCKET_ROLES, which the planner checks a run's writes against.
+    table is infra.access's bucket_role (BUCKET_ROLES; a data bucket holding a dataset is read-only to
+    both), which the planner checks a run's writes against.
     """
-    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
+    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=bucket_role(spec, b, role_of)) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:

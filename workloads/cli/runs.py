@@ -215,7 +215,27 @@ def render(
     for p in written:
         typer.echo(str(p))
     typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
+    _echo_storage(plan)
     _echo_cost(plan, env)
+
+
+def _echo_storage(plan: RunPlan) -> None:
+    """Where the run reads its data and keeps its multi-tier checkpoints, with the RAM disk the planner derived (stderr)."""
+    from workloads.planning.dataset import mount_dir
+
+    d, m = plan.program.dataset, plan.policy.multi_tier
+    if d is not None:
+        typer.echo(
+            f"dataset {d.name}: gs://{d.bucket}/{d.object_prefix()} mounted read-only at {mount_dir(d)} (GCS FUSE), {d.format.value} read by Grain", err=True
+        )
+    if m is not None:
+        f = m.as_dict()
+        typer.echo(
+            f"multi-tier checkpointing: RAM disk {f['ramdisk_gib_needed']:g} GiB per VM needed (12 B x {m.params / 1e9:.2f}B params x 2 / "
+            f"{m.hosts_per_slice} hosts + 15%), {f['ramdisk_gib_configured']:g} GiB configured, {f['vm_memory_gib']:g} GiB VM memory; "
+            f"local saves every {m.local_period_steps} steps to {m.directory}, backed up every {m.backup_minutes} min",
+            err=True,
+        )
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
@@ -260,6 +280,7 @@ def submit(
     if dry_run:
         _print_objects(objects, output)
         if output is OutputFormat.text:
+            _echo_storage(plan)
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)
@@ -282,6 +303,7 @@ def submit(
         typer.echo(f"  {_resilience(plan)}", err=True)
         if plan.program.profile:
             typer.echo(f"  {_profile_note(plan)}", err=True)
+        _echo_storage(plan)
         _echo_cost(plan, env)
         if sub.note:
             typer.echo(f"  {sub.note}", err=True)

@@ -8,7 +8,7 @@ loopback bucket the same way and passes the same flags with its own mount point.
 
 from __future__ import annotations
 
-from infra.datasets import DatasetSpec
+from infra.spec import DatasetSpec
 
 DATA_ROOT = "/data"  # where the run's container sees its datasets
 

@@ -1,0 +1,87 @@
+"""A run's dataset and multi-tier checkpointing objects against the real API server (issue 25).
+
+The JobSet with its GCS FUSE dataset volume and multi-tier checkpointing RAM disk goes through
+the real kube-apiserver and JobSet v0.10.1's webhook (server-side dry run), its pod through the
+team namespace's Pod Security admission, and the CheckpointConfiguration `queues apply` renders
+through the CheckpointConfiguration CRD `local up` installs (its schema refuses a field GKE's
+API does not have). The kwok nodes mount nothing: what the CSI drivers do is GKE's.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from infra.spec import parse_spec
+from tests.conftest import EXAMPLES
+from tests.integration.conftest import wait_for
+from toolkit.errors import ClusterError
+from toolkit.names import TGK_FIELD_MANAGER
+from workloads.local import addons, controlplane
+from workloads.planning.planner import Overrides, plan_run
+from workloads.render import checkpointing, volumes
+from workloads.render import jobset as js
+
+pytestmark = pytest.mark.integration
+
+
+def _spec():
+    """The default spec (its cluster is the shared test cluster) with a dataset and multi-tier checkpointing."""
+    doc = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    doc["tpu_pools"][0]["multi_tier_checkpointing"] = {"ramdisk_gib": 64}
+    doc["datasets"] = [{"name": "c4-en", "bucket": "my-tpu-project-tpu-dev-data", "path": "c4/en/3.0.1", "format": "arrayrecord"}]
+    return parse_spec(doc)
+
+
+def _install_crd(cluster) -> None:
+    crds = addons.load_docs(controlplane.CHECKPOINT_CONFIGURATION_CRD)
+    cluster.apply(crds, field_manager=TGK_FIELD_MANAGER)
+    info = cluster.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+    def established():
+        live = cluster.get(info, crds[0]["metadata"]["name"]) or {}
+        return any(c["type"] == "Established" and c["status"] == "True" for c in (live.get("status") or {}).get("conditions") or []) or None
+
+    wait_for(established, 60, "the CheckpointConfiguration CRD to be established", interval=0.5)
+    cluster.forget_discovery()
+
+
+def test_the_checkpoint_configuration_applies_and_its_schema_holds(cluster) -> None:
+    _install_crd(cluster)
+    (cc,) = checkpointing.checkpoint_configurations(_spec())
+    (stored,) = cluster.apply([cc], field_manager=TGK_FIELD_MANAGER, dry_run=True)
+    assert stored["spec"]["inMemoryVolumeSize"] == "64Gi" and stored["spec"]["nodeSelector"] == cc["spec"]["nodeSelector"]
+    bad = copy.deepcopy(cc)
+    bad["spec"]["inMemoryVolumeSize"] = "a lot"
+    with pytest.raises(ClusterError) as e:
+        cluster.apply([bad], field_manager=TGK_FIELD_MANAGER, dry_run=True)
+    assert "inMemoryVolumeSize" in str(e.value)
+    unknown = copy.deepcopy(cc)
+    unknown["spec"]["ramDisk"] = "64Gi"
+    with pytest.raises(ClusterError) as e:
+        cluster.apply([unknown], field_manager=TGK_FIELD_MANAGER, dry_run=True)
+    assert "ramDisk" in str(e.value)
+
+
+def test_the_jobset_with_its_dataset_and_ramdisk_passes_the_api_server_and_pod_security(cluster) -> None:
+    plan = plan_run("maxtext-6b", _spec(), Overrides(slices=2, name="data-mtc", dataset="c4-en", multi_tier_checkpointing=True))
+    (obj,) = js.run_objects(plan)
+    (stored,) = cluster.apply([obj], field_manager=TGK_FIELD_MANAGER, dry_run=True)
+    template = stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    vols = {v["name"]: v for v in template["spec"]["volumes"]}
+    assert vols[volumes.DATASET_VOLUME]["csi"]["readOnly"] is True
+    assert vols[volumes.MTC_VOLUME]["csi"]["driver"] == "multitier-checkpoint.csi.storage.gke.io"
+    assert template["metadata"]["annotations"]["gke-gcsfuse/volumes"] == "true"
+    # The pod itself, in the team's namespace: its Pod Security level admits CSI volumes.
+    pod_spec = copy.deepcopy(template["spec"])
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "data-mtc-0", "namespace": plan.target.namespace, **copy.deepcopy(template["metadata"])},
+        "spec": pod_spec,
+    }
+    created = cluster.create(pod, dry_run=True)
+    mounts = {m["name"]: m for m in created["spec"]["containers"][0]["volumeMounts"]}
+    assert mounts[volumes.DATASET_VOLUME] == {"name": "dataset", "mountPath": "/data/c4-en", "readOnly": True}
