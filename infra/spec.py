@@ -110,6 +110,10 @@ class _Model(BaseModel):
 # --------------------------------------------------------------------- network
 
 
+def _overlap(a: str, b: str) -> bool:
+    return ipaddress.ip_network(a, strict=False).overlaps(ipaddress.ip_network(b, strict=False))
+
+
 def _private_cidr(v: str, example: str) -> str:
     """``v`` if it is a private IPv4 CIDR block, else a ValueError saying how to write one (like ``example``)."""
     try:
@@ -459,6 +463,43 @@ class MultiTierCheckpointingSpec(_Model):
 
     ramdisk_gib: int = Field(..., ge=1, le=65536, description="RAM disk per TPU VM (inMemoryVolumeSize); `workloads submit --dry-run` prints what a run needs")
     bucket: str | None = Field(None, description="checkpoints bucket the add-on backs the RAM disks up to (default: the spec's first checkpoints bucket)")
+
+
+# Google Cloud Managed Lustre (provider 7.43.0's google_lustre_instance; GKE docs "About the Managed
+# Lustre CSI driver": the driver needs GKE 1.33.2-gke.1111000, the instance the cluster's VPC).
+LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.1111000"
+LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)  # MB/s per TiB, the performance tiers
+IPV4 = r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}$"
+
+
+class LustreSpec(_Model):
+    """One Managed Lustre instance in the cluster's VPC, for runs that checkpoint to it (``--checkpoint-storage lustre``).
+
+    The stack creates it (with the private services access range and peering it needs) and turns the
+    cluster's Lustre CSI driver on. Runs reach it through a PersistentVolume and claim per team
+    namespace, which `queues apply` applies once ``ip`` (the instance's mount address, an output of
+    `python -m infra outputs` after the deploy) is set.
+    """
+
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=63, description="the instance id")
+    capacity_gib: int = Field(..., ge=9000, le=7632000, description="storage in GiB; the tier sets the minimum and the step (Managed Lustre docs)")
+    throughput: int = Field(500, description="MB/s per TiB: 125, 250, 500 or 1000 (per_unit_storage_throughput)")
+    filesystem: str = Field("lustrefs", pattern=r"^[A-Za-z0-9]{1,8}$", description="the file system's name (eight letters or digits at most)")
+    zone: str | None = Field(None, pattern=ZONE, description="defaults to the first of the spec's zones (the TPU slices' zone)")
+    ip: str | None = Field(None, pattern=IPV4, description="the instance's mount address once deployed (`python -m infra outputs`: lustre_mount_point)")
+    peering_cidr: str = Field("10.96.0.0/20", description="the private services access range Google peers the instance into")
+
+    @field_validator("throughput")
+    @classmethod
+    def _tier(cls, v: int) -> int:
+        if v not in LUSTRE_THROUGHPUTS:
+            raise ValueError(f"{v} is not a Managed Lustre tier; use one of {', '.join(map(str, LUSTRE_THROUGHPUTS))}")
+        return v
+
+    @field_validator("peering_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        return _private_cidr(v, "10.96.0.0/20")
 
 
 class TpuPoolSpec(_Model):
@@ -1059,6 +1100,7 @@ class EnvSpec(_Model):
     teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default", priorities=list(PRIORITY_CLASSES))], min_length=1)
     buckets: list[BucketSpec] = Field(default_factory=list)
     datasets: list[DatasetSpec] = Field(default_factory=list, description="training data in the data buckets, named by runs (infra/datasets.py)")
+    lustre: LustreSpec | None = Field(None, description="a Managed Lustre instance runs may checkpoint to (--checkpoint-storage lustre)")
     artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
     cloud_build: CloudBuildSpec = Field(default_factory=CloudBuildSpec)
@@ -1097,6 +1139,7 @@ class EnvSpec(_Model):
         self._check_datasets()
         self._check_fuse_for_datasets()
         self._check_multi_tier()
+        self._check_lustre()
         self._check_derived_names()
         identities.check(self)
         self._check_network()
@@ -1427,6 +1470,26 @@ class EnvSpec(_Model):
         first = self.bucket_for(BucketPurpose.CHECKPOINTS)
         return first.name if first else None
 
+    def _check_lustre(self) -> None:
+        lu = self.lustre
+        if lu is None:
+            return
+        if lu.zone is not None and lu.zone not in self.zones:
+            raise SpecError(
+                "lustre.zone", f"{lu.zone!r} is not one of the cluster's zones {self.zones}", "use one of them (the instance serves the TPU slices' zone)"
+            )
+        if self.network.dcn is not None and _overlap(lu.peering_cidr, self.network.dcn.cidr):
+            raise SpecError("lustre.peering_cidr", f"{lu.peering_cidr} overlaps network.dcn.cidr {self.network.dcn.cidr}", "pick a range of its own")
+        for what, cidr in (("nodes", self.cidrs.nodes), ("pods", self.cidrs.pods), ("services", self.cidrs.services)):
+            if _overlap(lu.peering_cidr, cidr):
+                raise SpecError(
+                    "lustre.peering_cidr", f"{lu.peering_cidr} overlaps the cluster's {what} range {cidr}", "pick a private range the cluster does not use"
+                )
+
+    @property
+    def lustre_zone(self) -> str | None:
+        return None if self.lustre is None else (self.lustre.zone or self.zones[0])
+
     def _check_fuse_for_datasets(self) -> None:
         if self.datasets and not self.cluster.gcs_fuse_csi:
             raise SpecError(
@@ -1503,6 +1566,8 @@ class EnvSpec(_Model):
         classed = next((i for i, p in enumerate(self.tpu_pools) if p.compute_class is not None), None)
         if classed is not None:
             floors.append((COMPUTE_CLASS_MIN_GKE_VERSION, f"the first GKE version with custom ComputeClasses (tpu_pools[{classed}].compute_class)"))
+        if self.lustre is not None:
+            floors.append((LUSTRE_MIN_GKE_VERSION, "the first GKE version with the Managed Lustre CSI driver (lustre)"))
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))

@@ -35,9 +35,10 @@ from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
+from modules.lustre import Lustre, LustreProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
-from modules.services import Services, ServicesProps  # noqa: E402
+from modules.services import DEFAULT_SERVICES, Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
 from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
@@ -104,7 +105,8 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     # ("managed-by" -> "managed_by"), and every resource would carry both spellings.
     provider.add_override("default_labels", labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
-    services = Services(stack, "services", props=ServicesProps(project=spec.project))
+    apis = (*DEFAULT_SERVICES, *(LUSTRE_SERVICES if spec.lustre else ()))
+    services = Services(stack, "services", props=ServicesProps(project=spec.project, services=apis))
     ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
 
     network = _network(ctx)
@@ -120,8 +122,9 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     registry = _registry(ctx)
     tensorboard = _tensorboard(ctx)
     trigger = _build_trigger(ctx, registry)
+    lustre = _lustre(ctx, network)
 
-    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices)
+    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices, lustre)
     return EnvStack(
         stack=stack,
         services=services,
@@ -154,6 +157,7 @@ def _network(ctx: _Context) -> Network:
             pods_cidr=cidrs.pods,
             services_cidr=cidrs.services,
             nat=spec.cluster.private_nodes,
+            declared_firewall=spec.lustre is not None,
             depends_on=(ctx.api["compute.googleapis.com"],),
         ),
     )
@@ -294,6 +298,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
+            lustre_csi=spec.lustre is not None,
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
@@ -487,6 +492,36 @@ def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | N
 # ------------------------------------------------------------------ outputs
 
 
+# ------------------------------------------------------------------ lustre
+
+# Managed Lustre's API, and private services access (the peering its instances are reached through).
+LUSTRE_SERVICES = ("lustre.googleapis.com", "servicenetworking.googleapis.com")
+
+
+def _lustre(ctx: _Context, network: Network) -> Lustre | None:
+    spec, lu = ctx.spec, ctx.spec.lustre
+    if lu is None:
+        return None
+    zone = spec.lustre_zone
+    assert zone is not None
+    return Lustre(
+        ctx.stack,
+        "lustre",
+        props=LustreProps(
+            project=spec.project,
+            name=lu.name,
+            zone=zone,
+            network=spec.network_name,
+            network_id=network.network.id,
+            capacity_gib=lu.capacity_gib,
+            throughput=lu.throughput,
+            filesystem=lu.filesystem,
+            peering_cidr=lu.peering_cidr,
+            depends_on=tuple(ctx.api[a] for a in LUSTRE_SERVICES),
+        ),
+    )
+
+
 def _outputs(
     stack: TerraformStack,
     spec: EnvSpec,
@@ -496,6 +531,7 @@ def _outputs(
     registry: Registry | None,
     tensorboard: TensorBoard | None,
     slices: dict[str, list[TpuSlice]],
+    lustre: Lustre | None = None,
 ) -> None:
     out = {
         "cluster_name": cluster.name,
@@ -511,6 +547,9 @@ def _outputs(
         out["registry_url"] = registry.url
     if tensorboard:
         out["tensorboard_id"] = tensorboard.id
+    if lustre:
+        # "<ip>@tcp:/<filesystem>": the ip goes into the spec's lustre.ip (the PersistentVolumes name it).
+        out["lustre_mount_point"] = lustre.mount_point
     for key, value in out.items():
         TerraformOutput(stack, key, value=value)
 

@@ -38,12 +38,14 @@ RUNS = [
     ("v5p", "hello-tpu", Overrides(pool="v5p-8", name="golden", host_network=False)),
     ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden", team="research")),
     ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden-data", team="pretrain", dataset="c4-en", multi_tier_checkpointing=True)),
+    ("default", "maxtext-6b", Overrides(slices=2, name="golden-fuse", checkpoint_storage="gcsfuse")),
+    ("tpu7x-multislice", "maxtext-6b", Overrides(slices=2, name="golden-lustre", checkpoint_storage="lustre")),
 ]
 
 
 def _tail(o: Overrides) -> str:
     """A golden's name suffix for the storage options it shows (a dataset, multi-tier checkpointing)."""
-    return ("-data" if o.dataset else "") + ("-mtc" if o.multi_tier_checkpointing else "")
+    return ("-data" if o.dataset else "") + ("-mtc" if o.multi_tier_checkpointing else "") + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
 
 
 def _check_golden(name: str, objects: list[dict]) -> None:

@@ -229,7 +229,9 @@ def test_buckets_and_their_grants(stacks, example):
         team_sa = ref("google_service_account", doc, lambda v, owner=owner: v["account_id"].endswith(f"-t-{owner.name}"))
         # the owning team's SA writes it; hostNetwork pods act as the node SA, which gets
         # the bucket only when its team opted in (and then only reads training data)
-        expected = {f"${{{team_sa}.member}}": "roles/storage.objectAdmin"}
+        # (a data bucket that holds a dataset of the spec is read-only to both: training only reads it)
+        holds_dataset = any(d.bucket == b.name for d in spec.datasets)
+        expected = {f"${{{team_sa}.member}}": "roles/storage.objectViewer" if holds_dataset else "roles/storage.objectAdmin"}
         if owner.host_network:
             expected[f"${{{node_sa}.member}}"] = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
         assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)

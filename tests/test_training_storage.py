@@ -221,5 +221,88 @@ def test_the_ramdisk_figures_of_the_issue() -> None:
     for plan, hosts in ((v5e, 4), (v6e, 4)):
         params = plan.program.sizing.params
         assert plan.policy.multi_tier.ramdisk_bytes / GIB == pytest.approx(2 * 12 * params / hosts * 1.15 / GIB, abs=1e-6)
-    assert 55 < v5e.policy.multi_tier.ramdisk_bytes / GIB < 60  # ~8.6B parameters
+    assert 55 < v5e.policy.multi_tier.ramdisk_bytes / GIB < 60  # ~8.86B parameters
     assert 50 < v6e.policy.multi_tier.ramdisk_bytes / GIB < 53  # ~8.0B parameters
+
+
+# ------------------------------------------------------- checkpoint storage
+
+TPU7X = EXAMPLES_DIR / "tpu7x-multislice.yaml"
+
+
+def test_checkpoints_through_gcs_fuse_keep_the_bucket_and_the_run_identity() -> None:
+    plan = plan_run("maxtext-6b", load_spec(EXAMPLES_DIR / "default.yaml"), Overrides(name="t", slices=2, checkpoint_storage="gcsfuse"))
+    args = _args_dict(plan.program.args)
+    assert args["base_output_directory"] == "/checkpoints" and args["gcs_metrics"] == "false"
+    assert any("gcs_metrics turned off" in w for w in plan.program.warnings)
+    # The mount root is the bucket root: the files land where a gcs run's would, and the identity check reads them there.
+    assert plan.program.output_dir == "gs://my-tpu-project-tpu-dev-ckpt/t/" and plan.checkpoint_dir == "gs://my-tpu-project-tpu-dev-ckpt/t/checkpoints/"
+    template = _pod(jobset.jobset(plan))
+    (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == volumes.CHECKPOINT_VOLUME]
+    assert vol["csi"]["driver"] == names.GCSFUSE_CSI_DRIVER and "readOnly" not in vol["csi"]
+    assert vol["csi"]["volumeAttributes"]["bucketName"] == "my-tpu-project-tpu-dev-ckpt"
+    options = vol["csi"]["volumeAttributes"]["mountOptions"].split(",")
+    assert {"metadata-cache:negative-ttl-secs:0", "write:enable-streaming-writes:true", "rename-dir-limit=200000"} <= set(options)
+    assert not any(o.startswith("only-dir=") for o in options)
+    assert {"name": "checkpoints", "mountPath": "/checkpoints"} in template["spec"]["containers"][0]["volumeMounts"]
+    assert template["metadata"]["annotations"][names.GCSFUSE_VOLUMES_ANNOTATION] == "true"
+    assert plan.summary()["checkpoint"]["storage"] == "gcsfuse"
+
+
+def test_checkpoints_to_lustre_through_the_teams_claim() -> None:
+    spec = load_spec(TPU7X)
+    plan = plan_run("maxtext-6b", spec, Overrides(name="t", slices=2, checkpoint_storage="lustre"))
+    args = _args_dict(plan.program.args)
+    assert args["base_output_directory"] == "/checkpoints/llm"  # the team's own directory
+    assert plan.program.output_dir is None and plan.checkpoint_dir == "lustre:ironwood-ckpt/llm/t/checkpoints/"
+    assert any("does not check" in w for w in plan.program.warnings)  # the identity check cannot reach Lustre
+    template = _pod(jobset.jobset(plan))
+    (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == volumes.CHECKPOINT_VOLUME]
+    assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "tpu-gke-toolkit-lustre"}}
+    assert "annotations" not in template["metadata"] or names.GCSFUSE_VOLUMES_ANNOTATION not in template["metadata"]["annotations"]
+
+
+def test_each_team_gets_a_volume_and_claim_on_the_instance() -> None:
+    from workloads.render import lustre
+
+    spec = load_spec(TPU7X)
+    pv, pvc = lustre.lustre_objects(spec)
+    assert pv["kind"] == "PersistentVolume" and "namespace" not in pv["metadata"]
+    assert pv["spec"]["csi"] == {
+        "driver": "lustre.csi.storage.gke.io",
+        "volumeHandle": "my-tpu-project/us-central1-c/ironwood-ckpt",
+        "volumeAttributes": {"ip": "10.96.0.2", "filesystem": "ckpt"},
+    }
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and pv["spec"]["capacity"] == {"storage": "36000Gi"}
+    assert pv["spec"]["claimRef"] == {"namespace": "llm", "name": pvc["metadata"]["name"]}
+    assert pvc["metadata"]["namespace"] == "llm" and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    doc = yaml.safe_load(TPU7X.read_text())
+    del doc["lustre"]["ip"]
+    assert lustre.lustre_objects(parse_spec(doc)) == []  # not deployed yet: nothing to point at
+
+
+@pytest.mark.synth
+def test_the_stack_creates_the_instance_its_peering_and_the_csi_driver(tmp_path: Path) -> None:
+    from infra.stack import synth
+
+    doc = json.loads(synth(load_spec(TPU7X), tmp_path).read_text())
+    r = doc["resource"]
+    (inst,) = r["google_lustre_instance"].values()
+    assert (inst["instance_id"], inst["location"], inst["capacity_gib"], inst["per_unit_storage_throughput"], inst["filesystem"]) == (
+        "ironwood-ckpt",
+        "us-central1-c",
+        "36000",
+        "500",
+        "ckpt",
+    )
+    assert inst["network"] == "projects/my-tpu-project/global/networks/ironwood-ms-net"
+    (rng,) = r["google_compute_global_address"].values()
+    assert (rng["purpose"], rng["address"], rng["prefix_length"]) == ("VPC_PEERING", "10.96.0.0", 20)
+    (peer,) = r["google_service_networking_connection"].values()
+    assert any("google_service_networking_connection" in d for d in inst["depends_on"]) and peer["service"] == "servicenetworking.googleapis.com"
+    lnet = [f for f in r["google_compute_firewall"].values() if f["name"] == "ironwood-ckpt-lnet"]
+    assert lnet and lnet[0]["source_ranges"] == ["10.96.0.0/20"] and lnet[0]["allow"] == [{"protocol": "tcp", "ports": ["988"]}]
+    (cluster,) = r["google_container_cluster"].values()
+    assert cluster["addons_config"]["lustre_csi_driver_config"] == {"enabled": True}
+    assert {"lustre.googleapis.com", "servicenetworking.googleapis.com"} <= {s["service"] for s in r["google_project_service"].values()}
+    assert "lustre_mount_point" in doc["output"]

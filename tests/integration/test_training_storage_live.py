@@ -85,3 +85,33 @@ def test_the_jobset_with_its_dataset_and_ramdisk_passes_the_api_server_and_pod_s
     created = cluster.create(pod, dry_run=True)
     mounts = {m["name"]: m for m in created["spec"]["containers"][0]["volumeMounts"]}
     assert mounts[volumes.DATASET_VOLUME] == {"name": "dataset", "mountPath": "/data/c4-en", "readOnly": True}
+
+
+def test_checkpoints_through_gcs_fuse_and_lustre_pass_the_api_server(cluster) -> None:
+    """Each team's Lustre PersistentVolume and claim bind on the real control plane; the runs' JobSets pass JobSet's webhook."""
+    from workloads.render import lustre
+
+    doc = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    doc["lustre"] = {"name": "tpu-dev-ckpt", "capacity_gib": 18000, "ip": "10.96.0.2"}
+    spec = parse_spec(doc)
+    objects = lustre.lustre_objects(spec)
+    pv_info, pvc_info = cluster.resource("v1", "PersistentVolume"), cluster.resource("v1", "PersistentVolumeClaim")
+    try:
+        cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+        pv, pvc = objects
+        ns, claim = pvc["metadata"]["namespace"], pvc["metadata"]["name"]
+
+        def bound():
+            live = cluster.get(pvc_info, claim, ns) or {}
+            return live if (live.get("status") or {}).get("phase") == "Bound" else None
+
+        live = wait_for(bound, 60, "the team's Lustre claim to bind its PersistentVolume", interval=0.5)
+        assert live["spec"]["volumeName"] == pv["metadata"]["name"]
+        for storage in ("gcsfuse", "lustre"):
+            plan = plan_run("maxtext-6b", spec, Overrides(slices=2, name=f"ckpt-{storage}", checkpoint_storage=storage))
+            (stored,) = cluster.apply(js.run_objects(plan), field_manager=TGK_FIELD_MANAGER, dry_run=True)
+            template = stored["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+            assert any(v["name"] == volumes.CHECKPOINT_VOLUME for v in template["spec"]["volumes"])
+    finally:
+        cluster.delete(pvc_info, objects[1]["metadata"]["name"], objects[1]["metadata"]["namespace"])
+        cluster.delete(pv_info, objects[0]["metadata"]["name"])

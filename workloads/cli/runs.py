@@ -228,6 +228,11 @@ def _echo_storage(plan: RunPlan) -> None:
         typer.echo(
             f"dataset {d.name}: gs://{d.bucket}/{d.object_prefix()} mounted read-only at {mount_dir(d)} (GCS FUSE), {d.format.value} read by Grain", err=True
         )
+    st = plan.policy.checkpoint_storage
+    if st is not None:
+        typer.echo(
+            f"checkpoint storage {st.kind}: {st.location} mounted read-write at {st.mount_dir} (MaxText base_output_directory={st.base_output})", err=True
+        )
     if m is not None:
         f = m.as_dict()
         typer.echo(
@@ -358,7 +363,7 @@ def _resilience(plan: RunPlan) -> str:
         restarts = f"a RayJob: KubeRay retries a failed job up to {pol.max_restarts}x, each time with a new RayCluster"
     if c is None:
         return f"{restarts}; no checkpoints (a restart begins at step 0)"
-    return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.program.output_dir}checkpoints/"
+    return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.checkpoint_dir}"
 
 
 def _profile_note(plan: RunPlan) -> str:

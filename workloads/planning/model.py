@@ -269,6 +269,27 @@ class MultiTierCheckpointing:
         }
 
 
+CHECKPOINT_STORAGES = ("gcs", "gcsfuse", "lustre")  # --checkpoint-storage: MaxText's own GCS client (the default), or a mount
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    """Where a run's checkpoints go when not through MaxText's own GCS client: a mount MaxText writes as files.
+
+    ``gcsfuse``: the team's checkpoints bucket, read-write through GCS FUSE with checkpoint-tuned
+    options (the same objects as ``gcs``, so resuming and the run's identity check work alike).
+    ``lustre``: the spec's Managed Lustre instance through the team namespace's claim, in a
+    directory of the team's own.
+    """
+
+    kind: str  # "gcsfuse" or "lustre"
+    base_output: str  # MaxText's base_output_directory (under mount_dir)
+    location: str  # where the files are, as the user finds them (gs://bucket/ or lustre:<instance>/<dir>/)
+    bucket: str | None = None  # gcsfuse: the bucket mounted
+    claim: str | None = None  # lustre: the PersistentVolumeClaim in the team's namespace
+    mount_dir: str = "/checkpoints"
+
+
 # The documented sizing rule (MaxText docs/guides/checkpointing_solutions/multi_tier_checkpointing.md).
 MTC_BYTES_PER_PARAM = 12
 MTC_MARGIN = 1.15
@@ -284,6 +305,7 @@ class Policy:
     host_network: bool = False
     checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
     multi_tier: MultiTierCheckpointing | None = None  # --multi-tier-checkpointing (None: GCS only)
+    checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
 
 
 @dataclass(frozen=True)
@@ -352,6 +374,16 @@ class RunPlan:
             "async": c.async_save,
             "autocheckpoint": c.autocheckpoint,
         }
-        if self.program.output_dir:
-            out["directory"] = f"{self.program.output_dir}checkpoints/"
+        if self.checkpoint_dir:
+            out["directory"] = self.checkpoint_dir
+        st = self.policy.checkpoint_storage
+        out["storage"] = "gcs" if st is None else st.kind
         return out
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """Where the run's checkpoints are, as the user finds them (None for a run without an output)."""
+        st = self.policy.checkpoint_storage
+        if st is not None and st.kind == "lustre":
+            return f"{st.location}{self.name}/checkpoints/"
+        return f"{self.program.output_dir}checkpoints/" if self.program.output_dir else None

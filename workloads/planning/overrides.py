@@ -169,6 +169,14 @@ class Overrides:
         "default: the recipe's dataset:, else synthetic data",
         metavar="NAME",
     )
+    # where checkpoints go; None: the recipe's checkpoint_storage, else gcs
+    checkpoint_storage: str | None = _flag(
+        None,
+        "--checkpoint-storage",
+        "gcs (MaxText writes the team's checkpoints bucket itself; the default), gcsfuse (the same bucket mounted through GCS FUSE "
+        "with checkpoint-tuned options) or lustre (the spec's Managed Lustre instance, through the team's PersistentVolumeClaim)",
+        metavar="KIND",
+    )
     # MaxText multi-tier checkpointing (GKE's add-on): a RAM disk per TPU VM, replicated to peers, backed up to GCS
     multi_tier_checkpointing: bool = _flag(
         False,

@@ -85,11 +85,13 @@ from workloads.planning.defaults import (
 )
 from workloads.planning.model import (
     ASSUMED_MFU,
+    CHECKPOINT_STORAGES,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
     RUNTIME_RAY,
     RUNTIMES,
     Checkpointing,
+    CheckpointStorage,
     DcnNetwork,
     HbmEstimate,
     MaxTextSizing,
@@ -378,13 +380,13 @@ def plan_run(
     target = _target(spec, choice, slices, team, priority)
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
-    program, checkpoint, multi_tier = _program(recipe, spec, o, target, name)
+    program, checkpoint, multi_tier, storage = _program(recipe, spec, o, target, name)
     _check_carried(program, runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return RunPlan(
         name=name,
         target=target,
         program=program,
-        policy=replace(_policy(recipe, o, target, checkpoint, runtime), multi_tier=multi_tier),
+        policy=replace(_policy(recipe, o, target, checkpoint, runtime), multi_tier=multi_tier, checkpoint_storage=storage),
         labels=(
             (names.K8S_MANAGED_BY_LABEL, names.TGK),
             (names.K8S_APP_NAME_LABEL, recipe.name.replace(".", "-")),
@@ -546,8 +548,10 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
     )
 
 
-def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None]:
-    """The program, how it checkpoints (None: it does not), and through multi-tier checkpointing (None: GCS only)."""
+def _program(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str
+) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None, CheckpointStorage | None]:
+    """The program, how it checkpoints (None: it does not), through multi-tier checkpointing (None: not), to which storage (None: gcs)."""
     env: dict[str, str] = dict(recipe.env)
     flags = recipe.libtpu_flags(target.shape.generation.name)
     if flags:
@@ -578,8 +582,12 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
             raise PlanError(
                 "--multi-tier-checkpointing", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
             )
+        if o.checkpoint_storage is not None:
+            raise PlanError(
+                "--checkpoint-storage", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
+            )
         assert recipe.command is not None  # guaranteed by the recipe model
-        return Program(command=tuple(recipe.command), args=(), **common), None, None
+        return Program(command=tuple(recipe.command), args=(), **common), None, None, None
     return _maxtext_program(recipe, spec, o, target, name, common)
 
 
@@ -588,7 +596,7 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
 
 def _maxtext_program(
     recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]
-) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None]:
+) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None, CheckpointStorage | None]:
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
@@ -619,6 +627,20 @@ def _maxtext_program(
     multi_tier = _multi_tier(recipe, spec, o, target, params, checkpoint, sets, step_s)
     if multi_tier is not None:
         args.update(multi_tier.maxtext_args())
+    storage = _checkpoint_storage(recipe, spec, o, spec.team(target.team), sets, base_out, multi_tier is not None)
+    if storage is not None:
+        args["base_output_directory"] = storage.base_output
+        if args.get("gcs_metrics") == "true":
+            # MaxText uploads these with its GCS client to <base_output_directory>, which is now a mount path.
+            args["gcs_metrics"] = "false"
+            notes.append(
+                f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); step figures are in the logs"
+            )
+        if storage.kind == "lustre":
+            notes.append(
+                f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
+                "is this run's own (another run under this --name resumes from what is there)"
+            )
     profile = _profiling(spec, sets, o, spec.team(target.team), common["steps"])
     if profile is not None:
         args.update(profile.maxtext_args())
@@ -635,7 +657,7 @@ def _maxtext_program(
         Program(
             command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
             args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
-            output_dir=f"{base_out}/{name}/",
+            output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
             sizing=sizing,
             estimated_step_seconds=step_s,
             assumed_mfu=ASSUMED_MFU,
@@ -646,6 +668,7 @@ def _maxtext_program(
         ),
         checkpoint,
         multi_tier,
+        storage,
     )
 
 
@@ -1200,3 +1223,48 @@ def _multi_tier(
             f"set tpu_pools[{i}].multi_tier_checkpointing.ramdisk_gib to at least {need} and run `queues apply`",
         )
     return m
+
+
+# --------------------------------------------------------- checkpoint storage
+
+# What the team namespace's claim on the spec's Managed Lustre instance is called (workloads.render.lustre applies it).
+LUSTRE_CLAIM = f"{names.TGK}-lustre"
+
+
+def _checkpoint_storage(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, team: TeamSpec, sets: dict[str, str], base_out: str, multi_tier: bool
+) -> CheckpointStorage | None:
+    """--checkpoint-storage, else the recipe's: gcs (None), the team's bucket through GCS FUSE, or the spec's Lustre."""
+    if o.checkpoint_storage is not None:
+        kind, where = o.checkpoint_storage, "--checkpoint-storage"
+    else:
+        kind, where = recipe.checkpoint_storage, f"recipe {recipe.name} checkpoint_storage"
+    if kind is None or kind == "gcs":
+        return None
+    if kind not in CHECKPOINT_STORAGES:
+        raise PlanError(
+            where, f"unknown checkpoint storage {kind[:20]!r}{suggest(kind, list(CHECKPOINT_STORAGES))}", f"use one of {', '.join(CHECKPOINT_STORAGES)}"
+        )
+    if "base_output_directory" in sets:
+        raise PlanError("--set", f"base_output_directory is set by {where} {kind}", f"drop --set base_output_directory=..., or use {where} gcs")
+    if sets.get("gcs_metrics", "").lower() == "true":
+        raise PlanError(
+            "--set", f"gcs_metrics=true uploads to a gs:// output, and {where} {kind} writes to a mount", f"drop --set gcs_metrics=true, or use {where} gcs"
+        )
+    if multi_tier:
+        raise PlanError(
+            where, f"{kind} and multi-tier checkpointing both choose where checkpoints go (the add-on backs them up to GCS itself)", "give one of the two"
+        )
+    if kind == "gcsfuse":
+        bucket = base_out.removeprefix("gs://").split("/", 1)[0]
+        return CheckpointStorage(kind="gcsfuse", base_output="/checkpoints", location=f"gs://{bucket}/", bucket=bucket)
+    lu = spec.lustre
+    if lu is None:
+        raise PlanError(where, "the spec declares no lustre: instance", "add lustre: {name, capacity_gib} to the spec and deploy it, or use gcs or gcsfuse")
+    if lu.ip is None:
+        raise PlanError(
+            where,
+            f"lustre.ip is not set, and the team's PersistentVolume needs the address of instance {lu.name}",
+            "after `python -m infra deploy`, copy the address of `python -m infra outputs` lustre_mount_point into lustre.ip and run `queues apply`",
+        )
+    return CheckpointStorage(kind="lustre", base_output=f"/checkpoints/{team.ns}", location=f"lustre:{lu.name}/{team.ns}/", claim=LUSTRE_CLAIM)

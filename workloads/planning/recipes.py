@@ -303,6 +303,7 @@ class Recipe(_Model):
         None, max_length=40, description="a dataset of the spec's datasets: the run trains on (--dataset wins); none: the recipe's own data args"
     )
     multi_tier_checkpointing: bool = Field(False, description="checkpoint through GKE's multi-tier checkpointing (as --multi-tier-checkpointing)")
+    checkpoint_storage: str | None = Field(None, description="gcs, gcsfuse or lustre (as --checkpoint-storage; the flag wins)")
 
     @model_validator(mode="after")
     def _pinned_keys(self) -> Recipe:

@@ -12,6 +12,15 @@ does not change while it runs and the mount is read-only:
 - ``file-system:kernel-list-cache-ttl-secs:-1``: directory listings (Grain expands the file
   glob on every host) are cached for the run too.
 
+Checkpoints through GCS FUSE (``--checkpoint-storage gcsfuse``) mount the team's checkpoints
+bucket read-write at ``/checkpoints`` with the guide's options for checkpointing, a write-to-new
+workload: cached metadata for the run but no negative cache (``negative-ttl-secs:0``: a step
+directory another host just created must be seen at once), no list cache, streaming writes (a
+checkpoint shard is uploaded as it is written, not staged whole on the boot disk), and
+``rename-dir-limit`` so Orbax's rename of a finished step directory works on a bucket without
+hierarchical namespace. Lustre (``--checkpoint-storage lustre``) is the team namespace's claim on
+the spec's instance (``workloads.render.lustre``), mounted at the same place.
+
 No file cache: Grain reads each record once per epoch, so a cache on the VM's boot disk (the
 sidecar's default cache volume) would hold data not read again before the next epoch, and could
 fill the disk the node needs. The sidecar gets no CPU, memory or ephemeral-storage limit
@@ -30,6 +39,7 @@ from workloads.planning.model import RunPlan
 
 DATASET_VOLUME = "dataset"
 MTC_VOLUME = "local-checkpoints"
+CHECKPOINT_VOLUME = "checkpoints"
 
 TRAINING_READ_OPTIONS = (
     "implicit-dirs",
@@ -40,19 +50,37 @@ TRAINING_READ_OPTIONS = (
 )
 
 
+CHECKPOINT_WRITE_OPTIONS = (
+    "implicit-dirs",
+    "metadata-cache:ttl-secs:-1",
+    "metadata-cache:negative-ttl-secs:0",
+    "metadata-cache:stat-cache-max-size-mb:-1",
+    "metadata-cache:type-cache-max-size-mb:-1",
+    "file-system:kernel-list-cache-ttl-secs:0",
+    "write:enable-streaming-writes:true",
+    "rename-dir-limit=200000",
+)
+
+
+def _owner(plan: RunPlan) -> list[str]:
+    uid = plan.target.run_as_user
+    return [] if uid is None else [f"uid={uid}", f"gid={uid}"]
+
+
+def checkpoint_mount_options(plan: RunPlan) -> str:
+    return ",".join([*CHECKPOINT_WRITE_OPTIONS, *_owner(plan)])
+
+
 def dataset_mount_options(plan: RunPlan) -> str:
     """The FUSE mount options of the dataset's volume, as the driver takes them (comma-separated)."""
     d = plan.program.dataset
     assert d is not None
-    options = [*TRAINING_READ_OPTIONS, f"only-dir={d.path}"]
-    uid = plan.target.run_as_user
-    if uid is not None:
-        options += [f"uid={uid}", f"gid={uid}"]
-    return ",".join(options)
+    return ",".join([*TRAINING_READ_OPTIONS, f"only-dir={d.path}", *_owner(plan)])
 
 
 def uses_gcsfuse(plan: RunPlan) -> bool:
-    return plan.program.dataset is not None
+    st = plan.policy.checkpoint_storage
+    return plan.program.dataset is not None or (st is not None and st.kind == "gcsfuse")
 
 
 def pod_annotations(plan: RunPlan) -> dict[str, str]:
@@ -71,6 +99,12 @@ def volumes(plan: RunPlan) -> list[dict[str, Any]]:
     if plan.policy.multi_tier is not None:
         # The add-on's driver gives the RAM disk the size of the CheckpointConfiguration selecting the node.
         out.append({"name": MTC_VOLUME, "csi": {"driver": names.MTC_CSI_DRIVER}})
+    st = plan.policy.checkpoint_storage
+    if st is not None and st.kind == "gcsfuse":
+        attributes = {"bucketName": st.bucket, "mountOptions": checkpoint_mount_options(plan)}
+        out.append({"name": CHECKPOINT_VOLUME, "csi": {"driver": names.GCSFUSE_CSI_DRIVER, "volumeAttributes": attributes}})
+    elif st is not None:
+        out.append({"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": st.claim}})
     return out
 
 
@@ -81,4 +115,7 @@ def volume_mounts(plan: RunPlan) -> list[dict[str, Any]]:
         out.append({"name": DATASET_VOLUME, "mountPath": mount_dir(d), "readOnly": True})
     if plan.policy.multi_tier is not None:
         out.append({"name": MTC_VOLUME, "mountPath": plan.policy.multi_tier.directory})
+    st = plan.policy.checkpoint_storage
+    if st is not None:
+        out.append({"name": CHECKPOINT_VOLUME, "mountPath": st.mount_dir})
     return out
