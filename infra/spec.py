@@ -469,6 +469,7 @@ class MultiTierCheckpointingSpec(_Model):
 # Lustre CSI driver": the driver needs GKE 1.33.2-gke.1111000, the instance the cluster's VPC).
 LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.1111000"
 LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)  # MB/s per TiB, the performance tiers
+LUSTRE_FILESYSTEM = r"^[A-Za-z0-9]{1,8}$"
 IPV4 = r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}$"
 
 
@@ -481,10 +482,11 @@ class LustreSpec(_Model):
     `python -m infra outputs` after the deploy) is set.
     """
 
-    name: str = Field(..., pattern=DNS1035_LABEL, max_length=63, description="the instance id")
+    # 58: the stack names the peering range and the firewall rule <name>-psa / <name>-lnet (GCE names: 63)
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=58, description="the instance id")
     capacity_gib: int = Field(..., ge=9000, le=7632000, description="storage in GiB; the tier sets the minimum and the step (Managed Lustre docs)")
-    throughput: int = Field(500, description="MB/s per TiB: 125, 250, 500 or 1000 (per_unit_storage_throughput)")
-    filesystem: str = Field("lustrefs", pattern=r"^[A-Za-z0-9]{1,8}$", description="the file system's name (eight letters or digits at most)")
+    throughput: int = Field(500, ge=125, le=1000, description="MB/s per TiB: 125, 250, 500 or 1000 (per_unit_storage_throughput)")
+    filesystem: str = Field("lustrefs", pattern=LUSTRE_FILESYSTEM, description="the file system's name (eight letters or digits at most)")
     zone: str | None = Field(None, pattern=ZONE, description="defaults to the first of the spec's zones (the TPU slices' zone)")
     ip: str | None = Field(None, pattern=IPV4, description="the instance's mount address once deployed (`python -m infra outputs`: lustre_mount_point)")
     peering_cidr: str = Field("10.96.0.0/20", description="the private services access range Google peers the instance into")
@@ -1829,6 +1831,8 @@ _PATTERN_FIXES: dict[str, str] = {
     ZONE: "write it like us-central1-a",
     BUCKET_NAME: "use 3-63 lowercase letters, digits, '-', '_' and '.'",
     _MACHINE_TYPE: "write it like n2-standard-8",
+    LUSTRE_FILESYSTEM: "use at most eight letters and digits, like ckpt",
+    IPV4: "write the instance's IPv4 address, like 10.96.0.2 (python -m infra outputs: lustre_mount_point)",
 }
 
 _BOUND_TYPES = {
