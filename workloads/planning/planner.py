@@ -628,6 +628,14 @@ def _maxtext_program(
     if multi_tier is not None:
         args.update(multi_tier.maxtext_args())
     storage = _checkpoint_storage(recipe, spec, o, spec.team(target.team), sets, base_out, multi_tier is not None)
+    if o.host_network and (dataset is not None or (storage is not None and storage.kind == "gcsfuse")):
+        # The driver mounts with the pod's Kubernetes service account (Workload Identity), which a
+        # hostNetwork pod does not get without the driver's hostNetworkPodKSA opt-in; the toolkit does not set that up.
+        raise PlanError(
+            "--host-network",
+            "GCS FUSE volumes (the dataset, gcsfuse checkpoints) mount with the pod's own identity, which hostNetwork pods do not have",
+            "drop --host-network for this run",
+        )
     if storage is not None:
         args["base_output_directory"] = storage.base_output
         if args.get("gcs_metrics") == "true":
