@@ -32,6 +32,7 @@ from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
+from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
@@ -123,6 +124,7 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     tensorboard = _tensorboard(ctx)
     trigger = _build_trigger(ctx, registry)
     lustre = _lustre(ctx, network)
+    _multi_tier_backups(ctx, buckets)
 
     _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices, lustre)
     return EnvStack(
@@ -490,6 +492,20 @@ def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | N
 
 
 # ------------------------------------------------------------------ outputs
+
+
+# ------------------------------------------------- multi-tier checkpointing
+
+
+def _multi_tier_backups(ctx: _Context, buckets: dict[str, Bucket]) -> MultiTierBackupGrant | None:
+    """GKE's checkpoint replicator may write every bucket a pool's RAM disks are backed up to (the number in its principal: the bucket's project_number)."""
+    spec = ctx.spec
+    names = sorted({spec.mtc_bucket(p.multi_tier_checkpointing) or "" for p in spec.tpu_pools if p.multi_tier_checkpointing is not None} - {""})
+    if not names:
+        return None
+    return MultiTierBackupGrant(
+        ctx.stack, "multi-tier-checkpointing", props=BackupGrantProps(project=spec.project, buckets=tuple((n, buckets[n].bucket) for n in names))
+    )
 
 
 # ------------------------------------------------------------------ lustre

@@ -234,6 +234,15 @@ def test_buckets_and_their_grants(stacks, example):
         expected = {f"${{{team_sa}.member}}": "roles/storage.objectViewer" if holds_dataset else "roles/storage.objectAdmin"}
         if owner.host_network:
             expected[f"${{{node_sa}.member}}"] = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
+        # a multi-tier checkpointing backup bucket: GKE's checkpoint replicator writes it too (modules/checkpointing.py)
+        backups = {spec.mtc_bucket(p.multi_tier_checkpointing) for p in spec.tpu_pools if p.multi_tier_checkpointing is not None}
+        replicator = [m for m in grants if m["member"].startswith("principal://")]
+        if b.name in backups:
+            (r,) = replicator
+            assert r["role"] == "roles/storage.objectUser" and r["member"].endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
+        else:
+            assert replicator == []
+        grants = [m for m in grants if m not in replicator]
         assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)
 
 
