@@ -18,7 +18,7 @@ from infra.spec import parse_spec
 from tests.conftest import EXAMPLES
 from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
-from toolkit.names import TGK_FIELD_MANAGER
+from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.local import addons, controlplane
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import checkpointing, volumes
@@ -115,3 +115,32 @@ def test_checkpoints_through_gcs_fuse_and_lustre_pass_the_api_server(cluster) ->
     finally:
         cluster.delete(pvc_info, objects[1]["metadata"]["name"], objects[1]["metadata"]["namespace"])
         cluster.delete(pv_info, objects[0]["metadata"]["name"])
+
+
+def test_a_run_with_its_dataset_and_ramdisk_is_admitted_and_runs_on_the_local_cluster(kubeconfig, cluster, tpu_quota) -> None:
+    """Through the run service, as a notebook submits: Kueue admits the JobSet, the scheduler places its
+    pods (CSI ephemeral volumes need no claim), and the rehearsal completes it."""
+    import secrets
+
+    from workloads import runs
+    from workloads.cluster.runs import Cluster
+
+    run = f"data-{secrets.token_hex(3)}"
+    plan = runs.plan("maxtext-6b", _spec(), runs.Overrides(slices=2, name=run, dataset="c4-en", multi_tier_checkpointing=True, steps=4))
+    ns = plan.target.namespace
+    live = Cluster.connect(kubeconfig, "tgk-local", timeout=30)
+    try:
+        result = runs.submit(live, plan, timeout=120, rehearse_seconds=2)
+        assert result.admission is not None and result.admission.admitted, result.admission
+        pod_info = cluster.resource("v1", "Pod")
+
+        def every_worker_placed():
+            pods = cluster.list(pod_info, ns, label_selector=f"{JOBSET_NAME_LABEL}={run}")
+            return pods if len(pods) == plan.target.nodes and all(p["spec"].get("nodeName") for p in pods) else None
+
+        pods = wait_for(every_worker_placed, 120, f"every worker of {run} on a node")
+        assert all({v["name"] for v in p["spec"]["volumes"]} >= {volumes.DATASET_VOLUME, volumes.MTC_VOLUME} for p in pods)
+        done = wait_for(lambda: (s := cluster.run_status(ns, run)).phase.value in ("Succeeded", "Failed") and s, 240, f"{run} to finish")
+        assert done.phase.value == "Succeeded", done.message
+    finally:
+        cluster.delete_run(ns, run)
