@@ -306,3 +306,14 @@ def test_the_stack_creates_the_instance_its_peering_and_the_csi_driver(tmp_path:
     assert cluster["addons_config"]["lustre_csi_driver_config"] == {"enabled": True}
     assert {"lustre.googleapis.com", "servicenetworking.googleapis.com"} <= {s["service"] for s in r["google_project_service"].values()}
     assert "lustre_mount_point" in doc["output"]
+
+
+def test_infra_spec_shows_datasets_multi_tier_checkpointing_and_lustre() -> None:
+    from tests.conftest import cli
+
+    r = cli("infra", "spec", "--spec", str(V6E))
+    assert r.returncode == 0, r.stderr
+    assert "multi-tier checkpointing (64 GiB RAM disk per VM, backed up to my-tpu-project-trillium-ckpt)" in r.stdout
+    assert "dataset c4-en: gs://my-tpu-project-trillium-data/c4/en/3.0.1/ (arrayrecord), read by team pretrain" in r.stdout
+    doc = json.loads(cli("infra", "spec", "--spec", str(TPU7X), "-o", "json").stdout)
+    assert doc["lustre"]["zone"] == "us-central1-c" and doc["lustre"]["ip"] == "10.96.0.2" and doc["datasets"] == []
