@@ -113,12 +113,18 @@ def test_the_job_and_ray_runtimes_mount_it_too() -> None:
 def test_a_recipe_names_its_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TGK_RECIPES", str(tmp_path))
     doc = yaml.safe_load((recipes.RECIPES_DIR / "llama3-8b.yaml").read_text())
-    doc |= {"name": "llama3-c4", "dataset": "c4-en"}
-    (tmp_path / "llama3-c4.yaml").write_text(yaml.safe_dump(doc))
+    (tmp_path / "llama3-c4.yaml").write_text(yaml.safe_dump({**doc, "name": "llama3-c4", "dataset": "c4-en", "multi_tier_checkpointing": True}))
+    (tmp_path / "llama3-fuse.yaml").write_text(yaml.safe_dump({**doc, "name": "llama3-fuse", "checkpoint_storage": "gcsfuse"}))
     recipes.load_recipe.cache_clear()
     try:
-        plan = plan_run("llama3-c4", load_spec(V6E), Overrides(name="t", team="pretrain"))
+        plan = plan_run("llama3-c4", load_spec(V6E), Overrides(name="t", team="pretrain", slices=2))
         assert plan.program.dataset is not None and plan.program.dataset.name == "c4-en"
+        assert plan.policy.multi_tier is not None  # the recipe's multi_tier_checkpointing: true
+        fuse = plan_run("llama3-fuse", load_spec(V6E), Overrides(name="t", team="pretrain"))
+        assert fuse.policy.checkpoint_storage is not None and fuse.policy.checkpoint_storage.kind == "gcsfuse"
+        assert plan_run("llama3-fuse", load_spec(V6E), Overrides(name="t", team="pretrain", checkpoint_storage="gcs")).policy.checkpoint_storage is None
+        with pytest.raises(ToolkitError, match="recipe llama3-c4 multi_tier_checkpointing: MaxText's multi-tier checkpointing replicates"):
+            plan_run("llama3-c4", load_spec(V6E), Overrides(name="t", team="pretrain", slices=1))
         with pytest.raises(ToolkitError, match="recipe llama3-c4 dataset: dataset c4-en is in bucket"):
             plan_run("llama3-c4", load_spec(V6E), Overrides(name="t", team="research"))
     finally:
