@@ -466,8 +466,11 @@ class MultiTierCheckpointingSpec(_Model):
 
 
 # Google Cloud Managed Lustre (provider 7.43.0's google_lustre_instance; GKE docs "About the Managed
-# Lustre CSI driver": the driver needs GKE 1.33.2-gke.1111000, the instance the cluster's VPC).
-LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.1111000"
+# Lustre CSI driver": the driver needs GKE 1.33.2-gke.1111000 and the instance in the cluster's VPC).
+# The floor is the later 1.33.2-gke.4655000: from it the nodes' Lustre client uses LNet's own port
+# (988) beside the GKE metadata server, so the instance needs no gke_support_enabled and the
+# driver no legacy port 6988 (GKE API, LustreCsiDriverConfig.enable_legacy_lustre_port).
+LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
 LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)  # MB/s per TiB, the performance tiers
 LUSTRE_FILESYSTEM = r"^[A-Za-z0-9]{1,8}$"
 IPV4 = r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}$"
@@ -1569,7 +1572,7 @@ class EnvSpec(_Model):
         if classed is not None:
             floors.append((COMPUTE_CLASS_MIN_GKE_VERSION, f"the first GKE version with custom ComputeClasses (tpu_pools[{classed}].compute_class)"))
         if self.lustre is not None:
-            floors.append((LUSTRE_MIN_GKE_VERSION, "the first GKE version with the Managed Lustre CSI driver (lustre)"))
+            floors.append((LUSTRE_MIN_GKE_VERSION, "the first GKE version whose Lustre CSI driver needs no legacy port (lustre)"))
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
