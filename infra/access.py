@@ -23,6 +23,21 @@ BUCKET_ROLES: dict[BucketPurpose, tuple[str, str]] = {
     BucketPurpose.ARTIFACTS: ("roles/storage.objectAdmin", "roles/storage.objectAdmin"),
 }
 
+# A data bucket that holds a dataset of the spec (datasets:) is read-only to the team's pods too:
+# training only reads it, and a run (or anything else in the pod) must not be able to change or
+# delete the data other runs train on. Uploads go through the user's own credentials
+# (`workloads data upload`), not the pods'. A data bucket without a dataset keeps objectAdmin,
+# where a team's pods may prepare data.
+DATASET_BUCKET_ROLE = "roles/storage.objectViewer"
+
+
+def bucket_role(spec: EnvSpec, bucket: BucketSpec, role_of: int) -> str:
+    """The role on ``bucket`` of the node SA (``role_of`` 0) or of its team's SA (1)."""
+    if bucket.purpose is BucketPurpose.DATA and any(d.bucket == bucket.name for d in spec.datasets):
+        return DATASET_BUCKET_ROLE
+    return BUCKET_ROLES[bucket.purpose][role_of]
+
+
 # Predefined roles that can create and delete objects (a checkpointer writes new steps
 # and prunes old ones: objectCreator alone cannot prune, so it does not count).
 WRITE_ROLES = frozenset({"roles/storage.objectAdmin", "roles/storage.objectUser", "roles/storage.admin"})
@@ -73,11 +88,11 @@ def write_problem(spec: EnvSpec, bucket: BucketSpec, team: TeamSpec, host_networ
         granted = any(t.host_network and bucket in spec.team_buckets(t) for t in spec.teams)
         if not granted:
             return f"{who} holds no role on bucket {bucket.name} (its team does not allow hostNetwork runs)"
-        role = BUCKET_ROLES[bucket.purpose][0]
+        role = bucket_role(spec, bucket, 0)
     else:
         if bucket not in spec.team_buckets(team):
             return f"{who} holds no role on bucket {bucket.name}, which belongs to team {spec.bucket_owner(bucket).name}"
-        role = BUCKET_ROLES[bucket.purpose][1]
+        role = bucket_role(spec, bucket, 1)
     if role not in WRITE_ROLES:
         return f"{who} can only read bucket {bucket.name} ({role})"
     return None
@@ -110,8 +125,7 @@ def bucket_bindings(spec: EnvSpec) -> dict[str, list[tuple[str, str]]]:
     out: dict[str, list[tuple[str, str]]] = {b.name: [] for b in spec.buckets}
     for team in spec.teams:
         for b in spec.team_buckets(team):
-            node_role, team_role = BUCKET_ROLES[b.purpose]
-            out[b.name].append((team_role, team_member(spec, team)))
+            out[b.name].append((bucket_role(spec, b, 1), team_member(spec, team)))
             if team.host_network:
-                out[b.name].append((node_role, node_member(spec)))
+                out[b.name].append((bucket_role(spec, b, 0), node_member(spec)))
     return out

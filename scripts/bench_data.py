@@ -12,6 +12,7 @@ both sides: only the input pipeline differs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import shutil
 import statistics
@@ -89,12 +90,14 @@ def bench_runs(url: str, venv: Path, steps: int, repeats: int) -> dict:
         up.upload(client, d, plan_up)
         real, synthetic, vocab = [], [], None
         for i in range(repeats):
-            plan = plan_run("maxtext-6b", spec, Overrides(slices=1, steps=steps, name=f"bench-data-{i}", sets=("enable_checkpointing=false",)), rand="loc")
+            plain = Overrides(slices=1, steps=steps, name=f"bench-data-{i}", sets=("enable_checkpointing=false",))
+            plan = plan_run("maxtext-6b", spec, plain, rand="loc")
+            reads = plan_run("maxtext-6b", spec, dataclasses.replace(plain, dataset=d.name), rand="loc")
             root = Path(tmp) / f"mnt-{i}" / "data"
-            with local_read.reading(spec, d, spec.teams[0], client, url, root, venv) as data:
+            with local_read.reading(spec, reads, client, url, root, venv) as data:
                 vocab = data.vocab_size
                 out = Path(tmp) / f"real-{i}"
-                real.append(_steps_per_s(rl.run_tiny(plan, venv, out, data=data)))
+                real.append(_steps_per_s(rl.run_tiny(reads, venv, out, data=data)))
             out = Path(tmp) / f"synthetic-{i}"
             synthetic.append(_steps_per_s(rl.run_tiny(plan, venv, out, data=rl.LocalData({}, vocab))))
             shutil.rmtree(Path(tmp) / f"real-{i}", ignore_errors=True)

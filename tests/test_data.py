@@ -69,12 +69,29 @@ def test_tokenizer_fit_refuses_more_ids_than_the_model_has() -> None:
     assert "4997 ids" in tokenizer.fit_problem(None, (1, 4996), 4096)
 
 
-def test_gcsfuse_is_read_only_on_the_dataset_prefix_and_anonymous_only_against_a_local_server(tmp_path: Path) -> None:
-    local = mount.argv("gcsfuse", "b", "c4/en", tmp_path / "m", endpoint="http://127.0.0.1:9", log_file=tmp_path / "l")
-    assert local[-2:] == ["b", str(tmp_path / "m")] and "-o" in local and local[local.index("-o") + 1] == "ro"
+def test_the_runs_volume_options_become_gcsfuse_flags_and_config_as_the_csi_driver_splits_them() -> None:
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render import volumes
+
+    spec = spec_from(_spec_doc(suffix="m"))
+    plan = plan_run("maxtext-6b", spec, Overrides(slices=1, name="m", dataset="text"))
+    flags, config = mount.gcsfuse_options(volumes.dataset_mount_options(plan).split(","))
+    assert "--implicit-dirs" in flags and "--only-dir=text/v1" in flags
+    assert config["metadata-cache"]["ttl-secs"] == -1 and config["file-system"]["kernel-list-cache-ttl-secs"] == -1
+
+
+def test_gcsfuse_is_read_only_and_anonymous_only_against_a_local_server(tmp_path: Path) -> None:
+    local = mount.argv("gcsfuse", "b", tmp_path / "m", ["--only-dir=c4/en"], tmp_path / "c.yaml", endpoint="http://127.0.0.1:9", log_file=tmp_path / "l")
+    assert local[-2:] == ["b", str(tmp_path / "m")] and local[local.index("-o") + 1] == "ro"
     assert "--only-dir=c4/en" in local and "--custom-endpoint=http://127.0.0.1:9/storage/v1/" in local and "--anonymous-access" in local
-    real = mount.argv("gcsfuse", "b", "c4/en", tmp_path / "m", endpoint=None, log_file=tmp_path / "l")
+    real = mount.argv("gcsfuse", "b", tmp_path / "m", ["--only-dir=c4/en"], tmp_path / "c.yaml", endpoint=None, log_file=tmp_path / "l")
     assert not any(a.startswith("--custom-endpoint") or a == "--anonymous-access" or a.startswith("--enable-hns") for a in real)
+
+
+def test_a_bucket_holding_a_dataset_is_granted_read_only_and_reads_count() -> None:
+    spec = spec_from(_spec_doc(suffix="ro"))
+    grants = dict((m, r) for r, m in access.bucket_bindings(spec)["tgk-test-data-ro"])
+    assert grants[access.team_member(spec, spec.teams[0])] == "roles/storage.objectViewer" in access.READ_ROLES
 
 
 def test_bucket_bindings_are_the_stacks_grants() -> None:
@@ -82,8 +99,8 @@ def test_bucket_bindings_are_the_stacks_grants() -> None:
     got = access.bucket_bindings(spec)
     for team in spec.teams:
         for b in spec.team_buckets(team):
-            assert (access.BUCKET_ROLES[b.purpose][1], access.team_member(spec, team)) in got[b.name]
-            assert ((access.BUCKET_ROLES[b.purpose][0], access.node_member(spec)) in got[b.name]) == team.host_network
+            assert (access.bucket_role(spec, b, 1), access.team_member(spec, team)) in got[b.name]
+            assert ((access.bucket_role(spec, b, 0), access.node_member(spec)) in got[b.name]) == team.host_network
     other = [m for b, grants in got.items() for _, m in grants if b not in {x.name for x in spec.team_buckets(spec.teams[0])}]
     assert access.team_member(spec, spec.teams[0]) not in other
 

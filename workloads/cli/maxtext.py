@@ -82,13 +82,9 @@ def run_local(
     if not tiny:
         raise SpecError("--tiny", "run-local only runs the tiny model on CPU", "add --tiny")
     env = load_spec(spec)
-    if dataset is not None:
-        from workloads.cli.data import _dataset
-
-        _dataset(env, dataset)  # an unknown name is refused before MaxText is located
     # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
-    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name)
+    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name, dataset=dataset, team=team)
     plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
@@ -115,7 +111,7 @@ def run_local(
     if dataset is None:
         done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
     else:
-        done = _run_on_dataset(env, dataset, team, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output)
+        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
     log = m.load(done.log_path.read_text(errors="replace"), done.metrics_path.read_text())
     prof = log.profiler_window()
@@ -146,21 +142,21 @@ def run_local(
     )
 
 
-def _run_on_dataset(env, dataset, team, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output):  # noqa: ANN001, ANN202  the command's own values
-    """The tiny run reading ``dataset`` through a gcsfuse mount of its bucket (workloads.data.local_read)."""
+def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output):  # noqa: ANN001, ANN202  the command's own values
+    """The tiny run reading the plan's dataset through a gcsfuse mount of its bucket (workloads.data.local_read)."""
     import os
     import tempfile
 
-    from workloads.cli.data import _dataset, storage_client
+    from workloads.cli.data import storage_client
     from workloads.data.local_read import reading
     from workloads.maxtext import run_local as rl
     from workloads.observe.storage import EMULATOR_ENV
 
-    d = _dataset(env, dataset)
+    d = plan.program.dataset
     client = storage_client(env, kubeconfig, context)
     endpoint = os.environ.get(EMULATOR_ENV) or _cluster_endpoint(kubeconfig, context)
     with tempfile.TemporaryDirectory(prefix="tgk-data-") as tmp:
-        with reading(env, d, env.team(team), client, endpoint, Path(tmp) / "data", venv) as data:
+        with reading(env, plan, client, endpoint, Path(tmp) / "data", venv) as data:
             if output is OutputFormat.text:
                 sys.stderr.write(f"reading dataset {d.name} (gs://{d.bucket}/{d.path}/) through gcsfuse at {Path(tmp) / 'data' / d.name}\n")
             return rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period, data=data)

@@ -2,7 +2,8 @@
 
 On GKE the CSI driver runs gcsfuse in the pod's sidecar and the container sees the
 dataset at ``/data/<dataset>``. ``run-local --dataset`` does the same on this machine: the
-real gcsfuse (built by scripts/build-gcsfuse.sh), the same mount options, against the
+real gcsfuse (built by scripts/build-gcsfuse.sh), the run's own volume mount options (split
+into flags and a config file as the CSI driver splits them), against the
 local cluster's Cloud Storage server, so MaxText's Grain pipeline reads the files through
 a FUSE filesystem rather than from a copy.
 
@@ -20,6 +21,9 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from toolkit import tools
 from toolkit.errors import ExternalToolError, ToolkitError
@@ -28,16 +32,33 @@ from toolkit.paths import script
 GCSFUSE_VERSION = "v3.11.4"  # keep in step with scripts/build-gcsfuse.sh
 BUILD_SCRIPT = script("build-gcsfuse.sh")
 
-# The read side of a training dataset, as gcsfuse flags: the dataset's objects do not change
-# during a run, so names and listings are cached for the run's life, and directories that
-# exist only as object prefixes are shown (a converted dataset rarely has folder objects).
-TRAINING_READ_FLAGS: tuple[str, ...] = (
-    "--implicit-dirs",
-    "--metadata-cache-ttl-secs=-1",
-    "--stat-cache-max-size-mb=-1",
-    "--type-cache-max-size-mb=-1",
-    "--kernel-list-cache-ttl-secs=-1",
-)
+
+def gcsfuse_options(options: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """(flags, config file) of a CSI volume's ``mountOptions``, split as the GCS FUSE CSI driver splits them.
+
+    ``a:b:c`` is the config file's ``a: {b: c}``; ``k=v`` and ``k`` are the flags ``--k=v`` and ``--k``.
+    """
+    flags: list[str] = []
+    config: dict[str, Any] = {}
+    for opt in options:
+        if ":" in opt:
+            *path, value = opt.split(":")
+            node = config
+            for key in path[:-1]:
+                node = node.setdefault(key, {})
+            node[path[-1]] = _value(value)
+        else:
+            flags.append(f"--{opt}")
+    return flags, config
+
+
+def _value(text: str) -> Any:
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return int(text)
+    except ValueError:
+        return text
 
 
 class MountError(ToolkitError):
@@ -55,23 +76,27 @@ def gcsfuse(timeout: float = 1800) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def argv(
-    binary: str, bucket: str, only_dir: str, mountpoint: Path, *, endpoint: str | None, log_file: Path, flags: Sequence[str] = TRAINING_READ_FLAGS
-) -> list[str]:
-    out = [binary, "--foreground", "-o", "ro", f"--only-dir={only_dir}", *flags, f"--log-file={log_file}", "--log-severity=info"]
+def argv(binary: str, bucket: str, mountpoint: Path, flags: Sequence[str], config_file: Path, *, endpoint: str | None, log_file: Path) -> list[str]:
+    """gcsfuse mounting ``bucket`` read-only (the dataset volume's ``readOnly``) with the volume's flags and config file."""
+    out = [binary, "--foreground", "-o", "ro", *flags, f"--config-file={config_file}", f"--log-file={log_file}", "--log-severity=info"]
     if endpoint is not None:
         out += [f"--custom-endpoint={endpoint.rstrip('/')}/storage/v1/", "--anonymous-access", "--enable-hns=false"]
     return [*out, bucket, str(mountpoint)]
 
 
 @contextmanager
-def mounted(bucket: str, only_dir: str, mountpoint: Path, *, endpoint: str | None, log_file: Path, timeout: float = 60) -> Iterator[Path]:
-    """``gs://bucket/only_dir`` mounted read-only at ``mountpoint`` (an empty directory this call makes) while inside."""
+def mounted(bucket: str, options: Sequence[str], mountpoint: Path, *, endpoint: str | None, log_file: Path, timeout: float = 60) -> Iterator[Path]:
+    """``bucket`` mounted read-only at ``mountpoint`` (an empty directory this call makes) with a CSI volume's
+    ``mountOptions`` (``options``: e.g. ``workloads.render.volumes.dataset_mount_options``) while inside."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     if any(mountpoint.iterdir()) or os.path.ismount(mountpoint):
         raise MountError(f"{mountpoint} is not an empty directory: gcsfuse would hide what is there")
+    flags, config = gcsfuse_options(options)
+    config_file = log_file.with_suffix(".config.yaml")
+    config_file.write_text(yaml.safe_dump(config))
+    where = next((f.split("=", 1)[1] for f in flags if f.startswith("--only-dir=")), "")
     proc = subprocess.Popen(
-        argv(gcsfuse(), bucket, only_dir, mountpoint, endpoint=endpoint, log_file=log_file),
+        argv(gcsfuse(), bucket, mountpoint, flags, config_file, endpoint=endpoint, log_file=log_file),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -82,9 +107,9 @@ def mounted(bucket: str, only_dir: str, mountpoint: Path, *, endpoint: str | Non
         while not os.path.ismount(mountpoint):
             if proc.poll() is not None:
                 err = (proc.stderr.read() or b"").decode(errors="replace").strip().splitlines() if proc.stderr else []
-                raise MountError(f"gcsfuse could not mount gs://{bucket}/{only_dir}: {err[-1] if err else f'exit {proc.returncode}'} (log: {log_file})")
+                raise MountError(f"gcsfuse could not mount gs://{bucket}/{where}: {err[-1] if err else f'exit {proc.returncode}'} (log: {log_file})")
             if time.monotonic() > deadline:
-                raise MountError(f"gcsfuse did not mount gs://{bucket}/{only_dir} within {timeout:.0f}s (log: {log_file})")
+                raise MountError(f"gcsfuse did not mount gs://{bucket}/{where} within {timeout:.0f}s (log: {log_file})")
             time.sleep(0.1)
         yield mountpoint
     finally:
