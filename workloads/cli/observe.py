@@ -52,9 +52,9 @@ FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, max=I
 
 
 def _spec(path: Path | None) -> EnvSpec:
-    from infra.spec import load_spec
+    from infra.fleet import load_env
 
-    return load_spec(path)
+    return load_env(path)
 
 
 def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
@@ -67,6 +67,26 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
     from workloads.cluster.runs import Cluster
 
     return Cluster.connect(kubeconfig, context)
+
+
+def _follow(spec: Path | None, kubeconfig: Path | None, context: str | None, ns: str, run: str) -> tuple[Cluster, str | None]:
+    """The cluster holding the run's pods, and which fleet worker that is (None off a fleet).
+
+    With ``--spec`` naming a fleet file, ``--kubeconfig``/``--context`` reach its manager and
+    the run is followed to the worker its Workload was dispatched to.
+    """
+    from infra.fleet import maybe_fleet
+
+    cluster = _connect(kubeconfig, context)
+    fleet = maybe_fleet(spec)
+    if fleet is None:
+        return cluster, None
+    from workloads.runs.fleet import follow
+
+    worker_cluster, worker = follow(fleet, cluster, ns, run, kubeconfig)
+    if worker is not None:
+        sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}\n")
+    return worker_cluster, worker
 
 
 def _out(line: str = "") -> None:
@@ -167,13 +187,15 @@ def status(
     from workloads.observe.analysis import last_checkpoint
 
     ns = _namespace(spec, namespace, team)
-    cluster = _connect(kubeconfig, context)
+    cluster, fleet_worker = _follow(spec, kubeconfig, context, ns, run)
     st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
     st = dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
     if output is OutputFormat.json:
-        print_json(st.to_dict())
+        print_json({**st.to_dict(), **({"worker": fleet_worker} if fleet_worker else {})})
         return
     _out(f"{st.namespace}/{st.run}: {st.phase.value} — {st.message}")
+    if fleet_worker:
+        _out(f"  fleet worker  {fleet_worker}")
     if st.workload:
         w = st.workload
         fl = ", ".join(f"{k}={v}" for k, v in w.flavors.items())
@@ -221,7 +243,7 @@ def logs(
     from toolkit.errors import NotFound
 
     ns = _namespace(spec, namespace, team)
-    cluster = _connect(kubeconfig, context)
+    cluster, _ = _follow(spec, kubeconfig, context, ns, run)
     pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
     if pod is None:
         which = (
@@ -374,7 +396,17 @@ def delete(
     # Ask before connecting: a refusal needs no cluster.
     if not dry_run:
         confirm(f"delete run {ns}/{run} and its pods?", yes=yes)
-    results = _connect(kubeconfig, context).delete_run(ns, run, dry_run=dry_run)
+    cluster = _connect(kubeconfig, context)
+    from infra.fleet import maybe_fleet
+
+    if maybe_fleet(spec) is not None:
+        from workloads.runs.fleet import landed_on
+
+        # Deleted on the manager: MultiKueue deletes the worker's copy with it.
+        worker = landed_on(cluster, ns, run)
+        if worker:
+            sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}: deleting it through the manager removes it there too\n")
+    results = cluster.delete_run(ns, run, dry_run=dry_run)
     res = results[0]
     if output is OutputFormat.json:
         print_json(
