@@ -133,7 +133,7 @@ def parse_fleet(data: Any, *, base: Path, source: Path) -> Fleet:
         doc = FleetSpec.model_validate(data)
     except ValidationError as e:
         err = format_validation_error(e)
-        raise SpecError(err.field, err.problem, err.fix) from None
+        raise SpecError(err.field, err.problem, err.fix.replace("examples/default.yaml", "examples/fleet/fleet.yaml")) from None
     workers = tuple(_load_worker(i, w, base) for i, w in enumerate(doc.workers))
     check_fleet(doc, workers)
     return Fleet(

@@ -252,11 +252,20 @@ def submit(
     spec: SpecOpt = None,
 ) -> None:
     """Plan a run and apply what `kustomize build` of its overlay gives (server-side); wait until Kueue admits it."""
+    from infra.fleet import maybe_fleet
     from workloads import runs
 
     env = _spec(spec)
     plan = _plan(recipe, env, options)
     objects = runs.manifests(plan)
+    if maybe_fleet(spec) is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
+        from toolkit.errors import FieldError
+        from workloads.render.multikueue import dispatched
+
+        if plan.runtime == "ray":
+            # The workers' identity for the manager covers the kinds it is granted (multikueue.JOB_RESOURCES).
+            raise FieldError("--runtime", "a fleet dispatches JobSets and Jobs, not RayJobs", "use --runtime jobset or job, or submit to one cluster's spec")
+        objects = dispatched(objects)
     check = runs.checkpoint_check(plan, resume=resume)
     if dry_run:
         _print_objects(objects, output)

@@ -176,3 +176,22 @@ def manager_settings(fleet: Fleet, *, time_scale: float = 1.0) -> dict[str, Any]
             "workerLostTimeout": _duration(mk.worker_lost_timeout_seconds * time_scale),
         },
     }
+
+
+# The run kinds whose spec.managedBy hands them to MultiKueue (JobSet >= 0.6, batch Job, KubeRay's RayJob).
+_DISPATCHED_KINDS = ("JobSet", "Job", "RayJob")
+
+
+def dispatched(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A run's objects as submitted to a fleet's manager: its run object ``managedBy`` MultiKueue.
+
+    Kueue's webhook on the manager would default it only if it already knows the queue's
+    admission check; set here, a run can never start on the manager itself (which has no TPU
+    node) while that cache warms up.
+    """
+    out = []
+    for o in objects:
+        if o.get("kind") in _DISPATCHED_KINDS:
+            o = {**o, "spec": {**o.get("spec", {}), "managedBy": MULTIKUEUE_CONTROLLER}}
+        out.append(o)
+    return out
