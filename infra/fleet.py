@@ -295,3 +295,26 @@ def load_env(path: str | os.PathLike[str] | None) -> EnvSpec:
     except (OSError, YamlFileError):
         return load_spec(p)  # its own one-line refusal
     return parse_fleet(data, base=p.parent, source=p).manager_spec if is_fleet_document(data) else load_spec(p)
+
+
+def stack_specs(fleet: Fleet) -> list[EnvSpec]:
+    """One environment per cluster, in deploy order: every worker as its own spec says, then the manager.
+
+    The manager's cluster holds queues, never a TPU pod: no TPU pools, buckets, registry,
+    TensorBoard or build trigger of its own (each worker has its own, and a second copy in
+    the manager's stack would be a second owner of the workers' buckets). Nothing ties
+    the stacks together in Terraform: the manager reaches the workers through the
+    kubeconfig Secrets ``queues apply --fleet`` writes once all are up.
+    """
+    from infra.spec import ArtifactRegistrySpec, CloudBuildSpec, TensorBoardSpec
+
+    manager = fleet.manager_spec.model_copy(
+        update={
+            "tpu_pools": [],
+            "buckets": [],
+            "artifact_registry": ArtifactRegistrySpec(enabled=False),
+            "tensorboard": TensorBoardSpec(enabled=False),
+            "cloud_build": CloudBuildSpec(enabled=False),
+        }
+    )
+    return [*(w.spec for w in fleet.workers), manager]

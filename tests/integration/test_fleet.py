@@ -191,6 +191,32 @@ def test_a_run_lands_on_the_worker_with_capacity_and_is_deleted_everywhere(fleet
             wait_for(lambda kube=kube, run=run: kube.jobset(NS, run) is None, 120, f"{run} gone from {name}")
 
 
+def restarts(kube, run: str) -> int:
+    st = (kube.jobset(NS, run) or {}).get("status") or {}
+    return int(st.get("restarts") or 0)
+
+
+def test_a_preempted_slice_on_a_worker_restarts_there(fleet) -> None:
+    lf, path = fleet
+    f = load_fleet(path)
+    manager, workers = lf.clients(f)
+    run = f"fl-pre-{secrets.token_hex(2)}"
+    try:
+        submit(lf, path, run, 600)
+        on = wait_for(lambda: landed_on(manager, run), 120, f"{run} dispatched")
+        wait_for(lambda: running_pods(workers[on], run), 120, f"{run} Running on {on}")
+        r = cli("local", "preempt", run, "--state-dir", str(lf.worker_dir(on)), "--namespace", NS, "--replace-after", "2")
+        assert r.returncode == 0, r.stderr
+        wait_for(lambda: restarts(workers[on], run) >= 1, 120, f"{run} restarted by JobSet on {on}")
+        wait_for(lambda: running_pods(workers[on], run), 180, f"{run} Running again on {on}")
+        assert landed_on(manager, run) == on, "a preemption on the worker is the worker's to handle: the run stays there"
+        other = next(n for n in workers if n != on)
+        assert workers[other].jobset(NS, run) is None
+    finally:
+        delete(lf, path, run)
+    wait_for(lambda: workers[on].jobset(NS, run) is None, 120, f"{run} gone from {on}")
+
+
 def test_a_lost_worker_gets_its_run_requeued_on_the_other(fleet) -> None:
     from workloads.local.controlplane import LocalCluster
 
