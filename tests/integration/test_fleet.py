@@ -42,7 +42,8 @@ NS = "research"
 def worker_doc(name: str, region: str) -> dict[str, Any]:
     return {
         **own_spec(f"fleet-{name}", region=region, zones=[f"{region}-a"]),
-        "tpu_pools": [{"name": "v5e-4", "type": "v5litepod-4", "slices": 1, "capacity": "spot"}],
+        # One v5e 4x4 slice each: the shape MaxText recipes plan for (4 kwok VMs per worker).
+        "tpu_pools": [{"name": "v5e-16", "type": "v5litepod-16", "slices": 1, "capacity": "spot"}],
         "teams": [{"name": "research", "namespace": NS}],
         "buckets": [{"name": f"my-tpu-project-fleet-{name}-ckpt", "purpose": "checkpoints"}],
     }
@@ -189,6 +190,25 @@ def test_a_run_lands_on_the_worker_with_capacity_and_is_deleted_everywhere(fleet
     for run in (first, second):
         for name, kube in workers.items():
             wait_for(lambda kube=kube, run=run: kube.jobset(NS, run) is None, 120, f"{run} gone from {name}")
+
+
+def test_metrics_through_the_manager_read_the_worker_s_logs(fleet) -> None:
+    """A finished run's copy is gone from its worker; its lines are in that worker's Cloud Logging."""
+    lf, path = fleet
+    run = f"fl-mt-{secrets.token_hex(2)}"
+    mk = str(lf.manager_dir / "kubeconfig")
+    r = cli("submit", "maxtext-6b", "--spec", str(path), "--kubeconfig", mk, "--name", run, "--steps", "20", "--rehearse-seconds", "4", "--no-wait")
+    assert r.returncode == 0, r.stderr
+    try:
+        r = cli("status", run, "--wait", "--timeout", "180", "--spec", str(path), "--kubeconfig", mk, "-o", "json")
+        assert r.returncode == 0 and json.loads(r.stdout)["phase"] == "Succeeded", (r.stdout, r.stderr)
+        r = cli("metrics", run, "--spec", str(path), "--kubeconfig", mk, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        assert "was dispatched to fleet worker" in r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["summary"]["steps_seen"] == 20, doc["summary"]  # every step of --steps 20, from the worker's logging server
+    finally:
+        delete(lf, path, run)
 
 
 def restarts(kube, run: str) -> int:

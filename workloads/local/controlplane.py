@@ -324,6 +324,8 @@ class LocalCluster:
         if "logging" not in self.role.skip:
             kube.apply([cloudlogging.configmap(cloudlogging.endpoint(st["ports"]["logging"]))], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         st["spec"] = spec_path
+        if self.role.gcs_url:
+            st["gcs_url"] = self.role.gcs_url
         write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
 
@@ -380,6 +382,7 @@ class LocalCluster:
             "layout": LAYOUT,
             "role": self.role.name,
             "skip": list(self.role.skip),
+            **({"gcs_url": self.role.gcs_url} if self.role.gcs_url else {}),
         }
         write_atomic(self.state_file, json.dumps(st, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
