@@ -150,3 +150,25 @@ def test_submit_through_a_fleet_plans_against_the_workers_pools():
 def test_an_unknown_worker_is_refused():
     with pytest.raises(SpecError, match="no worker named"):
         load_fleet(EXAMPLE).worker("north")
+
+
+def test_local_fleet_refuses_a_directory_it_did_not_write(tmp_path: Path):
+    from workloads.local import LocalClusterError
+    from workloads.local.fleet import LocalFleet
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(LocalClusterError, match="did not write"):
+        LocalFleet(tmp_path).up(load_fleet(EXAMPLE), build=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_each_member_runs_only_what_its_role_needs():
+    from workloads.local.fleet import manager_role, worker_role
+
+    f = load_fleet(EXAMPLE)
+    m = manager_role(f)
+    assert not m.tpu_nodes and set(m.skip) == {"rehearsal", "provisioner", "logging"}
+    assert m.kueue_settings is not None and m.kueue_settings["multiKueue"]["origin"] == "tpu-fleet"
+    w = worker_role(f, f.workers[0], "http://127.0.0.1:1")
+    assert w.tpu_nodes and set(w.skip) == {"gcs", "provisioner"} and w.gcs_url == "http://127.0.0.1:1"
+    assert w.kueue_settings is None  # a worker's Kueue is configured as a lone cluster's
