@@ -318,10 +318,19 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
                     c.mode + (f" {c.name}" if c.mode == CapacityMode.RESERVATION else "") + (" (queued)" if getattr(c, "queued", False) else "")
                     for c in p.capacities
                 ],
+                # GKE's multi-tier checkpointing: the RAM disk per VM and the backup bucket
+                "multi_tier_checkpointing": None
+                if p.multi_tier_checkpointing is None
+                else {"ramdisk_gib": p.multi_tier_checkpointing.ramdisk_gib, "bucket": spec_obj.mtc_bucket(p.multi_tier_checkpointing)},
             }
             for p in spec_obj.tpu_pools
         ],
         "teams": [{"name": t.name, "namespace": t.ns, "local_queue": t.queue, "priority": t.priority} for t in spec_obj.teams],
+        "datasets": [
+            {"name": d.name, "source": f"gs://{d.bucket}/{d.object_prefix()}", "format": d.format.value, "team": spec_obj.dataset_team(d).name}
+            for d in spec_obj.datasets
+        ],
+        "lustre": None if spec_obj.lustre is None else {**spec_obj.lustre.model_dump(exclude={"zone"}), "zone": spec_obj.lustre_zone},
         "cost": costs_document(spec_obj),
     }
     if output is OutputFormat.json:
@@ -330,9 +339,16 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
     typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}")
     for p in data["tpu_pools"]:
         how = f", compute class {p['compute_class']} (GKE creates the slices)" if p["compute_class"] else ""
+        mtc = p["multi_tier_checkpointing"]
+        how += f", multi-tier checkpointing ({mtc['ramdisk_gib']} GiB RAM disk per VM, backed up to {mtc['bucket']})" if mtc else ""
         typer.echo(f"  {p['name']}: {p['slices']} x {p['shape']}, {' > '.join(p['capacity_options'])}, {p['zone']}{how}")
     for t in data["teams"]:
         typer.echo(f"  team {t['name']}: namespace {t['namespace']}, LocalQueue {t['local_queue']}, priority {t['priority']}")
+    for d in data["datasets"]:
+        typer.echo(f"  dataset {d['name']}: {d['source']} ({d['format']}), read by team {d['team']}")
+    if lu := data["lustre"]:
+        where = f"mount address {lu['ip']}" if lu["ip"] else "mount address unknown until deployed (set lustre.ip)"
+        typer.echo(f"  lustre {lu['name']}: {lu['capacity_gib']} GiB at {lu['throughput']} MB/s/TiB in {lu['zone']}, file system {lu['filesystem']}, {where}")
     typer.echo("cost (USD):")
     for line in cost_lines(data["cost"]):
         typer.echo(line)

@@ -300,8 +300,8 @@ def load_env(path: str | os.PathLike[str] | None) -> EnvSpec:
 def stack_specs(fleet: Fleet) -> list[EnvSpec]:
     """One environment per cluster, in deploy order: every worker as its own spec says, then the manager.
 
-    The manager's cluster holds queues, never a TPU pod: no TPU pools, buckets, registry,
-    TensorBoard or build trigger of its own (each worker has its own, and a second copy in
+    The manager's cluster holds queues, never a TPU pod: no TPU pools, buckets, datasets,
+    Lustre instance, registry, TensorBoard or build trigger of its own (each worker has its own, and a second copy in
     the manager's stack would be a second owner of the workers' buckets). Nothing ties
     the stacks together in Terraform: the manager reaches the workers through the
     kubeconfig Secrets ``queues apply --fleet`` writes once all are up.
@@ -312,6 +312,8 @@ def stack_specs(fleet: Fleet) -> list[EnvSpec]:
         update={
             "tpu_pools": [],
             "buckets": [],
+            "datasets": [],
+            "lustre": None,
             "artifact_registry": ArtifactRegistrySpec(enabled=False),
             "tensorboard": TensorBoardSpec(enabled=False),
             "cloud_build": CloudBuildSpec(enabled=False),

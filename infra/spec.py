@@ -22,6 +22,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, ValidationError, field_validator, model_validator
 
 from infra import catalog, gcp_names, identities, machine_types, naming, quotas, vertex_ai
+from infra.datasets import DatasetFormat, DatasetSpec, TokenizerType  # noqa: F401  re-exported
 from infra.naming import (
     BUCKET_NAME,
     GCE_NAME_MAX,
@@ -107,6 +108,10 @@ class _Model(BaseModel):
 
 
 # --------------------------------------------------------------------- network
+
+
+def _overlap(a: str, b: str) -> bool:
+    return ipaddress.ip_network(a, strict=False).overlaps(ipaddress.ip_network(b, strict=False))
 
 
 def _private_cidr(v: str, example: str) -> str:
@@ -445,6 +450,63 @@ class CapacityOption(BaseModel):
         return next(c for c in self.choices if isinstance(c, Reservation) and c.name == name)
 
 
+# GKE's multi-tier checkpointing (GKE docs "Train large-scale machine learning models on GKE with
+# Multi-Tier Checkpointing": version floor, Standard clusters only; MaxText's multi_tier_checkpointing
+# guide: the TPU generations it supports). The toolkit only makes Standard clusters.
+MTC_MIN_GKE_VERSION = "1.32.4-gke.1415000"
+MTC_GENERATIONS = ("v4", "v5e", "v5p", "v6e")
+
+
+class MultiTierCheckpointingSpec(_Model):
+    """GKE's multi-tier checkpointing on a pool's TPU VMs: a RAM disk of ``ramdisk_gib`` per VM (the
+    pool shape's CheckpointConfiguration, applied by ``queues apply``), backed up to ``bucket``."""
+
+    ramdisk_gib: int = Field(..., ge=1, le=65536, description="RAM disk per TPU VM (inMemoryVolumeSize); `workloads submit --dry-run` prints what a run needs")
+    bucket: str | None = Field(None, description="checkpoints bucket the add-on backs the RAM disks up to (default: the spec's first checkpoints bucket)")
+
+
+# Google Cloud Managed Lustre (provider 7.43.0's google_lustre_instance; GKE docs "About the Managed
+# Lustre CSI driver": the driver needs GKE 1.33.2-gke.1111000 and the instance in the cluster's VPC).
+# The floor is the later 1.33.2-gke.4655000: from it the nodes' Lustre client uses LNet's own port
+# (988) beside the GKE metadata server, so the instance needs no gke_support_enabled and the
+# driver no legacy port 6988 (GKE API, LustreCsiDriverConfig.enable_legacy_lustre_port).
+LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
+LUSTRE_THROUGHPUTS = (125, 250, 500, 1000)  # MB/s per TiB, the performance tiers
+LUSTRE_FILESYSTEM = r"^[A-Za-z0-9]{1,8}$"
+IPV4 = r"^(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])){3}$"
+
+
+class LustreSpec(_Model):
+    """One Managed Lustre instance in the cluster's VPC, for runs that checkpoint to it (``--checkpoint-storage lustre``).
+
+    The stack creates it (with the private services access range and peering it needs) and turns the
+    cluster's Lustre CSI driver on. Runs reach it through a PersistentVolume and claim per team
+    namespace, which `queues apply` applies once ``ip`` (the instance's mount address, an output of
+    `python -m infra outputs` after the deploy) is set.
+    """
+
+    # 58: the stack names the peering range and the firewall rule <name>-psa / <name>-lnet (GCE names: 63)
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=58, description="the instance id")
+    capacity_gib: int = Field(..., ge=9000, le=7632000, description="storage in GiB; the tier sets the minimum and the step (Managed Lustre docs)")
+    throughput: int = Field(500, ge=125, le=1000, description="MB/s per TiB: 125, 250, 500 or 1000 (per_unit_storage_throughput)")
+    filesystem: str = Field("lustrefs", pattern=LUSTRE_FILESYSTEM, description="the file system's name (eight letters or digits at most)")
+    zone: str | None = Field(None, pattern=ZONE, description="defaults to the first of the spec's zones (the TPU slices' zone)")
+    ip: str | None = Field(None, pattern=IPV4, description="the instance's mount address once deployed (`python -m infra outputs`: lustre_mount_point)")
+    peering_cidr: str = Field("10.96.0.0/20", description="the private services access range Google peers the instance into")
+
+    @field_validator("throughput")
+    @classmethod
+    def _tier(cls, v: int) -> int:
+        if v not in LUSTRE_THROUGHPUTS:
+            raise ValueError(f"{v} is not a Managed Lustre tier; use one of {', '.join(map(str, LUSTRE_THROUGHPUTS))}")
+        return v
+
+    @field_validator("peering_cidr")
+    @classmethod
+    def _cidr(cls, v: str) -> str:
+        return _private_cidr(v, "10.96.0.0/20")
+
+
 class TpuPoolSpec(_Model):
     """A group of identical TPU slices: one GKE node pool per slice."""
 
@@ -460,6 +522,9 @@ class TpuPoolSpec(_Model):
     disk_size_gb: int = Field(100, ge=10, le=65536)
     compute_class: ComputeClassSpec | None = Field(
         None, description="GKE creates the slices on demand from a ComputeClass of the capacity options (true, or {name, active_migration})"
+    )
+    multi_tier_checkpointing: MultiTierCheckpointingSpec | None = Field(
+        None, description="GKE's multi-tier checkpointing on these VMs (runs opt in with --multi-tier-checkpointing)"
     )
 
     _shape: catalog.SliceShape = PrivateAttr()
@@ -1039,6 +1104,8 @@ class EnvSpec(_Model):
     # A spec without teams has one implicit team; with no other team to outrank, it may use every toolkit class.
     teams: list[TeamSpec] = Field(default_factory=lambda: [TeamSpec(name="default", namespace="default", priorities=list(PRIORITY_CLASSES))], min_length=1)
     buckets: list[BucketSpec] = Field(default_factory=list)
+    datasets: list[DatasetSpec] = Field(default_factory=list, description="training data in the data buckets, named by runs (infra/datasets.py)")
+    lustre: LustreSpec | None = Field(None, description="a Managed Lustre instance runs may checkpoint to (--checkpoint-storage lustre)")
     artifact_registry: ArtifactRegistrySpec = Field(default_factory=ArtifactRegistrySpec)
     tensorboard: TensorBoardSpec = Field(default_factory=TensorBoardSpec)
     cloud_build: CloudBuildSpec = Field(default_factory=CloudBuildSpec)
@@ -1074,6 +1141,10 @@ class EnvSpec(_Model):
         self._check_teams()
         self._check_quotas()
         self._check_buckets_and_ci()
+        self._check_datasets()
+        self._check_fuse_for_datasets()
+        self._check_multi_tier()
+        self._check_lustre()
         self._check_derived_names()
         identities.check(self)
         self._check_network()
@@ -1332,6 +1403,113 @@ class EnvSpec(_Model):
         if self.cloud_build.enabled and not self.artifact_registry.enabled:
             raise SpecError("cloud_build.enabled", "CI builds push images but artifact_registry is disabled", "enable artifact_registry or disable cloud_build")
 
+    def _check_datasets(self) -> None:
+        names = [d.name for d in self.datasets]
+        data = [b.name for b in self.buckets if b.purpose is BucketPurpose.DATA]
+        for i, d in enumerate(self.datasets):
+            if names.index(d.name) != i:
+                raise SpecError(f"datasets[{i}].name", f"dataset {d.name!r} is listed twice", "give each dataset its own name")
+            bucket = next((b for b in self.buckets if b.name == d.bucket), None)
+            if bucket is None:
+                fix = f"use one of {', '.join(data)}" if data else "add a bucket with purpose: data to buckets and name it here"
+                raise SpecError(f"datasets[{i}].bucket", f"no bucket {shown(d.bucket)} in the spec's buckets", fix)
+            if bucket.purpose is not BucketPurpose.DATA:
+                raise SpecError(
+                    f"datasets[{i}].bucket",
+                    f"bucket {d.bucket!r} has purpose {bucket.purpose.value}, and runs mount only data buckets read-only",
+                    f"use one of {', '.join(data)}" if data else "add a bucket with purpose: data",
+                )
+
+    def _check_multi_tier(self) -> None:
+        """Where GKE's multi-tier checkpointing can run, a RAM disk the VM can hold, a checkpoints bucket to back up to."""
+        by_shape: dict[str, tuple[int, MultiTierCheckpointingSpec]] = {}
+        for i, pool in enumerate(self.tpu_pools):
+            m = pool.multi_tier_checkpointing
+            if m is None:
+                continue
+            where = f"tpu_pools[{i}].multi_tier_checkpointing"
+            if not self.cluster.gcs_fuse_csi:
+                raise SpecError(
+                    "cluster.gcs_fuse_csi", "is off, and GKE's multi-tier checkpointing needs the GCS FUSE CSI driver", "set cluster.gcs_fuse_csi: true"
+                )
+            gen = pool.shape.generation.name
+            if gen not in MTC_GENERATIONS:
+                raise SpecError(
+                    where,
+                    f"GKE's multi-tier checkpointing supports TPU {', '.join(MTC_GENERATIONS)}, and pool {pool.name} is {gen}",
+                    "remove it from this pool",
+                )
+            memory = catalog.machine_size(pool.shape.machine_type).memory_gib
+            if m.ramdisk_gib > memory:
+                raise SpecError(
+                    f"{where}.ramdisk_gib",
+                    f"{m.ramdisk_gib} GiB is more than the {memory} GiB of memory of a {pool.shape.machine_type} VM",
+                    f"use at most {memory} (less, to leave the training program room)",
+                )
+            if self.mtc_bucket(m) is None:
+                raise SpecError(
+                    f"{where}.bucket",
+                    "names no bucket and the spec has no bucket with purpose: checkpoints",
+                    "add a checkpoints bucket to buckets and name it here",
+                )
+            bucket = next((b for b in self.buckets if b.name == self.mtc_bucket(m)), None)
+            if bucket is None or bucket.purpose is not BucketPurpose.CHECKPOINTS:
+                ckpt = [b.name for b in self.buckets if b.purpose is BucketPurpose.CHECKPOINTS]
+                raise SpecError(
+                    f"{where}.bucket", f"{shown(m.bucket)} is not a checkpoints bucket of the spec", f"use one of {', '.join(ckpt) or '(none: add one)'}"
+                )
+            seen = by_shape.get(pool.shape.key)
+            if seen is not None and seen[1] != m:
+                # The CheckpointConfiguration selects nodes by the shape's labels: one per shape.
+                raise SpecError(
+                    where,
+                    f"differs from tpu_pools[{seen[0]}]'s of the same shape {pool.shape.key}",
+                    "give every pool of one shape the same multi_tier_checkpointing",
+                )
+            by_shape[pool.shape.key] = (i, m)
+
+    def mtc_bucket(self, m: MultiTierCheckpointingSpec) -> str | None:
+        """The bucket multi-tier checkpointing backs up to: the one named, else the spec's first checkpoints bucket."""
+        if m.bucket is not None:
+            return m.bucket
+        first = self.bucket_for(BucketPurpose.CHECKPOINTS)
+        return first.name if first else None
+
+    def _check_lustre(self) -> None:
+        lu = self.lustre
+        if lu is None:
+            return
+        if lu.zone is not None and lu.zone not in self.zones:
+            raise SpecError(
+                "lustre.zone", f"{lu.zone!r} is not one of the cluster's zones {self.zones}", "use one of them (the instance serves the TPU slices' zone)"
+            )
+        if self.network.dcn is not None and _overlap(lu.peering_cidr, self.network.dcn.cidr):
+            raise SpecError("lustre.peering_cidr", f"{lu.peering_cidr} overlaps network.dcn.cidr {self.network.dcn.cidr}", "pick a range of its own")
+        for what, cidr in (("nodes", self.cidrs.nodes), ("pods", self.cidrs.pods), ("services", self.cidrs.services)):
+            if _overlap(lu.peering_cidr, cidr):
+                raise SpecError(
+                    "lustre.peering_cidr", f"{lu.peering_cidr} overlaps the cluster's {what} range {cidr}", "pick a private range the cluster does not use"
+                )
+
+    @property
+    def lustre_zone(self) -> str | None:
+        return None if self.lustre is None else (self.lustre.zone or self.zones[0])
+
+    def _check_fuse_for_datasets(self) -> None:
+        if self.datasets and not self.cluster.gcs_fuse_csi:
+            raise SpecError(
+                "cluster.gcs_fuse_csi",
+                "is off, and runs read the spec's datasets through the GCS FUSE CSI driver",
+                "set cluster.gcs_fuse_csi: true (the default)",
+            )
+
+    def dataset(self, name: str) -> DatasetSpec | None:
+        return next((d for d in self.datasets if d.name == name), None)
+
+    def dataset_team(self, d: DatasetSpec) -> TeamSpec:
+        """The team whose identity may read ``d`` (its bucket's owner)."""
+        return self.bucket_owner(next(b for b in self.buckets if b.name == d.bucket))
+
     def _check_derived_names(self) -> None:
         """Names made from the spec's names, against the limits of where they go.
 
@@ -1393,6 +1571,11 @@ class EnvSpec(_Model):
         classed = next((i for i, p in enumerate(self.tpu_pools) if p.compute_class is not None), None)
         if classed is not None:
             floors.append((COMPUTE_CLASS_MIN_GKE_VERSION, f"the first GKE version with custom ComputeClasses (tpu_pools[{classed}].compute_class)"))
+        if self.lustre is not None:
+            floors.append((LUSTRE_MIN_GKE_VERSION, "the first GKE version whose Lustre CSI driver needs no legacy port (lustre)"))
+        mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
+        if mtc is not None:
+            floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
         if self.cluster.ray.enabled:
             floors.append((RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)"))
         return floors
@@ -1651,6 +1834,8 @@ _PATTERN_FIXES: dict[str, str] = {
     ZONE: "write it like us-central1-a",
     BUCKET_NAME: "use 3-63 lowercase letters, digits, '-', '_' and '.'",
     _MACHINE_TYPE: "write it like n2-standard-8",
+    LUSTRE_FILESYSTEM: "use at most eight letters and digits, like ckpt",
+    IPV4: "write the instance's IPv4 address, like 10.96.0.2 (python -m infra outputs: lustre_mount_point)",
 }
 
 _BOUND_TYPES = {

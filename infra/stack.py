@@ -26,18 +26,20 @@ from cdktn_provider_google.project_service import ProjectService  # noqa: E402
 from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
-from infra.access import BUCKET_ROLES, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
+from infra.access import bucket_role, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
+from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
+from modules.lustre import Lustre, LustreProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
-from modules.services import Services, ServicesProps  # noqa: E402
+from modules.services import DEFAULT_SERVICES, Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
 from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
@@ -104,7 +106,8 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     # ("managed-by" -> "managed_by"), and every resource would carry both spellings.
     provider.add_override("default_labels", labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
-    services = Services(stack, "services", props=ServicesProps(project=spec.project))
+    apis = (*DEFAULT_SERVICES, *(LUSTRE_SERVICES if spec.lustre else ()))
+    services = Services(stack, "services", props=ServicesProps(project=spec.project, services=apis))
     ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
 
     network = _network(ctx)
@@ -120,8 +123,10 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     registry = _registry(ctx)
     tensorboard = _tensorboard(ctx)
     trigger = _build_trigger(ctx, registry)
+    lustre = _lustre(ctx, network)
+    _multi_tier_backups(ctx, buckets)
 
-    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices)
+    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices, lustre)
     return EnvStack(
         stack=stack,
         services=services,
@@ -154,6 +159,7 @@ def _network(ctx: _Context) -> Network:
             pods_cidr=cidrs.pods,
             services_cidr=cidrs.services,
             nat=spec.cluster.private_nodes,
+            declared_firewall=spec.lustre is not None,
             depends_on=(ctx.api["compute.googleapis.com"],),
         ),
     )
@@ -218,9 +224,10 @@ def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: 
     A bucket's team SA gets the team role: its pods prepare data, write checkpoints and
     artifacts. The node SA gets the node role only on the buckets of teams that opted in
     to hostNetwork runs (whose pods act as it); those pods only read training data. The
-    table is infra.access's BUCKET_ROLES, which the planner checks a run's writes against.
+    table is infra.access's bucket_role (BUCKET_ROLES; a data bucket holding a dataset is read-only to
+    both), which the planner checks a run's writes against.
     """
-    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=BUCKET_ROLES[b.purpose][role_of]) for b in spec.team_buckets(team))
+    return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=bucket_role(spec, b, role_of)) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
@@ -293,6 +300,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
+            lustre_csi=spec.lustre is not None,
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
@@ -486,6 +494,50 @@ def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | N
 # ------------------------------------------------------------------ outputs
 
 
+# ------------------------------------------------- multi-tier checkpointing
+
+
+def _multi_tier_backups(ctx: _Context, buckets: dict[str, Bucket]) -> MultiTierBackupGrant | None:
+    """GKE's checkpoint replicator may write every bucket a pool's RAM disks are backed up to (the number in its principal: the bucket's project_number)."""
+    spec = ctx.spec
+    names = sorted({spec.mtc_bucket(p.multi_tier_checkpointing) or "" for p in spec.tpu_pools if p.multi_tier_checkpointing is not None} - {""})
+    if not names:
+        return None
+    return MultiTierBackupGrant(
+        ctx.stack, "multi-tier-checkpointing", props=BackupGrantProps(project=spec.project, buckets=tuple((n, buckets[n].bucket) for n in names))
+    )
+
+
+# ------------------------------------------------------------------ lustre
+
+# Managed Lustre's API, and private services access (the peering its instances are reached through).
+LUSTRE_SERVICES = ("lustre.googleapis.com", "servicenetworking.googleapis.com")
+
+
+def _lustre(ctx: _Context, network: Network) -> Lustre | None:
+    spec, lu = ctx.spec, ctx.spec.lustre
+    if lu is None:
+        return None
+    zone = spec.lustre_zone
+    assert zone is not None
+    return Lustre(
+        ctx.stack,
+        "lustre",
+        props=LustreProps(
+            project=spec.project,
+            name=lu.name,
+            zone=zone,
+            network=spec.network_name,
+            network_id=network.network.id,
+            capacity_gib=lu.capacity_gib,
+            throughput=lu.throughput,
+            filesystem=lu.filesystem,
+            peering_cidr=lu.peering_cidr,
+            depends_on=tuple(ctx.api[a] for a in LUSTRE_SERVICES),
+        ),
+    )
+
+
 def _outputs(
     stack: TerraformStack,
     spec: EnvSpec,
@@ -495,6 +547,7 @@ def _outputs(
     registry: Registry | None,
     tensorboard: TensorBoard | None,
     slices: dict[str, list[TpuSlice]],
+    lustre: Lustre | None = None,
 ) -> None:
     out = {
         "cluster_name": cluster.name,
@@ -510,6 +563,9 @@ def _outputs(
         out["registry_url"] = registry.url
     if tensorboard:
         out["tensorboard_id"] = tensorboard.id
+    if lustre:
+        # "<ip>@tcp:/<filesystem>": the ip goes into the spec's lustre.ip (the PersistentVolumes name it).
+        out["lustre_mount_point"] = lustre.mount_point
     for key, value in out.items():
         TerraformOutput(stack, key, value=value)
 

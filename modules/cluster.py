@@ -11,6 +11,7 @@ from cdktn_provider_google.container_cluster import (
     ContainerCluster,
     ContainerClusterAddonsConfig,
     ContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    ContainerClusterAddonsConfigLustreCsiDriverConfig,
     ContainerClusterAddonsConfigNetworkPolicyConfig,
     ContainerClusterAddonsConfigRayOperatorConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfig,
@@ -100,6 +101,7 @@ class ClusterProps:
     deletion_protection: bool = True
     maintenance_window: MaintenanceWindowProps | None = None
     gcs_fuse_csi: bool = True
+    lustre_csi: bool = False  # GKE's Managed Lustre CSI driver (written only when on)
     ray_operator: RayOperatorProps | None = None  # None: the add-on stays off
     labels: Mapping[str, str] = field(default_factory=dict)
     # Service account of the throw-away default pool (it exists only until the
@@ -274,6 +276,7 @@ def _addons(p: ClusterProps) -> ContainerClusterAddonsConfig:
     return ContainerClusterAddonsConfig(
         gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=p.gcs_fuse_csi),
         ray_operator_config=_ray_operator(p),
+        lustre_csi_driver_config=ContainerClusterAddonsConfigLustreCsiDriverConfig(enabled=True) if p.lustre_csi else None,
         # Only the legacy dataplane's Calico NetworkPolicy needs the add-on.
         network_policy_config=None if p.dataplane_v2 else ContainerClusterAddonsConfigNetworkPolicyConfig(disabled=False),
     )

@@ -38,6 +38,8 @@ class NetworkProps:
     # Private nodes have no external IPs, so they need NAT to pull public images.
     nat: bool = False
     flow_log_sampling: float = 0.5
+    # Another construct declares a firewall rule on this VPC (modules.lustre's LNet rule): checkov sees it.
+    declared_firewall: bool = False
     depends_on: Sequence[ITerraformDependable] = field(default_factory=tuple)
 
 
@@ -59,12 +61,13 @@ class Network(Construct):
             routing_mode="REGIONAL",
             depends_on=deps,
         )
-        suppress(
-            self.network,
-            {
-                "CKV2_GCP_18": "GKE creates and owns this VPC's firewall rules (gke-<cluster>-*); beyond them the implied deny-ingress rule applies",
-            },
-        )
+        if not props.declared_firewall:
+            suppress(
+                self.network,
+                {
+                    "CKV2_GCP_18": "GKE creates and owns this VPC's firewall rules (gke-<cluster>-*); beyond them the implied deny-ingress rule applies",
+                },
+            )
         self.subnet = ComputeSubnetwork(
             self,
             "subnet",

@@ -73,6 +73,25 @@ def runs(example: str) -> Iterator[Any]:
                     yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=name, team=team.name, host_network=host, runtime=runtime))
                 except ToolkitError:
                     continue  # a runtime the recipe or the generation does not offer
+        # The team's datasets (a read-only GCS FUSE volume) on every runtime, and multi-tier
+        # checkpointing (its RAM disk volume) where the spec's pools offer it to the team.
+        for d in getattr(spec, "datasets", ()):
+            for runtime in RUNTIMES:
+                name = f"{team.name}-{runtime}-data"[:30].rstrip("-")
+                try:
+                    yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=name, team=team.name, runtime=runtime, dataset=d.name))
+                except (ToolkitError, TypeError):
+                    continue  # another team's dataset, or a checkout without --dataset
+        for storage in ("gcsfuse", "lustre"):  # checkpoints through a GCS FUSE mount, or the spec's Lustre claim
+            try:
+                yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=f"{team.name}-{storage}"[:30], team=team.name, checkpoint_storage=storage))
+            except (ToolkitError, TypeError):
+                continue  # no Lustre in the spec, or a checkout without the option
+        if any(getattr(p, "multi_tier_checkpointing", None) for p in spec.tpu_pools):
+            try:
+                yield plan_run(RECIPE[example], spec, Overrides(slices=2, name=f"{team.name}-mtc"[:30], team=team.name, multi_tier_checkpointing=True))
+            except (ToolkitError, TypeError):
+                pass  # the pools back up to another team's bucket, or a checkout without the option
 
 
 def child_jobs(jobset: dict[str, Any]) -> list[dict[str, Any]]:

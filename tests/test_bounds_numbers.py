@@ -217,6 +217,7 @@ BASE = {
     ("workloads", "run-local"): ["run-local", "maxtext-6b"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
+    ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }
 
 

@@ -448,6 +448,31 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.merged.yaml" in calls
 
 
+@pytest.mark.parametrize("example, enabled", [("default", None), ("v6e-reservation", "False"), ("v6e-reservation", "True")])
+def test_provision_turns_multi_tier_checkpointing_on_before_queues_apply(example: str, enabled: str | None, tmp_path: Path, shims: Path, monkeypatch):
+    """The add-on the pinned provider cannot set: enabled through gcloud when a pool declares it and it is off, before the CheckpointConfigurations are applied."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    _shim(shims, "gcloud", f'echo "gcloud $*" >> "$TGK_TEST_LOG"\ncase "$*" in *describe*) echo "{enabled or ""}";; esac\n')
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(EXAMPLES / f"{example}.yaml")}
+    for step in ("spec-env", "multi-tier-checkpointing-addon"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    calls = [ln for ln in log.read_text().splitlines() if ln.startswith("gcloud")]
+    updates = [c for c in calls if " update " in c]
+    if example == "default":
+        assert calls == []  # no pool declares it: the cluster is not touched
+    elif enabled == "True":
+        assert len(calls) == 1 and updates == []
+    else:
+        (update,) = updates
+        assert "--update-addons=HighScaleCheckpointing=ENABLED" in update and "trillium" in update and "--region us-east5" in update
+    assert "multi-tier-checkpointing-addon" in ancestors(doc["steps"])["kueue-objects"]
+
+
 def test_spec_env_refuses_a_bad_spec(tmp_path: Path, shims: Path, monkeypatch):
     monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
     ws = tmp_path / "ws"

@@ -65,6 +65,7 @@ NO_NAMES = {
     "google_service_account_iam_member",
     "google_storage_bucket_iam_member",
     "google_artifact_registry_repository_iam_member",
+    "google_service_networking_connection",
 }
 
 
@@ -111,9 +112,15 @@ def violations(tf: dict[str, Any]) -> list[str]:
                 "google_compute_router",
                 "google_compute_router_nat",
                 "google_compute_firewall",
+                "google_compute_global_address",
             ):
                 if not GCE_NAME.match(r["name"]):
                     out.append(f"{where}: name {r['name']!r}")
+            elif rtype == "google_lustre_instance":
+                if not _dns(r["instance_id"], GCE_NAME_MAX):
+                    out.append(f"{where}: instance_id {r['instance_id']!r}")
+                if not re.match(r"^[A-Za-z0-9]{1,8}$", r["filesystem"]):
+                    out.append(f"{where}: filesystem {r['filesystem']!r}")
             elif rtype == "google_compute_resource_policy":
                 if not GCE_NAME.match(r["name"]):
                     out.append(f"{where}: name {r['name']!r}")

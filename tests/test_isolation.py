@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from infra.identities import RESERVED_NAMESPACE
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
 from tests.conftest import EXAMPLE_NAMES, example_doc
 from workloads.planning.planner import Overrides, PlanError, plan_run
@@ -107,6 +108,15 @@ def read_iam(spec: EnvSpec, doc: dict[str, Any]) -> Iam:
     bucket_names = {lid: b["name"] for lid, b in res.get("google_storage_bucket", {}).items()}
     grants: dict[str, dict[str, set[str]]] = {e: {} for e in emails.values()}
     for m in res.get("google_storage_bucket_iam_member", {}).values():
+        gke = re.fullmatch(
+            r"principal://iam\.googleapis\.com/projects/[^/]+/locations/global/workloadIdentityPools/[^/]+/subject/ns/([^/]+)/sa/([^/]+)", m["member"]
+        )
+        if gke:
+            # GKE's own multi-tier checkpointing replicator (modules/checkpointing.py): a KSA in a namespace the
+            # spec refuses to give a team (infra.identities.RESERVED_NAMESPACE), so no team pod can be it.
+            assert RESERVED_NAMESPACE.match(gke.group(1)) and all(t.ns != gke.group(1) for t in spec.teams), m["member"]
+            assert m["role"] == "roles/storage.objectUser", m
+            continue
         email = emails[_deref(m["member"], "google_service_account", "member")]
         # a literal name is a bucket the stack does not manage (the CI SA's Terraform state bucket)
         bucket = bucket_names[_deref(m["bucket"], "google_storage_bucket", "name")] if REF.match(m["bucket"]) else m["bucket"]

@@ -64,8 +64,18 @@ LAYERS: dict[str, Layer] = {
         ),
         Layer(
             "workloads.runs",
-            ("workloads.planning", "workloads.render", "workloads.cluster", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
+            (
+                "workloads.planning",
+                "workloads.render",
+                "workloads.cluster",
+                "workloads.observe.storage",
+                "workloads.observe.history",
+                "workloads.data.checks",
+                "infra",
+                "toolkit",
+            ),
         ),
+        Layer("workloads.data", ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "infra", "toolkit")),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

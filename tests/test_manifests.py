@@ -37,7 +37,15 @@ RUNS = [
     ("v5p", "gpt3-6b", Overrides(slices=1, name="golden")),
     ("v5p", "hello-tpu", Overrides(pool="v5p-8", name="golden", host_network=False)),
     ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden", team="research")),
+    ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden-data", team="pretrain", dataset="c4-en", multi_tier_checkpointing=True)),
+    ("default", "maxtext-6b", Overrides(slices=2, name="golden-fuse", checkpoint_storage="gcsfuse")),
+    ("tpu7x-multislice", "maxtext-6b", Overrides(slices=2, name="golden-lustre", checkpoint_storage="lustre")),
 ]
+
+
+def _tail(o: Overrides) -> str:
+    """A golden's name suffix for the storage options it shows (a dataset, multi-tier checkpointing)."""
+    return ("-data" if o.dataset else "") + ("-mtc" if o.multi_tier_checkpointing else "") + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
 
 
 def _check_golden(name: str, objects: list[dict]) -> None:
@@ -51,10 +59,10 @@ def _check_golden(name: str, objects: list[dict]) -> None:
 
 
 @pytest.mark.golden
-@pytest.mark.parametrize("example, recipe, overrides", RUNS, ids=[f"{e}-{r}-x{o.slices or 1}" for e, r, o in RUNS])
+@pytest.mark.parametrize("example, recipe, overrides", RUNS, ids=[f"{e}-{r}-x{o.slices or 1}{_tail(o)}" for e, r, o in RUNS])
 def test_jobset_golden(example: str, recipe: str, overrides: Overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides)
-    _check_golden(f"jobset-{example}-{recipe}-x{plan.target.slices}", run_objects(plan))
+    _check_golden(f"jobset-{example}-{recipe}-x{plan.target.slices}{_tail(overrides)}", run_objects(plan))
 
 
 @pytest.mark.golden

@@ -178,7 +178,7 @@ def test_stack_has_the_second_vpc_on_every_tpu_node(tmp_path: Path) -> None:
     subnets = {k: v for k, v in res["google_compute_subnetwork"].items() if v["name"] == "ironwood-ms-dcn"}
     ((sub_id, sub),) = subnets.items()
     assert sub["ip_cidr_range"] == spec.network.dcn.cidr and "secondary_ip_range" not in sub
-    (fw,) = res["google_compute_firewall"].values()
+    (fw,) = [f for f in res["google_compute_firewall"].values() if f["name"] == "ironwood-ms-dcn-internal"]  # (the example's Lustre has its own)
     assert fw["source_ranges"] == [spec.network.dcn.cidr] and fw["direction"] == "INGRESS" and net_id in fw["network"]
     tpu_pools = {p["name"]: p for p in res["google_container_node_pool"].values() if p["name"] != spec.cpu_pool.name}
     assert set(tpu_pools) == set(spec.tpu_pools[0].node_pool_names())

@@ -229,9 +229,20 @@ def test_buckets_and_their_grants(stacks, example):
         team_sa = ref("google_service_account", doc, lambda v, owner=owner: v["account_id"].endswith(f"-t-{owner.name}"))
         # the owning team's SA writes it; hostNetwork pods act as the node SA, which gets
         # the bucket only when its team opted in (and then only reads training data)
-        expected = {f"${{{team_sa}.member}}": "roles/storage.objectAdmin"}
+        # (a data bucket that holds a dataset of the spec is read-only to both: training only reads it)
+        holds_dataset = any(d.bucket == b.name for d in spec.datasets)
+        expected = {f"${{{team_sa}.member}}": "roles/storage.objectViewer" if holds_dataset else "roles/storage.objectAdmin"}
         if owner.host_network:
             expected[f"${{{node_sa}.member}}"] = "roles/storage.objectViewer" if b.purpose is BucketPurpose.DATA else "roles/storage.objectAdmin"
+        # a multi-tier checkpointing backup bucket: GKE's checkpoint replicator writes it too (modules/checkpointing.py)
+        backups = {spec.mtc_bucket(p.multi_tier_checkpointing) for p in spec.tpu_pools if p.multi_tier_checkpointing is not None}
+        replicator = [m for m in grants if m["member"].startswith("principal://")]
+        if b.name in backups:
+            (r,) = replicator
+            assert r["role"] == "roles/storage.objectUser" and r["member"].endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
+        else:
+            assert replicator == []
+        grants = [m for m in grants if m not in replicator]
         assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)
 
 

@@ -22,6 +22,8 @@ CASES = yaml.safe_load((Path(__file__).resolve().parent / "bad_runs" / "cases.ya
 
 
 def _spec_args(case: dict) -> list[str]:
+    if "spec_file" in case:  # a spec of the corpus's own (tests/bad_runs/specs/)
+        return ["--spec", str(Path(__file__).resolve().parent / "bad_runs" / "specs" / case["spec_file"])]
     return ["--spec", str(EXAMPLES / f"{case['spec']}.yaml")] if "spec" in case else []
 
 

@@ -133,3 +133,14 @@ TPU_WORKER_HOSTNAMES_ENV = "TPU_WORKER_HOSTNAMES"
 
 # The name of the one container of every TPU worker pod; `logs` and `status` look for it.
 WORKLOAD_CONTAINER = "workload"
+
+# GKE's Cloud Storage FUSE CSI driver (GKE docs "Access Cloud Storage buckets with the Cloud Storage FUSE
+# CSI driver" and its sidecar page): the driver name, the pod annotation that injects its sidecar, and the
+# annotations that size the sidecar ("0": no limit, Standard clusters only).
+GCSFUSE_CSI_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_VOLUMES_ANNOTATION = "gke-gcsfuse/volumes"
+GCSFUSE_SIDECAR_LIMIT_ANNOTATIONS = ("gke-gcsfuse/cpu-limit", "gke-gcsfuse/memory-limit", "gke-gcsfuse/ephemeral-storage-limit")
+# GKE's multi-tier checkpointing add-on (HighScaleCheckpointing): its CSI driver mounts the RAM disk a
+# CheckpointConfiguration (checkpointing.gke.io/v1, cluster-scoped) sizes for the nodes it selects.
+MTC_CSI_DRIVER = "multitier-checkpoint.csi.storage.gke.io"
+CHECKPOINTING_API = "checkpointing.gke.io/v1"

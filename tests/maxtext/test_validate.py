@@ -80,6 +80,12 @@ def results(maxtext_venv, default_spec, tmp_path_factory):
     load_recipe.cache_clear()
     # --profile: the profiler and Vertex TensorBoard keys it writes are MaxText's own.
     plans["maxtext-6b@default x2 --profile"] = plan_run("maxtext-6b", default_spec, Overrides(slices=2, profile_steps=3, profile_start=2))
+    # --dataset (Grain over the FUSE mount), --multi-tier-checkpointing, --checkpoint-storage: the keys they write are MaxText's own.
+    v6e = load_spec(EXAMPLES / "v6e-reservation.yaml")
+    plans["llama3-8b@v6e x2 --dataset --multi-tier-checkpointing"] = plan_run(
+        "llama3-8b", v6e, Overrides(slices=2, team="pretrain", dataset="c4-en", multi_tier_checkpointing=True)
+    )
+    plans["maxtext-6b@default x2 --checkpoint-storage gcsfuse"] = plan_run("maxtext-6b", default_spec, Overrides(slices=2, checkpoint_storage="gcsfuse"))
     cases = [(cid, *_case(p, work)) for cid, p in plans.items()]
 
     base = plans["maxtext-6b@default x2"]

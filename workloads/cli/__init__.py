@@ -27,13 +27,14 @@ ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig
 # evaluating each parameter's type, before it dispatches (~8% of a `submit --dry-run`).
 # A name not listed here (a typo, `--help`) loads them all, so help and "did you
 # mean" see every command. tests/test_cli_registry.py holds this table to the modules.
-MODULES = ("runs", "observe", "local", "maxtext", "cleanup")
+MODULES = ("runs", "observe", "local", "maxtext", "cleanup", "data")
 COMMAND_MODULE = {
     "recipes": "runs", "import-recipe": "runs", "render": "runs", "submit": "runs", "queues": "runs",
     "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "delete": "observe", "preflight": "observe",
     "local": "local",
     "run-local": "maxtext",
     "cleanup": "cleanup",
+    "data": "data",
 }  # fmt: skip
 
 
@@ -42,7 +43,7 @@ def _register(argv: list[str] | None = None) -> None:
 
     runs: recipes, import-recipe, render, submit, queues; observe: status, logs, metrics,
     report, delete, preflight (+ --compile); local: the local simulated cluster; maxtext:
-    run-local (real MaxText on CPU); cleanup: finished runs, old checkpoints. A missing
+    run-local (real MaxText on CPU); cleanup: finished runs, old checkpoints; data: dataset upload and checks. A missing
     module is a broken install, so its ImportError propagates instead of silently dropping commands.
     """
     import importlib

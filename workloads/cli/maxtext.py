@@ -21,7 +21,7 @@ import typer
 
 from toolkit.clikit import OutputFormat, print_json
 from toolkit.errors import SpecError
-from workloads.cli import Output, SpecOpt, app, check_out_dir
+from workloads.cli import ContextOpt, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
 from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 
@@ -52,8 +52,19 @@ def run_local(
             help="continue from the checkpoints of another submission of --name (e.g. more --steps); the model's shape must be the same",
         ),
     ] = False,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dataset",
+            help="train on this dataset of the spec, read from its bucket through a gcsfuse mount as a run reads it "
+            "(the local cluster's bucket server on its context, or $STORAGE_EMULATOR_HOST; else Cloud Storage)",
+        ),
+    ] = None,
+    team: Annotated[Optional[str], typer.Option("--team", help="with --dataset: the team whose identity must be able to read it")] = None,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
 ) -> None:
     """Run a recipe's rendered MaxText command on CPU with a tiny model; print its metrics and write a report.
 
@@ -73,7 +84,7 @@ def run_local(
     env = load_spec(spec)
     # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
-    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name)
+    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name, dataset=dataset, team=team)
     plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
     if not plan.program.is_maxtext:
         raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
@@ -97,7 +108,10 @@ def run_local(
         if claimed is not None:
             sys.stderr.write(claimed.line() + "\n")
         sys.stderr.write(f"running {plan.program.recipe} (tiny model, {steps} steps, {plan.target.shape.devices} CPU devices) with MaxText...\n")
-    done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
+    if dataset is None:
+        done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
+    else:
+        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
     log = m.load(done.log_path.read_text(errors="replace"), done.metrics_path.read_text())
     prof = log.profiler_window()
@@ -126,3 +140,38 @@ def run_local(
     sys.stdout.write(
         f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n"
     )
+
+
+def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output):  # noqa: ANN001, ANN202  the command's own values
+    """The tiny run reading the plan's dataset through a gcsfuse mount of its bucket (workloads.data.local_read)."""
+    import os
+    import tempfile
+
+    from workloads.cli.data import storage_client
+    from workloads.data.local_read import reading
+    from workloads.maxtext import run_local as rl
+    from workloads.observe.storage import EMULATOR_ENV
+
+    d = plan.program.dataset
+    client = storage_client(env, kubeconfig, context)
+    endpoint = os.environ.get(EMULATOR_ENV) or _cluster_endpoint(kubeconfig, context)
+    with tempfile.TemporaryDirectory(prefix="tgk-data-") as tmp:
+        with reading(env, plan, client, endpoint, Path(tmp) / "data", venv) as data:
+            if output is OutputFormat.text:
+                sys.stderr.write(f"reading dataset {d.name} (gs://{d.bucket}/{d.path}/) through gcsfuse at {Path(tmp) / 'data' / d.name}\n")
+            return rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period, data=data)
+
+
+def _cluster_endpoint(kubeconfig, context):  # noqa: ANN001, ANN202
+    """The bucket server of the cluster the kubeconfig names, if it plays one (the local cluster); None: Cloud Storage."""
+    from workloads.cluster.errors import ClusterError
+    from workloads.cluster.runs import Cluster
+    from workloads.runs import hooks
+
+    try:
+        cluster = Cluster.connect(kubeconfig, context)
+    except ClusterError:
+        if kubeconfig is not None or context is not None:
+            raise
+        return None
+    return hooks.storage_endpoint(hooks.for_context(cluster.context), cluster)

@@ -476,8 +476,16 @@ def preflight(
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="with --compile: MaxText key=value, as for submit (repeatable)")] = None,
     keep_logs: Annotated[Optional[Path], typer.Option("--keep-logs", help="with --compile: keep train_compile's stdout/stderr in this directory")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="with --compile: give up after this many seconds")] = 1800,
+    dataset: Annotated[
+        Optional[str],
+        typer.Option(
+            "--dataset",
+            help="also check this dataset of the spec in the cluster's buckets: files, format, the team's read access, "
+            "and its tokenizer loaded with MaxText's loader against the recipe's vocab_size",
+        ),
+    ] = None,
 ) -> None:
-    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone.
+    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone (and a dataset).
 
     With --compile: compile the run ahead of time for its TPU topology instead (no cluster needed).
     """
@@ -486,6 +494,8 @@ def preflight(
         return
     if sets or keep_logs:
         raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
+    if dataset is not None and compile_:
+        raise SpecError("--dataset", "is checked by the live preflight, not with --compile", "run preflight --dataset without --compile")
     from workloads.observe import preflight as pf
     from workloads.planning.recipes import load_recipe
     from workloads.planning.select import select_pool
@@ -494,7 +504,10 @@ def preflight(
     # The pool submit would use for this recipe and slice count (any pool without a recipe).
     choice = select_pool(env, load_recipe(recipe) if recipe else None, pool=pool, slices=slices or 1)
     tm = env.team(team)
-    rep = pf.evaluate(env, choice.pool, tm, pf.gather(_connect(kubeconfig, context), tm), slices=slices)
+    cluster = _connect(kubeconfig, context)
+    rep = pf.evaluate(env, choice.pool, tm, pf.gather(cluster, tm), slices=slices)
+    if dataset is not None:
+        rep = _with_dataset_rows(rep, env, tm, dataset, recipe, cluster)
     if output is OutputFormat.json:
         print_json(rep.to_dict())
     else:
@@ -506,6 +519,35 @@ def preflight(
         _out("ready" if rep.ok else "not ready")
     if not rep.ok:
         raise typer.Exit(1)
+
+
+def _with_dataset_rows(rep: Any, env: Any, team: Any, name: str, recipe: str | None, cluster: Any) -> Any:
+    """The preflight report with the dataset's rows (workloads.data.checks), against the cluster's buckets."""
+    import dataclasses
+
+    from infra import access
+    from workloads.cli.data import _dataset
+    from workloads.data import checks, tokenizer
+    from workloads.observe import preflight as pf
+    from workloads.runs import hooks
+
+    d = _dataset(env, name)
+    client = hooks.storage_client(hooks.for_context(cluster.context), cluster, env.project)
+    vocab = _recipe_vocab(recipe, env) if recipe else None
+    rows = checks.preflight_rows(
+        lambda: checks.check_dataset(client, env, d, access.run_member(env, team, False)),
+        tokenizer_check=lambda: tokenizer.check(client, env, d, vocab_size=vocab),
+    )
+    extra = tuple(pf.Check(n, pf.Result(r), detail, fix) for n, r, detail, fix in rows)
+    return dataclasses.replace(rep, checks=(*rep.checks, *extra))
+
+
+def _recipe_vocab(recipe: str, env: Any) -> int | None:
+    """The recipe's model vocab_size (MaxText presets resolved by the recipe loader); None for a plain command."""
+    from workloads.planning.recipes import load_recipe
+
+    mt = load_recipe(recipe).maxtext
+    return mt.model.vocab_size if mt is not None else None
 
 
 def _preflight_compile(

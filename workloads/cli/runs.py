@@ -216,7 +216,32 @@ def render(
     for p in written:
         typer.echo(str(p))
     typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
+    _echo_storage(plan)
     _echo_cost(plan, env)
+
+
+def _echo_storage(plan: RunPlan) -> None:
+    """Where the run reads its data and keeps its multi-tier checkpoints, with the RAM disk the planner derived (stderr)."""
+    from workloads.planning.dataset import mount_dir
+
+    d, m = plan.program.dataset, plan.policy.multi_tier
+    if d is not None:
+        typer.echo(
+            f"dataset {d.name}: gs://{d.bucket}/{d.object_prefix()} mounted read-only at {mount_dir(d)} (GCS FUSE), {d.format.value} read by Grain", err=True
+        )
+    st = plan.policy.checkpoint_storage
+    if st is not None:
+        typer.echo(
+            f"checkpoint storage {st.kind}: {st.location} mounted read-write at {st.mount_dir} (MaxText base_output_directory={st.base_output})", err=True
+        )
+    if m is not None:
+        f = m.as_dict()
+        typer.echo(
+            f"multi-tier checkpointing: RAM disk {f['ramdisk_gib_needed']:g} GiB per VM needed (12 B x {m.params / 1e9:.2f}B params x 2 / "
+            f"{m.hosts_per_slice} hosts + 15%), {f['ramdisk_gib_configured']:g} GiB configured, {f['vm_memory_gib']:g} GiB VM memory; "
+            f"local saves every {m.local_period_steps} steps to {m.directory}, backed up every {m.backup_minutes} min",
+            err=True,
+        )
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
@@ -265,11 +290,16 @@ def submit(
         if plan.runtime == "ray":
             # The workers' identity for the manager covers the kinds it is granted (multikueue.JOB_RESOURCES).
             raise FieldError("--runtime", "a fleet dispatches JobSets and Jobs, not RayJobs", "use --runtime jobset or job, or submit to one cluster's spec")
+        storage = plan.policy.checkpoint_storage
+        if storage is not None and storage.kind == "lustre":
+            # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
+            raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
         objects = dispatched(objects)
     check = runs.checkpoint_check(plan, resume=resume)
     if dry_run:
         _print_objects(objects, output)
         if output is OutputFormat.text:
+            _echo_storage(plan)
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)
@@ -278,7 +308,7 @@ def submit(
     from workloads.cluster.runs import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds, resume=resume)
+    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
     t = plan.target
     if sub.existing is not None:
         _echo_existing(sub, output)
@@ -292,6 +322,7 @@ def submit(
         typer.echo(f"  {_resilience(plan)}", err=True)
         if plan.program.profile:
             typer.echo(f"  {_profile_note(plan)}", err=True)
+        _echo_storage(plan)
         _echo_cost(plan, env)
         if sub.note:
             typer.echo(f"  {sub.note}", err=True)
@@ -346,7 +377,7 @@ def _resilience(plan: RunPlan) -> str:
         restarts = f"a RayJob: KubeRay retries a failed job up to {pol.max_restarts}x, each time with a new RayCluster"
     if c is None:
         return f"{restarts}; no checkpoints (a restart begins at step 0)"
-    return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.program.output_dir}checkpoints/"
+    return f"{restarts}; checkpoints every {c.every_minutes:g} min ({c.period_steps} steps) to {plan.checkpoint_dir}"
 
 
 def _profile_note(plan: RunPlan) -> str:

@@ -97,6 +97,30 @@ def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:
     return made
 
 
+def grant_buckets(url: str, spec: EnvSpec) -> int:
+    """Each bucket's IAM policy holds what ``infra deploy`` grants on it (``infra.access.bucket_bindings``); the bindings added.
+
+    The server stores policies without enforcing them, as a record: a check that asks "may
+    this run's identity read the dataset" (``workloads.data.checks``) reads the same
+    policy here as on Cloud Storage. Bindings already there are kept.
+    """
+    from infra import access
+
+    c = client(url)
+    added = 0
+    for name, grants in access.bucket_bindings(spec).items():
+        b = c.bucket(name)
+        policy = b.get_iam_policy(requested_policy_version=3)
+        have = {(x["role"], m) for x in policy.bindings for m in x.get("members") or ()}
+        missing = [(role, member) for role, member in grants if (role, member) not in have]
+        if missing:
+            for role, member in missing:
+                policy.bindings.append({"role": role, "members": {member}})
+            b.set_iam_policy(policy)
+            added += len(missing)
+    return added
+
+
 def configmap(url: str) -> dict[str, Any]:
     """Where the cluster's bucket server is, for the run hook to read through the API server."""
     return published.configmap(CONFIGMAP, url)

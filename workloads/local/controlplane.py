@@ -103,6 +103,8 @@ PORT_ATTEMPTS = 3
 PROVISIONING_REQUEST_CRD = Path(__file__).resolve().parent / "crds" / "provisioningrequests.yaml"
 # GKE's ComputeClass API, so `queues apply` applies compute class pools' classes here too (crds/computeclasses.yaml).
 COMPUTE_CLASS_CRD = Path(__file__).resolve().parent / "crds" / "computeclasses.yaml"
+# GKE's multi-tier checkpointing API, so `queues apply` applies the pools' CheckpointConfigurations here too.
+CHECKPOINT_CONFIGURATION_CRD = Path(__file__).resolve().parent / "crds" / "checkpointconfigurations.yaml"
 KWOK_LOGS_CRD = "kwok/crd/bases/kwok.x-k8s.io_logs.yaml"  # under the build's manifests/
 
 Progress = Callable[[str], None]
@@ -539,6 +541,7 @@ class LocalCluster:
         self.progress("installing the ProvisioningRequest CRD (DWS queued provisioning)")
         kube.apply(addons.load_docs(PROVISIONING_REQUEST_CRD), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         kube.apply(addons.load_docs(COMPUTE_CLASS_CRD), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+        kube.apply(addons.load_docs(CHECKPOINT_CONFIGURATION_CRD), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         if self._ray:  # before Kueue starts: it sets up only the integrations whose CRDs exist then
             self.progress(f"installing the KubeRay {kuberay.KUBERAY_VERSION} CRDs")
             kube.apply(kuberay.crd_objects(self._ray.root), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
@@ -611,6 +614,7 @@ class LocalCluster:
         made = bucket.ensure_buckets(url, spec)
         if made:
             self.progress(f"  buckets created: {', '.join(made)}")
+        bucket.grant_buckets(url, spec)
         kube.apply([bucket.configmap(url)], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
     def _start_logging(self, boot: _Boot, kube: Cluster) -> None:

@@ -35,6 +35,12 @@ class Rehearse:
 
         return bucket.client(bucket.endpoint_of(cluster))
 
+    def storage_endpoint(self, cluster: Any) -> str:
+        """The bucket server's base URL: ``run-local --dataset`` mounts its buckets with gcsfuse."""
+        from workloads.local import bucket
+
+        return bucket.endpoint_of(cluster)
+
     def logging(self, cluster: Any) -> Any:
         """A Cloud Logging client for the cluster's own logging server, which holds every attempt of its pods."""
         from workloads.local import cloudlogging

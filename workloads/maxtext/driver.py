@@ -84,10 +84,46 @@ def validate(cases_path: str) -> int:
     return 0
 
 
+def tokenizer(path: str, kind: str) -> int:
+    """Load a tokenizer with MaxText's own loader (what the run's input pipeline calls) and describe it.
+
+    Prints one JSON object: ``ok``, ``error``, ``vocab_size`` (the size of the id space, so a
+    model whose vocab_size is smaller can be refused), ``sample_ids`` (a short text encoded).
+    """
+    out: dict = {"ok": False, "error": "", "vocab_size": None, "sample_ids": []}
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            import maxtext
+            from maxtext.input_pipeline import tokenizer as tk
+            from maxtext.utils.globals import MAXTEXT_ASSETS_ROOT
+
+            # MaxText's config resolves a bundled name (assets/tokenizers/x) by its basename under its
+            # assets root: the repository's in the image, the package's own in a pip install.
+            if not os.path.exists(path) and not path.startswith("gs://"):
+                roots = (MAXTEXT_ASSETS_ROOT, os.path.join(os.path.dirname(maxtext.__file__), "assets"))
+                path = next((c for c in (os.path.join(r, "tokenizers", os.path.basename(path)) for r in roots) if os.path.exists(c)), path)
+            t = tk.build_tokenizer(path, kind, True, False, "")
+            ids = [int(i) for i in t.encode("The quick brown fox jumps over the lazy dog.")]
+        model = getattr(t, "_tokenizer_model", None) or getattr(t, "tokenizer", None) or getattr(t, "model", None)
+        size = None
+        for attr in ("get_piece_size", "n_vocab", "__len__"):
+            v = getattr(model, attr, None)
+            if v is not None:
+                size = int(v() if callable(v) else v)
+                break
+        out.update(ok=True, vocab_size=size, sample_ids=ids[:32])
+    except BaseException as e:  # noqa: BLE001  a tokenizer that does not load is the answer, whatever raised
+        out["error"] = _error_text(e)
+    print(json.dumps(out), flush=True)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "validate":
         return validate(argv[1])
-    sys.stderr.write("usage: driver.py validate CASES.json\n")
+    if len(argv) == 3 and argv[0] == "tokenizer":
+        return tokenizer(argv[1], argv[2])
+    sys.stderr.write("usage: driver.py validate CASES.json | driver.py tokenizer PATH TYPE\n")
     return 2
 
 

@@ -205,3 +205,28 @@ def validate(cases: Sequence[tuple[str, Sequence[str], Mapping[str, str]]], venv
         tail = " | ".join(done.stderr_text().strip().splitlines()[-3:])
         raise MaxTextEnvError(f"MaxText config validation process failed (exit {done.returncode}, timed out: {done.timed_out}): {tail}")
     return results
+
+
+def describe_tokenizer(path: str, kind: str, venv: Path, workdir: Path, *, timeout: float = 300) -> dict:
+    """Load a tokenizer with MaxText's own loader in its venv (driver.py ``tokenizer``).
+
+    Returns ``ok``, ``error`` (MaxText's message when it does not load), ``vocab_size`` and
+    ``sample_ids``. ``path`` is a file on this machine or a bundled name (assets/tokenizers/...).
+    """
+    import json
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    done = run([str(python(venv)), str(DRIVER), "tokenizer", path, kind], local_env(()), workdir, "tokenizer", timeout=timeout)
+    line = next((ln for ln in reversed(done.stdout_text().splitlines()) if ln.startswith("{")), None)
+    if done.returncode != 0 or done.timed_out or line is None:
+        tail = " | ".join(done.stderr_text().strip().splitlines()[-3:])
+        raise MaxTextEnvError(f"MaxText's tokenizer loader did not answer (exit {done.returncode}, timed out: {done.timed_out}): {tail}")
+    return json.loads(line)
+
+
+def assets_root(venv: Path) -> Path:
+    """MaxText's bundled assets in a pip-installed MaxText (its globals point into a repository checkout instead)."""
+    found = sorted(venv.glob("lib/python3*/site-packages/maxtext/assets"))
+    if not found:
+        raise MaxTextEnvError(f"{venv} has no maxtext/assets (is it a MaxText {MAXTEXT_VERSION} venv?)")
+    return found[-1]

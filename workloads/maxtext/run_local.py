@@ -106,12 +106,26 @@ def checkpoint_overrides(plan: RunPlan, checkpoint_dir: Path | None, period: int
     return {"base_output_directory": str(checkpoint_dir), **args}
 
 
-def tiny_overrides(plan: RunPlan, metrics_path: Path, checkpoint_dir: Path | None = None, period: int | None = None) -> dict[str, str]:
+@dataclass(frozen=True)
+class LocalData:
+    """A dataset the tiny run reads: its flags (pointing under a local mount) and the tokenizer's id count."""
+
+    args: dict[str, str]
+    vocab_size: int
+
+
+def tiny_overrides(
+    plan: RunPlan, metrics_path: Path, checkpoint_dir: Path | None = None, period: int | None = None, data: LocalData | None = None
+) -> dict[str, str]:
     extra = dict(TINY_MODEL)
     model_name = next((a.split("=", 1)[1] for a in plan.program.args if a.startswith("model_name=")), "default")
     if model_name != "default":
         extra["override_model_config"] = "true"
     extra.update(TINY_RUN)
+    if data is not None:
+        # Real tokens: the tiny model's embedding must hold every id the tokenizer makes.
+        extra.update(data.args)
+        extra["vocab_size"] = str(data.vocab_size)
     extra.update(checkpoint_overrides(plan, checkpoint_dir, period))
     extra["metrics_file"] = str(metrics_path)
     return extra
@@ -159,6 +173,8 @@ def command(
     period: int | None = None,
     *,
     metrics_path: Path | None = None,
+    data: LocalData | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off), metrics to
     ``metrics_path`` (default ``<out_dir>/metrics.jsonl``)."""
@@ -168,8 +184,8 @@ def command(
     if target.slices != 1:
         raise ToolkitError(f"run-local: {target.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
     assert program.command[:2] == ("python3", "-m"), program.command  # the planner renders MaxText as a module run
-    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period))
-    env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}"})
+    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period, data))
+    env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}", **(extra_env or {})})
     # The plan's interpreter is the image's python3; here it is the MaxText venv's.
     return [str(maxtext_env.python(venv)), *program.command[1:], *args], env
 
@@ -200,6 +216,7 @@ def run_tiny(
     keep_workdir: bool = False,
     checkpoint_dir: Path | None = None,
     checkpoint_period: int | None = None,
+    data: LocalData | None = None,
 ) -> LocalRun:
     """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``.
 
@@ -219,7 +236,9 @@ def run_tiny(
         # MaxText appends to the metrics file (truncating only at step 0): a fresh file per run
         # holds the run's own steps, as its log does.
         scratch_metrics = workdir / METRICS_NAME
-        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period, metrics_path=scratch_metrics)
+        # A pip-installed MaxText looks for its bundled tokenizers under a repository checkout; point it at the package's.
+        assets = {"MAXTEXT_ASSETS_ROOT": str(maxtext_env.assets_root(venv))} if data is not None else None
+        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period, metrics_path=scratch_metrics, data=data, extra_env=assets)
         cmd = "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
         done = maxtext_env.run(argv, env, workdir, "train", timeout=timeout)
         log_path = out_dir / LOG_NAME

@@ -17,10 +17,12 @@ HBM come from ``infra.catalog`` and nowhere else.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
+from infra.spec import DatasetSpec
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -181,6 +183,7 @@ class Program:
     estimated_step_seconds: float | None = None
     assumed_mfu: float | None = None
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
+    dataset: DatasetSpec | None = None  # --dataset / the recipe's dataset: (read-only GCS FUSE mount); None: the recipe's data args
     # What the plan may trip over without being wrong (printed once as `warning:` lines).
     warnings: tuple[str, ...] = ()
 
@@ -220,6 +223,79 @@ class Checkpointing:
 
 
 @dataclass(frozen=True)
+class MultiTierCheckpointing:
+    """GKE's multi-tier checkpointing of a MaxText run: a RAM disk on every TPU VM (the add-on's CSI
+    driver, sized by the pool's CheckpointConfiguration), replicated to peers and backed up to GCS.
+
+    ``ramdisk_bytes`` is the documented rule (MaxText's multi_tier_checkpointing guide): a full
+    checkpoint is ~12 bytes per parameter (bf16/fp32 weights and Adam state as Orbax saves
+    them), sharded over the slice's hosts; each host holds two (the one being written and the
+    last complete one), plus a 15% margin.
+    """
+
+    params: int
+    hosts_per_slice: int
+    configured_bytes: int  # the pool's CheckpointConfiguration inMemoryVolumeSize (spec)
+    vm_memory_bytes: int  # the TPU VM's memory (catalog)
+    local_period_steps: int  # local_checkpoint_period
+    backup_minutes: int  # multi_tier_checkpointing_backup_interval_minutes
+    directory: str = "/local-checkpoints"  # where the RAM disk is mounted (local_checkpoint_directory)
+
+    @property
+    def checkpoint_bytes(self) -> int:
+        return MTC_BYTES_PER_PARAM * self.params
+
+    @property
+    def ramdisk_bytes(self) -> int:
+        return math.ceil(2 * self.checkpoint_bytes / self.hosts_per_slice * MTC_MARGIN)
+
+    def maxtext_args(self) -> dict[str, str]:
+        return {
+            "enable_multi_tier_checkpointing": "true",
+            "local_checkpoint_directory": self.directory,
+            "local_checkpoint_period": str(self.local_period_steps),
+            "multi_tier_checkpointing_backup_interval_minutes": str(self.backup_minutes),
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ramdisk_gib_needed": round(self.ramdisk_bytes / GIB, 1),
+            "ramdisk_gib_configured": round(self.configured_bytes / GIB, 1),
+            "vm_memory_gib": round(self.vm_memory_bytes / GIB, 1),
+            "checkpoint_gib": round(self.checkpoint_bytes / GIB, 1),
+            "directory": self.directory,
+            "local_period_steps": self.local_period_steps,
+            "backup_minutes": self.backup_minutes,
+        }
+
+
+CHECKPOINT_STORAGES = ("gcs", "gcsfuse", "lustre")  # --checkpoint-storage: MaxText's own GCS client (the default), or a mount
+
+
+@dataclass(frozen=True)
+class CheckpointStorage:
+    """Where a run's checkpoints go when not through MaxText's own GCS client: a mount MaxText writes as files.
+
+    ``gcsfuse``: the team's checkpoints bucket, read-write through GCS FUSE with checkpoint-tuned
+    options (the same objects as ``gcs``, so resuming and the run's identity check work alike).
+    ``lustre``: the spec's Managed Lustre instance through the team namespace's claim, in a
+    directory of the team's own.
+    """
+
+    kind: str  # "gcsfuse" or "lustre"
+    base_output: str  # MaxText's base_output_directory (under mount_dir)
+    location: str  # where the files are, as the user finds them (gs://bucket/ or lustre:<instance>/<dir>/)
+    bucket: str | None = None  # gcsfuse: the bucket mounted
+    claim: str | None = None  # lustre: the PersistentVolumeClaim in the team's namespace
+    mount_dir: str = "/checkpoints"
+
+
+# The documented sizing rule (MaxText docs/guides/checkpointing_solutions/multi_tier_checkpointing.md).
+MTC_BYTES_PER_PARAM = 12
+MTC_MARGIN = 1.15
+
+
+@dataclass(frozen=True)
 class Policy:
     """How the run is kept alive and cleaned up, whichever runtime carries it."""
 
@@ -228,6 +304,8 @@ class Policy:
     program_error_exit_codes: tuple[int, ...] = PROGRAM_ERROR_EXIT_CODES  # 1, 2 + the recipe's fatal_exit_codes
     host_network: bool = False
     checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
+    multi_tier: MultiTierCheckpointing | None = None  # --multi-tier-checkpointing (None: GCS only)
+    checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
 
 
 @dataclass(frozen=True)
@@ -268,6 +346,10 @@ class RunPlan:
             "program_error_exit_codes": list(self.policy.program_error_exit_codes),
             "checkpoint": self._checkpoint_summary(),
         }
+        if p.dataset is not None:
+            out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
+        if self.policy.multi_tier is not None:
+            out["multi_tier_checkpointing"] = self.policy.multi_tier.as_dict()
         if p.estimated_step_seconds is not None:
             out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
             out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
@@ -292,6 +374,16 @@ class RunPlan:
             "async": c.async_save,
             "autocheckpoint": c.autocheckpoint,
         }
-        if self.program.output_dir:
-            out["directory"] = f"{self.program.output_dir}checkpoints/"
+        if self.checkpoint_dir:
+            out["directory"] = self.checkpoint_dir
+        st = self.policy.checkpoint_storage
+        out["storage"] = "gcs" if st is None else st.kind
         return out
+
+    @property
+    def checkpoint_dir(self) -> str | None:
+        """Where the run's checkpoints are, as the user finds them (None for a run without an output)."""
+        st = self.policy.checkpoint_storage
+        if st is not None and st.kind == "lustre":
+            return f"{st.location}{self.name}/checkpoints/"
+        return f"{self.program.output_dir}checkpoints/" if self.program.output_dir else None

@@ -161,6 +161,31 @@ class Overrides:
         bounds=STEPS._replace(low=0),
     )
 
+    # a dataset of the spec's datasets:, read through a read-only GCS FUSE mount; None: the recipe's (synthetic data without one)
+    dataset: str | None = _flag(
+        None,
+        "--dataset",
+        "train on this dataset of the spec's datasets: (mounted read-only at /data/<dataset> through GCS FUSE; MaxText's Grain pipeline reads it); "
+        "default: the recipe's dataset:, else synthetic data",
+        metavar="NAME",
+    )
+    # where checkpoints go; None: the recipe's checkpoint_storage, else gcs
+    checkpoint_storage: str | None = _flag(
+        None,
+        "--checkpoint-storage",
+        "gcs (MaxText writes the team's checkpoints bucket itself; the default), gcsfuse (the same bucket mounted through GCS FUSE "
+        "with checkpoint-tuned options) or lustre (the spec's Managed Lustre instance, through the team's PersistentVolumeClaim)",
+        metavar="KIND",
+    )
+    # MaxText multi-tier checkpointing (GKE's add-on): a RAM disk per TPU VM, replicated to peers, backed up to GCS
+    multi_tier_checkpointing: bool = _flag(
+        False,
+        "--multi-tier-checkpointing/--no-multi-tier-checkpointing",
+        "save checkpoints to a RAM disk on every TPU VM, replicated to peer slices and backed up to the checkpoints bucket by GKE's "
+        "multi-tier checkpointing (multislice JobSet runs on v4, v5e, v5p, v6e pools whose spec declares multi_tier_checkpointing); "
+        "the RAM disk is sized from the model and checked against the VM's memory",
+    )
+
     def problem(self) -> tuple[str, str, str] | None:
         """(flag or field, problem, fix) for the first number outside its ``Bounds``, else None."""
         for f in fields(self):

@@ -67,11 +67,12 @@ from datetime import datetime
 from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem, write_problem
-from infra.catalog import GIB, SliceShape
-from infra.spec import PRIORITY_CLASSES, BucketPurpose, EnvSpec, TeamSpec
+from infra.catalog import GIB, SliceShape, machine_size
+from infra.spec import MTC_GENERATIONS, PRIORITY_CLASSES, BucketPurpose, DatasetSpec, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
 from workloads.planning import carry, playbook
+from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -84,14 +85,17 @@ from workloads.planning.defaults import (
 )
 from workloads.planning.model import (
     ASSUMED_MFU,
+    CHECKPOINT_STORAGES,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
     RUNTIME_RAY,
     RUNTIMES,
     Checkpointing,
+    CheckpointStorage,
     DcnNetwork,
     HbmEstimate,
     MaxTextSizing,
+    MultiTierCheckpointing,
     Policy,
     Profiling,
     Program,
@@ -376,13 +380,13 @@ def plan_run(
     target = _target(spec, choice, slices, team, priority)
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
-    program, checkpoint = _program(recipe, spec, o, target, name)
+    program, checkpoint, multi_tier, storage = _program(recipe, spec, o, target, name)
     _check_carried(program, runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return RunPlan(
         name=name,
         target=target,
         program=program,
-        policy=_policy(recipe, o, target, checkpoint, runtime),
+        policy=replace(_policy(recipe, o, target, checkpoint, runtime), multi_tier=multi_tier, checkpoint_storage=storage),
         labels=(
             (names.K8S_MANAGED_BY_LABEL, names.TGK),
             (names.K8S_APP_NAME_LABEL, recipe.name.replace(".", "-")),
@@ -544,8 +548,10 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
     )
 
 
-def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str) -> tuple[Program, Checkpointing | None]:
-    """The program, and how it checkpoints (None: it does not)."""
+def _program(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str
+) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None, CheckpointStorage | None]:
+    """The program, how it checkpoints (None: it does not), through multi-tier checkpointing (None: not), to which storage (None: gcs)."""
     env: dict[str, str] = dict(recipe.env)
     flags = recipe.libtpu_flags(target.shape.generation.name)
     if flags:
@@ -568,15 +574,29 @@ def _program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: 
             )
         if o.profile_steps is not None or o.profile_start is not None:
             raise PlanError("--profile", f"recipe {recipe.name} runs a plain command, not MaxText's profiler", "drop --profile or pick a MaxText recipe")
+        if o.dataset is not None:
+            raise PlanError(
+                "--dataset", f"recipe {recipe.name} runs a plain command, which reads no dataset through MaxText", "drop --dataset or pick a MaxText recipe"
+            )
+        if o.multi_tier_checkpointing:
+            raise PlanError(
+                "--multi-tier-checkpointing", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
+            )
+        if o.checkpoint_storage is not None:
+            raise PlanError(
+                "--checkpoint-storage", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
+            )
         assert recipe.command is not None  # guaranteed by the recipe model
-        return Program(command=tuple(recipe.command), args=(), **common), None
+        return Program(command=tuple(recipe.command), args=(), **common), None, None, None
     return _maxtext_program(recipe, spec, o, target, name, common)
 
 
 # ------------------------------------------------------------------ MaxText
 
 
-def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]) -> tuple[Program, Checkpointing | None]:
+def _maxtext_program(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, name: str, common: dict[str, Any]
+) -> tuple[Program, Checkpointing | None, MultiTierCheckpointing | None, CheckpointStorage | None]:
     mt = recipe.maxtext
     assert mt is not None  # guaranteed by the recipe model
     sets = parse_sets(o.sets)
@@ -601,6 +621,34 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
         _check_checkpoint_bucket(spec, sets, spec.team(target.team), o.host_network)
     base_out = _output_base(spec, sets, spec.team(target.team))
     args = _maxtext_args(mt, model, sets, name=name, base_out=base_out, pdb=pdb, steps=common["steps"], ici=ici, dcn=dcn, checkpoint=checkpoint)
+    dataset = _dataset(recipe, spec, o, spec.team(target.team), sets)
+    if dataset is not None:
+        args.update(maxtext_data_args(dataset))
+    multi_tier = _multi_tier(recipe, spec, o, target, params, checkpoint, sets, step_s)
+    if multi_tier is not None:
+        args.update(multi_tier.maxtext_args())
+    storage = _checkpoint_storage(recipe, spec, o, spec.team(target.team), sets, base_out, multi_tier is not None)
+    if o.host_network and (dataset is not None or (storage is not None and storage.kind == "gcsfuse")):
+        # The driver mounts with the pod's Kubernetes service account (Workload Identity), which a
+        # hostNetwork pod does not get without the driver's hostNetworkPodKSA opt-in; the toolkit does not set that up.
+        raise PlanError(
+            "--host-network",
+            "GCS FUSE volumes (the dataset, gcsfuse checkpoints) mount with the pod's own identity, which hostNetwork pods do not have",
+            "drop --host-network for this run",
+        )
+    if storage is not None:
+        args["base_output_directory"] = storage.base_output
+        if args.get("gcs_metrics") == "true":
+            # MaxText uploads these with its GCS client to <base_output_directory>, which is now a mount path.
+            args["gcs_metrics"] = "false"
+            notes.append(
+                f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); step figures are in the logs"
+            )
+        if storage.kind == "lustre":
+            notes.append(
+                f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
+                "is this run's own (another run under this --name resumes from what is there)"
+            )
     profile = _profiling(spec, sets, o, spec.team(target.team), common["steps"])
     if profile is not None:
         args.update(profile.maxtext_args())
@@ -613,17 +661,23 @@ def _maxtext_program(recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target
         params=params,
         hbm=hbm,
     )
-    return Program(
-        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
-        args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
-        output_dir=f"{base_out}/{name}/",
-        sizing=sizing,
-        estimated_step_seconds=step_s,
-        assumed_mfu=ASSUMED_MFU,
-        profile=profile,
-        warnings=tuple(notes),
-        **common,
-    ), checkpoint
+    return (
+        Program(
+            command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
+            args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
+            output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
+            sizing=sizing,
+            estimated_step_seconds=step_s,
+            assumed_mfu=ASSUMED_MFU,
+            profile=profile,
+            dataset=dataset,
+            warnings=tuple(notes),
+            **common,
+        ),
+        checkpoint,
+        multi_tier,
+        storage,
+    )
 
 
 def _check_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], image: str) -> list[str]:
@@ -1061,3 +1115,164 @@ def _check_checkpoint_bucket(spec: EnvSpec, sets: dict[str, str], team: TeamSpec
         raise PlanError(
             where, f"checkpoints cannot be saved: {problem}", "write them to a bucket of the run's team (buckets[].team), or --set enable_checkpointing=false"
         )
+
+
+# ------------------------------------------------------------------ datasets
+
+# MaxText keys --dataset writes (workloads.planning.dataset.maxtext_data_args); a --set on one of them beside it is a conflict.
+DATASET_KEYS = tuple(maxtext_data_args(DatasetSpec(name="x", bucket="b", path="p", format="arrayrecord")))
+
+
+def _dataset(recipe: Recipe, spec: EnvSpec, o: Overrides, team: TeamSpec, sets: dict[str, str]) -> DatasetSpec | None:
+    """--dataset, else the recipe's dataset:; it must be the spec's and readable by the team's identity."""
+    name, where = (o.dataset, "--dataset") if o.dataset is not None else (recipe.dataset, f"recipe {recipe.name} dataset")
+    if name is None:
+        return None
+    d = spec.dataset(name)
+    if d is None:
+        declared = ", ".join(x.name for x in spec.datasets)
+        raise PlanError(
+            where,
+            f"no dataset {name[:40]!r} in the spec" + (f" (it declares {declared})" if declared else " (it declares none)"),
+            f"use one of {declared}" if declared else "declare it under datasets: in the spec (a prefix of a data bucket, its format and tokenizer)",
+        )
+    owner = spec.dataset_team(d)
+    if owner.name != team.name:
+        raise PlanError(
+            where,
+            f"dataset {d.name} is in bucket {d.bucket} of team {owner.name}, which team {team.name}'s identity cannot read",
+            f"run it as --team {owner.name}, or copy the data to a data bucket of team {team.name} and declare it there",
+        )
+    clash = next((k for k in DATASET_KEYS if k in sets), None)
+    if clash:
+        raise PlanError("--set", f"{clash} is set by the dataset ({where}: {d.name})", f"drop --set {clash}=..., or train without the dataset")
+    return d
+
+
+# -------------------------------------------------- multi-tier checkpointing
+
+# MaxText keys multi-tier checkpointing writes; a --set on one of them is a conflict (or MTC done by hand).
+MULTI_TIER_KEYS = (
+    "enable_multi_tier_checkpointing",
+    "local_checkpoint_directory",
+    "local_checkpoint_period",
+    "multi_tier_checkpointing_backup_interval_minutes",
+    "multi_tier_checkpointing_backup_interval_steps",
+    "enable_emergency_checkpoint",
+)
+# Local (RAM disk) saves this often: cheap enough to take far more often than the GCS tier.
+MTC_LOCAL_MINUTES = 5.0
+
+
+def _multi_tier(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, target: Target, params: int, checkpoint: Checkpointing | None, sets: dict[str, str], step_s: float
+) -> MultiTierCheckpointing | None:
+    """--multi-tier-checkpointing (or the recipe's key): where GKE and MaxText support it, with a RAM disk the VM holds."""
+    clash = next((k for k in MULTI_TIER_KEYS if k in sets), None)
+    if not (o.multi_tier_checkpointing or recipe.multi_tier_checkpointing):
+        if clash:
+            raise PlanError("--set", f"{clash} is multi-tier checkpointing's, which the toolkit sets up", "use --multi-tier-checkpointing instead")
+        return None
+    where = "--multi-tier-checkpointing" if o.multi_tier_checkpointing else f"recipe {recipe.name} multi_tier_checkpointing"
+    if clash:
+        raise PlanError("--set", f"{clash} is set by {where}", f"drop --set {clash}=...")
+    if checkpoint is None:
+        raise PlanError(where, "checkpointing is off (enable_checkpointing=false)", "turn checkpointing on, or drop multi-tier checkpointing")
+    if o.runtime != RUNTIME_JOBSET:
+        raise PlanError(where, f"the RAM disk is mounted into JobSet pods only, and this run is a {o.runtime} run", "use --runtime jobset")
+    shape = target.shape
+    gen = shape.generation.name
+    if gen not in MTC_GENERATIONS:
+        raise PlanError(
+            where,
+            f"GKE's multi-tier checkpointing supports TPU {', '.join(MTC_GENERATIONS)}, not {gen} (pool {target.pool})",
+            "drop it, or pick such a pool with --pool",
+        )
+    if target.slices < 2:
+        raise PlanError(
+            where, "MaxText's multi-tier checkpointing replicates each slice's RAM disk to a peer slice, and this run has 1 slice", "pass --slices 2 or more"
+        )
+    i, pool = next((i, p) for i, p in enumerate(spec.tpu_pools) if p.name == target.pool)
+    memory = machine_size(shape.machine_type).memory_gib * GIB
+    m = MultiTierCheckpointing(
+        params=params,
+        hosts_per_slice=shape.nodes,
+        configured_bytes=(pool.multi_tier_checkpointing.ramdisk_gib * GIB) if pool.multi_tier_checkpointing else 0,
+        vm_memory_bytes=memory,
+        local_period_steps=min(checkpoint.period_steps, max(1, math.floor(MTC_LOCAL_MINUTES * 60 / step_s))),
+        backup_minutes=max(1, math.ceil(checkpoint.every_minutes)),
+    )
+    need = math.ceil(m.ramdisk_bytes / GIB)
+    rule = f"12 B x {params / 1e9:.2f}B params x 2 / {shape.nodes} hosts + 15%"
+    if m.ramdisk_bytes > memory:
+        raise PlanError(
+            where,
+            f"the RAM disk this model needs ({need} GiB per VM: {rule}) is larger than the {memory // GIB} GiB of memory of a {shape.machine_type} VM",
+            "use a shape with more hosts per slice (a bigger slice shards the checkpoint further), a smaller model, or drop multi-tier checkpointing",
+        )
+    if pool.multi_tier_checkpointing is None:
+        raise PlanError(
+            where,
+            f"pool {pool.name} declares no multi_tier_checkpointing in the spec (GKE's add-on and the pool's CheckpointConfiguration)",
+            f"add tpu_pools[{i}].multi_tier_checkpointing: {{ramdisk_gib: {need}}} to the spec, deploy it and run `queues apply`",
+        )
+    bucket = next(b for b in spec.buckets if b.name == spec.mtc_bucket(pool.multi_tier_checkpointing))
+    owner = spec.bucket_owner(bucket)
+    if owner.name != target.team:
+        raise PlanError(
+            where,
+            f"pool {pool.name}'s RAM disks are backed up to bucket {bucket.name} of team {owner.name}, and this is team {target.team}'s run",
+            f"set tpu_pools[{i}].multi_tier_checkpointing.bucket to a checkpoints bucket of team {target.team}, or run without it",
+        )
+    if m.ramdisk_bytes > m.configured_bytes:
+        raise PlanError(
+            where,
+            f"the RAM disk this model needs ({need} GiB per VM: {rule}) is larger than the {pool.multi_tier_checkpointing.ramdisk_gib} GiB the spec gives pool {pool.name}",
+            f"set tpu_pools[{i}].multi_tier_checkpointing.ramdisk_gib to at least {need} and run `queues apply`",
+        )
+    return m
+
+
+# --------------------------------------------------------- checkpoint storage
+
+# What the team namespace's claim on the spec's Managed Lustre instance is called (workloads.render.lustre applies it).
+LUSTRE_CLAIM = f"{names.TGK}-lustre"
+
+
+def _checkpoint_storage(
+    recipe: Recipe, spec: EnvSpec, o: Overrides, team: TeamSpec, sets: dict[str, str], base_out: str, multi_tier: bool
+) -> CheckpointStorage | None:
+    """--checkpoint-storage, else the recipe's: gcs (None), the team's bucket through GCS FUSE, or the spec's Lustre."""
+    if o.checkpoint_storage is not None:
+        kind, where = o.checkpoint_storage, "--checkpoint-storage"
+    else:
+        kind, where = recipe.checkpoint_storage, f"recipe {recipe.name} checkpoint_storage"
+    if kind is None or kind == "gcs":
+        return None
+    if kind not in CHECKPOINT_STORAGES:
+        raise PlanError(
+            where, f"unknown checkpoint storage {kind[:20]!r}{suggest(kind, list(CHECKPOINT_STORAGES))}", f"use one of {', '.join(CHECKPOINT_STORAGES)}"
+        )
+    if "base_output_directory" in sets:
+        raise PlanError("--set", f"base_output_directory is set by {where} {kind}", f"drop --set base_output_directory=..., or use {where} gcs")
+    if sets.get("gcs_metrics", "").lower() == "true":
+        raise PlanError(
+            "--set", f"gcs_metrics=true uploads to a gs:// output, and {where} {kind} writes to a mount", f"drop --set gcs_metrics=true, or use {where} gcs"
+        )
+    if multi_tier:
+        raise PlanError(
+            where, f"{kind} and multi-tier checkpointing both choose where checkpoints go (the add-on backs them up to GCS itself)", "give one of the two"
+        )
+    if kind == "gcsfuse":
+        bucket = base_out.removeprefix("gs://").split("/", 1)[0]
+        return CheckpointStorage(kind="gcsfuse", base_output="/checkpoints", location=f"gs://{bucket}/", bucket=bucket)
+    lu = spec.lustre
+    if lu is None:
+        raise PlanError(where, "the spec declares no lustre: instance", "add lustre: {name, capacity_gib} to the spec and deploy it, or use gcs or gcsfuse")
+    if lu.ip is None:
+        raise PlanError(
+            where,
+            f"lustre.ip is not set, and the team's PersistentVolume needs the address of instance {lu.name}",
+            "after `python -m infra deploy`, copy the address of `python -m infra outputs` lustre_mount_point into lustre.ip and run `queues apply`",
+        )
+    return CheckpointStorage(kind="lustre", base_output=f"/checkpoints/{team.ns}", location=f"lustre:{lu.name}/{team.ns}/", claim=LUSTRE_CLAIM)

@@ -299,6 +299,11 @@ class Recipe(_Model):
     maxtext: MaxTextSpec | None = None
     command: list[Annotated[str, Field(min_length=1)]] | None = Field(None, min_length=1)
     runtimes: list[str] = Field(default_factory=lambda: ["jobset", "job"], min_length=1, description="how it may run (submit --runtime), the default first")
+    dataset: str | None = Field(
+        None, max_length=40, description="a dataset of the spec's datasets: the run trains on (--dataset wins); none: the recipe's own data args"
+    )
+    multi_tier_checkpointing: bool = Field(False, description="checkpoint through GKE's multi-tier checkpointing (as --multi-tier-checkpointing)")
+    checkpoint_storage: str | None = Field(None, description="gcs, gcsfuse or lustre (as --checkpoint-storage; the flag wins)")
 
     @model_validator(mode="after")
     def _pinned_keys(self) -> Recipe:

@@ -35,7 +35,7 @@ from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
-from workloads.render import jobset, podsecurity
+from workloads.render import jobset, podsecurity, volumes
 from workloads.render.literal import k8s_literal
 from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
@@ -94,7 +94,10 @@ def job(plan: RunPlan) -> dict[str, Any]:
             "backoffLimit": 0,
             "podFailurePolicy": jobset.pod_failure_policy(plan),
             "ttlSecondsAfterFinished": plan.policy.ttl_seconds,
-            "template": {"metadata": {"labels": jobset.pod_labels(plan)}, "spec": pod_spec(plan)},
+            "template": {
+                "metadata": {"labels": jobset.pod_labels(plan), **({"annotations": a} if (a := volumes.pod_annotations(plan)) else {})},
+                "spec": pod_spec(plan),
+            },
         },
     }
 

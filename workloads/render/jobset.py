@@ -48,7 +48,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.planner import REPLICATED_JOB
-from workloads.render import exitguard, podsecurity
+from workloads.render import exitguard, podsecurity, volumes
 from workloads.render.literal import k8s_literal, k8s_literals
 
 RUNTIME = RUNTIME_JOBSET
@@ -116,12 +116,14 @@ def _env(plan: RunPlan) -> list[dict[str, Any]]:
 
 
 def pod_annotations(plan: RunPlan) -> dict[str, str]:
-    """On the pod network, GKE multi-networking gives the pod the DCN NIC as eth1 (hostNetwork pods use the host's)."""
+    """On the pod network, GKE multi-networking gives the pod the DCN NIC as eth1 (hostNetwork pods use the host's);
+    a GCS FUSE volume (the dataset) asks GKE for the driver's sidecar (``volumes.pod_annotations``)."""
+    out = volumes.pod_annotations(plan)
     dcn = plan.target.dcn
     if dcn is None or plan.policy.host_network:
-        return {}
+        return out
     interfaces = [{"interfaceName": "eth0", "network": "default"}, {"interfaceName": "eth1", "network": dcn.network}]
-    return {GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0", GKE_INTERFACES_ANNOTATION: json.dumps(interfaces, separators=(",", ":"))}
+    return {GKE_DEFAULT_INTERFACE_ANNOTATION: "eth0", GKE_INTERFACES_ANNOTATION: json.dumps(interfaces, separators=(",", ":")), **out}
 
 
 def run_labels(plan: RunPlan) -> dict[str, str]:
@@ -150,7 +152,7 @@ def container(plan: RunPlan) -> dict[str, Any]:
         {"name": "megascale", "containerPort": MEGASCALE_PORT},
     ]
     c["resources"] = {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}}
-    c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    c["volumeMounts"] = [{"name": "dshm", "mountPath": "/dev/shm"}, *volumes.volume_mounts(plan)]
     c["securityContext"] = podsecurity.container_security_context()
     return c
 
@@ -185,7 +187,7 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec["nodeSelector"] = node_selector(plan)
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     spec["containers"] = [container(plan)]
-    spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
+    spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)]
     return spec
 
 

@@ -50,7 +50,7 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-from workloads.render import compute_class
+from workloads.render import checkpointing, compute_class, lustre
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
@@ -290,6 +290,8 @@ def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
         *namespaces(spec),
         *service_accounts(spec),
         *compute_class.compute_classes(spec),
+        *checkpointing.checkpoint_configurations(spec),
+        *lustre.lustre_objects(spec),
         *resource_flavors(spec),
         *provisioning_objects(spec),
         *cluster_queues(spec),

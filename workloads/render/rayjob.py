@@ -35,7 +35,7 @@ from toolkit import names
 from workloads.planning.model import RUNTIME_RAY, RunPlan
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
 from workloads.ray import entrypoint as ray_entrypoint
-from workloads.render import jobset, podsecurity
+from workloads.render import jobset, podsecurity, volumes
 from workloads.render.literal import k8s_literal
 from workloads.render.skeleton import BASE_NAME
 
@@ -161,7 +161,8 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "imagePullPolicy": "IfNotPresent",
         "env": [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env],
         "resources": {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}},
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        # The JaxTrainer's workers run MaxText here: they read the dataset.
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *volumes.volume_mounts(plan)],
     }
     spec: dict[str, Any] = {
         "priorityClassName": t.priority,
@@ -173,8 +174,11 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "affinity": slice_affinity(),
         # KubeRay copies this container's securityContext into the init container it injects.
         "containers": [_secure(plan, container)],
-        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+        "volumes": [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)],
     }
+    meta = _meta(plan)
+    if a := volumes.pod_annotations(plan):
+        meta["annotations"] = a
     return {
         "groupName": WORKER_GROUP,
         "replicas": t.slices,
@@ -182,7 +186,7 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "maxReplicas": t.slices,
         "numOfHosts": t.shape.nodes,
         "rayStartParams": {},
-        "template": {"metadata": _meta(plan), "spec": spec},
+        "template": {"metadata": meta, "spec": spec},
     }
 
 

@@ -50,6 +50,12 @@ def storage_client(hook: RunHook | None, cluster: Any, project: str | None = Non
     return make_client(project)
 
 
+def storage_endpoint(hook: RunHook | None, cluster: Any) -> str | None:
+    """The base URL of the cluster's own bucket server (for a FUSE mount of it), or None: Cloud Storage's."""
+    own = getattr(hook, "storage_endpoint", None)
+    return own(cluster) if own is not None else None
+
+
 def logging_client(hook: RunHook | None, cluster: Any, project: str) -> Any:
     """The Cloud Logging client for the container logs of the cluster's runs: the hook's, else Cloud Logging (ADC)."""
     own = getattr(hook, "logging", None)

@@ -143,8 +143,12 @@ def apply(
     rehearse_seconds: float | None = None,
     resume: bool = False,
     store: Store | None = None,
+    spec: EnvSpec | None = None,
 ) -> Submission:
     """Server-side apply the run (``objects``: its ``manifests``), unless the very same run is already there.
+
+    With ``spec``, a run that reads a dataset has it checked first in the cluster's buckets
+    (``data_check``): a dataset the run could not read is refused before anything is applied.
 
     On a cluster whose context has a hook (the local cluster) the objects are decorated
     first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
@@ -174,11 +178,30 @@ def apply(
     objects = _checked(cluster, plan, objects)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
+    if spec is not None:
+        data_check(cluster, plan, spec)
     verdict = None
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+
+
+def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
+    """The run's dataset checked in the buckets its cluster's runs read (``workloads.data.checks``); None without one.
+
+    Raises the SpecError naming the dataset's field to fix: a bucket that is not there or
+    that the team's identity may not read, no files the run's glob would see, files in
+    another format, a missing tokenizer file.
+    """
+    d = plan.program.dataset
+    if d is None:
+        return None
+    from infra import access
+    from workloads.data import checks
+
+    client = hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, spec.project)
+    return checks.check_dataset(client, spec, d, access.run_member(spec, spec.team(plan.target.team), False))
 
 
 def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
@@ -239,9 +262,10 @@ def submit(
     rehearse_seconds: float | None = None,
     resume: bool = False,
     on_progress: Callable[[str], None] | None = None,
+    spec: EnvSpec | None = None,
 ) -> Submission:
     """``apply`` the run, then ``wait`` up to ``timeout`` seconds for its admission (None: do not wait)."""
-    sub = apply(cluster, plan, rehearse_seconds=rehearse_seconds, resume=resume)
+    sub = apply(cluster, plan, rehearse_seconds=rehearse_seconds, resume=resume, spec=spec)
     if timeout is None or not sub.applied:
         return sub
     return replace(sub, admission=wait(cluster, plan, timeout, on_progress))

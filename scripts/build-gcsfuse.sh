@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build (or reuse) Cloud Storage FUSE (gcsfuse), the filesystem GKE's GCS FUSE CSI driver
+# runs in a run's sidecar, and print the binary's path last.
+#
+# `run-local --dataset` mounts the local bucket with it, so MaxText's Grain pipeline reads
+# the dataset through the same FUSE filesystem, with the same mount options, as a run's
+# pods do (workloads/data/mount.py). Kept apart from the control plane's build (its own
+# cache key: gcsfuse version + Go version); ~1 min warm module cache, ~3-5 min cold on 2 cores.
+#
+# v3.11.4 is the newest gcsfuse whose go.mod accepts the Go this project requires (1.26);
+# v3.12+ need Go 1.27.
+#
+#   scripts/build-gcsfuse.sh          build what is missing; the binary's path on the last line
+#   scripts/build-gcsfuse.sh --key    print only the binary's path (no build)
+#   TGK_BUILD_NICE=10                 niceness of the compile (default 10: the machine is shared)
+set -euo pipefail
+
+GCSFUSE_VERSION="v3.11.4"   # keep in step with workloads/data/mount.py GCSFUSE_VERSION
+GCSFUSE_MODULE="github.com/googlecloudplatform/gcsfuse/v3"
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+build_script build-gcsfuse     # log, die, $nice_level
+require_go "gcsfuse $GCSFUSE_VERSION"  # $go_version
+root="$cache/gcsfuse/gcsfuse-${GCSFUSE_VERSION#v}_${go_version}"
+stamp=".complete-1"
+
+case "${1:-}" in
+  --key) echo "$root/bin/gcsfuse"; exit 0 ;;
+  "") ;;
+  *) die "unknown argument '$1' (use --key)" ;;
+esac
+
+if [ -f "$root/$stamp" ]; then
+  echo "$root/bin/gcsfuse"
+  exit 0
+fi
+
+mkdir -p "$root/bin"
+exec 9>"$root.lock"
+flock 9
+if [ -f "$root/$stamp" ]; then echo "$root/bin/gcsfuse"; exit 0; fi
+log "building gcsfuse $GCSFUSE_VERSION into $root (cold: ~3-5 min on 2 cores; warm: instant)"
+
+# A throwaway builder module whose one requirement is gcsfuse at its tag: Go's version
+# selection then picks exactly the versions gcsfuse's own go.mod lists, each checksum
+# verified against the checksum database as it is added.
+tmp="$(mktemp -d "$root/.build-XXXXXX")"
+(
+  cd "$tmp"
+  printf 'module tgk.local/gcsfuse-builder\n\ngo 1.26.0\n\nrequire %s %s\n' "$GCSFUSE_MODULE" "$GCSFUSE_VERSION" >go.mod
+  GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n "$nice_level" \
+    go build -trimpath -ldflags "-s -w" -o "$tmp/gcsfuse" "$GCSFUSE_MODULE" >&2
+) || die "building $GCSFUSE_MODULE@$GCSFUSE_VERSION failed (see above)"
+mv "$tmp/gcsfuse" "$root/bin/gcsfuse"
+rm -rf "$tmp"
+"$root/bin/gcsfuse" --help >/dev/null 2>&1 || die "the gcsfuse just built does not run"
+printf 'gcsfuse=%s go=%s\n' "$GCSFUSE_VERSION" "$go_version" >"$root/versions.txt"
+touch "$root/$stamp"
+echo "$root/bin/gcsfuse"

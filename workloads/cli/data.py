@@ -1,0 +1,149 @@
+"""``python -m workloads data``: put a dataset where its spec says, and check it before a run reads it.
+
+The buckets are those of the cluster the kubeconfig points at: the local cluster's own
+Cloud Storage server on its context (``tgk-local``), Cloud Storage otherwise (and with no
+kubeconfig at all).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from toolkit.clikit import OutputFormat, print_json
+from toolkit.errors import SpecError
+from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.planning.defaults import INT32_MAX
+
+data_app = typer.Typer(no_args_is_help=True, help="Datasets: upload one into its bucket, check one before a run reads it.")
+app.add_typer(data_app, name="data")
+
+DatasetOpt = Annotated[str, typer.Option("--dataset", help="the dataset's name in the spec's datasets")]
+TeamOpt = Annotated[Optional[str], typer.Option("--team", help="the team whose runs read it (default: the spec's first)")]
+
+
+def _dataset(spec: Any, name: str) -> Any:
+    d = spec.dataset(name)
+    if d is None:
+        names = ", ".join(x.name for x in spec.datasets)
+        raise SpecError("--dataset", f"no dataset {name!r} in the spec", f"use one of {names}" if names else "declare it under datasets: in the spec")
+    return d
+
+
+def storage_client(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
+    """The buckets of the cluster the kubeconfig names (its hook's server), else Cloud Storage's."""
+    from workloads.cluster.errors import ClusterError
+    from workloads.runs import hooks
+
+    try:
+        from workloads.cluster.runs import Cluster
+
+        cluster = Cluster.connect(kubeconfig, context)
+    except ClusterError:
+        if kubeconfig is not None or context is not None:
+            raise
+        cluster = None  # no kubeconfig at all: the project's Cloud Storage
+    hook = hooks.for_context(getattr(cluster, "context", None)) if cluster is not None else None
+    return hooks.storage_client(hook, cluster, spec.project)
+
+
+@data_app.command("upload")
+def upload(
+    src: Annotated[
+        Path, typer.Argument(help="directory holding the dataset's files (its top level; the tokenizer too when the dataset keeps one beside the data)")
+    ],
+    dataset: DatasetOpt,
+    dry_run: DryRun = False,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Upload a dataset's files to gs://<bucket>/<path>/ with progress; files are checked against the declared format first, and existing objects are never replaced."""
+    from infra.spec import load_spec
+    from workloads.data import upload as up
+
+    env = load_spec(spec)
+    d = _dataset(env, dataset)
+    plan = up.plan_upload(env, d, src)
+    if dry_run:
+        if output is OutputFormat.json:
+            print_json({**plan.to_dict(), "dry_run": True})
+        else:
+            for i in plan.items:
+                print(f"would upload {i.path} -> gs://{d.bucket}/{i.name} ({i.size} bytes)")
+            print(f"{len(plan.items)} file(s), {plan.bytes} bytes to {plan.uri}")
+        return
+    client = storage_client(env, kubeconfig, context)
+    up.refuse_existing(client, env, d, plan)
+    done = _with_progress(client, d, plan)
+    if output is OutputFormat.json:
+        print_json(done.to_dict())
+    else:
+        print(f"uploaded {len(plan.items)} file(s), {plan.bytes} bytes to {plan.uri} in {done.seconds:.1f}s ({done.mib_per_s:.1f} MiB/s)")
+
+
+def _with_progress(client: Any, d: Any, plan: Any) -> Any:
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    from workloads.data import upload as up
+
+    # Progress on stderr, so stdout stays the result (text or JSON) a script reads.
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=Console(file=sys.stderr),
+        transient=False,
+    ) as bar:
+        task = bar.add_task(f"upload to {plan.uri}", total=plan.bytes)
+        return up.upload(client, d, plan, on_bytes=lambda n: bar.advance(task, n))
+
+
+@data_app.command("check")
+def check(
+    dataset: DatasetOpt,
+    team: TeamOpt = None,
+    host_network: Annotated[
+        bool, typer.Option("--host-network", help="check the TPU nodes' service account (hostNetwork runs act as it) instead of the team's")
+    ] = False,
+    load_tokenizer: Annotated[
+        bool,
+        typer.Option(
+            "--load-tokenizer/--no-load-tokenizer", help="load the tokenizer with MaxText's own loader (needs the MaxText venv; scripts/setup-maxtext.sh)"
+        ),
+    ] = True,
+    vocab_size: Annotated[
+        Optional[int], typer.Option("--vocab-size", min=1, max=INT32_MAX, help="the model's vocab_size: refuse a tokenizer with more ids than it")
+    ] = None,
+    output: Output = OutputFormat.text,
+    spec: SpecOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+) -> None:
+    """Check a dataset before a run reads it: bucket, the run identity's read access, files and their format, the tokenizer."""
+    from infra import access
+    from infra.spec import load_spec
+    from workloads.data import checks, tokenizer
+
+    env = load_spec(spec)
+    d = _dataset(env, dataset)
+    member = access.run_member(env, env.team(team), host_network)
+    client = storage_client(env, kubeconfig, context)
+    facts = checks.check_dataset(client, env, d, member)
+    tok = tokenizer.check(client, env, d, vocab_size=vocab_size) if load_tokenizer else None
+    if output is OutputFormat.json:
+        print_json({**facts.to_dict(), "tokenizer_load": tok.to_dict() if tok else None})
+        return
+    print(f"dataset {d.name}: {facts.files} file(s), {facts.bytes} bytes at {facts.uri} ({d.format.value}; sampled {len(facts.sampled)})")
+    print(f"  read access: {facts.reader.removeprefix('serviceAccount:')} may read it" if facts.reader else f"  read access: not checked — {facts.access_note}")
+    if tok is not None:
+        print(f"  tokenizer: {facts.tokenizer} loads with MaxText's loader ({tok.vocab_size} ids)")
+    else:
+        print(f"  tokenizer: {facts.tokenizer} (not loaded: --no-load-tokenizer)")
