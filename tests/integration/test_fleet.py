@@ -207,6 +207,12 @@ def test_metrics_through_the_manager_read_the_worker_s_logs(fleet) -> None:
         assert "was dispatched to fleet worker" in r.stderr
         doc = json.loads(r.stdout)
         assert doc["summary"]["steps_seen"] == 20, doc["summary"]  # every step of --steps 20, from the worker's logging server
+        # cleanup through the manager removes the finished run there (its worker's copy is already gone)
+        r = cli("cleanup", run, "--yes", "--spec", str(path), "--kubeconfig", mk, "-o", "json")
+        assert r.returncode == 0, (r.stdout, r.stderr)
+        manager, workers = lf.clients(load_fleet(path))
+        wait_for(lambda: manager.jobset(NS, run) is None, 60, f"{run} cleaned up on the manager")
+        assert all(w.jobset(NS, run) is None for w in workers.values())
     finally:
         delete(lf, path, run)
 
