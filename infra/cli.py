@@ -70,16 +70,63 @@ def _synth_into(spec_obj, out: Path, *, reservations: dict[str, str] | None = No
         shutil.rmtree(scratch, ignore_errors=True)
 
 
+def _synth_fleet_into(fleet, out: Path) -> list[Path]:
+    """``_synth_into`` for every stack of a fleet (``infra.fleet_stack``), all checked before any is written."""
+    from toolkit import owned
+
+    check_out_dir(out)
+    from infra.fleet_stack import synth_fleet
+
+    scratch = Path(tempfile.mkdtemp(prefix="tgk-synth-"))
+    try:
+        produced = synth_fleet(fleet, scratch)
+        stacks = {
+            p.parent.relative_to(scratch).as_posix(): {f.relative_to(p.parent).as_posix(): f.read_bytes() for f in sorted(p.parent.rglob("*")) if f.is_file()}
+            for p in produced
+        }
+        top = {p.name: p.read_bytes() for p in scratch.iterdir() if p.is_file()}
+        out = owned.check_root(out, "--out")
+
+        def check() -> None:
+            for stack_dir, files in stacks.items():
+                owned.check_update(out, files, "--out", stack_dir)
+            owned.check_update(out, top, "--out")
+
+        check()
+        with owned.locked(out, "--out"):
+            check()
+            for stack_dir, files in stacks.items():
+                owned.update_files(out, stack_dir, files, "--out", prune=True)
+            owned.update_files(out, "", top, "--out")
+        return [out / p.parent.relative_to(scratch) / p.name for p in produced]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 @app.command()
 def synth(
     spec: SpecOpt = None,
     out: OutOpt = DEFAULT_OUT,
     summary: Annotated[bool, typer.Option("--summary", help="print what would be created")] = False,
     output: Output = OutputFormat.text,
+    fleet: Annotated[
+        Optional[Path],
+        typer.Option("--fleet", help="a fleet file: one stack per cluster (every worker, then the MultiKueue manager), printed in deploy order"),
+    ] = None,
 ) -> None:
     """Synthesize the Terraform JSON for the environment."""
     from infra.summary import render_text, summarize
 
+    if fleet is not None:
+        from infra.fleet import load_fleet
+
+        paths = _synth_fleet_into(load_fleet(fleet), out)
+        if output is OutputFormat.json:
+            print_json({"stacks": [str(p) for p in paths], "then": f"python -m workloads queues apply --fleet {fleet}"})
+        else:
+            for p in paths:
+                typer.echo(str(p))
+        return
     spec_obj = _load(spec)
     path = _synth_into(spec_obj, out)
     if not summary and output is OutputFormat.text:

@@ -26,6 +26,12 @@ StateDirOpt = Annotated[
     typer.Option("--state-dir", help="where pki, logs, pid files and the kubeconfig live (default $TGK_CACHE/local-cluster/state)"),
 ]
 
+FleetOpt = Annotated[
+    Optional[Path],
+    typer.Option("--fleet", help="a fleet file: a MultiKueue manager and one control plane per worker, each its own state dir under --state-dir"),
+]
+FleetFlag = Annotated[bool, typer.Option("--fleet", help="the local fleet in --state-dir (default $TGK_CACHE/local-cluster/fleet)")]
+
 
 def _progress(msg: str) -> None:
     sys.stderr.write(f"[local] {msg}\n")
@@ -72,6 +78,7 @@ def up(
         ),
     ] = None,
     output: Output = OutputFormat.text,
+    fleet: FleetOpt = None,
 ) -> None:
     """Start the local cluster (or reuse a healthy one) with nodes from the spec; print the kubeconfig."""
     from infra.spec import load_spec, spec_path
@@ -80,6 +87,11 @@ def up(
     unknown = [a for a in (with_ or []) if a != "ray"]
     if unknown:
         raise ToolkitError(f"--with {unknown[0]}: unknown add-on — the local cluster offers only --with ray")
+    if fleet is not None:
+        if with_:
+            raise ToolkitError("--with: a local fleet runs no add-ons — leave out --with or --fleet")
+        _fleet_up(fleet, state_dir, build, timeout, output)
+        return
     env = load_spec(spec)
     if state_dir is not None:
         check_out_dir(state_dir, "--state-dir")
@@ -90,9 +102,54 @@ def up(
         sys.stdout.write(f"{st['kubeconfig']}\n")
 
 
+def _fleet_up(path: Path, state_dir: Path | None, build: bool, timeout: float, output: OutputFormat) -> None:
+    """A manager and every worker of the fleet file, each its own control plane; then the MultiKueue wiring."""
+    from infra.fleet import load_fleet
+    from workloads.local.fleet import LocalFleet, default_root
+    from workloads.runs.fleet import apply_fleet, wait_active
+
+    f = load_fleet(path)  # refused before anything starts
+    if state_dir is not None:
+        check_out_dir(state_dir, "--state-dir")
+    lf = LocalFleet(state_dir or default_root(), progress=_progress)
+    st = lf.up(f, build=build, timeout=timeout)
+    manager, workers = lf.clients(f)
+    apply_fleet(f, manager, workers, progress=_progress)
+    active = wait_active(manager, f, timeout=timeout)
+    st = {**st, "active": active, "kubeconfigs": {n: str(m.kubeconfig) for n, m in lf.members().items()}}
+    if output is OutputFormat.json:
+        print_json(st)
+        return
+    for name, kc in st["kubeconfigs"].items():
+        state = "" if name == "manager" else f"  (MultiKueueCluster active: {active.get(name)})"
+        sys.stdout.write(f"{name:<12} {kc}{state}\n")
+
+
+def _fleet_status(state_dir: Path | None, output: OutputFormat) -> None:
+    from workloads.local.fleet import LocalFleet, default_root
+
+    st = LocalFleet(state_dir or default_root()).status()
+    if output is OutputFormat.json:
+        print_json(st)
+        return
+    for name, m in st["members"].items():
+        sys.stdout.write(f"{name:<12} {m['state']:<9} {m['rss_mib_total']:>8} MiB  {m['state_dir']}\n")
+    sys.stdout.write(f"fleet RSS: {st['rss_mib_total']} MiB\n")
+
+
 @local_app.command("down")
-def down(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> None:
+def down(state_dir: StateDirOpt = None, output: Output = OutputFormat.text, fleet: FleetFlag = False) -> None:
     """Stop every local-cluster process and discard the cluster's data (keeps pki and logs)."""
+    if fleet:
+        from workloads.local.fleet import LocalFleet, default_root
+
+        res = LocalFleet(state_dir or default_root(), progress=_progress).down()
+        if output is OutputFormat.json:
+            print_json({"stopped": res})
+        else:
+            for name, stopped in res.items():
+                sys.stdout.write(f"{name}: " + ("stopped: " + ", ".join(stopped) if stopped else "nothing was running") + "\n")
+        return
     stopped = _cluster(state_dir).down()
     if output is OutputFormat.json:
         print_json({"stopped": stopped})
@@ -101,8 +158,11 @@ def down(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> N
 
 
 @local_app.command("status")
-def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text) -> None:
+def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text, fleet: FleetFlag = False) -> None:
     """Show whether the local cluster runs, its processes and memory, and the kubeconfig."""
+    if fleet:
+        _fleet_status(state_dir, output)
+        return
     _print_status(_cluster(state_dir, quiet=True).status(), output)
 
 

@@ -52,9 +52,9 @@ FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, max=I
 
 
 def _spec(path: Path | None) -> EnvSpec:
-    from infra.spec import load_spec
+    from infra.fleet import load_env
 
-    return load_spec(path)
+    return load_env(path)
 
 
 def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
@@ -67,6 +67,26 @@ def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
     from workloads.cluster.runs import Cluster
 
     return Cluster.connect(kubeconfig, context)
+
+
+def _follow(spec: Path | None, kubeconfig: Path | None, context: str | None, ns: str, run: str) -> tuple[Cluster, str | None, Cluster]:
+    """The cluster holding the run's pods, which fleet worker that is (None off a fleet), and the cluster connected to.
+
+    With ``--spec`` naming a fleet file, ``--kubeconfig``/``--context`` reach its manager and
+    the run is followed to the worker its Workload was dispatched to.
+    """
+    from infra.fleet import maybe_fleet
+
+    cluster = _connect(kubeconfig, context)
+    fleet = maybe_fleet(spec)
+    if fleet is None:
+        return cluster, None, cluster
+    from workloads.runs.fleet import follow
+
+    worker_cluster, worker = follow(fleet, cluster, ns, run, kubeconfig)
+    if worker is not None:
+        sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}\n")
+    return worker_cluster, worker, cluster
 
 
 def _out(line: str = "") -> None:
@@ -97,7 +117,26 @@ class RunSource:
         """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
         from workloads.observe.analysis import analyse
 
-        return analyse(target, **dataclasses.asdict(self), logging_client=_logging_client, storage_client=_storage_client)
+        src = self._followed(target)
+        return analyse(target, **dataclasses.asdict(src), logging_client=_logging_client, storage_client=_storage_client)
+
+    def _followed(self, target: str) -> RunSource:
+        """On a fleet (``--spec`` a fleet file), the run's worker in place of the manager: its logs are there."""
+        from infra.fleet import maybe_fleet
+
+        fleet = maybe_fleet(self.spec)
+        if fleet is None or self.metrics_file is not None or Path(target).is_file():
+            return self
+        from workloads.runs.fleet import landed_on
+
+        ns = _namespace(self.spec, self.namespace, self.team)
+        name = landed_on(_connect(self.kubeconfig, self.context), ns, target)
+        if name is None:
+            return self
+        w = fleet.worker(name)
+        sys.stderr.write(f"{ns}/{target} was dispatched to fleet worker {name}\n")
+        # The worker's own spec: its Cloud Logging entries carry its cluster's name and region.
+        return dataclasses.replace(self, kubeconfig=w.kubeconfig or self.kubeconfig, context=w.context, spec=w.spec_path, namespace=ns)
 
 
 def _logging_client(cluster: Any, project: str) -> Any:
@@ -167,13 +206,21 @@ def status(
     from workloads.observe.analysis import last_checkpoint
 
     ns = _namespace(spec, namespace, team)
-    cluster = _connect(kubeconfig, context)
-    st = _wait_finished(cluster, ns, run, timeout) if wait else cluster.run_status(ns, run)
+    cluster, fleet_worker, connected = _follow(spec, kubeconfig, context, ns, run)
+    if wait:
+        # On a fleet the manager's copy is the one that stays: the worker's goes once its status is mirrored back.
+        st = _wait_finished(connected, ns, run, timeout)
+        if cluster is not connected and cluster.find_run(ns, run) is not None:
+            st = cluster.run_status(ns, run)
+    else:
+        st = cluster.run_status(ns, run)
     st = dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
     if output is OutputFormat.json:
-        print_json(st.to_dict())
+        print_json({**st.to_dict(), **({"worker": fleet_worker} if fleet_worker else {})})
         return
     _out(f"{st.namespace}/{st.run}: {st.phase.value} — {st.message}")
+    if fleet_worker:
+        _out(f"  fleet worker  {fleet_worker}")
     if st.workload:
         w = st.workload
         fl = ", ".join(f"{k}={v}" for k, v in w.flavors.items())
@@ -221,7 +268,7 @@ def logs(
     from toolkit.errors import NotFound
 
     ns = _namespace(spec, namespace, team)
-    cluster = _connect(kubeconfig, context)
+    cluster, _, _ = _follow(spec, kubeconfig, context, ns, run)
     pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
     if pod is None:
         which = (
@@ -374,7 +421,17 @@ def delete(
     # Ask before connecting: a refusal needs no cluster.
     if not dry_run:
         confirm(f"delete run {ns}/{run} and its pods?", yes=yes)
-    results = _connect(kubeconfig, context).delete_run(ns, run, dry_run=dry_run)
+    cluster = _connect(kubeconfig, context)
+    from infra.fleet import maybe_fleet
+
+    if maybe_fleet(spec) is not None:
+        from workloads.runs.fleet import landed_on
+
+        # Deleted on the manager: MultiKueue deletes the worker's copy with it.
+        worker = landed_on(cluster, ns, run)
+        if worker:
+            sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}: deleting it through the manager removes it there too\n")
+    results = cluster.delete_run(ns, run, dry_run=dry_run)
     res = results[0]
     if output is OutputFormat.json:
         print_json(

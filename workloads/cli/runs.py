@@ -11,6 +11,7 @@ written or applied.
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -92,9 +93,9 @@ class NotAdmitted(ToolkitError):
 
 
 def _spec(path: Path | None) -> EnvSpec:
-    from infra.spec import load_spec
+    from infra.fleet import load_env
 
-    return load_spec(path)
+    return load_env(path)
 
 
 def _plan(recipe: str, spec: EnvSpec, options: Overrides) -> RunPlan:
@@ -276,11 +277,24 @@ def submit(
     spec: SpecOpt = None,
 ) -> None:
     """Plan a run and apply what `kustomize build` of its overlay gives (server-side); wait until Kueue admits it."""
+    from infra.fleet import maybe_fleet
     from workloads import runs
 
     env = _spec(spec)
     plan = _plan(recipe, env, options)
     objects = runs.manifests(plan)
+    if maybe_fleet(spec) is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
+        from toolkit.errors import FieldError
+        from workloads.render.multikueue import dispatched
+
+        if plan.runtime == "ray":
+            # The workers' identity for the manager covers the kinds it is granted (multikueue.JOB_RESOURCES).
+            raise FieldError("--runtime", "a fleet dispatches JobSets and Jobs, not RayJobs", "use --runtime jobset or job, or submit to one cluster's spec")
+        storage = plan.policy.checkpoint_storage
+        if storage is not None and storage.kind == "lustre":
+            # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
+            raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
+        objects = dispatched(objects)
     check = runs.checkpoint_check(plan, resume=resume)
     if dry_run:
         _print_objects(objects, output)
@@ -405,12 +419,23 @@ def queues_apply(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
     spec: SpecOpt = None,
+    fleet: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--fleet",
+            help="a fleet file (see README, 'A fleet of clusters'): each worker's objects and the manager's identity there, "
+            "then the manager's kubeconfig Secrets and its MultiKueue queues; each member through its `context`",
+        ),
+    ] = None,
 ) -> None:
     """Apply PriorityClasses, team Namespaces/KSAs/NetworkPolicies/priority policies, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's, the DCN network's)."""
     from toolkit.names import TGK_FIELD_MANAGER
     from workloads.render.kueue import cluster_objects
     from workloads.runs.service import ref
 
+    if fleet is not None:
+        _queues_apply_fleet(fleet, dry_run, output, kubeconfig)
+        return
     spec_obj = _spec(spec)
     objects = cluster_objects(spec_obj)
     if dry_run:
@@ -426,6 +451,31 @@ def queues_apply(
         for o in objects:
             r = ref(o)
             typer.echo(f"applied {r['kind']} {r.get('namespace', '') + '/' if r.get('namespace') else ''}{r['name']}")
+
+
+def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubeconfig: Path | None) -> None:
+    from infra.fleet import load_fleet
+    from workloads.render import multikueue
+
+    fleet = load_fleet(path)  # every member's spec checked before anything is applied
+    if dry_run:
+        docs = [*multikueue.manager_objects(fleet)]
+        for w in fleet.workers:
+            docs += multikueue.worker_objects(fleet, w)
+        _print_objects(docs, output)
+        return
+    from workloads.cluster.runs import Cluster
+    from workloads.runs.fleet import apply_fleet, wait_active
+
+    manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)
+    workers = {w.name: Cluster.connect(w.kubeconfig or kubeconfig, w.context) for w in fleet.workers}
+    res = apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
+    active = wait_active(manager, fleet, timeout=60)
+    if output is OutputFormat.json:
+        print_json({**res.to_dict(), "active": active})
+    else:
+        for name, state in active.items():
+            typer.echo(f"worker {name}: MultiKueueCluster active: {state}")
 
 
 @queues_app.command("manager-config")

@@ -184,10 +184,28 @@ class _Boot:
         return self.state_dir / "kueue" / "certs"
 
 
+@dataclass(frozen=True)
+class Role:
+    """What a fleet's member (``workloads.local.fleet``) does differently from a lone cluster.
+
+    The defaults are the lone cluster's. A MultiKueue manager holds queues and never a pod:
+    no TPU nodes and no rehearsal daemon; a worker reads the fleet's one Cloud Storage
+    server (GCS is global: every region's run writes the same buckets) instead of its own.
+    """
+
+    name: str = "cluster"
+    objects: tuple[dict[str, Any], ...] | None = None  # applied instead of kueue.cluster_objects(spec)
+    kueue_settings: dict[str, Any] | None = None  # laid over Kueue's config instead of kueue.manager_settings(spec)
+    tpu_nodes: bool = True
+    skip: tuple[str, ...] = ()  # daemons this member does not run
+    gcs_url: str | None = None  # with "gcs" skipped: the Cloud Storage server its buckets live in
+
+
 @dataclass
 class LocalCluster:
     state_dir: Path = field(default_factory=default_state_dir)
     progress: Progress = field(default=lambda msg: None)
+    role: Role = field(default_factory=Role)
     _ray = None  # kuberay.RayBoot while a start with Ray is under way (not a dataclass field)
 
     # ------------------------------------------------------------------ paths
@@ -220,7 +238,9 @@ class LocalCluster:
     # ----------------------------------------------------------------- status
 
     def status(self) -> dict[str, Any]:
-        expected = DAEMONS if (self._state() or {}).get("ray") else tuple(n for n in DAEMONS if n not in kuberay.DAEMONS)
+        st = self._state() or {}
+        expected = DAEMONS if st.get("ray") else tuple(n for n in DAEMONS if n not in kuberay.DAEMONS)
+        expected = tuple(n for n in expected if n not in st.get("skip", ()))
         daemons = {}
         for name in reversed(DAEMONS):
             d = self.daemon(name)
@@ -302,9 +322,12 @@ class LocalCluster:
         self._sync_nodes(kube, spec, timeout)
         self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
-        self._publish_bucket(kube, spec, bucket.endpoint(st["ports"]["gcs"]))
-        kube.apply([cloudlogging.configmap(cloudlogging.endpoint(st["ports"]["logging"]))], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+        self._publish_bucket(kube, spec, self.role.gcs_url or bucket.endpoint(st["ports"]["gcs"]))
+        if "logging" not in self.role.skip:
+            kube.apply([cloudlogging.configmap(cloudlogging.endpoint(st["ports"]["logging"]))], field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
         st["spec"] = spec_path
+        if self.role.gcs_url:
+            st["gcs_url"] = self.role.gcs_url
         write_atomic(self.state_file, json.dumps(st, indent=2))
         return {**self.status(), "reused": True}
 
@@ -330,10 +353,17 @@ class LocalCluster:
         self._install_addons(boot, kube)
         self._start_addons(boot, spec)
         self._wait_ready(boot, kube, spec)
-        self._start_gcs(boot, kube, spec)
-        self._start_logging(boot, kube)
-        self._start_rehearsal(boot)
-        self._start_provisioner(boot)
+        skip = self.role.skip
+        if "gcs" in skip:
+            self._publish_bucket(kube, spec, self.role.gcs_url or "")
+        else:
+            self._start_gcs(boot, kube, spec)
+        if "logging" not in skip:
+            self._start_logging(boot, kube)
+        if "rehearsal" not in skip:
+            self._start_rehearsal(boot)
+        if "provisioner" not in skip:
+            self._start_provisioner(boot)
         if self._ray:
             kuberay.start_daemons(self, self._ray, boot.timeout)
 
@@ -352,6 +382,9 @@ class LocalCluster:
             "spec": spec_path,
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "layout": LAYOUT,
+            "role": self.role.name,
+            "skip": list(self.role.skip),
+            **({"gcs_url": self.role.gcs_url} if self.role.gcs_url else {}),
         }
         write_atomic(self.state_file, json.dumps(st, indent=2))
         self._write_kubeconfigs(boot.pki, boot.ports.apiserver)
@@ -523,7 +556,9 @@ class LocalCluster:
         # The spec's waitForPodsReady, its timeouts shrunk by the rehearsal time factor like every
         # other duration here. Kueue reads its Configuration once: a cluster reused with
         # another spec keeps the settings it started with.
-        settings = kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor())
+        settings = (
+            self.role.kueue_settings if self.role.kueue_settings is not None else kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor())
+        )
         kcfg.write_text(
             yaml.safe_dump(addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=boot.kueue_certs, settings=settings))
         )
@@ -638,7 +673,7 @@ class LocalCluster:
             write_atomic(path, yaml.safe_dump(doc(who), sort_keys=False), mode=0o600)
 
     def _sync_nodes(self, kube: Cluster, spec: EnvSpec, timeout: float) -> None:
-        wanted = nodes.node_objects(spec)
+        wanted = nodes.node_objects(spec) if self.role.tpu_nodes else nodes.cpu_nodes(spec)
         names = {n["metadata"]["name"] for n in wanted}
         self.progress(f"creating {len(wanted)} simulated nodes from the spec ({len(wanted) - len(nodes.cpu_nodes(spec))} TPU VMs)")
         node_info = kube.resource("v1", "Node")
@@ -670,8 +705,9 @@ class LocalCluster:
         if spec.network.dcn is not None:
             self.progress("installing the GKE networking CRDs (network.dcn: GKENetworkParamSet, Network)")
             kube.apply(addons.gke_networking_crds(), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
-        objs = kueue_objects.cluster_objects(spec)
-        self.progress(f"applying {len(objs)} objects from the spec (workloads.render.kueue.cluster_objects)")
+        objs = list(self.role.objects) if self.role.objects is not None else kueue_objects.cluster_objects(spec)
+        source = self.role.name if self.role.objects is not None else "workloads.render.kueue.cluster_objects"
+        self.progress(f"applying {len(objs)} objects from the spec ({source})")
         errors: list[ToolkitError] = []
 
         def applied() -> bool:

@@ -124,7 +124,8 @@ class Checkpoints:
             from workloads.local import bucket
 
             st = json.loads((self.state_dir / "cluster.json").read_text())
-            self._client = bucket.client(bucket.endpoint(st["ports"]["gcs"]))
+            # A fleet's worker uses the fleet's one server (controlplane.Role.gcs_url), not a port of its own.
+            self._client = bucket.client(st.get("gcs_url") or bucket.endpoint(st["ports"]["gcs"]))
         return self._client
 
     def latest(self, uri: str) -> int | None:

@@ -92,9 +92,9 @@ def analyse(
 
 
 def _load_spec(path: Path | None) -> EnvSpec:
-    from infra.spec import load_spec
+    from infra.fleet import load_env
 
-    return load_spec(path)
+    return load_env(path)
 
 
 def run_namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:

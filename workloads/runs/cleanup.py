@@ -57,14 +57,15 @@ def scope(spec: EnvSpec | Path | None, *, team: str | None = None, older_than: s
 
     ``spec``: the spec, or its path (None: the default spec), read after the flags are checked.
     """
-    from infra.spec import EnvSpec, load_spec
+    from infra.fleet import load_env
+    from infra.spec import EnvSpec
     from workloads.cluster.cleanup import parse_duration
 
     age = parse_duration(older_than) if older_than is not None else 0.0
     if checkpoints and older_than is None:
         raise FieldError("--checkpoints", "needs a retention", "add --older-than D, e.g. --older-than 14d: checkpoints last written longer ago go")
     if not isinstance(spec, EnvSpec):
-        spec = load_spec(spec)
+        spec = load_env(spec)  # a fleet file: its manager's teams, where cleanup through the manager looks
     namespaces = _namespaces(spec, team)
     buckets = _buckets(spec, team) if checkpoints else []
     return Scope(tuple(namespaces), age, spec.project, tuple(buckets), age if checkpoints else None)

@@ -1,0 +1,21 @@
+"""A fleet's Terraform: one stack per cluster (``infra.fleet.stack_specs``) in one CDK Terrain app."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infra.fleet import Fleet, stack_specs
+
+
+def synth_fleet(fleet: Fleet, outdir: Path) -> list[Path]:
+    """Every member's stack into ``outdir/stacks/<cluster>/cdk.tf.json``, in deploy order."""
+    from cdktn import App
+
+    from infra.stack import build_stack
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    app = App(outdir=str(outdir), stack_traces=False)
+    ids = [build_stack(app, spec).stack.node.id for spec in stack_specs(fleet)]
+    app.synth()
+    return [outdir / "stacks" / i / "cdk.tf.json" for i in ids]

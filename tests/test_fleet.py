@@ -1,0 +1,174 @@
+"""A fleet (infra.fleet) and its MultiKueue objects (workloads.render.multikueue): pure, no cluster.
+
+The bad-input corpus in tests/bad_fleets: each fleet file has one mistake, announced by its
+first line ``# expect: <field>``; ``queues apply --fleet --dry-run`` and ``local up --fleet``
+must refuse it with exit 2 and one line naming the field, before anything is applied or started.
+The objects are applied to real API servers by tests/integration/test_fleet.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.fleet import load_env, load_fleet, maybe_fleet
+from infra.spec import load_spec
+from tests.conftest import REPO, cli
+from toolkit.errors import SpecError
+from workloads.render import multikueue
+
+EXAMPLE = REPO / "examples" / "fleet" / "fleet.yaml"
+BAD = sorted((REPO / "tests" / "bad_fleets").glob("*.yaml"))
+
+
+def expected_field(path: Path) -> str:
+    m = re.fullmatch(r"# expect: (\S+)", path.read_text().splitlines()[0].strip())
+    assert m, path
+    return m.group(1)
+
+
+def test_corpus_covers_the_issue_s_bad_inputs():
+    names = {p.stem for p in BAD}
+    assert {"worker_named_twice", "manager_is_a_worker", "team_namespace_differs", "worker_without_a_slice_for_a_team"} <= names
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_queues_apply_refuses_a_bad_fleet(path: Path):
+    field = expected_field(path)
+    proc = cli("workloads", "queues", "apply", "--fleet", str(path.relative_to(REPO)), "--dry-run")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == "", "nothing may be printed as applied"
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert lines[0].startswith(f"error: {field}"), lines[0]
+    problem, sep, fix = lines[0].partition(" — ")
+    assert sep and len(fix) >= 8, lines[0]
+
+
+def test_local_up_refuses_a_bad_fleet_before_starting_anything(tmp_path: Path):
+    state = tmp_path / "fleet"
+    proc = cli("workloads", "local", "up", "--fleet", str(REPO / "tests" / "bad_fleets" / "manager_is_a_worker.yaml"), "--state-dir", str(state), "--no-build")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith("error: workers[1]: "), proc.stderr
+    assert not state.exists()
+
+
+def test_the_manager_is_derived_from_the_workers():
+    f = load_fleet(EXAMPLE)
+    west, east = (load_spec(EXAMPLE.parent / n) for n in ("west.yaml", "east.yaml"))
+    m = f.manager_spec
+    assert m.cluster.name == "tpu-fleet-mgr" and m.region == "us-central1"
+    assert [t.name for t in m.teams] == [t.name for t in west.teams]
+    # Both workers name their pool v5e-16: each stays a pool of its own, the flavor's quota adds up.
+    assert [p.name for p in m.tpu_pools] == ["west-v5e-16", "east-v5e-16"]
+    assert m.flavor_slices() == {"v5e-4x4": west.flavor_slices()["v5e-4x4"] + east.flavor_slices()["v5e-4x4"]}
+    assert [w.name for w in f.workers] == ["west", "east"]
+
+
+def test_a_fleet_file_stands_for_its_manager_s_spec_where_a_spec_is_read():
+    assert load_env(EXAMPLE) == load_fleet(EXAMPLE).manager_spec
+    assert load_env(REPO / "examples" / "default.yaml") == load_spec(REPO / "examples" / "default.yaml")
+    assert maybe_fleet(REPO / "examples" / "default.yaml") is None
+
+
+def by_kind(objs: list[dict], kind: str) -> list[dict]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def test_the_manager_dispatches_every_queue_through_multikueue():
+    f = load_fleet(EXAMPLE)
+    objs = multikueue.manager_objects(f)
+    (check,) = by_kind(objs, "AdmissionCheck")
+    assert check["spec"]["controllerName"] == "kueue.x-k8s.io/multikueue"
+    (config,) = by_kind(objs, "MultiKueueConfig")
+    assert check["spec"]["parameters"] == {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": config["metadata"]["name"]}
+    assert config["spec"]["clusters"] == ["west", "east"]
+    clusters = {c["metadata"]["name"]: c["spec"]["clusterSource"]["kubeConfig"] for c in by_kind(objs, "MultiKueueCluster")}
+    assert clusters == {w: {"locationType": "Secret", "location": f"{w}-multikueue"} for w in ("west", "east")}
+    for cq in by_kind(objs, "ClusterQueue"):
+        assert cq["spec"]["admissionChecksStrategy"] == {"admissionChecks": [{"name": check["metadata"]["name"]}]}
+        (flavor,) = cq["spec"]["resourceGroups"][0]["flavors"]
+        assert flavor["resources"][0] == {"name": "google.com/tpu", "nominalQuota": 32}  # 2 workers x one 16-chip slice
+    # the worker's LocalQueues and namespaces, the same on the manager
+    assert {(q["metadata"]["namespace"], q["metadata"]["name"]) for q in by_kind(objs, "LocalQueue")} == {
+        (q["metadata"]["namespace"], q["metadata"]["name"]) for q in by_kind(multikueue.worker_objects(f, f.workers[0]), "LocalQueue")
+    }
+    # the manager holds no provisioning, no KSA and no TPU node of its own
+    assert not by_kind(objs, "ProvisioningRequestConfig") and not by_kind(objs, "ServiceAccount")
+
+
+def test_the_manager_s_identity_on_a_worker_is_least_privilege():
+    f = load_fleet(EXAMPLE)
+    objs = multikueue.identity_objects(f)
+    roles = {r["metadata"]["name"]: r["rules"] for r in by_kind(objs, "ClusterRole")}
+    watch, write = roles[multikueue.WATCH_ROLE], roles[multikueue.WRITE_ROLE]
+    assert all(set(r["verbs"]) <= {"get", "list", "watch"} for r in watch)
+    granted = {res for r in watch + write for res in r["resources"]}
+    assert granted == {"workloads", "workloads/status", "jobs", "jobs/status", "jobsets", "jobsets/status"}
+    # writes are bound per team namespace only; the cluster-wide binding is the watch role
+    (crb,) = by_kind(objs, "ClusterRoleBinding")
+    assert crb["roleRef"]["name"] == multikueue.WATCH_ROLE
+    assert {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in by_kind(objs, "RoleBinding")} == {("research", multikueue.WRITE_ROLE)}
+    (tok,) = by_kind(objs, "Secret")
+    assert tok["type"] == "kubernetes.io/service-account-token"
+
+
+def test_the_kubeconfig_secret_is_one_kueue_accepts():
+    config = multikueue.kubeconfig("west", "https://127.0.0.1:6443", b"-----BEGIN CERTIFICATE-----\n", "tok")
+    doc = yaml.safe_load(config)
+    (cluster,) = doc["clusters"]
+    assert "certificate-authority-data" in cluster["cluster"] and "certificate-authority" not in cluster["cluster"]
+    assert not cluster["cluster"].get("insecure-skip-tls-verify")
+    (user,) = doc["users"]
+    assert user["user"] == {"token": "tok"}  # no tokenFile, exec plugin or auth provider: Kueue refuses those
+    sec = multikueue.kubeconfig_secret("west", config)
+    assert sec["metadata"] == {"name": "west-multikueue", "namespace": "kueue-system"}
+    assert base64.b64decode(sec["data"]["kubeconfig"]).decode() == config
+
+
+def test_manager_settings_scale_the_lost_worker_timeout():
+    f = load_fleet(EXAMPLE)
+    mk = multikueue.manager_settings(f)["multiKueue"]
+    assert mk == {"gcInterval": "60s", "origin": "tpu-fleet", "workerLostTimeout": "900s"}
+    assert multikueue.manager_settings(f, time_scale=0.1)["multiKueue"]["workerLostTimeout"] == "90s"
+
+
+def test_submit_through_a_fleet_plans_against_the_workers_pools():
+    proc = cli("workloads", "submit", "hello-tpu", "--spec", str(EXAMPLE.relative_to(REPO)), "--dry-run", "--name", "fl-dry")
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    (js,) = [d for d in docs if d["kind"] == "JobSet"]
+    assert js["metadata"]["namespace"] == "research"
+    assert js["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == load_fleet(EXAMPLE).manager_spec.teams[0].queue
+
+
+def test_an_unknown_worker_is_refused():
+    with pytest.raises(SpecError, match="no worker named"):
+        load_fleet(EXAMPLE).worker("north")
+
+
+def test_local_fleet_refuses_a_directory_it_did_not_write(tmp_path: Path):
+    from workloads.local import LocalClusterError
+    from workloads.local.fleet import LocalFleet
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(LocalClusterError, match="did not write"):
+        LocalFleet(tmp_path).up(load_fleet(EXAMPLE), build=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_each_member_runs_only_what_its_role_needs():
+    from workloads.local.fleet import manager_role, worker_role
+
+    f = load_fleet(EXAMPLE)
+    m = manager_role(f)
+    assert not m.tpu_nodes and set(m.skip) == {"rehearsal", "provisioner", "logging"}
+    assert m.kueue_settings is not None and m.kueue_settings["multiKueue"]["origin"] == "tpu-fleet"
+    w = worker_role(f, f.workers[0], "http://127.0.0.1:1")
+    assert w.tpu_nodes and set(w.skip) == {"gcs", "provisioner"} and w.gcs_url == "http://127.0.0.1:1"
+    assert w.kueue_settings is None  # a worker's Kueue is configured as a lone cluster's
