@@ -30,7 +30,14 @@ def _spec_file(tmp_path: Path, version: str) -> tuple[Path, object]:
     doc["datasets"] = [
         {"name": "text", "bucket": data, "path": version, "format": "arrayrecord", "tokenizer": "assets/tokenizers/tokenizer.llama2"},
         # llama3's tiktoken vocabulary (128,256 ids) does not fit maxtext-6b's 32,768-entry embedding.
-        {"name": "text-llama3", "bucket": data, "path": version, "format": "arrayrecord", "tokenizer": "assets/tokenizers/tokenizer_llama3.tiktoken", "tokenizer_type": "tiktoken"},
+        {
+            "name": "text-llama3",
+            "bucket": data,
+            "path": version,
+            "format": "arrayrecord",
+            "tokenizer": "assets/tokenizers/tokenizer_llama3.tiktoken",
+            "tokenizer_type": "tiktoken",
+        },
     ]
     p = tmp_path / "spec.yaml"
     p.write_text(yaml.safe_dump(doc))
