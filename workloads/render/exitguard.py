@@ -25,14 +25,19 @@ SIGTERM_EXIT_CODE = 143
 # $0 of the guard's shell: what `ps` in the container shows.
 NAME = "tgk-exit-guard"
 
-# `wait` returns early (>128) when a trapped signal arrives, so wait again until the
+# The trap is set before the child starts: a SIGTERM that arrives while it starts (the
+# shell has not yet learned its pid) is remembered and passed on as soon as it has, instead
+# of ending the shell with the child left running unsignalled (killed at the grace period's
+# end without its save). `wait` returns early (>128) when a trapped signal arrives, so wait again until the
 # child is really gone; `kill -0` fails once it has been reaped. INT is passed on as
 # TERM: a non-interactive shell starts background children with SIGINT ignored.
 SCRIPT = """\
 stopped=0
+child=
+trap 'stopped=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM INT
 "$@" &
 child=$!
-trap 'stopped=1; kill -TERM "$child" 2>/dev/null' TERM INT
+[ "$stopped" = 0 ] || kill -TERM "$child" 2>/dev/null
 wait "$child"; rc=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
 if [ "$stopped" = 1 ] && [ "$rc" = 0 ]; then
