@@ -104,7 +104,12 @@ class Overrides:
         "number of TPU slices (default: the recipe's, 1 unless imported with --num-slices)",
         bounds=Bounds(1, INT32_MAX, "a JobSet's replicas (an int32) can be"),
     )
-    pool: str | None = _flag(None, "--pool", "tpu_pools entry to run on (default: the recipe's preferred shape)")
+    pool: str | None = _flag(
+        None,
+        "--pool",
+        "tpu_pools entry to plan for (default: the recipe's preferred shape); pools of one shape with one capacity option "
+        "share a Kueue flavor, so Kueue may admit the run on any of them",
+    )
     sets: tuple[str, ...] = _flag((), "--set", "MaxText key=value; repeatable")
     steps: int | None = _flag(None, "--steps", "training steps (default: the recipe's)", bounds=STEPS)
     image: str | None = _flag(None, "--image", "container image with a tag or digest")
