@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infra.naming import REGION, ZONE
-from infra.spec import EnvSpec, format_validation_error, load_spec
+from infra.spec import EnvSpec, format_validation_error, load_spec, read_document
 from toolkit.errors import SpecError, shown
 from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 
@@ -115,14 +115,7 @@ class Fleet:
 
 def load_fleet(path: str | os.PathLike[str]) -> Fleet:
     p = Path(path)
-    try:
-        data = load_yaml(read_capped(p))
-    except FileNotFoundError:
-        raise SpecError("--fleet", f"{p} does not exist", "pass an existing fleet file (see README, 'A fleet of clusters')") from None
-    except OSError as e:
-        raise SpecError("--fleet", f"cannot read {p}: {e.strerror}", "check the path and permissions") from None
-    except YamlFileError as e:
-        raise SpecError(e.key_path or "", e.problem if e.key_path else f"{p}: {e.problem}", e.fix) from None
+    data = read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')")
     return parse_fleet(data, base=p.parent, source=p)
 
 

@@ -1506,6 +1506,14 @@ class EnvSpec(_Model):
     def dataset(self, name: str) -> DatasetSpec | None:
         return next((d for d in self.datasets if d.name == name), None)
 
+    def unknown_dataset(self, name: str) -> tuple[str, str]:
+        """(problem, fix) of a dataset name the spec does not declare."""
+        declared = ", ".join(x.name for x in self.datasets)
+        return (
+            f"no dataset {name[:40]!r} in the spec" + (f" (it declares {declared})" if declared else " (it declares none)"),
+            f"use one of {declared}" if declared else "declare it under datasets: in the spec (a prefix of a data bucket, its format and tokenizer)",
+        )
+
     def dataset_team(self, d: DatasetSpec) -> TeamSpec:
         """The team whose identity may read ``d`` (its bucket's owner)."""
         return self.bucket_owner(next(b for b in self.buckets if b.name == d.bucket))
@@ -1940,18 +1948,23 @@ def spec_path(path: str | os.PathLike[str] | None = None) -> Path:
     return Path(env) if env else DEFAULT_SPEC_PATH
 
 
-def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
-    p = spec_path(path)
+def read_document(p: Path, flag: str, missing_fix: str) -> Any:
+    """The YAML document at ``p``; a file that is missing, unreadable or not YAML is one SpecError (``flag`` names it)."""
     try:
-        data = load_yaml(read_capped(p))
+        return load_yaml(read_capped(p))
     except FileNotFoundError:
-        raise SpecError("--spec", f"{p} does not exist", "pass an existing file, e.g. examples/default.yaml") from None
+        raise SpecError(flag, f"{p} does not exist", missing_fix) from None
     except OSError as e:
-        raise SpecError("--spec", f"cannot read {p}: {e.strerror}", "check the path and permissions") from None
+        raise SpecError(flag, f"cannot read {p}: {e.strerror}", "check the path and permissions") from None
     except YamlFileError as e:
         if e.key_path:
             raise SpecError(e.key_path, e.problem, e.fix) from None
         raise SpecError("", f"{p}: {e.problem}", e.fix) from None
+
+
+def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
+    p = spec_path(path)
+    data = read_document(p, "--spec", "pass an existing file, e.g. examples/default.yaml")
     try:
         return parse_spec(data, source=str(p))
     except SpecError as e:

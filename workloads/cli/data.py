@@ -28,25 +28,31 @@ TeamOpt = Annotated[Optional[str], typer.Option("--team", help="the team whose r
 def _dataset(spec: Any, name: str) -> Any:
     d = spec.dataset(name)
     if d is None:
-        names = ", ".join(x.name for x in spec.datasets)
-        raise SpecError("--dataset", f"no dataset {name!r} in the spec", f"use one of {names}" if names else "declare it under datasets: in the spec")
+        raise SpecError("--dataset", *spec.unknown_dataset(name))
     return d
 
 
-def storage_client(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
-    """The buckets of the cluster the kubeconfig names (its hook's server), else Cloud Storage's."""
+def cluster_hook(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
+    """(cluster, its hook) of the kubeconfig's context; (None, None) when there is no kubeconfig at all
+    (the project's Cloud Storage then). A kubeconfig or context named and not usable is an error."""
     from workloads.cluster.errors import ClusterError
+    from workloads.cluster.runs import Cluster
     from workloads.runs import hooks
 
     try:
-        from workloads.cluster.runs import Cluster
-
         cluster = Cluster.connect(kubeconfig, context)
     except ClusterError:
         if kubeconfig is not None or context is not None:
             raise
-        cluster = None  # no kubeconfig at all: the project's Cloud Storage
-    hook = hooks.for_context(getattr(cluster, "context", None)) if cluster is not None else None
+        return None, None
+    return cluster, hooks.for_context(cluster.context)
+
+
+def storage_client(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
+    """The buckets of the cluster the kubeconfig names (its hook's server), else Cloud Storage's."""
+    from workloads.runs import hooks
+
+    cluster, hook = cluster_hook(kubeconfig, context)
     return hooks.storage_client(hook, cluster, spec.project)
 
 

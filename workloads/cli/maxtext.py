@@ -147,31 +147,18 @@ def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubec
     import os
     import tempfile
 
-    from workloads.cli.data import storage_client
+    from workloads.cli.data import cluster_hook
     from workloads.data.local_read import reading
     from workloads.maxtext import run_local as rl
     from workloads.observe.storage import EMULATOR_ENV
+    from workloads.runs import hooks
 
     d = plan.program.dataset
-    client = storage_client(env, kubeconfig, context)
-    endpoint = os.environ.get(EMULATOR_ENV) or _cluster_endpoint(kubeconfig, context)
+    cluster, hook = cluster_hook(kubeconfig, context)  # one connection for the client and the mount's server
+    client = hooks.storage_client(hook, cluster, env.project)
+    endpoint = os.environ.get(EMULATOR_ENV) or hooks.storage_endpoint(hook, cluster)
     with tempfile.TemporaryDirectory(prefix="tgk-data-") as tmp:
         with reading(env, plan, client, endpoint, Path(tmp) / "data", venv) as data:
             if output is OutputFormat.text:
                 sys.stderr.write(f"reading dataset {d.name} (gs://{d.bucket}/{d.path}/) through gcsfuse at {Path(tmp) / 'data' / d.name}\n")
             return rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period, data=data)
-
-
-def _cluster_endpoint(kubeconfig, context):  # noqa: ANN001, ANN202
-    """The bucket server of the cluster the kubeconfig names, if it plays one (the local cluster); None: Cloud Storage."""
-    from workloads.cluster.errors import ClusterError
-    from workloads.cluster.runs import Cluster
-    from workloads.runs import hooks
-
-    try:
-        cluster = Cluster.connect(kubeconfig, context)
-    except ClusterError:
-        if kubeconfig is not None or context is not None:
-            raise
-        return None
-    return hooks.storage_endpoint(hooks.for_context(cluster.context), cluster)

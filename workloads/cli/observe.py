@@ -529,11 +529,10 @@ def _with_dataset_rows(rep: Any, env: Any, team: Any, name: str, recipe: str | N
     from workloads.cli.data import _dataset
     from workloads.data import checks, tokenizer
     from workloads.observe import preflight as pf
-    from workloads.runs import hooks
 
     d = _dataset(env, name)
-    client = hooks.storage_client(hooks.for_context(cluster.context), cluster, env.project)
-    vocab = _recipe_vocab(recipe, env) if recipe else None
+    client = _storage_client(cluster, env.project)
+    vocab = _recipe_vocab(recipe) if recipe else None
     rows = checks.preflight_rows(
         lambda: checks.check_dataset(client, env, d, access.run_member(env, team, False)),
         tokenizer_check=lambda: tokenizer.check(client, env, d, vocab_size=vocab),
@@ -542,7 +541,7 @@ def _with_dataset_rows(rep: Any, env: Any, team: Any, name: str, recipe: str | N
     return dataclasses.replace(rep, checks=(*rep.checks, *extra))
 
 
-def _recipe_vocab(recipe: str, env: Any) -> int | None:
+def _recipe_vocab(recipe: str) -> int | None:
     """The recipe's model vocab_size (MaxText presets resolved by the recipe loader); None for a plain command."""
     from workloads.planning.recipes import load_recipe
 

@@ -71,9 +71,7 @@ def check_dataset(client: Any, spec: EnvSpec, d: DatasetSpec, member: str, *, po
     """
     from google.api_core import exceptions as gexc
 
-    bucket = client.lookup_bucket(d.bucket)
-    if bucket is None:
-        raise SpecError(field_of(spec, d, "bucket"), f"bucket gs://{d.bucket} does not exist", "create it with python -m infra deploy")
+    bucket = require_bucket(client, spec, d)
     reader, note = _check_reader(bucket, spec, d, member, policy_required, gexc)
     blobs, others = _files(client, d)
     where = uri(d) + d.file_glob
@@ -110,6 +108,14 @@ def check_dataset(client: Any, spec: EnvSpec, d: DatasetSpec, member: str, *, po
         access_note=note,
         tokenizer=tokenizer,
     )
+
+
+def require_bucket(client: Any, spec: EnvSpec, d: DatasetSpec) -> Any:
+    """The dataset's bucket, or the SpecError that it is not there."""
+    bucket = client.lookup_bucket(d.bucket)
+    if bucket is None:
+        raise SpecError(field_of(spec, d, "bucket"), f"bucket gs://{d.bucket} does not exist", "create it with python -m infra deploy")
+    return bucket
 
 
 def _check_reader(bucket: Any, spec: EnvSpec, d: DatasetSpec, member: str, required: bool, gexc: Any) -> tuple[str, str]:

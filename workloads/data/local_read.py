@@ -30,8 +30,7 @@ def reading(spec: EnvSpec, plan: RunPlan, client: Any, endpoint: str | None, roo
     d = plan.program.dataset
     assert d is not None, "the plan reads no dataset"
     checks.check_dataset(client, spec, d, access.run_member(spec, spec.team(plan.target.team), False))
-    tok = tokenizer.check(client, spec, d, venv=venv)
-    ids = max([tok.vocab_size or 0, *(i + 1 for i in tok.sample_ids)])
+    ids = tokenizer.check(client, spec, d, venv=venv).ids
     target = Path(mount_dir(d, str(root)))
     options = volumes.dataset_mount_options(plan).split(",")
     with mount.mounted(d.bucket, options, target, endpoint=endpoint, log_file=root.parent / f"gcsfuse-{d.name}.log"):

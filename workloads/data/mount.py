@@ -73,7 +73,7 @@ def gcsfuse(timeout: float = 1800) -> str:
         raise MountError(f"cannot build gcsfuse: {e}") from None
     if not done.ok or not done.stdout.strip():
         raise MountError(f"scripts/{BUILD_SCRIPT.name} failed: {tools.last_line(done.stderr) or done.returncode}")
-    return done.stdout.strip().splitlines()[-1]
+    return str(tools.last_path_line(done))
 
 
 def argv(binary: str, bucket: str, mountpoint: Path, flags: Sequence[str], config_file: Path, *, endpoint: str | None, log_file: Path) -> list[str]:

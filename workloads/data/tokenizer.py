@@ -31,10 +31,19 @@ class TokenizerFacts:
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "vocab_size": self.vocab_size, "sample_ids": list(self.sample_ids)}
 
+    @property
+    def ids(self) -> int:
+        """The id space a model's embedding must hold (at least past every id the sample encoded to)."""
+        return id_space(self.vocab_size, self.sample_ids)
+
+
+def id_space(tokenizer_ids: int | None, sample_ids: tuple[int, ...]) -> int:
+    return max([tokenizer_ids or 0, *(i + 1 for i in sample_ids)])
+
 
 def fit_problem(tokenizer_ids: int | None, sample_ids: tuple[int, ...], vocab_size: int) -> str | None:
     """Why a model of ``vocab_size`` cannot take this tokenizer's ids, or None."""
-    top = max([tokenizer_ids or 0, *(i + 1 for i in sample_ids)])
+    top = id_space(tokenizer_ids, sample_ids)
     if top > vocab_size:
         return f"the tokenizer has {top} ids and the model's vocab_size is {vocab_size}: ids past the table would be clamped, and the run would train on the wrong tokens"
     return None

@@ -104,8 +104,7 @@ def plan_upload(spec: EnvSpec, d: DatasetSpec, src: Path) -> UploadPlan:
 
 def refuse_existing(client: Any, spec: EnvSpec, d: DatasetSpec, plan: UploadPlan) -> None:
     """A SpecError when any target object already exists (nothing is uploaded then)."""
-    if client.lookup_bucket(d.bucket) is None:
-        raise SpecError(checks.field_of(spec, d, "bucket"), f"bucket gs://{d.bucket} does not exist", "create it with python -m infra deploy")
+    checks.require_bucket(client, spec, d)
     wanted = {i.name for i in plan.items}
     there = sorted(b.name for b in client.list_blobs(d.bucket, prefix=d.object_prefix()) if b.name in wanted)
     if there:

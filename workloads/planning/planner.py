@@ -1130,12 +1130,7 @@ def _dataset(recipe: Recipe, spec: EnvSpec, o: Overrides, team: TeamSpec, sets: 
         return None
     d = spec.dataset(name)
     if d is None:
-        declared = ", ".join(x.name for x in spec.datasets)
-        raise PlanError(
-            where,
-            f"no dataset {name[:40]!r} in the spec" + (f" (it declares {declared})" if declared else " (it declares none)"),
-            f"use one of {declared}" if declared else "declare it under datasets: in the spec (a prefix of a data bucket, its format and tokenizer)",
-        )
+        raise PlanError(where, *spec.unknown_dataset(name))
     owner = spec.dataset_team(d)
     if owner.name != team.name:
         raise PlanError(

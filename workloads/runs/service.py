@@ -200,8 +200,12 @@ def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
     from infra import access
     from workloads.data import checks
 
-    client = hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, spec.project)
-    return checks.check_dataset(client, spec, d, access.run_member(spec, spec.team(plan.target.team), False))
+    return checks.check_dataset(_buckets(cluster, spec.project), spec, d, access.run_member(spec, spec.team(plan.target.team), False))
+
+
+def _buckets(cluster: Cluster, project: str | None = None) -> Any:
+    """The Cloud Storage client of the buckets the cluster's runs use (its hook's server, else Cloud Storage)."""
+    return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
 def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
@@ -209,7 +213,7 @@ def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
     from workloads.runs.identity import GcsStore
 
     assert plan.program.output_dir is not None
-    return GcsStore(hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster), plan.program.output_dir)
+    return GcsStore(_buckets(cluster), plan.program.output_dir)
 
 
 def checkpoint_check(plan: RunPlan, *, resume: bool = False) -> str | None:
