@@ -38,7 +38,7 @@ from toolkit.yamlfile import MAX_YAML_NODES, YamlFileError, load_yaml, load_yaml
 from workloads.cli import _register
 from workloads.cli import app as _workloads_app
 from workloads.cluster import transport as tr
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.planning import shellwords
 from workloads.planning.import_recipe import import_recipe
 

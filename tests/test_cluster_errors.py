@@ -19,8 +19,8 @@ from tests.fake_apiserver import serve
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport, jobset, workload
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 from workloads.cluster.api import LogsUnavailable
+from workloads.cluster.client import Cluster
 from workloads.cluster.errors import Access, access
-from workloads.cluster.runs import Cluster
 from workloads.cluster.transport import Response
 
 JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1"

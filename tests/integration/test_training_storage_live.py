@@ -124,7 +124,7 @@ def test_a_run_with_its_dataset_and_ramdisk_is_admitted_and_runs_on_the_local_cl
 
     from toolkit.errors import SpecError
     from workloads import runs
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.local import bucket
 
     run = f"data-{secrets.token_hex(3)}"

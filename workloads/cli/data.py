@@ -35,8 +35,8 @@ def _dataset(spec: Any, name: str) -> Any:
 def cluster_hook(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
     """(cluster, its hook) of the kubeconfig's context; (None, None) when there is no kubeconfig at all
     (the project's Cloud Storage then). A kubeconfig or context named and not usable is an error."""
+    from workloads.cluster.client import Cluster
     from workloads.cluster.errors import ClusterError
-    from workloads.cluster.runs import Cluster
     from workloads.runs import hooks
 
     try:

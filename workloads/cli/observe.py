@@ -25,7 +25,7 @@ from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.observe.analysis import Analysis
 
 NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
@@ -64,7 +64,7 @@ def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) 
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, context)
 

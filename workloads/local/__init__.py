@@ -12,7 +12,7 @@ daemons with pid files), ``nodes`` (Node objects from the environment spec),
 and MaxText log, pure), ``rehearsald`` (the daemon that plays them and replaces
 preempted nodes), ``disrupt`` (``local preempt``: what GKE does to a slice), ``kuberay``
 (``local up --with ray``: the KubeRay operator and a real Ray head standing in for head pods). The API server is reached through the toolkit's one client,
-``workloads.cluster.runs.Cluster``, on its standard-library transport (no
+``workloads.cluster.client.Cluster``, on its standard-library transport (no
 ``kubernetes`` import, so ``up`` starts at once). Nothing here is imported by
 the CLI until a ``local`` command runs.
 """

@@ -127,5 +127,5 @@ def configmap(url: str) -> dict[str, Any]:
 
 
 def endpoint_of(cluster: Any) -> str:
-    """The bucket server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
+    """The bucket server of the local cluster behind ``cluster`` (a ``workloads.cluster.client.Cluster``)."""
     return published.endpoint_of(cluster, CONFIGMAP, "Cloud Storage server")

@@ -79,7 +79,7 @@ def configmap(url: str) -> dict[str, Any]:
 
 
 def endpoint_of(cluster: Any) -> str:
-    """The logging server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
+    """The logging server of the local cluster behind ``cluster`` (a ``workloads.cluster.client.Cluster``)."""
     return published.endpoint_of(cluster, CONFIGMAP, "Cloud Logging server")
 
 

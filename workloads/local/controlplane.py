@@ -65,7 +65,7 @@ from toolkit.names import (
 )
 from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, cache_dir, script
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 from workloads.local import CONTEXT, LocalClusterError, addons, bucket, builds, certs, cloudlogging, kuberay, nodes, provisioner, rehearsal, rehearsald, state
 from workloads.local.procs import Daemon, free_port, locked, port_open

@@ -49,7 +49,7 @@ from typing import Any
 
 from toolkit.errors import Conflict, FieldError, NotFound, Rejected
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, KWOK_NODE_ANNOTATION
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.local.addons import NODE_DOWN_ANNOTATION
 
 DEFAULT_REPLACE_AFTER_S = 5.0  # preemption -> the slice's nodes Ready again (GKE: minutes)

@@ -25,7 +25,7 @@ from typing import Any
 
 from infra.fleet import Fleet, Worker
 from toolkit.owned import write_atomic
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.local import LocalClusterError, bucket, rehearsal
 from workloads.local.controlplane import LocalCluster, Progress, Role, default_state_dir
 from workloads.render import multikueue

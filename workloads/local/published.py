@@ -27,7 +27,7 @@ def configmap(name: str, url: str) -> dict[str, Any]:
 
 
 def endpoint_of(cluster: Any, name: str, what: str) -> str:
-    """The loopback address ``cluster`` (a ``workloads.cluster.runs.Cluster``) publishes in ConfigMap ``name``; ``what`` names the server."""
+    """The loopback address ``cluster`` (a ``workloads.cluster.client.Cluster``) publishes in ConfigMap ``name``; ``what`` names the server."""
     found = cluster.get(cluster.resource("v1", "ConfigMap"), name, NAMESPACE)
     url = ((found or {}).get("data") or {}).get(ENDPOINT_KEY, "")
     if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", url):

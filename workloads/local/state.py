@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.local import CONTEXT, LocalClusterError, certs
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from infra.catalog import SliceShape
     from infra.pricing import RunCost
     from infra.spec import EnvSpec
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.observe.goodput import Goodput, Timeline
     from workloads.observe.history import History
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
@@ -105,7 +105,7 @@ def run_namespace(spec_path: Path | None, namespace: str | None, team: str | Non
 
 
 def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, context)
 

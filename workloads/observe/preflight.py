@@ -331,7 +331,7 @@ def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
 
 
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:
-    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.runs.Cluster.
+    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.client.Cluster.
 
     Only a Kueue API group the cluster does not serve counts as "Kueue not installed";
     a refused or failed discovery is raised as it is, not reported as a missing Kueue.
