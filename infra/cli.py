@@ -546,20 +546,14 @@ def prices_refresh(
     if not dry_run:
         from infra.price_table import parse_table
         from toolkit.errors import ToolkitError
+        from toolkit.owned import write_atomic
         from toolkit.yamlfile import load_yaml
 
         text = pr.dump_table(doc, pr.header_of(read_capped(path).decode("utf-8", errors="replace")))
         # What is written is what was merged: the text read back as the loader reads it, before it replaces the table.
         if parse_table(load_yaml(text.encode()), str(path)) != parse_table(doc, str(path)):
             raise ToolkitError(f"internal: the refreshed table would read back differently; {path} left as it was — please report this")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        write_atomic(path, text)
         load_table.cache_clear()
     result = {
         "table": str(path),

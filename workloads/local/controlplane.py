@@ -792,7 +792,7 @@ def _sync_cert_secret(kube: Cluster, addon: addons.Addon, cert_dir: Path) -> boo
     """Write the addon's webhook cert Secret into its cert dir, as a kubelet volume would.
 
     True once the Secret holds a serving cert and the files match it. Each file
-    is replaced atomically (write + rename); the key goes first so the webhook
+    is replaced atomically (``write_atomic``); the key goes first so the webhook
     server's file watcher never pairs a new cert with an old key for long.
     """
     try:
@@ -808,10 +808,7 @@ def _sync_cert_secret(kube: Cluster, addon: addons.Addon, cert_dir: Path) -> boo
         path = cert_dir / key
         if path.is_file() and path.read_bytes() == raw:
             continue
-        tmp = cert_dir / f".{key}.tmp"
-        tmp.write_bytes(raw)
-        tmp.chmod(0o600)
-        os.replace(tmp, path)
+        write_atomic(path, raw, mode=0o600)
     return True
 
 

@@ -50,6 +50,7 @@ from typing import Any
 from toolkit import tools
 from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
 from toolkit.names import RAY_API, RAY_SUBMITTER_CONTAINER
+from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, script
 from workloads.local import LocalClusterError, addons, builds, state
 from workloads.local.procs import free_port
@@ -260,8 +261,6 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
     lc._wait("KubeRay readiness", lambda: _http_ok(f"http://127.0.0.1:{probe}/readyz"), timeout)
     st = json.loads(lc.state_file.read_text())
     st["ray"] = {"kuberay": KUBERAY_VERSION, "venv": str(ray.venv), "ports": {"probe": probe, "dashboard": dashboard, "proxy": proxy}}
-    from toolkit.owned import write_atomic
-
     write_atomic(lc.state_file, json.dumps(st, indent=2))
 
 
@@ -406,9 +405,7 @@ def serve(state_dir: Path, dashboard_port: int, ray_python: str, ready_file: Pat
     threading.Thread(target=server.serve_forever, name="proxy", daemon=True).start()
     kube = state.client(state_dir)
     standin = StandIn(kube, f"http://127.0.0.1:{dashboard_port}", ray_python)
-    partial = ready_file.with_name(ready_file.name + ".partial")
-    partial.write_text(json.dumps({"port": proxy_port}) + "\n")
-    partial.replace(ready_file)  # whole or absent: the parent reads it as soon as it exists
+    write_atomic(ready_file, json.dumps({"port": proxy_port}) + "\n")  # whole or absent: the parent reads it as soon as it exists
     _say(f"forwarding head-service dashboards to 127.0.0.1:{dashboard_port} (proxy on 127.0.0.1:{proxy_port})")
     while True:
         try:

@@ -51,6 +51,7 @@ from typing import Any
 from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
+from toolkit.owned import write_atomic
 from workloads.local import cloudlogging, disrupt, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
@@ -106,9 +107,7 @@ class RunBook:
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts}))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"saved": self.saved, "attempts": self.attempts}))
 
 
 class Checkpoints:
