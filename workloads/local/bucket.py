@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit import tools
-from toolkit.errors import ExternalToolError
 from toolkit.paths import script
 from workloads.local import LocalClusterError, published
 
@@ -42,13 +41,7 @@ def endpoint(port: int) -> str:
 
 def executable(timeout: float = 900) -> str:
     """The emulator's command, from its cached venv (built on first use by the setup script)."""
-    try:
-        done = tools.run(["bash", str(SETUP_SCRIPT)], timeout=timeout)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot set up the local Cloud Storage server: {e}") from None
-    if not done.ok or not done.stdout.strip():
-        raise LocalClusterError(f"scripts/{SETUP_SCRIPT.name} failed: {tools.last_line(done.stderr) or done.returncode}")
-    return done.stdout.strip().splitlines()[-1]
+    return str(tools.script_path(SETUP_SCRIPT, what="cannot set up the local Cloud Storage server", error=LocalClusterError, timeout=timeout))
 
 
 def argv(exe: str, port: int) -> list[str]:

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import tools
-from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
+from toolkit.errors import ClusterError, ToolkitError
 from toolkit.names import RAY_API, RAY_SUBMITTER_CONTAINER
 from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, script
@@ -83,16 +83,7 @@ def ensure_built(progress: Progress, *, build: bool = True) -> Path:
 def ray_venv(progress: Progress) -> Path:
     """The Ray venv (scripts/setup-ray.sh; builds the MaxText venv under it the first time)."""
     progress("locating the Ray venv (scripts/setup-ray.sh; cold: MaxText venv ~8 min + Ray ~2 min)")
-    try:
-        done = tools.run(["bash", RAY_SETUP_SCRIPT], stderr_to_terminal=True)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot set up the Ray venv: {e}") from None
-    if not done.ok:
-        raise LocalClusterError(f"scripts/setup-ray.sh failed (exit {done.returncode}); see its output above")
-    venv = tools.last_path_line(done)
-    if not (venv / "bin" / "python").exists():
-        raise LocalClusterError(f"scripts/setup-ray.sh printed {venv} but it holds no bin/python")
-    return venv
+    return tools.script_path(RAY_SETUP_SCRIPT, what="cannot set up the Ray venv", error=LocalClusterError, stderr_to_terminal=True, holds="bin/python")
 
 
 # ------------------------------------------------------------------ pure pieces
