@@ -22,6 +22,7 @@ import pytest
 from toolkit.errors import Forbidden
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, WORKLOAD_CONTAINER
 from workloads.local import cloudlogging as cl
+from workloads.local import loopback
 from workloads.observe import goodput
 from workloads.observe.history import JOBSET_UID_LABEL, HistoryUnavailable, LogScope, make_client, read, worker_filter
 
@@ -43,7 +44,7 @@ def server(tmp_path: Path) -> Iterator[tuple[cl.Store, str]]:
     srv = cl.serve(tmp_path, 0)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        yield cl.Store(cl.store_file(tmp_path)), cl.endpoint(srv.server_address[1])
+        yield cl.Store(cl.store_file(tmp_path)), loopback.url(srv.server_address[1])
     finally:
         srv.shutdown()
         srv.server_close()
@@ -169,7 +170,7 @@ def test_refusals_and_failures_are_typed(code: int, error: type) -> None:
     srv = _refusing_server(code)
     try:
         with pytest.raises(error):
-            read(make_client("p", endpoint=cl.endpoint(srv.server_address[1])), SCOPE, limit_bytes=1 << 20)
+            read(make_client("p", endpoint=loopback.url(srv.server_address[1])), SCOPE, limit_bytes=1 << 20)
     finally:
         srv.shutdown()
         srv.server_close()
@@ -182,7 +183,7 @@ def test_an_unreachable_server_is_unavailable_not_a_traceback() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(HistoryUnavailable, match="unreachable|answered"):
-        read(make_client("p", endpoint=cl.endpoint(port)), SCOPE, limit_bytes=1 << 20)
+        read(make_client("p", endpoint=loopback.url(port)), SCOPE, limit_bytes=1 << 20)
 
 
 def test_an_attempt_that_never_reached_a_step_stays_an_attempt() -> None:

@@ -466,7 +466,7 @@ def test_run_local_refuses_a_users_file_before_maxtext_runs(tmp_path: Path, monk
 
 
 def test_local_up_never_cleans_a_directory_that_is_not_a_state_dir(tmp_path: Path) -> None:
-    from workloads.local import LocalClusterError
+    from workloads.local import LocalClusterError, state
     from workloads.local.controlplane import LocalCluster
 
     mine = tmp_path / "mine"
@@ -475,11 +475,10 @@ def test_local_up_never_cleans_a_directory_that_is_not_a_state_dir(tmp_path: Pat
     (mine / "run").mkdir()
     lc = LocalCluster(mine)
     with pytest.raises(LocalClusterError, match="holds files the local cluster did not write"):
-        lc.claim_state_dir()
+        state.claim(mine)
     lc.down()  # stops nothing, wipes nothing
     assert (mine / "etcd" / "data").read_text() == "precious"
-    fresh = LocalCluster(tmp_path / "fresh")
-    fresh.claim_state_dir()  # a new directory becomes a state dir
+    state.claim(tmp_path / "fresh")  # a new directory becomes a state dir
     assert (tmp_path / "fresh" / ".tgk-local-state").is_file()
 
 
