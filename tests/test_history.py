@@ -225,20 +225,19 @@ class _GoneCluster:
         return None
 
 
-def test_a_deleted_run_is_still_read_from_cloud_logging_and_a_gone_one_is_one_line(server, monkeypatch) -> None:
+def test_a_deleted_run_is_still_read_from_cloud_logging_and_a_gone_one_is_one_line(server) -> None:
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
     from toolkit.errors import SpecError
     from workloads.observe import analysis
 
     store, url = server
     env = load_spec(DEFAULT_SPEC_PATH)
-    monkeypatch.setattr(analysis, "_connect", lambda kubeconfig, context: _GoneCluster())
     client = lambda cluster, project: make_client(project, endpoint=url)  # noqa: E731
     t0 = time.time() - 3600
     for k, uid in enumerate(("uid-1", "uid-2")):  # an earlier JobSet of the name, then the one deleted since
         src = cl.Container(env.project, env.region, env.cluster.name, "research", f"llm-1-slice-0-0-{k}", WORKLOAD_CONTAINER, _source("x", uid=uid).pod_labels)
         store.ship(src, [_absl(t0 + 100 * k + s, f"completed step: {s}, seconds: 1.0") for s in range(3)], t0 + 100 * k)
-    scope = dict(metrics_file=None, spec_path=None, namespace="research", team=None, kubeconfig=None, context=None, logging_client=client)
+    scope = dict(spec=lambda: env, cluster=_GoneCluster, metrics_file=None, namespace="research", team=None, logging_client=client)
     got = analysis.load_run("llm-1", **scope)
     # No uid to pin (the run object is gone): every JobSet of the name in the namespace, one attempt per pod.
     assert got.attempts is not None and len(got.attempts) == 2 and got.source.startswith(f"Cloud Logging (project {env.project}")

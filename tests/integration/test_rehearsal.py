@@ -251,6 +251,8 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     # Without Cloud Logging: the new pod's log (its own attempt) and MaxText's metrics files in
     # the run's bucket, which worker 0 wrote every log_period steps in both attempts.
+    from infra.fleet import load_env
+    from workloads.cluster.client import Cluster
     from workloads.observe import analysis
     from workloads.observe.history import HistoryUnavailable
     from workloads.runs import hooks
@@ -263,12 +265,11 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     got = analysis.load_run(
         run_name,
+        spec=lambda: load_env(None),
+        cluster=lambda: Cluster.connect(kubeconfig, None),
         metrics_file=None,
-        spec_path=None,
         namespace=NS,
         team=None,
-        kubeconfig=kubeconfig,
-        context=None,
         logging_client=no_logging,
         storage_client=storage,
     )

@@ -7,12 +7,19 @@ commands, never at import time, so ``--help`` stays fast.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from toolkit.clikit import Output, OutputFormat, SpecOpt, check_out_dir, make_app, run  # noqa: F401  re-exported for the command modules
+from workloads.planning.defaults import INT32_MAX
+
+if TYPE_CHECKING:
+    from infra.fleet import Fleet
+    from infra.spec import EnvSpec
+    from workloads.cluster.client import Cluster
 
 app = make_app("workloads", "Plan, render, submit and follow MaxText runs on GKE TPUs through Kueue.")
 
@@ -20,6 +27,102 @@ app = make_app("workloads", "Plan, render, submit and follow MaxText runs on GKE
 DryRun = Annotated[bool, typer.Option("--dry-run", help="print exactly what would be applied; change nothing")]
 KubeconfigOpt = Annotated[Optional[Path], typer.Option("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")]
 ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig context (default: current)")]
+NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
+TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
+PoolOpt = Annotated[
+    Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count; a run on the cluster: read from the run)")
+]
+SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, max=INT32_MAX, help="number of slices (default: the pool's)")]
+
+
+class SpecFile:
+    """``--spec`` as a command reads it: an environment spec or a fleet file, read once, when first needed.
+
+    ``env()``: the environment (a fleet file stands for its manager's, as ``infra.fleet.load_env``
+    says); ``fleet()``: the fleet when the file is one, else None (also when the file cannot be
+    read; ``env()`` then says why). Nothing is read until one of them is asked for, so a command
+    that does not need the spec (``status --namespace``, ``metrics`` of a log file) never fails on
+    it; what is read is passed down as objects, never read again.
+    """
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    @cached_property
+    def _document(self) -> tuple[Path, Any, bool]:
+        """(the file, its YAML document, whether it could be read)."""
+        from infra.spec import read_document, spec_path
+        from toolkit.errors import SpecError
+
+        p = spec_path(self.path)
+        try:
+            return p, read_document(p, "--spec", ""), True
+        except SpecError:
+            return p, None, False
+
+    @cached_property
+    def _fleet(self) -> Fleet | None:
+        from infra.fleet import is_fleet_document, parse_fleet
+
+        p, data, readable = self._document
+        return parse_fleet(data, base=p.parent, source=p) if readable and is_fleet_document(data) else None
+
+    @cached_property
+    def _env(self) -> EnvSpec:
+        from infra.spec import load_spec, parse_spec
+        from toolkit.errors import SpecError
+
+        p, data, readable = self._document
+        if not readable:
+            return load_spec(p)  # raises load_spec's own one-line refusal for the file
+        if self._fleet is not None:
+            return self._fleet.manager_spec
+        try:
+            return parse_spec(data, source=str(p))
+        except SpecError as e:
+            raise SpecError(e.field, e.problem, e.fix) from None
+
+    def fleet(self) -> Fleet | None:
+        return self._fleet
+
+    def env(self) -> EnvSpec:
+        return self._env
+
+
+def connect(kubeconfig: Path | None, context: str | None) -> Cluster:
+    """The toolkit's client on the cluster the kubeconfig and context name (``Cluster.connect``)."""
+    from workloads.cluster.client import Cluster
+
+    return Cluster.connect(kubeconfig, context)
+
+
+def cluster_hook(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
+    """(cluster, its run hook) of the kubeconfig's context; (None, None) when there is no kubeconfig at all
+    (the project's Cloud Storage then). A kubeconfig or context named and not usable is an error."""
+    from workloads.cluster.errors import ClusterError
+    from workloads.runs import hooks
+
+    try:
+        cluster = connect(kubeconfig, context)
+    except ClusterError:
+        if kubeconfig is not None or context is not None:
+            raise
+        return None, None
+    return cluster, hooks.for_context(cluster.context)
+
+
+def storage_client(cluster: Any, project: str | None) -> Any:
+    """Cloud Storage for the buckets of ``cluster``'s runs: its run hook's server (the local cluster's), else Google's."""
+    from workloads.runs import hooks
+
+    return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
+
+
+def logging_client(cluster: Any, project: str) -> Any:
+    """Cloud Logging for the runs of ``cluster``: its run hook's server (the local cluster's), else Google's."""
+    from workloads.runs import hooks
+
+    return hooks.logging_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
 # The module that registers each top-level command. `main` imports only the one the
@@ -27,10 +130,10 @@ ContextOpt = Annotated[Optional[str], typer.Option("--context", help="kubeconfig
 # evaluating each parameter's type, before it dispatches (~8% of a `submit --dry-run`).
 # A name not listed here (a typo, `--help`) loads them all, so help and "did you
 # mean" see every command. tests/test_cli_registry.py holds this table to the modules.
-MODULES = ("runs", "observe", "local", "maxtext", "cleanup", "data")
+MODULES = ("runs", "observe", "delete", "preflight", "local", "maxtext", "cleanup", "data")
 COMMAND_MODULE = {
     "recipes": "runs", "import-recipe": "runs", "render": "runs", "submit": "runs", "queues": "runs",
-    "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "delete": "observe", "preflight": "observe",
+    "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "delete": "delete", "preflight": "preflight",
     "local": "local",
     "run-local": "maxtext",
     "cleanup": "cleanup",
@@ -42,7 +145,7 @@ def _register(argv: list[str] | None = None) -> None:
     """Import the command modules (each adds its commands to ``app``): the one ``argv``'s command needs, else all.
 
     runs: recipes, import-recipe, render, submit, queues; observe: status, logs, metrics,
-    report, delete, preflight (+ --compile); local: the local simulated cluster; maxtext:
+    report; delete; preflight (+ --compile); local: the local simulated cluster; maxtext:
     run-local (real MaxText on CPU); cleanup: finished runs, old checkpoints; data: dataset upload and checks. A missing
     module is a broken install, so its ImportError propagates instead of silently dropping commands.
     """
