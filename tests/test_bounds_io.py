@@ -1,4 +1,4 @@
-"""Issue 21 class 6, unbounded work and waits: every input has a size, depth and time bound.
+"""Unbounded work and waits: every input has a size, depth and time bound.
 
 Real hostile inputs: a FIFO nobody writes, /dev/zero, a directory, a file past its cap, YAML
 alias bombs (on the libyaml and the PyYAML loader), shell scripts that double a variable or

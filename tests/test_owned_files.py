@@ -1,4 +1,4 @@
-"""The toolkit never deletes or replaces what it did not write (issue 21, classes 1 and 9).
+"""The toolkit never deletes or replaces what it did not write: a user's file beside its output, or in the way of it.
 
 Every directory the toolkit writes into holds a manifest of its own files with their digests
 (toolkit/owned.py). These tests attack each writer as a careless user would: a file of the

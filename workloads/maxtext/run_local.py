@@ -4,8 +4,8 @@ The command is the RunPlan's — the module, config file, every argument and env
 JobSet would run — with the local substitutions of ``workloads.maxtext.env`` and these
 tiny-run overrides (replacing the plan's value in place, or appended):
 
-- the tiny model from docs/facts/maxtext.md (emb 64, 4 heads, 2 layers, vocab 256,
-  seq 64, per-device batch 2, dot-product attention): trains in ~20 s on 2 cores;
+- a tiny model (``TINY_MODEL``: emb 64, 4 heads, 2 layers, vocab 256, seq 64, per-device
+  batch 2, dot-product attention): it trains in ~20 s on 2 cores, at ~1 GB peak RSS;
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
 - ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.

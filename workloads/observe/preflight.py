@@ -227,7 +227,8 @@ def _quota_checks(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: se
 
 
 def _whole_slice_rows(ask: _Ask, cq: Mapping[str, Any], matching: set[str]) -> list[Check]:
-    """A quota that is not whole slices strands chips (issue 21): queues applied before the toolkit rendered whole slices."""
+    """A quota that is not whole slices strands chips no slice can use: a ClusterQueue applied by hand, or by a toolkit
+    from before the spec's quotas were rendered in whole slices (infra/quotas.py)."""
     quota, _, listed = _tpu_quota(cq, matching)
     chips = ask.shape.chips
     if not listed or quota % chips == 0:
