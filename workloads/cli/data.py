@@ -24,6 +24,15 @@ DatasetOpt = Annotated[str, typer.Option("--dataset", help="the dataset's name i
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="the team whose runs read it (default: the spec's first)")]
 
 
+def _dataset(spec: Path | None, name: str) -> tuple[Any, Any]:
+    """(the spec, its dataset ``name``): an unknown one is refused (``--dataset``) with the names there are."""
+    from infra.spec import load_spec
+    from workloads.data.checks import find_dataset
+
+    env = load_spec(spec)
+    return env, find_dataset(env, name)
+
+
 def _buckets(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
     """The buckets of the cluster the kubeconfig names (its hook's server), else Cloud Storage's."""
     return storage_client(cluster_hook(kubeconfig, context)[0], spec.project)
@@ -42,12 +51,9 @@ def upload(
     context: ContextOpt = None,
 ) -> None:
     """Upload a dataset's files to gs://<bucket>/<path>/ with progress; files are checked against the declared format first, and existing objects are never replaced."""
-    from infra.spec import load_spec
-    from workloads.data import checks
     from workloads.data import upload as up
 
-    env = load_spec(spec)
-    d = checks.find_dataset(env, dataset)
+    env, d = _dataset(spec, dataset)
     plan = up.plan_upload(env, d, src)
     if dry_run:
         if output is OutputFormat.json:
@@ -109,11 +115,9 @@ def check(
 ) -> None:
     """Check a dataset before a run reads it: bucket, the run identity's read access, files and their format, the tokenizer."""
     from infra import access
-    from infra.spec import load_spec
     from workloads.data import checks, tokenizer
 
-    env = load_spec(spec)
-    d = checks.find_dataset(env, dataset)
+    env, d = _dataset(spec, dataset)
     member = access.run_member(env, env.team(team), host_network)
     client = _buckets(env, kubeconfig, context)
     facts = checks.check_dataset(client, env, d, member)

@@ -70,22 +70,26 @@ def _namespace(specs: SpecFile, namespace: str | None, team: str | None) -> str:
     return run_namespace(specs.env, namespace, team)
 
 
-def _follow(specs: SpecFile, kubeconfig: Path | None, context: str | None, ns: str, run: str) -> tuple[Cluster, str | None, Cluster]:
-    """The cluster holding the run's pods, which fleet worker that is (None off a fleet), and the cluster connected to.
+def _locate(
+    spec: Path | None, namespace: str | None, team: str | None, kubeconfig: Path | None, context: str | None, run: str
+) -> tuple[str, Cluster, str | None, Cluster]:
+    """The run's namespace, the cluster holding its pods, which fleet worker that is (None off a fleet), and the cluster connected to.
 
     With ``--spec`` naming a fleet file, ``--kubeconfig``/``--context`` reach its manager and
     the run is followed to the worker its Workload was dispatched to.
     """
+    specs = SpecFile(spec)
+    ns = _namespace(specs, namespace, team)
     cluster = connect(kubeconfig, context)
     fleet = specs.fleet()
     if fleet is None:
-        return cluster, None, cluster
+        return ns, cluster, None, cluster
     from workloads.runs.fleet import follow
 
     worker_cluster, worker = follow(fleet, cluster, ns, run, kubeconfig)
     if worker is not None:
         sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}\n")
-    return worker_cluster, worker, cluster
+    return ns, worker_cluster, worker, cluster
 
 
 def _out(line: str = "") -> None:
@@ -183,9 +187,7 @@ def status(
     from workloads.cluster.wait import WaitTimeout
     from workloads.observe import status as run_status
 
-    specs = SpecFile(spec)
-    ns = _namespace(specs, namespace, team)
-    cluster, fleet_worker, connected = _follow(specs, kubeconfig, context, ns, run)
+    ns, cluster, fleet_worker, connected = _locate(spec, namespace, team, kubeconfig, context, run)
     try:
         st = run_status.current(
             cluster, ns, run, manager=connected, wait_s=timeout if wait else None, on_change=lambda s: sys.stderr.write(f"  {s.progress()}\n")
@@ -245,9 +247,7 @@ def logs(
     """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics; for a RayJob, its driver: the submitter)."""
     from workloads.observe import logs as run_logs
 
-    specs = SpecFile(spec)
-    ns = _namespace(specs, namespace, team)
-    cluster, _, _ = _follow(specs, kubeconfig, context, ns, run)
+    ns, cluster, _, _ = _locate(spec, namespace, team, kubeconfig, context, run)
     for line in run_logs.lines(cluster, ns, run, slice_index=slice_index, worker=worker, head=head, container=container, follow=follow):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()

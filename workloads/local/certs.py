@@ -37,33 +37,21 @@ CLIENTS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+def _file(name: str) -> property:
+    """A file of the PKI directory, by name."""
+    return property(lambda pki: pki.dir / name)
+
+
 @dataclass(frozen=True)
 class Pki:
     dir: Path
 
-    @property
-    def ca_cert(self) -> Path:
-        return self.dir / "ca.crt"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.dir / "ca.key"
-
-    @property
-    def serving_cert(self) -> Path:
-        return self.dir / "apiserver.crt"
-
-    @property
-    def serving_key(self) -> Path:
-        return self.dir / "apiserver.key"
-
-    @property
-    def sa_key(self) -> Path:
-        return self.dir / "sa.key"
-
-    @property
-    def sa_pub(self) -> Path:
-        return self.dir / "sa.pub"
+    ca_cert = _file("ca.crt")
+    ca_key = _file("ca.key")
+    serving_cert = _file("apiserver.crt")  # kube-apiserver's serving certificate
+    serving_key = _file("apiserver.key")
+    sa_key = _file("sa.key")  # signs and verifies ServiceAccount tokens
+    sa_pub = _file("sa.pub")
 
     def client_cert(self, who: str) -> Path:
         return self.dir / f"{who}.crt"
