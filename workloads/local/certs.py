@@ -89,6 +89,21 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    """Digital signatures only; a CA's key also signs certificates and revocation lists."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_encipherment=False,
+        content_commitment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
     # Back-dated a minute: the components compare against their own clocks.
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
@@ -115,20 +130,7 @@ def _leaf(
     key = _new_key()
     b = _builder(subject, ca_cert.subject, key.public_key())
     b = b.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-    b = b.add_extension(
-        x509.KeyUsage(
-            digital_signature=True,
-            key_encipherment=False,
-            content_commitment=False,
-            data_encipherment=False,
-            key_agreement=False,
-            key_cert_sign=False,
-            crl_sign=False,
-            encipher_only=False,
-            decipher_only=False,
-        ),
-        critical=True,
-    )
+    b = b.add_extension(_key_usage(ca=False), critical=True)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
     b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     if dns or ips:
@@ -151,20 +153,7 @@ def ensure_pki(directory: Path) -> Pki:
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     _write_key(pki.ca_key, ca_key)
