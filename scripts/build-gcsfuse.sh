@@ -19,18 +19,13 @@ GCSFUSE_VERSION="v3.11.4"   # keep in step with workloads/data/mount.py GCSFUSE_
 GCSFUSE_MODULE="github.com/googlecloudplatform/gcsfuse/v3"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, reuse_or_lock, go_build_pinned
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, key_or_build, reuse_or_lock, go_build_pinned
 build_script build-gcsfuse     # log, die, $nice_level
 require_go "gcsfuse $GCSFUSE_VERSION"  # $go_version
 root="$cache/gcsfuse/gcsfuse-${GCSFUSE_VERSION#v}_${go_version}"
 stamp=".complete-1"
 
-case "${1:-}" in
-  --key) echo "$root/bin/gcsfuse"; exit 0 ;;
-  "") ;;
-  *) die "unknown argument '$1' (use --key)" ;;
-esac
-
+key_or_build "${1:-}" "$root/bin/gcsfuse"
 reuse_or_lock "$root" "$stamp" "$root/bin/gcsfuse"
 mkdir -p "$root/bin"
 log "building gcsfuse $GCSFUSE_VERSION into $root (cold: ~3-5 min on 2 cores; warm: instant)"

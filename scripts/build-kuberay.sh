@@ -22,18 +22,13 @@ KUBERAY_VERSION="v1.6.0"   # keep in step with workloads/local/kuberay.py KUBERA
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, reuse_or_lock, go_build_pinned
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, key_or_build, reuse_or_lock, go_build_pinned
 build_script build-kuberay     # log, die, $nice_level
 require_go "kuberay $KUBERAY_VERSION"  # $go_version
 root="$cache/kuberay/kuberay-${KUBERAY_VERSION#v}_${go_version}"
 stamp=".complete-1"
 
-case "${1:-}" in
-  --key) echo "$root"; exit 0 ;;
-  "") ;;
-  *) die "unknown argument '$1' (use --key)" ;;
-esac
-
+key_or_build "${1:-}" "$root"
 reuse_or_lock "$root" "$stamp" "$root"
 mkdir -p "$root/bin" "$root/manifests"
 log "building ray-operator $KUBERAY_VERSION into $root (cold: ~3 min on 2 cores; warm: instant)"

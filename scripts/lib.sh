@@ -33,6 +33,17 @@ require_go() {
   go_version="$(go env GOVERSION)"
 }
 
+# `key_or_build "${1:-}" <key>` (after build_script): a build script's one argument. `--key`
+# prints <key> (where the build is or would be; nothing is built) and exits; no argument goes
+# on to build; anything else is refused.
+key_or_build() {
+  case "$1" in
+    --key) echo "$2"; exit 0 ;;
+    "") ;;
+    *) die "unknown argument '$1' (use --key)" ;;
+  esac
+}
+
 # `reuse_or_lock <cache dir> <stamp> <result>` (after build_script): a build script's way in.
 # With a complete build in <cache dir> (it holds <stamp>): print <result> and exit 0.
 # Otherwise take the key's lock ("<cache dir>.lock"; scripts/test may start the script in
