@@ -211,6 +211,7 @@ class Stats:
     commands: int = 0
     flags: int = 0
     paths: int = 0
+    modules: int = 0
     links: int = 0
 
 
@@ -326,7 +327,7 @@ def _package_dirs() -> frozenset[str]:
 
 
 def _check_path(token: str, where: str, problems: list[str], stats: Stats) -> None:
-    t = token.strip(".,;:)('\"`").removeprefix("./")
+    t = token.lstrip("('\"`").rstrip(".,;:)'\"`").removeprefix("./")
     t = re.sub(r"(\.(?:py|sh|yaml|json|md)):\S*$", r"\1", t)  # file.py:function
     if "/" not in t or t.startswith(("/", "~", "$", "-")) or "://" in t or "#" in t:
         return
@@ -379,7 +380,7 @@ def check(doc: str, text: str, base: Path = REPO) -> tuple[list[str], Stats]:
         for token in re.split(r"[\s,;()\[\]{}'\"=]+", s.text):
             _check_path(token, where, problems, stats)
         for m in re.finditer(rf"(?<![\w./-])((?:{'|'.join(PACKAGES)})(?:\.\w+)+)", s.text):
-            stats.paths += 1
+            stats.modules += 1
             _check_dotted(m.group(1), where, problems, stats)
     for n, line in enumerate(text.splitlines(), 1):
         for m in LINK.finditer(line):
@@ -438,7 +439,8 @@ python -m workloads local up --fleet F    # fine
 scripts/bench_fleet.py --made-up-option
 ```
 
-Run `submit --dry-rnu` or `--checkpoint-evry`, read `infra/no_such_module.py` and `render/no_such_renderer.py`, see
+Run `submit --dry-rnu` or `--checkpoint-evry`, read `infra/no_such_module.py`, `./scripts/no-such-script`,
+`.ci/no-such-entry` and `render/no_such_renderer.py`, see
 `tests/bad_specs/<nothing>.json` and `workloads.runs.no_such_name`. As seed 003 said.
 See [teams](capacity.md#no-such-heading) and [gone](no-such-page.md).
 """
@@ -454,6 +456,8 @@ def test_a_made_up_command_flag_path_or_link_is_caught() -> None:
         "has no option --dry-rnu",
         "--checkpoint-evry is no option of python -m infra or python -m workloads",
         "infra/no_such_module.py does not exist",
+        "scripts/no-such-script does not exist",
+        ".ci/no-such-entry does not exist",
         "no file of the repository ends with render/no_such_renderer.py",
         "no file of the repository matches tests/bad_specs/<nothing>.json",
         "workloads.runs has no module or name 'no_such_name'",
@@ -463,4 +467,4 @@ def test_a_made_up_command_flag_path_or_link_is_caught() -> None:
     ):
         assert expected in text, f"not caught: {expected}\n{text}"
     assert "--fleet" not in text, text
-    assert len(problems) == 12, text
+    assert len(problems) == 14, text
