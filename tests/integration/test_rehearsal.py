@@ -106,8 +106,15 @@ def _finished(cluster, run: str) -> str | None:
 
 
 def _log(cluster, run: str, slice_index: int = 0, worker: int = 0) -> str:
+    """The worker's log; "" while it has none to serve (no pod yet, or a pod so new that the rehearsal daemon
+    has not yet given kwok its log file: the API server answers 400 "no logs found" then)."""
+    from workloads.cluster.api import LogsUnavailable
+
     pod = cluster.find_pod(NS, run, slice_index=slice_index, worker=worker)
-    return "\n".join(cluster.logs(NS, pod["metadata"]["name"])) if pod else ""
+    try:
+        return "\n".join(cluster.logs(NS, pod["metadata"]["name"])) if pod else ""
+    except LogsUnavailable:
+        return ""
 
 
 def _last_step(text: str) -> int:
