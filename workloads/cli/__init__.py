@@ -3,6 +3,11 @@
 Commands live in small modules and register themselves on ``app``; heavy
 imports (kubernetes client, matplotlib, google-cloud-storage) happen inside the
 commands, never at import time, so ``--help`` stays fast.
+
+What the command modules share is here: the options every command spells the same way,
+``--spec`` read once (``SpecFile``), and the edge a command stands on (``connect``: the
+cluster; ``cluster_hook``, ``storage_client``, ``logging_client``: the clients its run hook
+gives, the local cluster's own servers on its context).
 """
 
 from __future__ import annotations
