@@ -138,7 +138,8 @@ def deploy(
     endpoint: EndpointOpt = "",
 ) -> None:
     """Check the project, synthesize, plan, and apply that exact plan; a pool listing several reservations tries them in order."""
-    from infra import fallback, service
+    from infra import reservation_fallback as fallback
+    from infra import service
 
     spec_obj = _load(spec)
     if not no_checks:

@@ -6,7 +6,7 @@
     check(spec, endpoint) -> findings    machine types, TPU quota, reservations; raises the first refusal
     terraform(path, dry_run)             the Terraform runner of a synthesized stack
     run(tf, steps, progress)             each step run, announced first
-    apply(spec, out, tf, choice, ...)    apply the plan, trying a pool's reservations in order (infra.fallback)
+    apply(spec, out, tf, choice, ...)    apply the plan, trying a pool's reservations in order (infra.reservation_fallback)
     outputs(spec, out) -> {...}          the stack's outputs from the Terraform state
     scale_to_zero / pool_status / delete_tpu   the pools between campaigns (infra.pools)
     price_rows(spec, region) -> [...]    the rates of a region (the spec's prices over the shipped table)
@@ -126,13 +126,13 @@ def run(tf: Terraform, steps: Iterable[Step], progress: Progress) -> None:
 
 
 def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str, str], progress: Progress) -> None:
-    """Apply the plan ``tfplan``; with reservations to choose (``choice``), try each pool's in order (``infra.fallback``).
+    """Apply the plan ``tfplan``; with reservations to choose (``choice``), try each pool's in order (``infra.reservation_fallback``).
 
     A later attempt re-synthesizes with the pools that ran out moved to their next
     reservation, plans again and applies; each attempt's output is kept under the stack's
     ``logs/`` and one line per attempt goes to ``progress``.
     """
-    from infra import fallback
+    from infra import reservation_fallback as fallback
 
     if not choice:
         run(tf, [tf.apply("tfplan")], progress)

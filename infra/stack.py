@@ -100,7 +100,7 @@ class _Context:
     env: EnvSpec | None  # the environment the runs use (TPU pools, buckets, ...); None for a fleet's manager
     labels: dict[str, str]  # on every resource (the provider's default labels)
     api: dict[str, ProjectService]  # the enabled Google APIs, for depends_on
-    # pool name -> the reservation of its capacity list its node pools consume (infra.fallback's
+    # pool name -> the reservation of its capacity list its node pools consume (infra.reservation_fallback's
     # choice at deploy); a pool not named consumes its first reservation
     reservations: dict[str, str] = field(default_factory=dict)
 
@@ -193,7 +193,7 @@ def _network(ctx: _Context) -> Network:
 
 
 def _dcn_network(ctx: _Context) -> DcnNetwork | None:
-    """The second VPC for multislice DCN traffic (spec network.dcn), as the TPU v7 playbook sets it up."""
+    """The second VPC for multislice DCN traffic (spec network.dcn): GKE multi-networking gives each TPU node an eth1 in it."""
     dcn = ctx.spec.network.dcn
     if dcn is None:
         return None

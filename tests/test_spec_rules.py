@@ -58,7 +58,7 @@ def test_envspec_runs_the_list_in_order(monkeypatch: pytest.MonkeyPatch):
         "check_multi_tier_checkpointing",
         "check_lustre",
         "check_derived_names",
-        "check",  # infra.identities.check: the derived names' collisions
+        "check",  # infra.derived_names.check: the derived names' collisions
         "check_network",
         "check_prices",
     ]

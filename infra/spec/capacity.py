@@ -4,7 +4,7 @@
 lists options in priority order (``TpuPoolSpec`` keeps the first in ``capacity`` and the
 rest as its fallback). ``CapacityOption`` is one option as the stack and Kueue see it: its
 node pools and its ResourceFlavor; a capacity list's reservations fold into one option
-whose ``alternates`` ``infra deploy`` tries in turn (``infra.fallback``).
+whose ``alternates`` ``infra deploy`` tries in turn (``infra.reservation_fallback``).
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ class CapacityOption(BaseModel):
     capacity: Any  # one of OnDemand, Spot, FlexStart, Reservation
     tag: str  # "" for a pool with one option (its node pools keep the plain <pool>-<slice> names)
     # The later reservations of a capacity list, in order: the reservations are tried at pool
-    # creation (infra.fallback), one at a time, for the same node pools and Kueue flavor.
+    # creation (infra.reservation_fallback), one at a time, for the same node pools and Kueue flavor.
     alternates: tuple[Any, ...] = ()
 
     @property

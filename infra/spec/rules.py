@@ -10,7 +10,7 @@ entry in ``RULES``; ``tests/test_spec_rules.py`` keeps every ``check_*`` in the 
 The section-level rules (a pool's own shape, a team's own priorities) are model
 validators on the sections themselves; the derived names the toolkit makes (service
 accounts, namespaces, queues, networks, the state bucket) are checked by
-``infra.identities.check``, which runs here in its place in the order.
+``infra.derived_names.check``, which runs here in its place in the order.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from infra import catalog, identities, naming, quotas
+from infra import catalog, derived_names, naming, quotas
 from infra.gke_features import FLEX_START_GENERATIONS, MTC_GENERATIONS
 from infra.naming import GCE_NAME_MAX, GCP_ID, GCP_ID_MAX, GCP_ID_MIN, GKE_NODE_POOL_NAME_MAX
 from infra.price_table import Prices, load_table
@@ -470,7 +470,7 @@ RULES = (
     check_multi_tier_checkpointing,
     check_lustre,
     check_derived_names,
-    identities.check,
+    derived_names.check,
     check_network,
     check_prices,
 )
