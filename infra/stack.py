@@ -5,7 +5,8 @@ modules know nothing of the spec, the spec knows nothing of CDK. Import it
 lazily — loading cdktn starts the jsii node runtime.
 
 An environment's stack is its cluster (network, identities, the GKE cluster, the CPU
-pool) and what runs need (TPU pools, buckets, registry, TensorBoard, CI trigger, Lustre).
+pool) and what runs need (TPU pools, in ``infra.stack_tpu``; buckets, registry,
+TensorBoard, CI trigger, Lustre).
 A fleet's MultiKueue manager (``infra.fleet.FleetManager``) is a cluster without the
 second part: ``build_manager_stack`` composes the same cluster constructs from it, and
 the parts only an environment has are left out (``_Context.env`` is None).
@@ -19,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 # The jsii runtime's environment (no token creation stacks; the provider's resource
 # namespaces loaded on first use): must be set before the runtime starts.
@@ -33,11 +33,11 @@ from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
 from infra.access import bucket_role, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
-from infra.catalog import Placement as CatalogPlacement  # noqa: E402
 from infra.fleet import FleetManager  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
-from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import EnvSpec, TeamSpec  # noqa: E402
+from infra.stack_tpu import tpu_pools  # noqa: E402  (after the jsii runtime's environment is set)
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
@@ -49,23 +49,9 @@ from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import DEFAULT_SERVICES, Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
-from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
+from modules.tpu_pool import TpuSlice, WorkloadPolicy  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import TGK, CapacityMode  # noqa: E402
-
-_PLACEMENT = {
-    CatalogPlacement.NONE: Placement.NONE,
-    CatalogPlacement.COMPACT: Placement.COMPACT,
-    CatalogPlacement.WORKLOAD_POLICY: Placement.WORKLOAD_POLICY,
-}
-
-
-def _capacity(spec: EnvSpec, cap: Any) -> tuple[CapacityMode, str | None]:
-    """The node pool's capacity mode, and the reservation it consumes (``projects/<owner>/...`` when shared)."""
-    if isinstance(cap, Reservation):
-        shared = cap.project and cap.project != spec.project
-        return CapacityMode.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
-    return CapacityMode(cap.mode), None
+from toolkit.names import TGK  # noqa: E402
 
 
 @dataclass
@@ -144,7 +130,13 @@ def _compose(
     cluster = _cluster(ctx, network, identity)
     teams = _team_identities(ctx, buckets, cluster)
     cpu_pool = _cpu_pool(ctx, cluster, identity)
-    policies, slices = _tpu_pools(ctx, cluster, identity)
+    if env is not None:
+        # Read once: every attribute read is a round trip to the jsii runtime, and the pools' loop runs once per slice.
+        policies, slices = tpu_pools(
+            ctx.stack, env, cluster_id=cluster.id, node_sa_email=identity.node_sa.email, api=ctx.api, labels=labels, reservations=ctx.reservations
+        )
+    else:
+        policies, slices = {}, {}
     if dcn is not None:
         _attach_dcn(dcn, slices)
     registry = _registry(ctx)
@@ -371,95 +363,6 @@ def _cpu_pool(ctx: _Context, cluster: Cluster, identity: Identity) -> CpuPool:
             disk_size_gb=cpu.disk_size_gb,
             max_pods_per_node=spec.network.cpu_max_pods_per_node,
             resource_labels=ctx.labels,
-        ),
-    )
-
-
-def _tpu_pools(ctx: _Context, cluster: Cluster, identity: Identity) -> tuple[dict[str, WorkloadPolicy], dict[str, list[TpuSlice]]]:
-    """Every TPU pool's slices (one node pool each), each pool after the workload policy it uses."""
-    # Read once: every attribute read is a round trip to the jsii runtime, and
-    # this loop runs once per slice (hundreds in large environments).
-    cluster_id = cluster.id
-    node_sa_email = identity.node_sa.email
-    policies: dict[str, WorkloadPolicy] = {}
-    slices: dict[str, list[TpuSlice]] = {}
-    env = ctx.env
-    for pool in env.tpu_pools if env else ():
-        policy_name = _workload_policy(ctx, env, pool, policies)
-        # One node pool per slice and capacity option: Kueue's flavors (one per option) pick among them.
-        slices[pool.name] = [
-            _tpu_slice(ctx, env, pool, option, i, node_pool, cluster_id, node_sa_email, policy_name)
-            for option in pool.capacity_options()
-            for i, node_pool in enumerate(pool.option_node_pool_names(option))
-        ]
-    return policies, slices
-
-
-def _workload_policy(ctx: _Context, env: EnvSpec, pool: TpuPoolSpec, policies: dict[str, WorkloadPolicy]) -> str | None:
-    """The name of the workload policy placing ``pool`` (created on first use, shared per topology), else None."""
-    shape = pool.shape
-    if _PLACEMENT[shape.placement] is not Placement.WORKLOAD_POLICY:
-        return None
-    # The spec's name for it: the nodes carry it as a label the runs select (xpk's own name when xpk.enabled).
-    pname = env.workload_policy_name(pool)
-    assert pname is not None
-    if pname not in policies:
-        policies[pname] = WorkloadPolicy(
-            ctx.stack,
-            f"policy-{pname}",
-            props=WorkloadPolicyProps(
-                project=env.project,
-                region=env.region,
-                name=pname,
-                topology=shape.topology,
-                depends_on=(ctx.api["compute.googleapis.com"],),
-            ),
-        )
-    return policies[pname].name
-
-
-def _tpu_slice(
-    ctx: _Context,
-    env: EnvSpec,
-    pool: TpuPoolSpec,
-    option: CapacityOption,
-    index: int,
-    node_pool: str,
-    cluster_id: str,
-    node_sa_email: str,
-    policy_name: str | None,
-) -> TpuSlice:
-    """Slice ``index`` of ``pool`` from capacity ``option``: the node pool ``node_pool``.
-
-    Fallback options (after the first) scale from zero: their VMs exist only while a
-    run Kueue placed on that option's flavor needs them.
-    """
-    spec, shape = env, pool.shape
-    chosen = ctx.reservations.get(pool.name) if option.alternates else None
-    capacity, reservation = _capacity(spec, option.reservation(chosen) if chosen else option.capacity)
-    return TpuSlice(
-        ctx.stack,
-        f"tpu-{node_pool}",
-        props=TpuSliceProps(
-            cluster=cluster_id,
-            location=spec.region,
-            zone=spec.pool_zone(pool),
-            name=node_pool,
-            machine_type=shape.machine_type,
-            topology=shape.topology,
-            nodes=shape.nodes,
-            service_account=node_sa_email,
-            placement=_PLACEMENT[shape.placement],
-            workload_policy=policy_name,
-            capacity=capacity,
-            reservation=reservation,
-            autoscaling=pool.autoscaled(option),
-            queued_provisioning=isinstance(option.capacity, FlexStart) and option.capacity.queued,
-            max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
-            max_pods_per_node=spec.network.tpu_max_pods_per_node,
-            disk_size_gb=pool.disk_size_gb,
-            node_labels=pool.node_labels(option, index, chosen),
-            resource_labels={**ctx.labels, "tpu-pool": pool.name},
         ),
     )
 
