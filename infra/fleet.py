@@ -215,17 +215,20 @@ class Fleet:
         manager (``load_env``), rendering the manager's Kueue objects (``workloads.render.multikueue``) and its
         local control plane (``workloads.local.fleet``).
 
-        The first worker's spec with the manager's cluster, region and zones and the fleet's pools
-        (``FleetManager.pools``): a run is planned against every pool it could land on, under the
-        teams every worker shares. Built here, at the boundary, and not validated again as one
+        Every section the ``FleetManager`` holds, its own (cluster, region, zones, the fleet's
+        pools: a run is planned against every pool it could land on, under the teams every
+        worker shares), over the first worker's spec. Built here, at the boundary, and not validated again as one
         spec, because it is not one: its pools lie in the workers' regions (each checked in its
         own worker's spec), and the sections a manager has no part in (buckets, datasets, Lustre,
         xpk, prices...) are the first worker's, which is what a run planned through the manager
         reads.
         """
         m = self.manager
-        first = self.workers[0].spec
-        return first.model_copy(update={"cluster": m.cluster, "region": m.region, "zones": list(m.zones), "tpu_pools": list(m.pools)})
+        held = {
+            **{"project": m.project, "region": m.region, "zones": list(m.zones), "labels": dict(m.labels), "network": m.network, "cluster": m.cluster},
+            **{"cpu_pool": m.cpu_pool, "state": m.state, "teams": list(m.teams), "kueue": m.kueue, "tpu_pools": list(m.pools)},
+        }
+        return self.workers[0].spec.model_copy(update=held)
 
     @staticmethod
     def secret_name(worker: str) -> str:
