@@ -56,7 +56,7 @@ from infra.spec import (
     read_document,
     spec_path,
 )
-from infra.spec.env import cluster_floors, highest
+from infra.spec.env import ClusterDerived, cluster_floors, highest
 from toolkit.errors import SpecError, shown
 from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 
@@ -110,7 +110,7 @@ class Worker:
 
 
 @dataclass(frozen=True)
-class FleetManager:
+class FleetManager(ClusterDerived):
     """The fleet's MultiKueue manager: a cluster of its own that holds the fleet's queues and never a TPU pod.
 
     Exactly what its stack (``infra.stack.build_manager_stack``: network, cluster, CPU pool,
@@ -144,28 +144,12 @@ class FleetManager:
         return self.cluster.name
 
     @property
-    def cpu_nodes(self) -> int:
-        return self.cpu_pool.max_nodes * len(self.zones)
-
-    @property
     def tpu_nodes(self) -> int:
         return 0  # the queues' pools are the workers' nodes
 
     @property
     def cidrs(self) -> Cidrs:
         return derive_cidrs(self.network, self.cluster, tpu_nodes=self.tpu_nodes, cpu_nodes=self.cpu_nodes)
-
-    @property
-    def network_name(self) -> str:
-        return self.network.name or f"{self.cluster.name}-net"
-
-    @property
-    def state_bucket(self) -> str:
-        return self.state.bucket or f"{self.project}-tf-state"
-
-    @property
-    def state_prefix(self) -> str:
-        return self.state.prefix or f"tpu-gke-toolkit/{self.cluster.name}"
 
     @property
     def gke_version_floor(self) -> str | None:

@@ -11,8 +11,9 @@ to the cross-field rules of ``infra.spec.rules``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from functools import cached_property
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator
 
@@ -61,7 +62,36 @@ def highest(floors: list[tuple[str, str]]) -> str | None:
     return max(versions, key=catalog.gke_version_tuple) if versions else None
 
 
-class EnvFields(Section):
+class ClusterDerived:
+    """What follows from a cluster's own sections (``project``, ``zones``, ``network``, ``cluster``,
+    ``cpu_pool``, ``state``), the same for an environment and for a fleet's manager (``infra.fleet``)."""
+
+    if TYPE_CHECKING:  # the sections it reads: fields of the class it is mixed into, declared here for the type checker only
+        project: str
+        zones: Sequence[str]
+        network: NetworkSpec
+        cluster: ClusterSpec
+        cpu_pool: CpuPoolSpec
+        state: StateSpec
+
+    @property
+    def cpu_nodes(self) -> int:
+        return self.cpu_pool.max_nodes * len(self.zones)
+
+    @property
+    def network_name(self) -> str:
+        return self.network.name or f"{self.cluster.name}-net"
+
+    @property
+    def state_bucket(self) -> str:
+        return self.state.bucket or f"{self.project}-tf-state"
+
+    @property
+    def state_prefix(self) -> str:
+        return self.state.prefix or f"tpu-gke-toolkit/{self.cluster.name}"
+
+
+class EnvFields(ClusterDerived, Section):
     """The whole environment's fields and derived values (validated only as ``EnvSpec``)."""
 
     project: str = Field(..., pattern=GCP_ID, description="GCP project id")
@@ -114,10 +144,6 @@ class EnvFields(Section):
     @property
     def tpu_nodes(self) -> int:
         return sum(p.total_nodes for p in self.tpu_pools)
-
-    @property
-    def cpu_nodes(self) -> int:
-        return self.cpu_pool.max_nodes * len(self.zones)
 
     @property
     def total_nodes(self) -> int:
@@ -205,18 +231,6 @@ class EnvFields(Section):
     def cidrs(self) -> Cidrs:
         """The node, pod and Service ranges (``infra.spec.cidrs``); raises SpecError when given ones are too small or overlap."""
         return derive_cidrs(self.network, self.cluster, tpu_nodes=self.tpu_nodes, cpu_nodes=self.cpu_nodes)
-
-    @property
-    def network_name(self) -> str:
-        return self.network.name or f"{self.cluster.name}-net"
-
-    @property
-    def state_bucket(self) -> str:
-        return self.state.bucket or f"{self.project}-tf-state"
-
-    @property
-    def state_prefix(self) -> str:
-        return self.state.prefix or f"tpu-gke-toolkit/{self.cluster.name}"
 
     def workload_policy_name(self, pool: TpuPoolSpec) -> str | None:
         """The resource policy a tpu7x multi-host pool is placed by (None for other pools).
