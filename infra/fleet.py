@@ -57,8 +57,8 @@ from infra.spec import (
     spec_path,
 )
 from infra.spec.env import ClusterDerived, cluster_floors, highest
+from infra.spec.load import SPEC_MISSING_FIX
 from toolkit.errors import SpecError, shown
-from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 
 Want = Literal["spec", "fleet", "either"]
 
@@ -401,18 +401,22 @@ def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: Want = "eit
     for ``--spec``. A file that is missing, unreadable or not YAML is one SpecError naming
     the flag (``read_document``); a document that does not validate, one naming its field.
     """
-    if want == "fleet":
-        p = Path(path) if path is not None else spec_path(None)
-        data = read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')")
-        return parse_fleet(data, base=p.parent, source=p)
-    p = spec_path(path)
-    data = read_document(p, "--spec", "pass an existing file, e.g. examples/default.yaml")
-    if want == "either" and is_fleet_document(data):
+    p, data = _document(path, want)
+    if want == "fleet" or (want == "either" and is_fleet_document(data)):
         return parse_fleet(data, base=p.parent, source=p)
     try:
         return parse_spec(data, source=str(p))
     except SpecError as e:
         raise SpecError(e.field, e.problem, e.fix) from None
+
+
+def _document(path: str | os.PathLike[str] | None, want: Want) -> tuple[Path, Any]:
+    """The file ``--fleet`` (``want="fleet"``) or ``--spec`` names, and its YAML document; a SpecError naming the flag."""
+    if want == "fleet":
+        p = Path(path) if path is not None else spec_path(None)
+        return p, read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')")
+    p = spec_path(path)
+    return p, read_document(p, "--spec", SPEC_MISSING_FIX)
 
 
 def maybe_fleet(path: str | os.PathLike[str] | None) -> Fleet | None:
@@ -421,11 +425,10 @@ def maybe_fleet(path: str | os.PathLike[str] | None) -> Fleet | None:
     Kept for the commands that load the spec first and ask this after (a second read of the
     file); new code reads once with ``load_spec_or_fleet``.
     """
-    p = spec_path(path)
     try:
-        data = load_yaml(read_capped(p))
-    except (OSError, YamlFileError):
-        return None
+        p, data = _document(path, "either")
+    except SpecError:
+        return None  # unreadable: the spec's own load says why
     return parse_fleet(data, base=p.parent, source=p) if is_fleet_document(data) else None
 
 

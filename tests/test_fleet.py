@@ -73,6 +73,8 @@ def test_a_fleet_file_stands_for_its_manager_s_spec_where_a_spec_is_read():
     assert load_env(EXAMPLE) == load_fleet(EXAMPLE).manager_env()
     assert load_env(REPO / "examples" / "default.yaml") == load_spec(REPO / "examples" / "default.yaml")
     assert maybe_fleet(REPO / "examples" / "default.yaml") is None
+    assert maybe_fleet(REPO / "no-such.yaml") is None  # unreadable: the spec's own load says why
+    assert isinstance(maybe_fleet(EXAMPLE), Fleet)
 
 
 def test_the_manager_is_a_model_of_its_own_not_an_environment_spec():

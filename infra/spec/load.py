@@ -23,9 +23,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES_DIR = REPO_ROOT / "examples"
 DEFAULT_SPEC_PATH = EXAMPLES_DIR / "default.yaml"
 SPEC_ENV_VAR = "TGK_SPEC"
+SPEC_MISSING_FIX = "pass an existing file, e.g. examples/default.yaml"  # the fix of a --spec that names no file
 
 
 def parse_spec(data: Any, *, source: str = "spec") -> EnvSpec:
+    """A spec document (a YAML mapping) as a validated EnvSpec; the first problem as a SpecError (``source`` names the file)."""
     if not isinstance(data, dict):
         raise SpecError("", f"{source}: the spec must be a YAML mapping, got {type(data).__name__}", "start from examples/default.yaml")
     try:
@@ -60,8 +62,9 @@ def read_document(p: Path, flag: str, missing_fix: str) -> Any:
 
 
 def load_spec(path: str | os.PathLike[str] | None = None) -> EnvSpec:
+    """The spec ``--spec`` names (``spec_path``), read and validated."""
     p = spec_path(path)
-    data = read_document(p, "--spec", "pass an existing file, e.g. examples/default.yaml")
+    data = read_document(p, "--spec", SPEC_MISSING_FIX)
     try:
         return parse_spec(data, source=str(p))
     except SpecError as e:
