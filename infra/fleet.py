@@ -118,7 +118,7 @@ class FleetManager(ClusterDerived):
     every worker's flavors, Kueue's own settings) are made from. Derived, not written twice:
     its name, region and zones come from the fleet file, everything else from the first
     worker (the teams, which every worker must share, and the cluster's settings under the
-    manager's name). Checked as a fleet (``check_fleet``, ``manager_zones``), not as an
+    manager's name). Checked as a fleet (``check_fleet``, ``derive_manager``), not as an
     environment spec: it has no TPU pool of its own, and ``pools`` lie in the workers'
     regions, each validated in its own worker's spec.
     """
@@ -199,13 +199,13 @@ class Fleet:
         manager (``load_env``), rendering the manager's Kueue objects (``workloads.render.multikueue``) and its
         local control plane (``workloads.local.fleet``).
 
-        Every section the ``FleetManager`` holds, its own (cluster, region, zones, the fleet's
-        pools: a run is planned against every pool it could land on, under the teams every
-        worker shares), over the first worker's spec. Built here, at the boundary, and not validated again as one
-        spec, because it is not one: its pools lie in the workers' regions (each checked in its
-        own worker's spec), and the sections a manager has no part in (buckets, datasets, Lustre,
-        xpk, prices...) are the first worker's, which is what a run planned through the manager
-        reads.
+        Every section the ``FleetManager`` holds (its cluster, region and zones; the fleet's
+        pools, so a run is planned against every pool it could land on, under the teams every
+        worker shares), over the first worker's spec. Built here, at the boundary, and not
+        validated again as one spec, because it is not one: its pools lie in the workers'
+        regions (each checked in its own worker's spec), and the sections a manager has no part
+        in (buckets, datasets, Lustre, xpk, prices...) are the first worker's, which is what a
+        run planned through the manager reads.
         """
         m = self.manager
         held = {
