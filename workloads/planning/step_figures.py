@@ -3,10 +3,10 @@
 tpu-recipes publishes its figures two ways, and an imported recipe carries the one that
 belongs to it (``Recipe.published``), so planning can set its own estimate beside it:
 
-- a sample log line in the recipe's README (Trillium, v5p): MaxText's
+- a sample log line in the recipe's own README (Trillium, v5p): MaxText's
   ``completed step: N, seconds: S, TFLOP/s/device: T, Tokens/s/device: K, ...`` (some
   READMEs drop ``completed``). The README nearest the script that has one wins; of several
-  lines, the last (the furthest into the run).
+  lines, the last (the furthest into the run). See ``Readme`` for which READMEs are the recipe's own.
 - a summary table in a generation's README (Ironwood): one row per recipe, with ``Model
   ID``, ``Number of chips``, ``GBS``, ``Sequence length``, ``Precision``, ``Step time
   (seconds)``, ``TFLOPs/sec/chip``, ``Tokens/sec/chip``. The table names no directory, so a
@@ -154,14 +154,29 @@ def from_table(text: str, facts: RecipeFacts) -> dict[str, Any] | None:
     return None
 
 
-def published_figure(readmes: list[tuple[str, str]], facts: RecipeFacts, *, date: str) -> dict[str, Any] | None:
-    """The figure for the recipe from its READMEs (nearest first: (path shown, text)), with its source and date."""
-    for path, text in readmes:
-        figure = from_sample_line(text)
+@dataclass(frozen=True)
+class Readme:
+    """A README beside a script: its path as shown, its text, and whether it is the recipe's own.
+
+    A sample log line belongs to the run its README describes, so it is read only from the
+    recipe's own READMEs (the script's directory and, for a script in a launcher directory
+    such as ``cluster_toolkit/``, the one above it); a README higher up covers several
+    recipes, and only a table row that names this one's model, chips and precision is taken from it.
+    """
+
+    path: str
+    text: str
+    recipe_level: bool
+
+
+def published_figure(readmes: list[Readme], facts: RecipeFacts, *, date: str) -> dict[str, Any] | None:
+    """The figure for the recipe from its READMEs (nearest first), with its source and date."""
+    for readme in readmes:
+        figure = from_sample_line(readme.text) if readme.recipe_level else None
         if figure is not None:
-            return {**figure, "source": path, "date": date}
-    for path, text in readmes:
-        figure = from_table(text, facts)
+            return {**figure, "source": readme.path, "date": date}
+    for readme in readmes:
+        figure = from_table(readme.text, facts)
         if figure is not None:
-            return {**figure, "source": path, "date": date}
+            return {**figure, "source": readme.path, "date": date}
     return None
