@@ -24,13 +24,14 @@ import re
 from typing import Any
 
 from infra import catalog
+from toolkit import names
 from toolkit.errors import FieldError
 from toolkit.yamlfile import YamlFileError, load_yaml
 
 _KIND = re.compile(r"^kind:\s*JobSet\s*$", re.M)
-ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY = "cloud.google.com/gke-tpu-topology"
-TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
+ACCELERATOR = names.GKE_TPU_ACCELERATOR_LABEL
+TOPOLOGY = names.GKE_TPU_TOPOLOGY_LABEL
+TOPOLOGY_ANNOTATION = names.GKE_TPU_SLICE_TOPOLOGY_ANNOTATION
 
 # What the toolkit's JobSet sets in place of each manifest field it does not carry.
 _REPLACED = {

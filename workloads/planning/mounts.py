@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workloads.planning.dataset import mount_dir
+from workloads.planning.recipes import shown_path
 from workloads.planning.select import PlanError
 
 if TYPE_CHECKING:
@@ -106,8 +107,6 @@ def check_paths(
 ) -> list[str]:
     """Refuse a path key in use that no volume of the run holds; map the recipe's Lustre paths onto the run's
     Lustre mount (``args`` is updated). Returns the warnings (one per path mapped)."""
-    from workloads.runs.recipefile import shown_path
-
     volumes = run_volumes(dataset, storage, multi_tier)
     lustre_mounts = [m for m in recipe.mounts if m.kind == "lustre" and m.path]
     notes: list[str] = []

@@ -124,6 +124,7 @@ from workloads.planning.recipes import (
     number_problem,
     numeric_keys,
     runs_pinned_maxtext,
+    shown_path,
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
@@ -415,8 +416,6 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:
     if runtime not in RUNTIMES:
         raise PlanError("--runtime", f"unknown runtime {runtime!r}{suggest(runtime, list(RUNTIMES))}", f"use one of {', '.join(RUNTIMES)}")
     if runtime not in recipe.runtimes:
-        from workloads.runs.recipefile import shown_path
-
         raise PlanError(
             "--runtime",
             f"recipe {recipe.name} does not run on {runtime} (it runs on {', '.join(recipe.runtimes)})",

@@ -125,14 +125,3 @@ def write(path: Path, recipe: dict[str, Any], *, source: str, unmapped: list[str
     finally:
         Path(tmp).unlink(missing_ok=True)
     return path
-
-
-def shown_path(name: str) -> str:
-    """Recipe ``name``'s file as a fix text names it: ``workloads/recipes/<name>.yaml`` for a shipped
-    recipe, the file itself for one of the user's (``$TGK_RECIPES``, where ``import-recipe`` writes)."""
-    from workloads.planning.recipes import RECIPES_DIR, recipe_files
-
-    path = recipe_files().get(name)
-    if path is None or path.resolve().is_relative_to(RECIPES_DIR.resolve()):
-        return f"workloads/recipes/{name}.yaml"
-    return str(path)
