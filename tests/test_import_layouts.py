@@ -396,6 +396,7 @@ def test_fix_texts_name_the_users_recipe_file(user_recipes: Path) -> None:
         ("tpu7x-no-topology.sh", "--compute-type: 'tpu7x-64': gcluster takes a tpu7x slice's size from --topology only"),
         ("mount-without-path.sh", "--mount: 'gs://my-bucket' is not SOURCE;/PATH[;ro|rw]"),
         ("compute-type-unknown.sh", "--compute-type: 'a3-megagpu-8g' is not a TPU compute type gcluster resolves"),
+        ("job-manifest.yaml", "this is a Kubernetes Job manifest; the import reads JobSet manifests"),
     ],
 )
 def test_refusals_are_one_line_exit_2_nothing_written(script: str, needle: str, tmp_path: Path) -> None:

@@ -324,6 +324,9 @@ def find_launch(text: str) -> tuple[Launch, list[str]]:
 
 def _what_instead(text: str, cleanup: str | None, maxtext_here: bool, programs: list[str]) -> str:
     """What a script with no launch is: its one-line refusal (the order matters: the most telling first)."""
+    kind = re.search(r"^kind:\s*(\S+)", text, re.M) if re.search(r"^apiVersion:", text, re.M) else None
+    if kind:
+        return f"this is a Kubernetes {kind.group(1)[:40]} manifest; the import reads JobSet manifests (tpu-recipes' k8s_manifest.yaml)"
     if text.lstrip().startswith(("{", "[")):
         return "this is a JSON file (a configuration the recipe's scripts copy), not a run script"
     if cleanup:
