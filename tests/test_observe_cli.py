@@ -357,19 +357,17 @@ def test_importing_the_cli_stays_light() -> None:
 
 @pytest.fixture()
 def spec_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """How often each YAML file is read by the spec and fleet loaders (infra.spec, infra.fleet), by file name."""
-    import infra.fleet
-    import infra.spec
+    """How often each YAML file is read by the spec and fleet loader (infra.spec.load, which infra.fleet reads through), by file name."""
+    import infra.spec.load
 
     reads: dict[str, int] = {}
-    real = infra.spec.read_capped
+    real = infra.spec.load.read_capped
 
     def counted(path, *a, **kw):
         reads[Path(path).name] = reads.get(Path(path).name, 0) + 1
         return real(path, *a, **kw)
 
-    monkeypatch.setattr(infra.spec, "read_capped", counted)
-    monkeypatch.setattr(infra.fleet, "read_capped", counted)
+    monkeypatch.setattr(infra.spec.load, "read_capped", counted)
     return reads
 
 
@@ -412,3 +410,14 @@ def test_a_command_that_does_not_need_the_spec_never_reads_it(api, tmp_path: Pat
     r = wl("status", "r1", "-n", "research", "--spec", str(broken), "--kubeconfig", kc)  # the namespace given
     assert r.returncode == 0 and "research/r1: Running" in r.stdout, r.stderr
     assert_one_line_error(wl("status", "r1", "--spec", str(broken), "--kubeconfig", kc), 2, "broken.yaml")  # the team's namespace needs it
+
+
+def test_a_spec_the_command_does_not_need_is_not_refused_but_a_broken_fleet_is(api, tmp_path: Path) -> None:
+    _, kc = api
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("project: my-tpu-project\n")  # YAML, but no environment spec (no region, cluster...)
+    r = wl("status", "r1", "-n", "research", "--spec", str(spec), "--kubeconfig", kc)
+    assert r.returncode == 0 and "research/r1: Running" in r.stdout, r.stderr
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("name: f\nmanager: {cluster: m}\nworkers: []\n")  # a fleet's document, refused as a fleet
+    assert_one_line_error(wl("status", "r1", "-n", "research", "--spec", str(fleet), "--kubeconfig", kc), 2, "workers")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional, cast
 
 import typer
 
@@ -24,6 +24,7 @@ from workloads.planning.defaults import INT32_MAX
 if TYPE_CHECKING:
     from infra.fleet import Fleet
     from infra.spec import EnvSpec
+    from toolkit.errors import ToolkitError
     from workloads.cluster.client import Cluster
 
 app = make_app("workloads", "Plan, render, submit and follow MaxText runs on GKE TPUs through Kueue.")
@@ -43,55 +44,60 @@ SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, max=INT32_M
 class SpecFile:
     """``--spec`` as a command reads it: an environment spec or a fleet file, read once, when first needed.
 
-    ``env()``: the environment (a fleet file stands for its manager's, as ``infra.fleet.load_env``
-    says); ``fleet()``: the fleet when the file is one, else None (also when the file cannot be
-    read; ``env()`` then says why). Nothing is read until one of them is asked for, so a command
-    that does not need the spec (``status --namespace``, ``metrics`` of a log file) never fails on
-    it; what is read is passed down as objects, never read again.
+    Read by infra's one loader (``infra.fleet.load_spec_or_fleet``), at most once per command;
+    what it read is passed down as objects, never read again. ``env()``: the environment (a
+    fleet file stands for its manager's, ``Fleet.manager_env``); ``fleet()``: the fleet when the
+    file is one, else None. Nothing is read until one of them is asked for, and a file the
+    loader refuses is an error only where the command needs it: ``env()`` raises the refusal,
+    ``fleet()`` only when the file is a fleet's (so ``status --namespace`` and ``metrics`` of a
+    log file never fail on a spec they do not use).
     """
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
 
     @cached_property
-    def _document(self) -> tuple[Path, Any, bool]:
-        """(the file, its YAML document, whether it could be read)."""
+    def _found(self) -> EnvSpec | Fleet | ToolkitError:
+        from infra.fleet import load_spec_or_fleet
+        from toolkit.errors import SpecError
+
+        try:
+            return load_spec_or_fleet(self.path)
+        except SpecError as e:
+            return e  # raised where the command needs the file
+
+    @cached_property
+    def _manager_env(self) -> EnvSpec:
+        return cast("Fleet", self._found).manager_env()
+
+    def fleet(self) -> Fleet | None:
+        from infra.fleet import Fleet
+
+        found = self._found
+        if isinstance(found, Exception):
+            if self._names_a_fleet():
+                raise found
+            return None
+        return found if isinstance(found, Fleet) else None
+
+    def env(self) -> EnvSpec:
+        from infra.fleet import Fleet
+
+        found = self._found
+        if isinstance(found, Exception):
+            raise found
+        return self._manager_env if isinstance(found, Fleet) else found
+
+    def _names_a_fleet(self) -> bool:
+        """Whether the file the loader refused holds a fleet document (read again: this is the refusal's path only)."""
+        from infra.fleet import is_fleet_document
         from infra.spec import read_document, spec_path
         from toolkit.errors import SpecError
 
-        p = spec_path(self.path)
         try:
-            return p, read_document(p, "--spec", ""), True
+            return is_fleet_document(read_document(spec_path(self.path), "--spec", ""))
         except SpecError:
-            return p, None, False
-
-    @cached_property
-    def _fleet(self) -> Fleet | None:
-        from infra.fleet import is_fleet_document, parse_fleet
-
-        p, data, readable = self._document
-        return parse_fleet(data, base=p.parent, source=p) if readable and is_fleet_document(data) else None
-
-    @cached_property
-    def _env(self) -> EnvSpec:
-        from infra.spec import load_spec, parse_spec
-        from toolkit.errors import SpecError
-
-        p, data, readable = self._document
-        if not readable:
-            return load_spec(p)  # raises load_spec's own one-line refusal for the file
-        if self._fleet is not None:
-            return self._fleet.manager_spec
-        try:
-            return parse_spec(data, source=str(p))
-        except SpecError as e:
-            raise SpecError(e.field, e.problem, e.fix) from None
-
-    def fleet(self) -> Fleet | None:
-        return self._fleet
-
-    def env(self) -> EnvSpec:
-        return self._env
+            return False
 
 
 def connect(kubeconfig: Path | None, context: str | None) -> Cluster:

@@ -123,12 +123,19 @@ def recipes(output: Output = OutputFormat.text) -> None:
     width = max(len(d["name"]) for d in data)
     for d in data:
         shapes = ", ".join(d["shapes"]) or "any"
-        typer.echo(f"{d['name']:<{width}}  {d['description']}  [shapes: {shapes}]")
+        published = f" [published: {d['published']['step_seconds']:g} s/step]" if "published" in d else ""
+        typer.echo(f"{d['name']:<{width}}  {d['description']}  [shapes: {shapes}]{published}")
 
 
 @app.command("import-recipe")
 def import_recipe(
-    file: Annotated[Path, typer.Argument(help="a tpu-recipes run_recipe.sh, or a file holding an `xpk workload create` line", show_default=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="a tpu-recipes run script (cluster_toolkit/, xpk/ or flat), a k8s_manifest.yaml, or a file holding an `xpk workload create` line",
+            show_default=False,
+        ),
+    ],
     name: Annotated[Optional[str], typer.Option("--name", help="recipe name (default: the model name and its quantization)")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="recipe file or directory (default: the user recipe directory, $TGK_RECIPES)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace an existing recipe file")] = False,
@@ -143,16 +150,18 @@ def import_recipe(
     from toolkit.inputfile import RUN_SCRIPT, read_input_text
     from toolkit.paths import user_recipes_dir
     from workloads.planning.import_recipe import import_recipe as convert
+    from workloads.planning.import_recipe import readmes_near, source_path
     from workloads.planning.recipes import RECIPES_DIR, _recipe_files
     from workloads.runs import recipefile
 
     text = read_input_text(file, RUN_SCRIPT, "FILE")  # a regular file of at most 1 MiB: never a FIFO or /dev/zero
-    imported = convert(text, name=name, source=file.name, maxtext_repo=maxtext_repo)
+    source = source_path(file)
+    imported = convert(text, name=name, source=source, maxtext_repo=maxtext_repo, readmes=readmes_near(file))
     if imported.name in _recipe_files(RECIPES_DIR):
         raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
     path = _recipe_path(out, imported.name)
     # Exactly the recipe reported below, read back and validated before it is written (workloads.runs.recipefile).
-    recipefile.write(path, imported.recipe, source=file.name, unmapped=imported.unmapped, force=force)
+    recipefile.write(path, imported.recipe, source=source, unmapped=imported.unmapped, force=force)
     if output is OutputFormat.json:
         print_json(
             {
@@ -160,6 +169,7 @@ def import_recipe(
                 "path": str(path),
                 "device_type": imported.device_type,
                 "slices": imported.slices,
+                "carried": imported.carried,
                 "unmapped": imported.unmapped,
                 "recipe": imported.recipe,
             }
@@ -168,6 +178,10 @@ def import_recipe(
     typer.echo(str(path))
     for line in imported.unmapped:
         typer.echo(f"  {line}", err=True)
+    if "published" in imported.recipe:
+        from workloads.planning.recipes import PublishedFigure
+
+        typer.echo(f"published step time: {PublishedFigure.model_validate(imported.recipe['published']).line()}", err=True)
     typer.echo(
         f"run it with: python -m workloads submit {imported.name} --dry-run"
         + ("" if path.parent == user_recipes_dir() else f"  (with TGK_RECIPES={path.parent})"),
@@ -245,11 +259,20 @@ def _echo_storage(plan: RunPlan) -> None:
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
-    """The estimated cost, side by side for every capacity mode, on stderr (stdout stays the manifests/paths)."""
+    """The estimated cost, side by side for every capacity mode, on stderr (stdout stays the manifests/paths);
+    beside it the step time the recipe's publisher measured, when the recipe carries one."""
     from infra.pricing import plan_cost, plan_cost_lines
+    from workloads.planning.recipes import load_recipe
 
     for line in plan_cost_lines(plan, plan_cost(plan, env)):
         typer.echo(line, err=True)
+    recipe = load_recipe(plan.program.recipe)
+    if recipe.published is not None and plan.program.estimated_step_seconds:
+        t = plan.target
+        mine = f"{t.shape.key} x {t.slices}"
+        theirs = f"{recipe.shapes[0]} x {recipe.slices}" if recipe.shapes else mine
+        where = "" if theirs == mine else f"; measured on {theirs}, this run is on {mine}"
+        typer.echo(f"published step time: {recipe.published.line()} (the plan estimates {plan.program.estimated_step_seconds:.3g} s/step{where})", err=True)
 
 
 def _print_objects(objects: list[dict], output: OutputFormat) -> None:

@@ -71,7 +71,7 @@ from infra.catalog import GIB, SliceShape, machine_size
 from infra.spec import MTC_GENERATIONS, PRIORITY_CLASSES, BucketPurpose, DatasetSpec, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
-from workloads.planning import carry, playbook
+from workloads.planning import carry, mounts, playbook
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
@@ -124,6 +124,7 @@ from workloads.planning.recipes import (
     number_problem,
     numeric_keys,
     runs_pinned_maxtext,
+    shown_path,
     suggest,
 )
 from workloads.planning.select import PlanError, PoolChoice, select_pool
@@ -418,7 +419,7 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int, spec: EnvSpec) -> str:
         raise PlanError(
             "--runtime",
             f"recipe {recipe.name} does not run on {runtime} (it runs on {', '.join(recipe.runtimes)})",
-            f"use --runtime {recipe.runtimes[0]}, or add {runtime} to runtimes in workloads/recipes/{recipe.name}.yaml",
+            f"use --runtime {recipe.runtimes[0]}, or add {runtime} to runtimes in {shown_path(recipe.name)}",
         )
     if runtime == RUNTIME_JOB and slices > 1:
         # One Job per slice would need JobSet's whole-run restart and multislice env; that is the jobset runtime.
@@ -649,6 +650,7 @@ def _maxtext_program(
                 f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
                 "is this run's own (another run under this --name resumes from what is there)"
             )
+    notes += mounts.check_paths(recipe, args, sets, dataset=dataset, storage=storage, multi_tier=multi_tier)
     profile = _profiling(spec, sets, o, spec.team(target.team), common["steps"])
     if profile is not None:
         args.update(profile.maxtext_args())
