@@ -63,7 +63,7 @@ def bench_upload(url: str, venv: Path, mib: int, repeats: int) -> dict:
         for _ in range(repeats):
             spec = _spec(uuid.uuid4().hex[:8])
             local_bucket.ensure_buckets(url, spec)
-            client = local_bucket.client(url)
+            client = local_bucket.SERVICE.client(url)
             d = spec.datasets[0]
             plan = up.plan_upload(spec, d, src)
             up.refuse_existing(client, spec, d, plan)
@@ -81,7 +81,7 @@ def bench_runs(url: str, venv: Path, steps: int, repeats: int) -> dict:
     spec = _spec(uuid.uuid4().hex[:8])
     local_bucket.ensure_buckets(url, spec)
     local_bucket.grant_buckets(url, spec)
-    client = local_bucket.client(url)
+    client = local_bucket.SERVICE.client(url)
     d = spec.datasets[0]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src"

@@ -32,9 +32,10 @@ import yaml  # noqa: E402
 from infra.spec import DEFAULT_SPEC_PATH, load_spec, parse_spec  # noqa: E402
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_API, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL  # noqa: E402
 from toolkit.paths import cache_dir  # noqa: E402
-from workloads.cluster.runs import Cluster  # noqa: E402
+from workloads.cluster.client import Cluster  # noqa: E402
 from workloads.cluster.wait import WaitTimeout, wait_for  # noqa: E402
-from workloads.local.controlplane import CONTEXT, LocalCluster  # noqa: E402
+from workloads.local import CONTEXT  # noqa: E402
+from workloads.local.controlplane import LocalCluster  # noqa: E402
 from workloads.planning.planner import Overrides, plan_run  # noqa: E402
 from workloads.render import jobset as manifests  # noqa: E402
 

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from infra.spec import DEFAULT_SPEC_PATH, load_spec  # noqa: E402
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_NAME_LABEL  # noqa: E402
 from toolkit.paths import cache_dir  # noqa: E402
-from workloads.cluster.runs import Cluster  # noqa: E402
+from workloads.cluster.client import Cluster  # noqa: E402
 from workloads.cluster.wait import WaitTimeout, wait_for  # noqa: E402
 from workloads.local import CONTEXT  # noqa: E402
 from workloads.local.controlplane import LocalCluster  # noqa: E402

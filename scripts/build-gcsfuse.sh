@@ -19,39 +19,19 @@ GCSFUSE_VERSION="v3.11.4"   # keep in step with workloads/data/mount.py GCSFUSE_
 GCSFUSE_MODULE="github.com/googlecloudplatform/gcsfuse/v3"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, key_or_build, reuse_or_lock, go_build_pinned
 build_script build-gcsfuse     # log, die, $nice_level
 require_go "gcsfuse $GCSFUSE_VERSION"  # $go_version
 root="$cache/gcsfuse/gcsfuse-${GCSFUSE_VERSION#v}_${go_version}"
 stamp=".complete-1"
 
-case "${1:-}" in
-  --key) echo "$root/bin/gcsfuse"; exit 0 ;;
-  "") ;;
-  *) die "unknown argument '$1' (use --key)" ;;
-esac
-
-if [ -f "$root/$stamp" ]; then
-  echo "$root/bin/gcsfuse"
-  exit 0
-fi
-
+key_or_build "${1:-}" "$root/bin/gcsfuse"
+reuse_or_lock "$root" "$stamp" "$root/bin/gcsfuse"
 mkdir -p "$root/bin"
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/$stamp" ]; then echo "$root/bin/gcsfuse"; exit 0; fi
 log "building gcsfuse $GCSFUSE_VERSION into $root (cold: ~3-5 min on 2 cores; warm: instant)"
 
-# A throwaway builder module whose one requirement is gcsfuse at its tag: Go's version
-# selection then picks exactly the versions gcsfuse's own go.mod lists, each checksum
-# verified against the checksum database as it is added.
 tmp="$(mktemp -d "$root/.build-XXXXXX")"
-(
-  cd "$tmp"
-  printf 'module tgk.local/gcsfuse-builder\n\ngo 1.26.0\n\nrequire %s %s\n' "$GCSFUSE_MODULE" "$GCSFUSE_VERSION" >go.mod
-  GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n "$nice_level" \
-    go build -trimpath -ldflags "-s -w" -o "$tmp/gcsfuse" "$GCSFUSE_MODULE" >&2
-) || die "building $GCSFUSE_MODULE@$GCSFUSE_VERSION failed (see above)"
+(cd "$tmp" && go_build_pinned gcsfuse-builder 1.26.0 "$GCSFUSE_MODULE" "$GCSFUSE_VERSION" "$tmp/gcsfuse")
 mv "$tmp/gcsfuse" "$root/bin/gcsfuse"
 rm -rf "$tmp"
 "$root/bin/gcsfuse" --help >/dev/null 2>&1 || die "the gcsfuse just built does not run"

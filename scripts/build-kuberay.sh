@@ -22,42 +22,20 @@ KUBERAY_VERSION="v1.6.0"   # keep in step with workloads/local/kuberay.py KUBERA
 KUBERAY_MODULE="github.com/ray-project/kuberay/ray-operator"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, key_or_build, reuse_or_lock, go_build_pinned
 build_script build-kuberay     # log, die, $nice_level
 require_go "kuberay $KUBERAY_VERSION"  # $go_version
 root="$cache/kuberay/kuberay-${KUBERAY_VERSION#v}_${go_version}"
 stamp=".complete-1"
 
-case "${1:-}" in
-  --key) echo "$root"; exit 0 ;;
-  "") ;;
-  *) die "unknown argument '$1' (use --key)" ;;
-esac
-
-if [ -f "$root/$stamp" ]; then
-  echo "$root"
-  exit 0
-fi
-
+key_or_build "${1:-}" "$root"
+reuse_or_lock "$root" "$stamp" "$root"
 mkdir -p "$root/bin" "$root/manifests"
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/$stamp" ]; then echo "$root"; exit 0; fi
 log "building ray-operator $KUBERAY_VERSION into $root (cold: ~3 min on 2 cores; warm: instant)"
 start=$(date +%s)
 
-# A throwaway builder module in the scratch dir whose one requirement is the
-# operator at its tag: with a single root, Go's version selection picks exactly the
-# versions the operator's own go.mod lists, and every checksum is verified against
-# the checksum database as it is added. (`go install module@version` would do the
-# same but first asks the proxy for the module's version list, which it refuses.)
 tmp="$(mktemp -d "$root/.build-XXXXXX")"
-(
-  cd "$tmp"
-  printf 'module tgk.local/kuberay-builder\n\ngo 1.25.0\n\nrequire %s %s\n' "$KUBERAY_MODULE" "$KUBERAY_VERSION" >go.mod
-  GOFLAGS=-mod=mod CGO_ENABLED=0 nice -n "$nice_level" \
-    go build -trimpath -ldflags "-s -w" -o "$tmp/bin/ray-operator" "$KUBERAY_MODULE" >&2
-) || die "building $KUBERAY_MODULE@$KUBERAY_VERSION failed (see above)"
+(cd "$tmp" && go_build_pinned kuberay-builder 1.25.0 "$KUBERAY_MODULE" "$KUBERAY_VERSION" "$tmp/bin/ray-operator")
 mv "$tmp/bin/ray-operator" "$root/bin/ray-operator"
 
 # The CRDs from the same module zip (the one just verified and built).

@@ -27,7 +27,7 @@ KUSTOMIZE_VERSION="v5.5.0"
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$repo/tools/local-cluster"
-source "$repo/scripts/lib.sh"  # $cache, build_script, require_go
+source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, reuse_or_lock
 build_script build-local-cluster  # log, die, $nice_level
 require_go "kueue $KUEUE_VERSION"  # $go_version
 
@@ -96,21 +96,8 @@ for pin in "k8s:k8s.io/kubernetes $K8S_VERSION" "etcd:go.etcd.io/etcd/server/v3 
     || die "tools/local-cluster/${pin%%:*}/go.mod does not require ${pin#*:}; update it (go get ${pin#*:} && go mod tidy)"
 done
 
-if [ -f "$root/$stamp" ]; then
-  echo "$bin"
-  exit 0
-fi
-
-# One build at a time per key: scripts/test starts this script in the background while a
-# test fixture (or a developer's `local up`) may call it too; a second caller waits for
-# the first and then finds the stamp.
-mkdir -p "$(dirname "$root")"
-exec 9>"$root.lock"
-flock 9
-if [ -f "$root/$stamp" ]; then
-  echo "$bin"
-  exit 0
-fi
+# One build at a time per key: a second caller waits for the first and then finds the stamp.
+reuse_or_lock "$root" "$stamp" "$bin"
 
 mkdir -p "$bin" "$manifests"
 log "building into $root (cold: ~20-30 min on 2 cores; warm: instant)"

@@ -25,7 +25,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 mkdir -p "$out"
 
-# The tiny model from docs/facts/maxtext.md: trains on 2 CPU cores in ~20 s.
+# The tiny model of workloads/maxtext/run_local.py (TINY_MODEL): trains on 2 CPU cores in ~20 s.
 tiny=(
   dataset_type=synthetic enable_checkpointing=false
   base_emb_dim=64 base_num_query_heads=4 base_num_kv_heads=4 base_mlp_dim=128

@@ -12,7 +12,7 @@
 #
 # Flavor: always maxtext[tpu]. The tpu extra brings libtpu, without which MaxText's
 # ahead-of-time compile for a TPU topology cannot run; a CPU-only minimal set
-# (docs/facts/maxtext.md, ~1.4 GB) would save 1.4 GB of disk but cannot back
+# (maxtext installed with --no-deps and what a CPU run imports, ~1.4 GB) would save 1.4 GB of disk but cannot back
 # `preflight --compile`, and two environments would double the pins to keep honest.
 #
 # Key: MaxText version + interpreter version + sha256 of the constraints file, so a

@@ -10,19 +10,9 @@
 #   scripts/setup-xpk.sh      last line of stdout: path of the xpk command
 set -euo pipefail
 
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $cache
-python="${TGK_PYTHON:-python3}"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # $cache, cached_venv
 version="1.13.1"   # PyPI xpk; workloads/render/xpk.py XPK_VERSION follows this release's source
 venv="$cache/xpk-$version"
 
-mkdir -p "$cache"
-exec 9>"$cache/.xpk.lock"
-flock 9
-if [ ! -f "$venv/.complete" ]; then
-  printf '[setup-xpk] creating %s\n' "$venv" >&2
-  rm -rf "$venv"
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check "xpk==$version"
-  touch "$venv/.complete"
-fi
+cached_venv xpk "$venv" "xpk==$version"
 echo "$venv/bin/xpk"

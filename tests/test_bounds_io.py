@@ -1,4 +1,4 @@
-"""Issue 21 class 6, unbounded work and waits: every input has a size, depth and time bound.
+"""Unbounded work and waits: every input has a size, depth and time bound.
 
 Real hostile inputs: a FIFO nobody writes, /dev/zero, a directory, a file past its cap, YAML
 alias bombs (on the libyaml and the PyYAML loader), shell scripts that double a variable or
@@ -38,7 +38,7 @@ from toolkit.yamlfile import MAX_YAML_NODES, YamlFileError, load_yaml, load_yaml
 from workloads.cli import _register
 from workloads.cli import app as _workloads_app
 from workloads.cluster import transport as tr
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.planning import shellwords
 from workloads.planning.import_recipe import import_recipe
 

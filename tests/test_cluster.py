@@ -26,8 +26,8 @@ from tests.conftest import REPO
 from tests.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.api import LogsUnavailable
+from workloads.cluster.client import Cluster
 from workloads.cluster.kubeconfig import read_kubeconfig, stdlib_transport
-from workloads.cluster.runs import Cluster
 from workloads.cluster.transport import Response, StdlibTransport
 from workloads.cluster.wait import WaitFailed, WaitTimeout, wait_for
 
@@ -621,7 +621,7 @@ def test_the_standard_library_path_does_not_import_the_kubernetes_client(tmp_pat
         )
         code = (
             "import sys, workloads.local.controlplane\n"
-            "from workloads.cluster.runs import Cluster\n"
+            "from workloads.cluster.client import Cluster\n"
             f"print(Cluster.connect({str(p)!r}).server_version())\n"
             "print([m for m in sys.modules if m.split('.')[0] in ('kubernetes', 'urllib3')])\n"
         )

@@ -19,8 +19,8 @@ from tests.fake_apiserver import serve
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport, jobset, workload
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 from workloads.cluster.api import LogsUnavailable
+from workloads.cluster.client import Cluster
 from workloads.cluster.errors import Access, access
-from workloads.cluster.runs import Cluster
 from workloads.cluster.transport import Response
 
 JS_PATH = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/team-a/jobsets/r1"
@@ -281,20 +281,21 @@ def test_preflight_says_kueue_is_missing_only_when_it_is_not_served() -> None:
 
 def test_status_helpers_warn_on_a_refusal_and_stay_quiet_on_an_unservable_log(capsys) -> None:
     from workloads.observe import analysis as observe
+    from workloads.observe import status as run_status
 
     pods = {"items": [{"metadata": {"name": "p0", "creationTimestamp": "2026-01-01T00:00:00Z"}}]}
     routes = {("GET", JS_PATH): jobset(ns="team-a"), ("GET", "/api/v1/namespaces/team-a/pods"): pods}
     log = "/api/v1/namespaces/team-a/pods/p0/log"
     kwok = FakeTransport(routes, streams={log: Rejected("GET log: no kubelet (HTTP 500)", status=500)})
-    assert observe.last_checkpoint(Cluster(kwok), "team-a", "r1") is None
+    assert run_status.last_checkpoint(Cluster(kwok), "team-a", "r1") is None
     assert capsys.readouterr().err == ""
     refused = FakeTransport(routes, streams={log: Forbidden("GET log: forbidden (x) — the kubeconfig identity lacks RBAC permission to get pods/log")})
-    assert observe.last_checkpoint(Cluster(refused), "team-a", "r1") is None
+    assert run_status.last_checkpoint(Cluster(refused), "team-a", "r1") is None
     err = capsys.readouterr().err
     assert err.startswith("warning: the last checkpoint is unknown: GET log: forbidden") and err.count("\n") == 1
     down = FakeTransport(routes, streams={log: Unreachable("cannot reach")})
     with pytest.raises(Unreachable):  # was "unknown": the command now fails with exit 3
-        observe.last_checkpoint(Cluster(down), "team-a", "r1")
+        run_status.last_checkpoint(Cluster(down), "team-a", "r1")
     wl_refused = FakeTransport({**routes, ("GET", "/apis/kueue.x-k8s.io"): status(403, 'User "bob" cannot get path "/apis/kueue.x-k8s.io"')})
     assert observe.timeline(Cluster(wl_refused), "team-a", "r1") is None
     assert capsys.readouterr().err.startswith("warning: the run's queueing time is unknown: discovery of kueue.x-k8s.io: forbidden")

@@ -294,9 +294,9 @@ def test_rehearsal_removes_a_slice_when_its_run_is_over(tmp_path: Path):
 
 
 def test_the_local_crd_serves_the_class_queues_apply_renders():
-    from workloads.local import addons, controlplane
+    from workloads.local import addons
 
-    (crd,) = addons.load_docs(controlplane.COMPUTE_CLASS_CRD)
+    (crd,) = addons.load_docs(addons.COMPUTE_CLASS_CRD)
     (cls,) = [o for o in queue_objects(spec_from(class_doc())) if o["kind"] == "ComputeClass"]
     group, version = cls["apiVersion"].split("/")
     assert (crd["spec"]["group"], crd["spec"]["names"]["kind"], crd["spec"]["scope"]) == (group, "ComputeClass", "Cluster")

@@ -22,6 +22,7 @@ import pytest
 from toolkit.errors import Forbidden
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, WORKLOAD_CONTAINER
 from workloads.local import cloudlogging as cl
+from workloads.local import loopback
 from workloads.observe import goodput
 from workloads.observe.history import JOBSET_UID_LABEL, HistoryUnavailable, LogScope, make_client, read, worker_filter
 
@@ -43,7 +44,7 @@ def server(tmp_path: Path) -> Iterator[tuple[cl.Store, str]]:
     srv = cl.serve(tmp_path, 0)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        yield cl.Store(cl.store_file(tmp_path)), cl.endpoint(srv.server_address[1])
+        yield cl.Store(cl.store_file(tmp_path)), loopback.url(srv.server_address[1])
     finally:
         srv.shutdown()
         srv.server_close()
@@ -169,7 +170,7 @@ def test_refusals_and_failures_are_typed(code: int, error: type) -> None:
     srv = _refusing_server(code)
     try:
         with pytest.raises(error):
-            read(make_client("p", endpoint=cl.endpoint(srv.server_address[1])), SCOPE, limit_bytes=1 << 20)
+            read(make_client("p", endpoint=loopback.url(srv.server_address[1])), SCOPE, limit_bytes=1 << 20)
     finally:
         srv.shutdown()
         srv.server_close()
@@ -182,7 +183,7 @@ def test_an_unreachable_server_is_unavailable_not_a_traceback() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(HistoryUnavailable, match="unreachable|answered"):
-        read(make_client("p", endpoint=cl.endpoint(port)), SCOPE, limit_bytes=1 << 20)
+        read(make_client("p", endpoint=loopback.url(port)), SCOPE, limit_bytes=1 << 20)
 
 
 def test_an_attempt_that_never_reached_a_step_stays_an_attempt() -> None:
@@ -224,20 +225,19 @@ class _GoneCluster:
         return None
 
 
-def test_a_deleted_run_is_still_read_from_cloud_logging_and_a_gone_one_is_one_line(server, monkeypatch) -> None:
+def test_a_deleted_run_is_still_read_from_cloud_logging_and_a_gone_one_is_one_line(server) -> None:
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
     from toolkit.errors import SpecError
     from workloads.observe import analysis
 
     store, url = server
     env = load_spec(DEFAULT_SPEC_PATH)
-    monkeypatch.setattr(analysis, "_connect", lambda kubeconfig, context: _GoneCluster())
     client = lambda cluster, project: make_client(project, endpoint=url)  # noqa: E731
     t0 = time.time() - 3600
     for k, uid in enumerate(("uid-1", "uid-2")):  # an earlier JobSet of the name, then the one deleted since
         src = cl.Container(env.project, env.region, env.cluster.name, "research", f"llm-1-slice-0-0-{k}", WORKLOAD_CONTAINER, _source("x", uid=uid).pod_labels)
         store.ship(src, [_absl(t0 + 100 * k + s, f"completed step: {s}, seconds: 1.0") for s in range(3)], t0 + 100 * k)
-    scope = dict(metrics_file=None, spec_path=None, namespace="research", team=None, kubeconfig=None, context=None, logging_client=client)
+    scope = dict(spec=lambda: env, cluster=_GoneCluster, metrics_file=None, namespace="research", team=None, logging_client=client)
     got = analysis.load_run("llm-1", **scope)
     # No uid to pin (the run object is gone): every JobSet of the name in the namespace, one attempt per pod.
     assert got.attempts is not None and len(got.attempts) == 2 and got.source.startswith(f"Cloud Logging (project {env.project}")

@@ -20,8 +20,8 @@ from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustom
 from tests.test_manifests import _check_golden
 from toolkit import names
 from workloads.cluster import status as st
+from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import JOB, JOBSET, LOOKUP_ORDER
-from workloads.cluster.runs import Cluster
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render import exitguard, job, jobset, yamlio
 from workloads.render.kustomize import RUNTIMES, base_files, build, build_overlay, render, write_tree
@@ -422,7 +422,7 @@ def test_a_jobset_run_is_found_first() -> None:
     ],
 )
 def test_submit_applies_the_runtimes_objects_and_waits_on_its_kind(monkeypatch, capsys, runtime, recipe, kinds, extra) -> None:
-    import workloads.cluster.runs
+    import workloads.cluster.client
     from tests.test_workloads_cli import FakeCluster
     from toolkit.clikit import run
     from workloads.cli import _register, app
@@ -435,7 +435,7 @@ def test_submit_applies_the_runtimes_objects_and_waits_on_its_kind(monkeypatch, 
             return super().wait_admitted(namespace, name, timeout=timeout, on_progress=on_progress, **kw)
 
     FakeCluster.instances.clear()
-    monkeypatch.setattr(workloads.cluster.runs, "Cluster", Recording)
+    monkeypatch.setattr(workloads.cluster.client, "Cluster", Recording)
     monkeypatch.delenv("TGK_SPEC", raising=False)
     _register()
     code = run(app, ["submit", recipe, "--runtime", runtime, "--name", "fk", *extra])

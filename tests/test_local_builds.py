@@ -86,10 +86,10 @@ def test_the_cache_dir_comes_from_key(fake, monkeypatch) -> None:
     b, root, _ = fake
     assert b.root() == root
     monkeypatch.setenv("FAKE_KEY", "fail")
-    with pytest.raises(LocalClusterError, match="cannot locate the thing build: fake-build: no go"):
+    with pytest.raises(LocalClusterError, match=re.escape("cannot locate the thing build: scripts/build-thing.sh --key failed (exit 2): fake-build: no go")):
         b.root()
     monkeypatch.setenv("FAKE_KEY", "empty")
-    with pytest.raises(LocalClusterError, match="cannot locate the thing build: build-thing.sh --key printed no path"):
+    with pytest.raises(LocalClusterError, match=re.escape("cannot locate the thing build: scripts/build-thing.sh --key printed no path")):
         b.root()
 
 

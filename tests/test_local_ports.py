@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from workloads.local import LocalClusterError, kuberay
-from workloads.local.controlplane import LocalCluster, PortTaken
+from workloads.local.controlplane import LocalCluster
+from workloads.local.daemons import PortTaken
 from workloads.local.procs import START_MARK, Daemon, _ephemeral_low, free_port
 
 
@@ -51,14 +52,14 @@ def test_a_daemon_that_finds_its_port_taken_fails_the_start_as_port_taken(tmp_pa
         holder.listen()
         lc.daemon("kwok").start(_bind_and_exit(holder.getsockname()[1]))
         with pytest.raises(PortTaken, match="kwok exited during start-up"):
-            lc._wait("kwok", lambda: False, timeout=30)
+            lc.daemons.wait("kwok", lambda: False, timeout=30)
 
 
 def test_a_daemon_that_fails_otherwise_is_not_retried(tmp_path: Path) -> None:
     lc = LocalCluster(tmp_path)
     lc.daemon("kwok").start([sys.executable, "-c", "raise SystemExit('bad flag')"])
     with pytest.raises(LocalClusterError, match="bad flag") as err:
-        lc._wait("kwok", lambda: False, timeout=30)
+        lc.daemons.wait("kwok", lambda: False, timeout=30)
     assert not isinstance(err.value, PortTaken)
 
 

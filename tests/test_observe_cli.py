@@ -350,3 +350,74 @@ def test_importing_the_cli_stays_light() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------ one read of --spec per command
+
+
+@pytest.fixture()
+def spec_reads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often each YAML file is read by the spec and fleet loader (infra.spec.load, which infra.fleet reads through), by file name."""
+    import infra.spec.load
+
+    reads: dict[str, int] = {}
+    real = infra.spec.load.read_capped
+
+    def counted(path, *a, **kw):
+        reads[Path(path).name] = reads.get(Path(path).name, 0) + 1
+        return real(path, *a, **kw)
+
+    monkeypatch.setattr(infra.spec.load, "read_capped", counted)
+    return reads
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status", "r1"],  # the team's namespace, and whether the file is a fleet's
+        ["delete", "r1", "--yes", "--dry-run"],
+        ["metrics", "r1", "--pool", "v5e-16"],  # the namespace, the pool, the run's Cloud Logging scope
+        ["preflight"],
+    ],
+)
+def test_each_command_reads_the_spec_once(api, spec_reads: dict[str, int], args: list[str]) -> None:
+    server, kc = api
+    server.json("GET", "/api/v1/nodes", {"items": []})
+    server.json("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", {"kind": "Status", "status": "Success"})
+    server.routes[("GET", "/api/v1/namespaces/research/pods/r1-slice-0-0-abc/log")] = lambda q, b: (200, Path(LOG).read_bytes())
+    wl(*args, "--kubeconfig", kc, "--spec", "examples/default.yaml")
+    assert spec_reads == {"default.yaml": 1}
+
+
+def test_report_reads_the_spec_once_for_its_pool_and_its_cost(tmp_path: Path, spec_reads: dict[str, int]) -> None:
+    r = wl("report", LOG, "--metrics-file", MFILE, "--pool", "v5e-16", "--out", str(tmp_path / "rep"))
+    assert r.returncode == 0, r.stderr
+    assert "cost:" in r.stdout and spec_reads == {"default.yaml": 1}
+
+
+def test_a_fleet_file_is_read_once_with_each_workers_spec(spec_reads: dict[str, int], dead_kubeconfig: str) -> None:
+    r = wl("preflight", "--spec", "examples/fleet/fleet.yaml", "--kubeconfig", dead_kubeconfig)
+    assert r.returncode == 3  # planned against the manager's spec, then the cluster is unreachable
+    assert spec_reads["fleet.yaml"] == 1 and all(n == 1 for n in spec_reads.values()), spec_reads
+
+
+def test_a_command_that_does_not_need_the_spec_never_reads_it(api, tmp_path: Path, spec_reads: dict[str, int]) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("project: [\n")
+    _, kc = api
+    assert wl("metrics", LOG, "--spec", str(broken)).returncode == 0  # a log file, no --pool: no spec
+    assert spec_reads == {}
+    r = wl("status", "r1", "-n", "research", "--spec", str(broken), "--kubeconfig", kc)  # the namespace given
+    assert r.returncode == 0 and "research/r1: Running" in r.stdout, r.stderr
+    assert_one_line_error(wl("status", "r1", "--spec", str(broken), "--kubeconfig", kc), 2, "broken.yaml")  # the team's namespace needs it
+
+
+def test_a_spec_the_command_does_not_need_is_not_refused_but_a_broken_fleet_is(api, tmp_path: Path) -> None:
+    _, kc = api
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("project: my-tpu-project\n")  # YAML, but no environment spec (no region, cluster...)
+    r = wl("status", "r1", "-n", "research", "--spec", str(spec), "--kubeconfig", kc)
+    assert r.returncode == 0 and "research/r1: Running" in r.stdout, r.stderr
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("name: f\nmanager: {cluster: m}\nworkers: []\n")  # a fleet's document, refused as a fleet
+    assert_one_line_error(wl("status", "r1", "-n", "research", "--spec", str(fleet), "--kubeconfig", kc), 2, "workers")

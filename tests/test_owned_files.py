@@ -1,4 +1,4 @@
-"""The toolkit never deletes or replaces what it did not write (issue 21, classes 1 and 9).
+"""The toolkit never deletes or replaces what it did not write: a user's file beside its output, or in the way of it.
 
 Every directory the toolkit writes into holds a manifest of its own files with their digests
 (toolkit/owned.py). These tests attack each writer as a careless user would: a file of the
@@ -466,7 +466,7 @@ def test_run_local_refuses_a_users_file_before_maxtext_runs(tmp_path: Path, monk
 
 
 def test_local_up_never_cleans_a_directory_that_is_not_a_state_dir(tmp_path: Path) -> None:
-    from workloads.local import LocalClusterError
+    from workloads.local import LocalClusterError, state
     from workloads.local.controlplane import LocalCluster
 
     mine = tmp_path / "mine"
@@ -475,9 +475,75 @@ def test_local_up_never_cleans_a_directory_that_is_not_a_state_dir(tmp_path: Pat
     (mine / "run").mkdir()
     lc = LocalCluster(mine)
     with pytest.raises(LocalClusterError, match="holds files the local cluster did not write"):
-        lc.claim_state_dir()
+        state.claim(mine)
     lc.down()  # stops nothing, wipes nothing
     assert (mine / "etcd" / "data").read_text() == "precious"
-    fresh = LocalCluster(tmp_path / "fresh")
-    fresh.claim_state_dir()  # a new directory becomes a state dir
+    state.claim(tmp_path / "fresh")  # a new directory becomes a state dir
     assert (tmp_path / "fresh" / ".tgk-local-state").is_file()
+
+
+# ------------------------------------------------------------------ the one atomic write
+
+
+def test_write_atomic_sets_the_mode_first_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    secret = tmp_path / "kubeconfig"
+    owned.write_atomic(secret, "key: 1\n", mode=0o600)
+    assert secret.read_text() == "key: 1\n" and secret.stat().st_mode & 0o777 == 0o600
+    owned.write_atomic(secret, b"key: 2\n", mode=0o600)  # replaced in place
+    assert secret.read_bytes() == b"key: 2\n"
+    plain = tmp_path / "plain.json"
+    mask = os.umask(0o027)
+    try:
+        owned.write_atomic(plain, "{}", mode=None)  # the umask's mode, as open() gives
+    finally:
+        os.umask(mask)
+    assert plain.stat().st_mode & 0o777 == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeconfig", "plain.json"]
+
+
+def test_write_atomic_create_never_replaces_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "tgk-run.json"
+    owned.write_atomic(path, "first", create=True)
+    with pytest.raises(FileExistsError):
+        owned.write_atomic(path, "second", create=True)
+    assert path.read_text() == "first" and [p.name for p in tmp_path.iterdir()] == ["tgk-run.json"]
+
+
+# What may still write a temporary file and rename it by hand, and why.
+HAND_WRITTEN_RENAMES = {
+    "toolkit/owned.py": "the one atomic write, and the swap of a whole unit (two renames)",
+    "workloads/ray/standin_head.py": "runs in the Ray venv, which has the standard library and Ray, never the toolkit",
+}
+
+
+def hand_written_renames(source: str) -> list[int]:
+    """Lines that rename a file into place or make a temporary file for it: os.replace/rename, shutil.move,
+    tempfile.mkstemp/NamedTemporaryFile, and a one-argument ``.replace(target)``/``.rename(target)`` (Path's)."""
+    import ast
+
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+            continue
+        name, base = node.func.attr, node.func.value
+        module = base.id if isinstance(base, ast.Name) else None
+        if (module, name) in {("os", "replace"), ("os", "rename"), ("shutil", "move"), ("tempfile", "mkstemp"), ("tempfile", "NamedTemporaryFile")}:
+            out.append(node.lineno)
+        elif name in ("replace", "rename") and len(node.args) == 1 and not node.keywords:
+            out.append(node.lineno)
+    return out
+
+
+def test_every_atomic_write_goes_through_write_atomic() -> None:
+    found = []
+    for top in ("toolkit", "infra", "modules", "workloads", "scripts"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel not in HAND_WRITTEN_RENAMES:
+                found += [f"{rel}:{line}" for line in hand_written_renames(path.read_text(encoding="utf-8"))]
+    assert found == [], f"write through toolkit.owned.write_atomic instead: {found}"
+
+
+def test_a_hand_written_atomic_write_is_seen() -> None:
+    source = "import os\ntmp.write_text(x)\nos.replace(tmp, path)\ntmp.replace(path)\ntext.replace('a', 'b')\n"
+    assert hand_written_renames(source) == [3, 4]

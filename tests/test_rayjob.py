@@ -21,8 +21,8 @@ from tests.test_manifests import _check_golden
 from toolkit import names
 from toolkit.names import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA_INDEX_LABEL
 from workloads.cluster import status as st
+from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import RAYJOB
-from workloads.cluster.runs import Cluster
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.planning.recipes import RAY_IMAGE
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION

@@ -42,7 +42,7 @@ def test_verdicts() -> None:
 
 
 def _submit(monkeypatch, capsys, existing, argv):
-    import workloads.cluster.runs
+    import workloads.cluster.client
     from toolkit.clikit import run
     from workloads.cli import _register, app
     from workloads.cluster import runkinds, status
@@ -66,7 +66,7 @@ def _submit(monkeypatch, capsys, existing, argv):
         def wait_admitted(self, *a, **k):
             raise AssertionError("must not wait for a run it did not submit")
 
-    monkeypatch.setattr(workloads.cluster.runs, "Cluster", Fake)
+    monkeypatch.setattr(workloads.cluster.client, "Cluster", Fake)
     monkeypatch.delenv("TGK_SPEC", raising=False)
     _register()
     code = run(app, argv)

@@ -38,7 +38,7 @@ NOTEBOOK = """
 import json, sys
 from infra.spec import load_spec
 from workloads import runs
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 
 plan = runs.plan("hello-tpu", load_spec("examples/default.yaml"), runs.Overrides(name="nb-run", steps=20))
 result = runs.submit(Cluster.connect(sys.argv[1]), plan, timeout=30)

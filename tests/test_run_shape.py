@@ -1,4 +1,4 @@
-"""`metrics RUN` knows the run's hardware: the slice shape and count read back from the run object (issue 23 item 3).
+"""`metrics RUN` knows the run's hardware: the slice shape and count read back from the run object.
 
 Every runtime's rendered run (JobSet, Job, RayJob) is read back with
 ``workloads.observe.analysis.run_shape`` and must give the plan's own slice shape and

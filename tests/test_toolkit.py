@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import REPO
 from toolkit import names, paths, tools
-from toolkit.errors import ExternalToolError
+from toolkit.errors import ExternalToolError, ToolkitError
 
 
 def test_run_captures_and_trims_the_failure_line() -> None:
@@ -130,3 +130,51 @@ def test_libyaml_and_pyyaml_read_the_shipped_files_alike() -> None:
     for f in files:
         raw = f.read_bytes()
         assert load_yaml(raw) == load_yaml(raw, yaml.SafeLoader), f
+
+
+# ------------------------------------------------------------------ a cache script's path
+
+
+class _Broken(ToolkitError):
+    exit_code = 4
+
+
+def _script(tmp_path, body: str):
+    p = tmp_path / "setup-thing.sh"
+    p.write_text(body)
+    return p
+
+
+def test_a_cache_scripts_path_is_its_last_stdout_line(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").touch()
+    s = _script(tmp_path, f'echo "building" >&2; echo "not this"; echo "{venv}"; [ "$1" = --key ] || exit 9\n')
+    assert tools.script_path(s, "--key", what="cannot set up the thing", holds="bin/python") == venv
+
+
+@pytest.mark.parametrize(
+    "body, args, terminal, line",
+    [
+        (
+            "echo one >&2; echo two >&2; echo >&2; echo three >&2; echo four >&2; exit 3",
+            (),
+            False,
+            "scripts/setup-thing.sh failed (exit 3): two | three | four",
+        ),
+        ("echo compiling >&2; exit 3", ("--key",), True, "scripts/setup-thing.sh --key failed (exit 3); see its output above"),
+        ("exit 0", (), False, "scripts/setup-thing.sh printed no path"),
+        ("echo /nonexistent/venv", (), False, "scripts/setup-thing.sh printed /nonexistent/venv but it holds no bin/python"),
+    ],
+)
+def test_each_way_a_cache_script_fails_is_one_line_naming_it(tmp_path, body, args, terminal, line):
+    s = _script(tmp_path, body + "\n")
+    with pytest.raises(_Broken) as e:
+        tools.script_path(s, *args, what="cannot set up the thing", error=_Broken, stderr_to_terminal=terminal, holds="bin/python")
+    assert str(e.value) == f"cannot set up the thing: {line}" and e.value.exit_code == 4
+
+
+def test_a_cache_script_that_runs_too_long_is_stopped(tmp_path):
+    s = _script(tmp_path, "sleep 30\n")
+    with pytest.raises(ExternalToolError, match=r"^cannot build the thing: scripts/setup-thing.sh timed out after \d+ s$"):
+        tools.script_path(s, what="cannot build the thing", timeout=0.5)

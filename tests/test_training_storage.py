@@ -206,9 +206,9 @@ def test_the_checkpoint_configuration_of_each_shape() -> None:
 
 
 def test_the_local_crd_declares_every_field_the_configuration_has() -> None:
-    from workloads.local import addons, controlplane
+    from workloads.local import addons
 
-    (crd,) = addons.load_docs(controlplane.CHECKPOINT_CONFIGURATION_CRD)
+    (crd,) = addons.load_docs(addons.CHECKPOINT_CONFIGURATION_CRD)
     (cc,) = checkpointing.checkpoint_configurations(load_spec(V6E))
     group, version = cc["apiVersion"].split("/")
     assert (crd["spec"]["group"], crd["spec"]["names"]["kind"], crd["spec"]["scope"]) == (group, "CheckpointConfiguration", "Cluster")

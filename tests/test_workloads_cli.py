@@ -142,7 +142,7 @@ class FakeCluster:
         return objects
 
     def wait_admitted(self, namespace, name, *, timeout, on_progress=None, **_):
-        from workloads.cluster.runs import AdmissionResult
+        from workloads.cluster.client import AdmissionResult
 
         self.waited.append((namespace, name))
         if on_progress:
@@ -158,12 +158,12 @@ class FakeCluster:
 
 
 def _invoke(monkeypatch, capsys, argv: list[str]) -> tuple[int, str, str]:
-    import workloads.cluster.runs
+    import workloads.cluster.client
     from toolkit.clikit import run
     from workloads.cli import _register, app
 
     FakeCluster.instances.clear()
-    monkeypatch.setattr(workloads.cluster.runs, "Cluster", FakeCluster)
+    monkeypatch.setattr(workloads.cluster.client, "Cluster", FakeCluster)
     monkeypatch.delenv("TGK_SPEC", raising=False)
     _register()
     code = run(app, argv)
@@ -188,11 +188,11 @@ def test_submit_no_wait_and_not_admitted(monkeypatch, capsys) -> None:
     assert code == 0 and FakeCluster.instances[0].waited == []
 
     monkeypatch.setattr(FakeCluster, "connect", classmethod(lambda cls, *a, **k: cls(admitted=False)))
-    import workloads.cluster.runs
+    import workloads.cluster.client
     from toolkit.clikit import run
     from workloads.cli import app
 
-    monkeypatch.setattr(workloads.cluster.runs, "Cluster", FakeCluster)
+    monkeypatch.setattr(workloads.cluster.client, "Cluster", FakeCluster)
     code = run(app, ["submit", "hello-tpu", "--name", "na", "--timeout", "1"])
     _, err = capsys.readouterr()
     assert code == 4 and "not admitted" in err and "no quota" in err

@@ -11,8 +11,10 @@ Three kinds of name live here, and their prefixes say whose they are:
   ``tpu-gke-toolkit/`` prefix (run labels), or ``local.tgk.dev`` (the local
   rehearsal cluster only), so nobody mistakes them for GKE's.
 
-Facts: ../shared/docs/facts/tpu-gke.md and jobset-kueue.md (GKE "Plan TPUs",
-the JobSet and Kueue APIs of the pinned releases).
+Where GKE's come from: "Plan TPUs in GKE"
+(https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus); JobSet's and Kueue's:
+their APIs at the pinned releases (https://github.com/kubernetes-sigs/jobset,
+api/jobset/v1alpha2/jobset_types.go; https://kueue.sigs.k8s.io/docs/reference/).
 """
 
 from __future__ import annotations

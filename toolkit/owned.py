@@ -288,30 +288,35 @@ def _write_new(path: Path, data: bytes) -> None:
         f.write(data)
 
 
-def write_atomic(path: Path, text: str | bytes, *, mode: int = 0o644) -> None:
-    """``path`` replaced by ``text`` in one rename, with ``mode`` from the start: a reader sees the
-    old file or the new, and a secret (``mode=0o600``) is never readable by others in between."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_bytes(text))
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+def write_atomic(path: Path, text: str | bytes, *, mode: int | None = 0o644, create: bool = False) -> None:
+    """``path`` replaced by ``text`` in one rename: a reader sees the old file or the new, never part of one.
+
+    The one atomic write (a test keeps hand-made ones out of the tree). ``mode`` is set before
+    the first byte, so a secret (``mode=0o600``) is never readable by others in between; None
+    gives the umask's mode, as a plain ``open`` does. ``create``: only where there is no file
+    yet, linked into place so that one that appeared meanwhile is never replaced
+    (``FileExistsError``). The temporary file beside ``path`` never outlives the call.
+    """
+    _write_via(tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent), path, _bytes(text), mode, create)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    """``path`` replaced by ``data`` in one rename (a temporary file beside it)."""
-    fd, tmp = tempfile.mkstemp(prefix=SCRATCH_PREFIX, dir=path.parent)
+    """``write_atomic`` for a unit's files: its temporary file named as a survey of the root passes over it (``SCRATCH_PREFIX``)."""
+    _write_via(tempfile.mkstemp(prefix=SCRATCH_PREFIX, dir=path.parent), path, data, None, False)
+
+
+def _write_via(temp: tuple[int, str], path: Path, data: bytes, mode: int | None, create: bool) -> None:
+    fd, tmp = temp
     try:
+        os.fchmod(fd, 0o666 & ~_umask() if mode is None else mode)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
+        if create:
+            os.link(tmp, path)
+        else:
+            os.replace(tmp, path)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _umask() -> int:

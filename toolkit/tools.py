@@ -19,18 +19,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolkit.errors import ExternalToolError
+from toolkit.errors import ExternalToolError, ToolkitError
 
 _DECORATION = ("╷", "╵", "│")
 
 
+def _meaningful(text: str) -> list[str]:
+    """A tool's output lines without blank lines and Terraform's box drawing, each cut at 500 characters."""
+    lines = [ln.strip().lstrip("│ ").strip() for ln in text.splitlines()]
+    return [ln[:500] for ln in lines if ln and not ln.startswith(_DECORATION)]
+
+
 def last_line(text: str, *, first: bool = False) -> str:
     """The line of a tool's output worth showing: its last (or first) non-decoration line."""
-    lines = [ln.strip().lstrip("│ ").strip() for ln in text.splitlines()]
-    lines = [ln for ln in lines if ln and not ln.startswith(_DECORATION)]
+    lines = _meaningful(text)
     if not lines:
         return ""
-    return (lines[0] if first else lines[-1])[:500]
+    return lines[0] if first else lines[-1]
 
 
 @dataclass(frozen=True)
@@ -229,7 +234,39 @@ def run(
     return done
 
 
-def last_path_line(done: Completed) -> Path:
-    """The path a build script prints on its last stdout line (the cache scripts' contract)."""
+def script_path(
+    script: Path,
+    *args: str,
+    what: str,
+    error: type[ToolkitError] = ExternalToolError,
+    timeout: float | None = None,
+    stderr_to_terminal: bool = False,
+    holds: str | None = None,
+) -> Path:
+    """Run a cache script (``bash scripts/<setup or build script> [args]``) and return the path on its last stdout line.
+
+    The contract of every script that sets up or builds a cached tool: progress on stderr,
+    the path of what it made on its last stdout line. ``stderr_to_terminal``: its progress
+    goes to the terminal (a long build) instead of being captured. ``holds``: a file the
+    path must contain (``bin/python`` for a venv). Each way it can fail is one ``error``
+    line that starts with ``what`` (e.g. "cannot set up the Ray venv") and names the script.
+    """
+    shown = " ".join((f"scripts/{script.name}", *args))
+    try:
+        done = run(["bash", str(script), *args], timeout=timeout, stderr_to_terminal=stderr_to_terminal)
+    except ExternalToolError as e:  # bash itself could not be started
+        raise error(f"{what}: {e}") from None
+    if done.timed_out:
+        raise error(f"{what}: {shown} timed out after {done.seconds:.0f} s")
+    if not done.ok:
+        if stderr_to_terminal:
+            raise error(f"{what}: {shown} failed (exit {done.returncode}); see its output above")
+        tail = " | ".join(_meaningful(done.stderr_text())[-3:])
+        raise error(f"{what}: {shown} failed (exit {done.returncode})" + (f": {tail}" if tail else ""))
     lines = done.stdout_text().strip().splitlines()
-    return Path(lines[-1]) if lines else Path()
+    if not lines:
+        raise error(f"{what}: {shown} printed no path")
+    path = Path(lines[-1].strip())
+    if holds is not None and not (path / holds).exists():
+        raise error(f"{what}: {shown} printed {path} but it holds no {holds}")
+    return path

@@ -140,8 +140,8 @@ def kubeconfig(local_cluster) -> Path:
 
 @pytest.fixture(scope="session")
 def cluster(kubeconfig):
-    """The toolkit's own cluster client (workloads.cluster.runs.Cluster), connected to the local cluster."""
-    from workloads.cluster.runs import Cluster
+    """The toolkit's own cluster client (workloads.cluster.client.Cluster), connected to the local cluster."""
+    from workloads.cluster.client import Cluster
 
     return Cluster.connect(kubeconfig, "tgk-local", timeout=30)
 

@@ -20,7 +20,7 @@ from tests.conftest import run_module
 from tests.integration.conftest import wait_for
 from toolkit.errors import Conflict, Forbidden
 from toolkit.names import TGK_FIELD_MANAGER
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.local import certs
 
 pytestmark = pytest.mark.integration

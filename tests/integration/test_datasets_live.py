@@ -56,7 +56,7 @@ def test_upload_check_and_preflight_use_the_clusters_buckets(kubeconfig, cluster
 
     up = wl("data", "upload", str(src), "--dataset", "text", *kc, "-o", "json")
     assert up.returncode == 0, up.stderr
-    gcs = bucket.client(bucket.endpoint_of(cluster))
+    gcs = bucket.SERVICE.client_of(cluster)
     d = spec.datasets[0]
     assert [b.name for b in gcs.list_blobs(d.bucket, prefix=d.object_prefix())] == [f"{version}/train.array_record-00000-of-00001"]
 

@@ -126,7 +126,7 @@ def delete(lf, path: Path, *runs: str) -> None:
 
 
 def test_each_worker_is_reached_with_the_least_the_manager_needs(fleet, tmp_path) -> None:
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     lf, path = fleet
     f = load_fleet(path)

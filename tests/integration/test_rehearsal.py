@@ -106,8 +106,15 @@ def _finished(cluster, run: str) -> str | None:
 
 
 def _log(cluster, run: str, slice_index: int = 0, worker: int = 0) -> str:
+    """The worker's log; "" while it has none to serve (no pod yet, or a pod so new that the rehearsal daemon
+    has not yet given kwok its log file: the API server answers 400 "no logs found" then)."""
+    from workloads.cluster.api import LogsUnavailable
+
     pod = cluster.find_pod(NS, run, slice_index=slice_index, worker=worker)
-    return "\n".join(cluster.logs(NS, pod["metadata"]["name"])) if pod else ""
+    try:
+        return "\n".join(cluster.logs(NS, pod["metadata"]["name"])) if pod else ""
+    except LogsUnavailable:
+        return ""
 
 
 def _last_step(text: str) -> int:
@@ -251,6 +258,8 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     # Without Cloud Logging: the new pod's log (its own attempt) and MaxText's metrics files in
     # the run's bucket, which worker 0 wrote every log_period steps in both attempts.
+    from infra.fleet import load_env
+    from workloads.cluster.client import Cluster
     from workloads.observe import analysis
     from workloads.observe.history import HistoryUnavailable
     from workloads.runs import hooks
@@ -263,12 +272,11 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     got = analysis.load_run(
         run_name,
+        spec=lambda: load_env(None),
+        cluster=lambda: Cluster.connect(kubeconfig, None),
         metrics_file=None,
-        spec_path=None,
         namespace=NS,
         team=None,
-        kubeconfig=kubeconfig,
-        context=None,
         logging_client=no_logging,
         storage_client=storage,
     )

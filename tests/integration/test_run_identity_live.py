@@ -30,7 +30,7 @@ pytestmark = pytest.mark.integration
 def _bucket_client(cluster):
     from workloads.local import bucket
 
-    return bucket.client(bucket.endpoint_of(cluster))
+    return bucket.SERVICE.client_of(cluster)
 
 
 def _one_line(r) -> str:

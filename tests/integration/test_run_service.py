@@ -16,7 +16,7 @@ import pytest
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.integration.conftest import wait_for
 from workloads import runs
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.local.addons import REHEARSAL_LABEL
 
 pytestmark = pytest.mark.integration

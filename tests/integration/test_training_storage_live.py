@@ -19,7 +19,7 @@ from tests.conftest import EXAMPLES, REPO
 from tests.integration.conftest import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
-from workloads.local import addons, controlplane
+from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import checkpointing, volumes
 from workloads.render import jobset as js
@@ -36,7 +36,7 @@ def _spec(path: str = "c4/en/3.0.1"):
 
 
 def _install_crd(cluster) -> None:
-    crds = addons.load_docs(controlplane.CHECKPOINT_CONFIGURATION_CRD)
+    crds = addons.load_docs(addons.CHECKPOINT_CONFIGURATION_CRD)
     cluster.apply(crds, field_manager=TGK_FIELD_MANAGER)
     info = cluster.resource("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 
@@ -124,7 +124,7 @@ def test_a_run_with_its_dataset_and_ramdisk_is_admitted_and_runs_on_the_local_cl
 
     from toolkit.errors import SpecError
     from workloads import runs
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.local import bucket
 
     run = f"data-{secrets.token_hex(3)}"
@@ -138,7 +138,7 @@ def test_a_run_with_its_dataset_and_ramdisk_is_admitted_and_runs_on_the_local_cl
         runs.submit(live, plan, timeout=120, rehearse_seconds=2, spec=spec)
     assert e.value.field == "datasets[0].path" and "no files match" in e.value.problem
     assert cluster.get(cluster.resource("jobset.x-k8s.io/v1alpha2", "JobSet"), run, ns) is None  # nothing applied
-    gcs = bucket.client(bucket.endpoint_of(live))
+    gcs = bucket.SERVICE.client_of(live)
     fixture = (REPO / "tests" / "data" / "datasets" / "three.array_record").read_bytes()
     gcs.bucket(spec.datasets[0].bucket).blob(f"{version}/train.array_record-00000-of-00001").upload_from_string(fixture)
     try:

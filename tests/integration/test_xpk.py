@@ -84,7 +84,7 @@ def _xpk(xpk_bin: str, spec, tmp: Path, resources: str, *args: str) -> subproces
 def test_xpk_workload_is_admitted(xpk_cluster, xpk_bin, tmp_path) -> None:
     lc, spec_path = xpk_cluster
     spec = load_spec(spec_path)
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(lc.kubeconfig, "tgk-local", timeout=30)
     r = run_module("workloads", "queues", "apply", "--kubeconfig", str(lc.kubeconfig), "--context", "tgk-local", "--spec", str(spec_path))

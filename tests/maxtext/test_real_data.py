@@ -57,7 +57,7 @@ def test_a_tokenizer_file_that_does_not_parse_is_refused(maxtext_venv, tmp_path)
     with running_emulator() as url:
         spec = spec_from(_doc("tok", "tokenizer.model"))
         local_bucket.ensure_buckets(url, spec)
-        c = local_bucket.client(url)
+        c = local_bucket.SERVICE.client(url)
         d = spec.datasets[0]
         c.bucket(d.bucket).blob(d.object_prefix() + "tokenizer.model").upload_from_string(b"this is not a sentencepiece model")
         with pytest.raises(SpecError) as e:

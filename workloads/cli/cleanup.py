@@ -45,7 +45,7 @@ def cleanup(
     # All input is checked before the cluster or the bucket is touched.
     scope = service.scope(spec, team=team, older_than=older_than, checkpoints=checkpoints)
 
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     todo = service.prepare(cluster, scope, names=runs or (), force=force, now=time.time())

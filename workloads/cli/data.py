@@ -14,8 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from toolkit.clikit import OutputFormat, print_json
-from toolkit.errors import SpecError
-from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app
+from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, cluster_hook, storage_client
 from workloads.planning.defaults import INT32_MAX
 
 data_app = typer.Typer(no_args_is_help=True, help="Datasets: upload one into its bucket, check one before a run reads it.")
@@ -25,35 +24,18 @@ DatasetOpt = Annotated[str, typer.Option("--dataset", help="the dataset's name i
 TeamOpt = Annotated[Optional[str], typer.Option("--team", help="the team whose runs read it (default: the spec's first)")]
 
 
-def _dataset(spec: Any, name: str) -> Any:
-    d = spec.dataset(name)
-    if d is None:
-        raise SpecError("--dataset", *spec.unknown_dataset(name))
-    return d
+def _dataset(spec: Path | None, name: str) -> tuple[Any, Any]:
+    """(the spec, its dataset ``name``): an unknown one is refused (``--dataset``) with the names there are."""
+    from infra.spec import load_spec
+    from workloads.data.checks import find_dataset
+
+    env = load_spec(spec)
+    return env, find_dataset(env, name)
 
 
-def cluster_hook(kubeconfig: Path | None, context: str | None) -> tuple[Any, Any]:
-    """(cluster, its hook) of the kubeconfig's context; (None, None) when there is no kubeconfig at all
-    (the project's Cloud Storage then). A kubeconfig or context named and not usable is an error."""
-    from workloads.cluster.errors import ClusterError
-    from workloads.cluster.runs import Cluster
-    from workloads.runs import hooks
-
-    try:
-        cluster = Cluster.connect(kubeconfig, context)
-    except ClusterError:
-        if kubeconfig is not None or context is not None:
-            raise
-        return None, None
-    return cluster, hooks.for_context(cluster.context)
-
-
-def storage_client(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
+def _buckets(spec: Any, kubeconfig: Path | None, context: str | None) -> Any:
     """The buckets of the cluster the kubeconfig names (its hook's server), else Cloud Storage's."""
-    from workloads.runs import hooks
-
-    cluster, hook = cluster_hook(kubeconfig, context)
-    return hooks.storage_client(hook, cluster, spec.project)
+    return storage_client(cluster_hook(kubeconfig, context)[0], spec.project)
 
 
 @data_app.command("upload")
@@ -69,11 +51,9 @@ def upload(
     context: ContextOpt = None,
 ) -> None:
     """Upload a dataset's files to gs://<bucket>/<path>/ with progress; files are checked against the declared format first, and existing objects are never replaced."""
-    from infra.spec import load_spec
     from workloads.data import upload as up
 
-    env = load_spec(spec)
-    d = _dataset(env, dataset)
+    env, d = _dataset(spec, dataset)
     plan = up.plan_upload(env, d, src)
     if dry_run:
         if output is OutputFormat.json:
@@ -83,7 +63,7 @@ def upload(
                 print(f"would upload {i.path} -> gs://{d.bucket}/{i.name} ({i.size} bytes)")
             print(f"{len(plan.items)} file(s), {plan.bytes} bytes to {plan.uri}")
         return
-    client = storage_client(env, kubeconfig, context)
+    client = _buckets(env, kubeconfig, context)
     up.refuse_existing(client, env, d, plan)
     done = _with_progress(client, d, plan)
     if output is OutputFormat.json:
@@ -135,13 +115,11 @@ def check(
 ) -> None:
     """Check a dataset before a run reads it: bucket, the run identity's read access, files and their format, the tokenizer."""
     from infra import access
-    from infra.spec import load_spec
     from workloads.data import checks, tokenizer
 
-    env = load_spec(spec)
-    d = _dataset(env, dataset)
+    env, d = _dataset(spec, dataset)
     member = access.run_member(env, env.team(team), host_network)
-    client = storage_client(env, kubeconfig, context)
+    client = _buckets(env, kubeconfig, context)
     facts = checks.check_dataset(client, env, d, member)
     tok = tokenizer.check(client, env, d, vocab_size=vocab_size) if load_tokenizer else None
     if output is OutputFormat.json:

@@ -39,7 +39,8 @@ def _progress(msg: str) -> None:
 
 
 def _cluster(state_dir: Path | None, quiet: bool = False):
-    from workloads.local.controlplane import LocalCluster, default_state_dir
+    from workloads.local.controlplane import LocalCluster
+    from workloads.local.state import default_state_dir
 
     return LocalCluster(state_dir or default_state_dir(), progress=(lambda m: None) if quiet else _progress)
 

@@ -1,9 +1,14 @@
 """`run-local`: a recipe's rendered MaxText command, run for real on this machine's CPU.
 
-Importing this module registers the command on ``workloads.cli.app``. MaxText runs in
-its own venv (``workloads.maxtext.env``); its output goes through the same metrics and
-report code as a cluster run. (``preflight --compile`` lives with ``preflight`` in
-``workloads.cli.observe``.)
+Parse, call, print: the plan is the planner's (as for ``submit``), what can be refused is
+refused by ``workloads.maxtext.run_local.check`` before MaxText starts, the checkpoint
+directory is claimed for the run (``workloads.runs.identity``), the run is
+``run_local.run_tiny`` (through a gcsfuse mount of the dataset with ``--dataset``:
+``workloads.data.local_read``) in its own venv (``workloads.maxtext.env``), and its output
+goes through the same analysis and report code as a cluster run
+(``workloads.observe.analysis``). (``preflight --compile`` is in ``workloads.cli.preflight``.)
+
+Importing this module registers the command on ``workloads.cli.app``.
 
 Exit codes: 0 the run finished and its metrics parsed; 2 bad input (recipe, flags,
 spec); 1 the MaxText run failed (its last error line and where the log is); 4 the
@@ -21,7 +26,7 @@ import typer
 
 from toolkit.clikit import OutputFormat, print_json
 from toolkit.errors import SpecError
-from workloads.cli import ContextOpt, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
+from workloads.cli import ContextOpt, KubeconfigOpt, Output, SpecOpt, app
 from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 
@@ -75,7 +80,7 @@ def run_local(
     from workloads.cli.observe import print_summary
     from workloads.maxtext import env as maxtext_env
     from workloads.maxtext import run_local as rl
-    from workloads.observe import metrics as m
+    from workloads.observe import analysis
     from workloads.observe import report as rp
     from workloads.planning.planner import Overrides, plan_run
 
@@ -86,41 +91,28 @@ def run_local(
     # Named like a submitted run, with "loc" where the random suffix goes.
     overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name, dataset=dataset, team=team)
     plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
-    if not plan.program.is_maxtext:
-        raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
-    check_out_dir(out, "--out")
-    rl.check_outputs(out, (*rl.OUTPUTS, rp.MARKDOWN_NAME, rp.PLOT_NAME, rp.JSON_NAME))  # before minutes of MaxText: a file of yours is refused now
-    if checkpoint_dir is not None:
-        check_out_dir(checkpoint_dir, "--checkpoint-dir")
-    # A --set checkpoint_period is kept; otherwise the tiny run saves a few times (run_local.tiny_period).
-    period = plan.policy.checkpoint.period_steps if plan.policy.checkpoint and any(s.startswith("checkpoint_period=") for s in sets or ()) else None
-    if resume and plan.policy.checkpoint is None:
-        raise SpecError("--resume", f"run {plan.name} saves no checkpoints, so there is nothing to resume", "drop --resume")
+    # Before minutes of MaxText: a file of yours in --out is refused now.
+    checked = rl.check(plan, out, checkpoint_dir=checkpoint_dir, resume=resume, sets=overrides.sets, reserved=rp.REPORT_NAMES)
     venv = maxtext_env.locate(log=lambda msg: sys.stderr.write(msg + "\n"))
     claimed = None
-    if plan.policy.checkpoint is not None:
+    if checked.run_dir is not None:
         from workloads.runs import identity
 
         # The run's directory is this run's before MaxText may restore from it (workloads.runs.identity).
-        where = rl.run_checkpoints(Path(checkpoint_dir or Path(out) / rl.CHECKPOINTS_NAME).resolve(), plan.name).parent
-        claimed = identity.claim(identity.DirStore(where), plan, resume=resume)
+        claimed = identity.claim(identity.DirStore(checked.run_dir), plan, resume=resume)
     if output is OutputFormat.text:
         if claimed is not None:
             sys.stderr.write(claimed.line() + "\n")
         sys.stderr.write(f"running {plan.program.recipe} (tiny model, {steps} steps, {plan.target.shape.devices} CPU devices) with MaxText...\n")
     if dataset is None:
-        done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period)
+        done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=checked.period)
     else:
-        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output)
+        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, checked.period, kubeconfig, context, output)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
-    log = m.load(done.log_path.read_text(errors="replace"), done.metrics_path.read_text())
-    prof = log.profiler_window()
-    steady = done.first_step + 2  # the first two steps of any start (fresh or resumed) compile
-    summ = m.summarize(log.steps, hardware=None, first_steady_step=steady, profiler=prof)
-    facts = rp.RunFacts.from_log(plan.name, str(done.log_path), log)
-    files = rp.write_report(done.out_dir, facts, log, summ, profiler=prof, first_steady_step=steady)
+    a = analysis.analyse_files(plan.name, done.log_path, done.metrics_path, first_steady_step=done.first_step + 2)  # the first two steps of any start compile
+    files = analysis.write_report(done.out_dir, a, cost=None, first_steady_step=done.first_step + 2)
     if output is OutputFormat.json:
-        doc = rp.summary_document(facts, log, summ)
+        doc = rp.summary_document(rp.RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary)
         doc["local_run"] = {
             "seconds": round(done.seconds, 1),
             "peak_rss_bytes": done.peak_rss_bytes,
@@ -133,7 +125,7 @@ def run_local(
         }
         print_json(doc)
         return
-    print_summary(plan.name, str(done.log_path), summ, None)
+    print_summary(plan.name, str(done.log_path), a.summary, None)
     if done.checkpoint_dir is not None:
         resumed = "started at step 0" if done.restored_step is None else f"resumed from step {done.restored_step} (restore {done.restore_seconds} s)"
         sys.stdout.write(f"{resumed}; checkpoints in {rl.run_checkpoints(done.checkpoint_dir, plan.name)} (reuse --name {plan.name} to resume)\n")
@@ -147,7 +139,7 @@ def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubec
     import os
     import tempfile
 
-    from workloads.cli.data import cluster_hook
+    from workloads.cli import cluster_hook
     from workloads.data.local_read import reading
     from workloads.maxtext import run_local as rl
     from workloads.observe.storage import EMULATOR_ENV

@@ -1,43 +1,56 @@
-"""Observe runs: status, logs, metrics, report, delete, preflight.
+"""Follow runs: ``status``, ``logs``, ``metrics``, ``report``.
+
+Parse, call, print: the work is ``workloads.observe`` (``status``: a run's status and the
+wait until it finished; ``logs``: the pod whose log is streamed; ``analysis``: a log read,
+analysed and written as a report), which returns data. This module reads ``--spec`` once
+(``SpecFile``), connects, follows a run on a fleet to the worker it was dispatched to
+(``workloads.runs.fleet``) and turns what comes back into text or JSON.
 
 Importing this module registers the commands on ``workloads.cli.app``. Heavy modules
 (kubernetes client, matplotlib, google-cloud-storage) are imported inside the commands.
 
 Exit codes: 0 success; 2 bad input (spec, flags, files); 3 the cluster could not be
 reached or refused a request (``ClusterError``); 1 anything else that failed (an upload,
-a preflight with failing rows).
+a wait that timed out, a run that failed or is not there).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, confirm, dataclass_options, option_group, print_json
-from toolkit.errors import SpecError
-from workloads.cli import ContextOpt, DryRun, KubeconfigOpt, Output, SpecOpt, app, check_out_dir
+from toolkit.clikit import OutputFormat, dataclass_options, option_group, print_json
+from workloads.cli import (
+    ContextOpt,
+    KubeconfigOpt,
+    NamespaceOpt,
+    Output,
+    PoolOpt,
+    SlicesOpt,
+    SpecFile,
+    SpecOpt,
+    TeamOpt,
+    app,
+    check_out_dir,
+    connect,
+    logging_client,
+    storage_client,
+)
 from workloads.planning.defaults import INT32_MAX, MAX_WAIT_S
 
 if TYPE_CHECKING:
-    from infra.spec import EnvSpec
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.observe.analysis import Analysis
 
-NamespaceOpt = Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")]
-TeamOpt = Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")]
 ShapeOpt = Annotated[
     Optional[str],
     typer.Option("--shape", help="TPU type the run used, e.g. v5litepod-16, tpu7x-256 (for per-chip figures and MFU; a run on the cluster: read from the run)"),
 ]
-PoolOpt = Annotated[
-    Optional[str], typer.Option("--pool", help="TPU pool of the spec the run used (shape and slice count; a run on the cluster: read from the run)")
-]
-SlicesOpt = Annotated[Optional[int], typer.Option("--slices", min=1, max=INT32_MAX, help="number of slices (default: the pool's)")]
 MetricsFileOpt = Annotated[Optional[Path], typer.Option("--metrics-file", help="MaxText metrics_file JSONL; its numbers win over the log's")]
 ProfFirstOpt = Annotated[
     Optional[int], typer.Option("--profiler-first-step", min=0, max=INT32_MAX, help="skip_first_n_steps_for_profiler (default: from the log's config)")
@@ -48,45 +61,35 @@ ProfStepsOpt = Annotated[
 FirstSteadyOpt = Annotated[int, typer.Option("--first-steady-step", min=0, max=INT32_MAX, help="steps before this include compilation")]
 
 
-# ------------------------------------------------------------------- helpers
+# ------------------------------------------------------------------- the edge: spec, cluster, fleet
 
 
-def _spec(path: Path | None) -> EnvSpec:
-    from infra.fleet import load_env
-
-    return load_env(path)
-
-
-def _namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
+def _namespace(specs: SpecFile, namespace: str | None, team: str | None) -> str:
     from workloads.observe.analysis import run_namespace
 
-    return run_namespace(spec_path, namespace, team)
+    return run_namespace(specs.env, namespace, team)
 
 
-def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
-    from workloads.cluster.runs import Cluster
-
-    return Cluster.connect(kubeconfig, context)
-
-
-def _follow(spec: Path | None, kubeconfig: Path | None, context: str | None, ns: str, run: str) -> tuple[Cluster, str | None, Cluster]:
-    """The cluster holding the run's pods, which fleet worker that is (None off a fleet), and the cluster connected to.
+def _locate(
+    spec: Path | None, namespace: str | None, team: str | None, kubeconfig: Path | None, context: str | None, run: str
+) -> tuple[str, Cluster, str | None, Cluster]:
+    """The run's namespace, the cluster holding its pods, which fleet worker that is (None off a fleet), and the cluster connected to.
 
     With ``--spec`` naming a fleet file, ``--kubeconfig``/``--context`` reach its manager and
     the run is followed to the worker its Workload was dispatched to.
     """
-    from infra.fleet import maybe_fleet
-
-    cluster = _connect(kubeconfig, context)
-    fleet = maybe_fleet(spec)
+    specs = SpecFile(spec)
+    ns = _namespace(specs, namespace, team)
+    cluster = connect(kubeconfig, context)
+    fleet = specs.fleet()
     if fleet is None:
-        return cluster, None, cluster
+        return ns, cluster, None, cluster
     from workloads.runs.fleet import follow
 
     worker_cluster, worker = follow(fleet, cluster, ns, run, kubeconfig)
     if worker is not None:
         sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}\n")
-    return worker_cluster, worker, cluster
+    return ns, worker_cluster, worker, cluster
 
 
 def _out(line: str = "") -> None:
@@ -113,44 +116,47 @@ class RunSource:
     kubeconfig: KubeconfigOpt = None
     context: ContextOpt = None
 
-    def analyse(self, target: str) -> Analysis:
-        """Resolve the hardware, load the log (file or cluster) and summarize its steady state."""
+    def analyse(self, target: str, specs: SpecFile) -> Analysis:
+        """Resolve the hardware, load the log (file or cluster) and summarize its steady state (``workloads.observe.analysis``)."""
         from workloads.observe.analysis import analyse
 
-        src = self._followed(target)
-        return analyse(target, **dataclasses.asdict(src), logging_client=_logging_client, storage_client=_storage_client)
+        spec, cluster, namespace = self._followed(target, specs)
+        return analyse(
+            target,
+            spec=spec,
+            cluster=cluster,
+            metrics_file=self.metrics_file,
+            shape=self.shape,
+            pool=self.pool,
+            slices=self.slices,
+            profiler_first_step=self.profiler_first_step,
+            profiler_steps=self.profiler_steps,
+            first_steady_step=self.first_steady_step,
+            namespace=namespace,
+            team=self.team,
+            logging_client=logging_client,
+            storage_client=storage_client,
+        )
 
-    def _followed(self, target: str) -> RunSource:
-        """On a fleet (``--spec`` a fleet file), the run's worker in place of the manager: its logs are there."""
-        from infra.fleet import maybe_fleet
+    def _followed(self, target: str, specs: SpecFile):  # noqa: ANN202  (spec, cluster, namespace) for analyse
+        """The spec, the cluster (each got when first needed) and namespace to read the run from.
 
-        fleet = maybe_fleet(self.spec)
-        if fleet is None or self.metrics_file is not None or Path(target).is_file():
-            return self
+        On a fleet (``--spec`` a fleet file), the run's worker in place of the manager: its logs
+        are there, and its own spec (its Cloud Logging entries carry its cluster's name and region).
+        """
+        spec, cluster = specs.env, cache(lambda: connect(self.kubeconfig, self.context))
+        fleet = None if self.metrics_file is not None or Path(target).is_file() else specs.fleet()
+        if fleet is None:
+            return spec, cluster, self.namespace
         from workloads.runs.fleet import landed_on
 
-        ns = _namespace(self.spec, self.namespace, self.team)
-        name = landed_on(_connect(self.kubeconfig, self.context), ns, target)
+        ns = _namespace(specs, self.namespace, self.team)
+        name = landed_on(cluster(), ns, target)
         if name is None:
-            return self
+            return spec, cluster, self.namespace
         w = fleet.worker(name)
         sys.stderr.write(f"{ns}/{target} was dispatched to fleet worker {name}\n")
-        # The worker's own spec: its Cloud Logging entries carry its cluster's name and region.
-        return dataclasses.replace(self, kubeconfig=w.kubeconfig or self.kubeconfig, context=w.context, spec=w.spec_path, namespace=ns)
-
-
-def _logging_client(cluster: Any, project: str) -> Any:
-    """Cloud Logging for the runs of ``cluster``: its run hook's server (the local cluster's), else Google's."""
-    from workloads.runs import hooks
-
-    return hooks.logging_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
-
-
-def _storage_client(cluster: Any, project: str) -> Any:
-    """Cloud Storage for the buckets of ``cluster``'s runs: its run hook's server (the local cluster's), else Google's."""
-    from workloads.runs import hooks
-
-    return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
+        return (lambda: w.spec), cache(lambda: connect(w.kubeconfig or self.kubeconfig, w.context)), ns
 
 
 # Gives a command RunSource's fields as options, in place of its ``source: RunSource`` parameter.
@@ -162,31 +168,6 @@ def _f(v: float | None, digits: int = 3) -> str:
 
 
 # ------------------------------------------------------------------- commands
-
-
-_FINISHED = ("Succeeded", "Failed", "NotFound")
-
-
-def _wait_finished(cluster, ns: str, run: str, timeout: float):
-    """Poll the run until it finishes; one stderr line per change of phase, running pods or restarts."""
-    from workloads.cluster.wait import WaitTimeout, wait_for
-
-    def show(st) -> None:
-        sys.stderr.write(f"  {st.progress()}\n")
-
-    try:
-        return wait_for(
-            lambda: cluster.run_status(ns, run),
-            timeout=timeout,
-            what=f"{ns}/{run} to finish",
-            interval=1.0,
-            until=lambda st: st.phase.value in _FINISHED,
-            on_change=show,
-            key=lambda st: (st.phase.value, st.running, st.restarts),
-        )
-    except WaitTimeout as e:
-        sys.stderr.write(f"error: {ns}/{run} still {e.last.phase.value} after {timeout:g}s\n")
-        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -203,18 +184,17 @@ def status(
     context: ContextOpt = None,
 ) -> None:
     """Where a run is: queued in Kueue (and why), starting, running, finished; one line per slice."""
-    from workloads.observe.analysis import last_checkpoint
+    from workloads.cluster.wait import WaitTimeout
+    from workloads.observe import status as run_status
 
-    ns = _namespace(spec, namespace, team)
-    cluster, fleet_worker, connected = _follow(spec, kubeconfig, context, ns, run)
-    if wait:
-        # On a fleet the manager's copy is the one that stays: the worker's goes once its status is mirrored back.
-        st = _wait_finished(connected, ns, run, timeout)
-        if cluster is not connected and cluster.find_run(ns, run) is not None:
-            st = cluster.run_status(ns, run)
-    else:
-        st = cluster.run_status(ns, run)
-    st = dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
+    ns, cluster, fleet_worker, connected = _locate(spec, namespace, team, kubeconfig, context, run)
+    try:
+        st = run_status.current(
+            cluster, ns, run, manager=connected, wait_s=timeout if wait else None, on_change=lambda s: sys.stderr.write(f"  {s.progress()}\n")
+        )
+    except WaitTimeout as e:
+        sys.stderr.write(f"error: {ns}/{run} still {e.last.phase.value} after {timeout:g}s\n")
+        raise typer.Exit(1) from None
     if output is OutputFormat.json:
         print_json({**st.to_dict(), **({"worker": fleet_worker} if fleet_worker else {})})
         return
@@ -265,21 +245,10 @@ def logs(
     context: ContextOpt = None,
 ) -> None:
     """Stream the log of one worker (default: worker 0 of slice 0, where MaxText prints metrics; for a RayJob, its driver: the submitter)."""
-    from toolkit.errors import NotFound
+    from workloads.observe import logs as run_logs
 
-    ns = _namespace(spec, namespace, team)
-    cluster, _, _ = _follow(spec, kubeconfig, context, ns, run)
-    pod = cluster.find_pod(ns, run, slice_index=slice_index, worker=worker, head=head)
-    if pod is None:
-        which = (
-            "the head"
-            if head
-            else f"slice {slice_index or 0} worker {worker or 0}"
-            if slice_index is not None or worker is not None
-            else "the driver or worker 0"
-        )
-        raise NotFound(f"no pod for {which} of run {run!r} in namespace {ns!r} — the run may still be queued; see 'status {run}'")
-    for line in cluster.logs(ns, pod["metadata"]["name"], container=container, follow=follow):
+    ns, cluster, _, _ = _locate(spec, namespace, team, kubeconfig, context, run)
+    for line in run_logs.lines(cluster, ns, run, slice_index=slice_index, worker=worker, head=head, container=container, follow=follow):
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
@@ -294,7 +263,7 @@ def metrics(
     """Steady-state step time, TFLOP/s and tokens/s per device and per chip, MFU and loss trend."""
     from workloads.observe.report import RunFacts, summary_document
 
-    a = source.analyse(target)
+    a = source.analyse(target, SpecFile(source.spec))
     _warn_skipped(a)
     if output is OutputFormat.json:
         print_json(summary_document(RunFacts.from_log(a.run, a.source, a.log), a.log, a.summary, a.goodput))
@@ -366,34 +335,16 @@ def report(
     source: RunSource = RunSource(),
 ) -> None:
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
-    from infra.spec import BucketPurpose
-    from workloads.observe import report as rp
-    from workloads.observe.analysis import measured_cost
+    from workloads.observe import analysis
+    from workloads.observe.report import upload_target
 
-    bucket = None
-    if upload:
-        env = _spec(source.spec)
-        b = env.bucket_for(BucketPurpose.ARTIFACTS)
-        if b is None:
-            raise SpecError("buckets", "no bucket with purpose: artifacts to upload reports to", "add one to the spec, or drop --upload")
-        bucket, project = b.name, env.project
+    specs = SpecFile(source.spec)
+    bucket, project = upload_target(specs.env()) if upload else (None, None)
     check_out_dir(out, "--out")
-    a = source.analyse(target)
+    a = source.analyse(target, specs)
     _warn_skipped(a)
-    cost = measured_cost(a, source.spec, source.pool)
-    try:
-        files = rp.write_report(
-            out,
-            rp.RunFacts.from_log(a.run, a.source, a.log),
-            a.log,
-            a.summary,
-            profiler=a.profiler,
-            first_steady_step=source.first_steady_step,
-            goodput=a.goodput,
-            cost=cost,
-        )
-    except OSError as e:
-        raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None
+    cost = analysis.measured_cost(a, specs.env, source.pool)
+    files = analysis.write_report(out, a, cost=cost, first_steady_step=source.first_steady_step)
     _out(f"wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}")
     for line in cost.lines() if cost else ["cost: needs the hardware (--pool or --shape) and a timed log"]:
         _out(line)
@@ -402,193 +353,3 @@ def report(
 
         for u in do_upload(files.directory, bucket, f"reports/{a.run}", files=files.files, project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")
-
-
-@app.command()
-def delete(
-    run: Annotated[str, typer.Argument(help="run (JobSet) name")],
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
-    dry_run: DryRun = False,
-    namespace: NamespaceOpt = None,
-    team: TeamOpt = None,
-    output: Output = OutputFormat.text,
-    spec: SpecOpt = None,
-    kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None,
-) -> None:
-    """Delete a run (its JobSet, Job + headless Service, or RayJob; pods and Kueue Workload go with it). Already gone is fine."""
-    ns = _namespace(spec, namespace, team)
-    # Ask before connecting: a refusal needs no cluster.
-    if not dry_run:
-        confirm(f"delete run {ns}/{run} and its pods?", yes=yes)
-    cluster = _connect(kubeconfig, context)
-    from infra.fleet import maybe_fleet
-
-    if maybe_fleet(spec) is not None:
-        from workloads.runs.fleet import landed_on
-
-        # Deleted on the manager: MultiKueue deletes the worker's copy with it.
-        worker = landed_on(cluster, ns, run)
-        if worker:
-            sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}: deleting it through the manager removes it there too\n")
-    results = cluster.delete_run(ns, run, dry_run=dry_run)
-    res = results[0]
-    if output is OutputFormat.json:
-        print_json(
-            {
-                "kind": res.kind,
-                "namespace": ns,
-                "name": run,
-                "deleted": res.deleted,
-                "dry_run": res.dry_run,
-                "also": [{"kind": r.kind, "name": r.name, "deleted": r.deleted} for r in results[1:]],
-            }
-        )
-        return
-    if not res.deleted:
-        _out(f"no run {ns}/{run} (JobSet, Job or RayJob): already deleted")
-        return
-    for r in results:
-        if not r.deleted:
-            continue
-        _out(f"would delete {r.kind} {ns}/{r.name} (server-side dry run passed)" if dry_run else f"deleted {r.kind} {ns}/{r.name}")
-
-
-@app.command()
-def preflight(
-    recipe: Annotated[Optional[str], typer.Argument(help="recipe to check for (picks the pool it prefers)")] = None,
-    pool: PoolOpt = None,
-    slices: SlicesOpt = None,
-    team: TeamOpt = None,
-    output: Output = OutputFormat.text,
-    spec: SpecOpt = None,
-    kubeconfig: KubeconfigOpt = None,
-    context: ContextOpt = None,
-    compile_: Annotated[
-        bool,
-        typer.Option(
-            "--compile",
-            help="instead of the live checks: AOT-compile the recipe's MaxText step for the pool's TPU topology "
-            "with real MaxText on this machine and report memory per device vs HBM (exit 0 fits, 1 does not fit, "
-            "2 bad input, 4 compile failed)",
-        ),
-    ] = False,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="with --compile: MaxText key=value, as for submit (repeatable)")] = None,
-    keep_logs: Annotated[Optional[Path], typer.Option("--keep-logs", help="with --compile: keep train_compile's stdout/stderr in this directory")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="with --compile: give up after this many seconds")] = 1800,
-    dataset: Annotated[
-        Optional[str],
-        typer.Option(
-            "--dataset",
-            help="also check this dataset of the spec in the cluster's buckets: files, format, the team's read access, "
-            "and its tokenizer loaded with MaxText's loader against the recipe's vocab_size",
-        ),
-    ] = None,
-) -> None:
-    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone (and a dataset).
-
-    With --compile: compile the run ahead of time for its TPU topology instead (no cluster needed).
-    """
-    if compile_:
-        _preflight_compile(recipe, pool=pool, slices=slices, team=team, sets=sets or [], output=output, spec=spec, keep_logs=keep_logs, timeout=timeout)
-        return
-    if sets or keep_logs:
-        raise SpecError("--set" if sets else "--keep-logs", "only applies with --compile", "add --compile or drop it")
-    if dataset is not None and compile_:
-        raise SpecError("--dataset", "is checked by the live preflight, not with --compile", "run preflight --dataset without --compile")
-    from workloads.observe import preflight as pf
-    from workloads.planning.recipes import load_recipe
-    from workloads.planning.select import select_pool
-
-    env = _spec(spec)
-    # The pool submit would use for this recipe and slice count (any pool without a recipe).
-    choice = select_pool(env, load_recipe(recipe) if recipe else None, pool=pool, slices=slices or 1)
-    tm = env.team(team)
-    cluster = _connect(kubeconfig, context)
-    rep = pf.evaluate(env, choice.pool, tm, pf.gather(cluster, tm), slices=slices)
-    if dataset is not None:
-        rep = _with_dataset_rows(rep, env, tm, dataset, recipe, cluster)
-    if output is OutputFormat.json:
-        print_json(rep.to_dict())
-    else:
-        _out(f"preflight: pool {rep.pool} {rep.shape} x {rep.slices} slice(s), namespace {rep.namespace}")
-        for c in rep.checks:
-            _out(f"  [{c.result.value.upper():4}] {c.name:<24} {c.detail}")
-            if c.fix and c.result is not pf.Result.PASS:
-                _out(f"         fix: {c.fix}")
-        _out("ready" if rep.ok else "not ready")
-    if not rep.ok:
-        raise typer.Exit(1)
-
-
-def _with_dataset_rows(rep: Any, env: Any, team: Any, name: str, recipe: str | None, cluster: Any) -> Any:
-    """The preflight report with the dataset's rows (workloads.data.checks), against the cluster's buckets."""
-    import dataclasses
-
-    from infra import access
-    from workloads.cli.data import _dataset
-    from workloads.data import checks, tokenizer
-    from workloads.observe import preflight as pf
-
-    d = _dataset(env, name)
-    client = _storage_client(cluster, env.project)
-    vocab = _recipe_vocab(recipe) if recipe else None
-    rows = checks.preflight_rows(
-        lambda: checks.check_dataset(client, env, d, access.run_member(env, team, False)),
-        tokenizer_check=lambda: tokenizer.check(client, env, d, vocab_size=vocab),
-    )
-    extra = tuple(pf.Check(n, pf.Result(r), detail, fix) for n, r, detail, fix in rows)
-    return dataclasses.replace(rep, checks=(*rep.checks, *extra))
-
-
-def _recipe_vocab(recipe: str) -> int | None:
-    """The recipe's model vocab_size (MaxText presets resolved by the recipe loader); None for a plain command."""
-    from workloads.planning.recipes import load_recipe
-
-    mt = load_recipe(recipe).maxtext
-    return mt.model.vocab_size if mt is not None else None
-
-
-def _preflight_compile(
-    recipe: str | None,
-    *,
-    pool: str | None,
-    slices: int | None,
-    team: str | None,
-    sets: list[str],
-    output: OutputFormat,
-    spec: Path | None,
-    keep_logs: Path | None,
-    timeout: float,
-) -> None:
-    """`preflight --compile`: the RunPlan's MaxText step through MaxText's AOT compiler."""
-    from workloads.maxtext import aot
-    from workloads.maxtext import env as maxtext_env
-    from workloads.planning.planner import Overrides, plan_run
-
-    if not recipe:
-        raise SpecError("RECIPE", "preflight --compile needs a recipe", "e.g. python -m workloads preflight maxtext-6b --compile")
-    env = _spec(spec)
-    # The same plan `render`/`submit` would make: its args and env are what is compiled.
-    plan = plan_run(recipe, env, Overrides(slices=slices, pool=pool, sets=tuple(sets), team=team))
-    if not plan.program.is_maxtext:
-        raise SpecError("RECIPE", f"recipe {recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
-    if keep_logs is not None:
-        from toolkit import owned
-
-        check_out_dir(keep_logs, "--keep-logs")
-        if keep_logs.is_dir():  # a file of the user's under a log's name: refused before minutes of compiling
-            owned.check_update(keep_logs, dict.fromkeys(aot.KEPT_LOGS, b""), "--keep-logs")
-    venv = maxtext_env.locate(log=lambda m: sys.stderr.write(m + "\n"))
-    if output is OutputFormat.text:
-        topology = maxtext_env.compile_topology(plan.target.shape)
-        sys.stderr.write(f"compiling {plan.program.recipe} for {topology} x {plan.target.slices} with MaxText (about 1-5 min)...\n")
-    # The fit is judged against plan.target.shape's HBM per device (the catalog's figure).
-    result = aot.compile_plan(plan, venv, timeout=timeout, keep_log_dir=keep_logs)
-    if output is OutputFormat.json:
-        print_json(result.to_dict())
-    else:
-        for line in aot.render_text(result):
-            _out(line)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)

@@ -328,7 +328,7 @@ def submit(
                 typer.echo(check, err=True)
         return
 
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
@@ -464,7 +464,7 @@ def queues_apply(
     if dry_run:
         _print_objects(objects, output)
         return
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
@@ -487,7 +487,7 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
             docs += multikueue.worker_objects(fleet, w)
         _print_objects(docs, output)
         return
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.runs.fleet import apply_fleet, wait_active
 
     manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)

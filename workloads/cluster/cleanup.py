@@ -27,7 +27,7 @@ from workloads.cluster import runkinds as rk
 
 if TYPE_CHECKING:
     from workloads.cluster.api import DeleteResult
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}

@@ -55,6 +55,14 @@ class DatasetFacts:
         }
 
 
+def find_dataset(spec: EnvSpec, name: str) -> DatasetSpec:
+    """The spec's dataset ``name`` (``--dataset``); an unknown one is refused with the names there are."""
+    d = spec.dataset(name)
+    if d is None:
+        raise SpecError("--dataset", *spec.unknown_dataset(name))
+    return d
+
+
 def field_of(spec: EnvSpec, d: DatasetSpec, name: str) -> str:
     return f"datasets[{spec.datasets.index(d)}].{name}"
 

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from toolkit import tools
-from toolkit.errors import ExternalToolError, ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit.paths import script
 
 GCSFUSE_VERSION = "v3.11.4"  # keep in step with scripts/build-gcsfuse.sh
@@ -67,13 +67,7 @@ class MountError(ToolkitError):
 
 def gcsfuse(timeout: float = 1800) -> str:
     """The gcsfuse binary (built and cached on first use)."""
-    try:
-        done = tools.run(["bash", str(BUILD_SCRIPT)], timeout=timeout)
-    except ExternalToolError as e:
-        raise MountError(f"cannot build gcsfuse: {e}") from None
-    if not done.ok or not done.stdout.strip():
-        raise MountError(f"scripts/{BUILD_SCRIPT.name} failed: {tools.last_line(done.stderr) or done.returncode}")
-    return str(tools.last_path_line(done))
+    return str(tools.script_path(BUILD_SCRIPT, what="cannot build gcsfuse", error=MountError, timeout=timeout))
 
 
 def argv(binary: str, bucket: str, mountpoint: Path, flags: Sequence[str], config_file: Path, *, endpoint: str | None, log_file: Path) -> list[str]:

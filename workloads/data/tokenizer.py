@@ -85,3 +85,11 @@ def check(client: Any, spec: EnvSpec, d: DatasetSpec, *, vocab_size: int | None 
         if bad is not None:
             raise SpecError(checks.field_of(spec, d, "tokenizer"), bad, f"use a tokenizer with at most {vocab_size} ids, or a model whose vocab_size covers it")
     return facts
+
+
+def recipe_vocab(recipe: str) -> int | None:
+    """The vocab_size of the recipe's model (MaxText presets resolved by the recipe loader), a tokenizer is held to; None for a plain command."""
+    from workloads.planning.recipes import load_recipe
+
+    mt = load_recipe(recipe).maxtext
+    return mt.model.vocab_size if mt is not None else None

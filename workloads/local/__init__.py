@@ -5,16 +5,23 @@ processes built from the Go module proxy (scripts/build-local-cluster.sh); kwok
 plays the kubelets of Nodes labelled like GKE TPU slice node pools; JobSet and
 Kueue run as local processes with their webhooks reachable from the apiserver.
 
-Modules: ``certs`` (a private CA and the certificates), ``procs`` (detached
-daemons with pid files), ``nodes`` (Node objects from the environment spec),
-``addons`` (the Kueue / JobSet / kwok install objects and kwok's stages),
-``controlplane`` (up / down / status), ``rehearsal`` (a run's simulated duration
-and MaxText log, pure), ``rehearsald`` (the daemon that plays them and replaces
-preempted nodes), ``disrupt`` (``local preempt``: what GKE does to a slice), ``kuberay``
-(``local up --with ray``: the KubeRay operator and a real Ray head standing in for head pods). The API server is reached through the toolkit's one client,
-``workloads.cluster.runs.Cluster``, on its standard-library transport (no
-``kubernetes`` import, so ``up`` starts at once). Nothing here is imported by
-the CLI until a ``local`` command runs.
+Modules: ``controlplane`` (up / down / status: the order of the steps), ``state``
+(the state directory: whose it is, what ``up`` recorded, a client), ``daemons`` (the
+cluster's daemons as a group: ports, waits, stop) over ``procs`` (one detached daemon
+with its pid file), ``boot`` (etcd, kube-apiserver, controller-manager, scheduler, kwok),
+``jobset_kueue`` (JobSet and Kueue as local processes, their webhooks reachable),
+``spec_objects`` (the spec's nodes and cluster objects applied), ``certs`` (a private CA
+and the certificates), ``nodes`` (Node objects from the environment spec), ``addons``
+(the Kueue / JobSet / kwok install objects, kwok's stages, GKE's CRDs), ``loopback``
+(the skeleton of the loopback Google services: ``bucket``, Cloud Storage, and
+``cloudlogging``, Cloud Logging), ``rehearsal`` (a run's simulated duration and MaxText
+log, pure), ``rehearsald`` (the daemon that plays them and replaces preempted nodes),
+``disrupt`` (``local preempt``: what GKE does to a slice), ``kuberay`` (``local up
+--with ray``: the KubeRay operator and a real Ray head standing in for head pods),
+``fleet`` (one control plane per member of a fleet). The API server is reached through
+the toolkit's one client, ``workloads.cluster.client.Cluster``, on its standard-library
+transport (no ``kubernetes`` import, so ``up`` starts at once). Nothing here is imported
+by the CLI until a ``local`` command runs.
 """
 
 from __future__ import annotations

@@ -73,10 +73,14 @@ KUEUE = Addon("kueue", "kueue-system", "kueue-webhook-service", "kueue-webhook-s
 JOBSET = Addon("jobset", "jobset-system", "jobset-webhook-service", "jobset-webhook-server-cert")
 
 
-# GKE's multi-networking CRDs (Network, GKENetworkParamSet), written for the toolkit:
-# GKE serves them itself; the local cluster needs them to take the DCN objects of a spec
-# with network.dcn (workloads.render.multinetwork).
-GKE_NETWORKING_CRDS = Path(__file__).parent / "crds" / "gke-networking.yaml"
+# GKE's own APIs, which GKE serves itself, written for this project from their published
+# definitions (each file's header says from what), so what the toolkit applies to GKE applies
+# here too. The multi-networking CRDs take the DCN objects of a spec with network.dcn
+# (workloads.render.multinetwork).
+GKE_NETWORKING_CRDS = Path(__file__).parent / "crds" / "gke-networking.yaml"  # network.dcn: GKENetworkParamSet, Network
+PROVISIONING_REQUEST_CRD = Path(__file__).parent / "crds" / "provisioningrequests.yaml"  # DWS queued provisioning
+COMPUTE_CLASS_CRD = Path(__file__).parent / "crds" / "computeclasses.yaml"  # compute class pools' ComputeClasses
+CHECKPOINT_CONFIGURATION_CRD = Path(__file__).parent / "crds" / "checkpointconfigurations.yaml"  # multi-tier checkpointing
 
 
 def gke_networking_crds() -> list[dict[str, Any]]:

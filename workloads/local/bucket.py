@@ -7,67 +7,60 @@ On GKE a run's pods and the toolkit see the same buckets: MaxText writes checkpo
 process (built by scripts/setup-gcs-emulator.sh, the server the storage tests use), its
 data in ``<state>/gcs/``: ``local up`` starts it and creates the spec's buckets, the
 rehearsal daemon keeps each rehearsal's checkpoints in it, and the cluster says where it
-is in the ConfigMap ``kube-public/tgk-local-storage`` (``workloads.local.published``), which the local
+is in the ConfigMap ``kube-public/tgk-local-storage`` (``workloads.local.loopback``), which the local
 run hook (``runhooks``) reads to give ``submit`` and ``cleanup`` a client for it.
 """
 
 from __future__ import annotations
 
 import time
-import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from toolkit import tools
-from toolkit.errors import ExternalToolError
 from toolkit.paths import script
-from workloads.local import LocalClusterError, published
+from workloads.local import LocalClusterError
+from workloads.local.loopback import PROJECT, LoopbackService
+from workloads.observe.storage import make_client
 
 if TYPE_CHECKING:
     from infra.spec import EnvSpec
+    from workloads.local.daemons import Daemons
 
-DAEMON = "gcs"
 SETUP_SCRIPT = script("setup-gcs-emulator.sh")
-CONFIGMAP = "tgk-local-storage"
-PROJECT = "tgk-local"
+SERVICE = LoopbackService(
+    daemon="gcs", configmap_name="tgk-local-storage", what="Cloud Storage server", health=f"/storage/v1/b?project={PROJECT}", make_client=make_client
+)
 
 
 def data_dir(state_dir: Path) -> Path:
     return state_dir / "gcs"
 
 
-def endpoint(port: int) -> str:
-    return published.loopback(port)
+def start(daemons: Daemons, port: int, timeout: float) -> str:
+    """The emulator as daemon ``gcs``, its data in ``<state>/gcs/``, answering on ``port``; its base URL."""
+    data = data_dir(daemons.state_dir)
+    data.mkdir(parents=True, exist_ok=True)
+    return SERVICE.start(daemons, port, timeout, lambda: argv(executable(), port), env={"STORAGE_BASE": str(data)}, cwd=data)
+
+
+def publish(kube: Any, spec: EnvSpec, base: str, progress: Callable[[str], None]) -> None:
+    """The spec's buckets, with what ``infra deploy`` grants on them, in the server at ``base``; its address published."""
+    made = ensure_buckets(base, spec)
+    if made:
+        progress(f"  buckets created: {', '.join(made)}")
+    grant_buckets(base, spec)
+    SERVICE.publish(kube, base)
 
 
 def executable(timeout: float = 900) -> str:
     """The emulator's command, from its cached venv (built on first use by the setup script)."""
-    try:
-        done = tools.run(["bash", str(SETUP_SCRIPT)], timeout=timeout)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot set up the local Cloud Storage server: {e}") from None
-    if not done.ok or not done.stdout.strip():
-        raise LocalClusterError(f"scripts/{SETUP_SCRIPT.name} failed: {tools.last_line(done.stderr) or done.returncode}")
-    return done.stdout.strip().splitlines()[-1]
+    return str(tools.script_path(SETUP_SCRIPT, what="cannot set up the local Cloud Storage server", error=LocalClusterError, timeout=timeout))
 
 
 def argv(exe: str, port: int) -> list[str]:
     return [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--quiet"]
-
-
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/storage/v1/b?project={PROJECT}", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def client(url: str) -> Any:
-    """A google-cloud-storage client for the server at ``url`` (anonymous: it checks no credentials)."""
-    from workloads.observe.storage import make_client
-
-    return make_client(PROJECT, endpoint=url)
 
 
 def split_gs(uri: str) -> tuple[str, str]:
@@ -80,7 +73,7 @@ def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:
     """Every bucket of the spec exists in the local server (as ``infra deploy`` creates them); the names made."""
     from google.api_core import exceptions as gexc
 
-    c = client(url)
+    c = SERVICE.client(url)
     made = []
     deadline = time.monotonic() + timeout
     for b in spec.buckets:
@@ -106,7 +99,7 @@ def grant_buckets(url: str, spec: EnvSpec) -> int:
     """
     from infra import access
 
-    c = client(url)
+    c = SERVICE.client(url)
     added = 0
     for name, grants in access.bucket_bindings(spec).items():
         b = c.bucket(name)
@@ -119,13 +112,3 @@ def grant_buckets(url: str, spec: EnvSpec) -> int:
             b.set_iam_policy(policy)
             added += len(missing)
     return added
-
-
-def configmap(url: str) -> dict[str, Any]:
-    """Where the cluster's bucket server is, for the run hook to read through the API server."""
-    return published.configmap(CONFIGMAP, url)
-
-
-def endpoint_of(cluster: Any) -> str:
-    """The bucket server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
-    return published.endpoint_of(cluster, CONFIGMAP, "Cloud Storage server")

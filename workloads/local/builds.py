@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit import tools
-from toolkit.errors import ExternalToolError
 from workloads.local import LocalClusterError
 
 Progress = Callable[[str], None]
@@ -34,15 +33,7 @@ class Build:
 
     def root(self) -> Path:
         """The versioned cache dir the script builds into (``--key``; builds nothing)."""
-        try:
-            done = tools.run(["bash", self.script, "--key"], timeout=60)
-        except ExternalToolError as e:
-            raise LocalClusterError(f"cannot locate the {self.name} build: {e}") from None
-        if not done.ok:
-            raise LocalClusterError(f"cannot locate the {self.name} build: {tools.last_line(done.stderr) or done.failure()}")
-        if not done.stdout.strip():
-            raise LocalClusterError(f"cannot locate the {self.name} build: {self.script.name} --key printed no path")
-        return tools.last_path_line(done)
+        return tools.script_path(self.script, "--key", what=f"cannot locate the {self.name} build", error=LocalClusterError, timeout=60)
 
     def ensure(self, progress: Progress, *, build: bool = True) -> Path:
         """The cache dir with a complete build in it, running the script first if allowed."""

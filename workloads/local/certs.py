@@ -37,33 +37,21 @@ CLIENTS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+def _file(name: str) -> property:
+    """A file of the PKI directory, by name."""
+    return property(lambda pki: pki.dir / name)
+
+
 @dataclass(frozen=True)
 class Pki:
     dir: Path
 
-    @property
-    def ca_cert(self) -> Path:
-        return self.dir / "ca.crt"
-
-    @property
-    def ca_key(self) -> Path:
-        return self.dir / "ca.key"
-
-    @property
-    def serving_cert(self) -> Path:
-        return self.dir / "apiserver.crt"
-
-    @property
-    def serving_key(self) -> Path:
-        return self.dir / "apiserver.key"
-
-    @property
-    def sa_key(self) -> Path:
-        return self.dir / "sa.key"
-
-    @property
-    def sa_pub(self) -> Path:
-        return self.dir / "sa.pub"
+    ca_cert = _file("ca.crt")
+    ca_key = _file("ca.key")
+    serving_cert = _file("apiserver.crt")  # kube-apiserver's serving certificate
+    serving_key = _file("apiserver.key")
+    sa_key = _file("sa.key")  # signs and verifies ServiceAccount tokens
+    sa_pub = _file("sa.pub")
 
     def client_cert(self, who: str) -> Path:
         return self.dir / f"{who}.crt"
@@ -101,6 +89,21 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
     return x509.Name(attrs)
 
 
+def _key_usage(*, ca: bool) -> x509.KeyUsage:
+    """Digital signatures only; a CA's key also signs certificates and revocation lists."""
+    return x509.KeyUsage(
+        digital_signature=True,
+        key_encipherment=False,
+        content_commitment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=ca,
+        crl_sign=ca,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
 def _builder(subject: x509.Name, issuer: x509.Name, public_key: ec.EllipticCurvePublicKey) -> x509.CertificateBuilder:
     # Back-dated a minute: the components compare against their own clocks.
     now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=1)
@@ -127,20 +130,7 @@ def _leaf(
     key = _new_key()
     b = _builder(subject, ca_cert.subject, key.public_key())
     b = b.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-    b = b.add_extension(
-        x509.KeyUsage(
-            digital_signature=True,
-            key_encipherment=False,
-            content_commitment=False,
-            data_encipherment=False,
-            key_agreement=False,
-            key_cert_sign=False,
-            crl_sign=False,
-            encipher_only=False,
-            decipher_only=False,
-        ),
-        critical=True,
-    )
+    b = b.add_extension(_key_usage(ca=False), critical=True)
     usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
     b = b.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
     if dns or ips:
@@ -163,20 +153,7 @@ def ensure_pki(directory: Path) -> Pki:
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_encipherment=False,
-                content_commitment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage(ca=True), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     _write_key(pki.ca_key, ca_key)

@@ -11,7 +11,7 @@ The local cluster plays both sides: the rehearsal daemon, as the agent, appends 
 writes to a pod's log to this store too (``Store.ship``); ``local up`` runs this module as
 daemon ``logging``, a server of the v2 ``entries:list`` call (the request and response
 shapes of the Cloud Logging REST API), which Google's client reaches through the ConfigMap
-``kube-public/tgk-local-logging`` (``workloads.local.published``). Filters are the conjunctions the
+``kube-public/tgk-local-logging`` (``workloads.local.loopback``). Filters are the conjunctions the
 toolkit sends (``FIELD OP "VALUE"`` joined by ``AND``); any other filter is answered 400
 INVALID_ARGUMENT, as a filter the real API cannot parse is, never silently widened.
 """
@@ -25,21 +25,24 @@ import os
 import re
 import sys
 import threading
-import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from workloads.local import published
+from toolkit.paths import REPO_ROOT
+from workloads.local import loopback
+from workloads.local.loopback import LoopbackService
+from workloads.observe.history import make_client
 
-DAEMON = "logging"
-CONFIGMAP = "tgk-local-logging"
+if TYPE_CHECKING:
+    from workloads.local.daemons import Daemons
+
+SERVICE = LoopbackService(daemon="logging", configmap_name="tgk-local-logging", what="Cloud Logging server", health="/healthz", make_client=make_client)
 MAX_PAGE = 1000  # the API's largest pageSize
 MAX_BODY = 64 * 1024  # an entries:list request is a small JSON document
-PROJECT = "tgk-local"  # the client's own project; entries carry the spec's
 
 
 def store_file(state_dir: Path) -> Path:
@@ -50,37 +53,13 @@ def ready_file(state_dir: Path) -> Path:
     return state_dir / "cloud-logging" / "ready"
 
 
-def endpoint(port: int) -> str:
-    return published.loopback(port)
-
-
 def argv(port: int, state_dir: Path) -> list[str]:
     return [sys.executable, "-m", "workloads.local.cloudlogging", "--state-dir", str(state_dir), "--port", str(port)]
 
 
-def answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/healthz", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def client(url: str) -> Any:
-    """Google's Logging client for the server at ``url`` (anonymous: it checks no credentials)."""
-    from workloads.observe.history import make_client
-
-    return make_client(PROJECT, endpoint=url)
-
-
-def configmap(url: str) -> dict[str, Any]:
-    """Where the cluster's logging server is, for the run hook to read through the API server."""
-    return published.configmap(CONFIGMAP, url)
-
-
-def endpoint_of(cluster: Any) -> str:
-    """The logging server of the local cluster behind ``cluster`` (a ``workloads.cluster.runs.Cluster``)."""
-    return published.endpoint_of(cluster, CONFIGMAP, "Cloud Logging server")
+def start(daemons: Daemons, port: int, timeout: float) -> str:
+    """This module as daemon ``logging`` on ``port``, its store in ``<state>/cloud-logging/``, answering; its base URL."""
+    return SERVICE.start(daemons, port, timeout, lambda: argv(port, daemons.state_dir), env={"PYTHONPATH": str(REPO_ROOT)}, cwd=REPO_ROOT)
 
 
 def pod_label_key(key: str) -> str:
@@ -342,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     ready = ready_file(args.state_dir)
     ready.parent.mkdir(parents=True, exist_ok=True)
     ready.write_text(f"{os.getpid()}\n")
-    sys.stderr.write(f"local Cloud Logging on {endpoint(args.port)} ({store_file(args.state_dir)})\n")
+    sys.stderr.write(f"local Cloud Logging on {loopback.url(args.port)} ({store_file(args.state_dir)})\n")
     server.serve_forever()
     return 0
 

@@ -40,7 +40,6 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -49,7 +48,8 @@ from typing import Any
 
 from toolkit.errors import Conflict, FieldError, NotFound, Rejected
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, KWOK_NODE_ANNOTATION
-from workloads.cluster.runs import Cluster
+from toolkit.owned import write_atomic
+from workloads.cluster.client import Cluster
 from workloads.local.addons import NODE_DOWN_ANNOTATION
 
 DEFAULT_REPLACE_AFTER_S = 5.0  # preemption -> the slice's nodes Ready again (GKE: minutes)
@@ -118,9 +118,7 @@ class Replacement:
         d = replacements_dir(state_dir)
         d.mkdir(parents=True, exist_ok=True)
         path = d / f"{self.pool}.json"
-        tmp = d / f".{self.pool}.json.tmp"
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(asdict(self), indent=1))
         return path
 
     @classmethod

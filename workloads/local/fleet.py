@@ -25,9 +25,11 @@ from typing import Any
 
 from infra.fleet import Fleet, Worker
 from toolkit.owned import write_atomic
-from workloads.cluster.runs import Cluster
-from workloads.local import LocalClusterError, bucket, rehearsal
-from workloads.local.controlplane import LocalCluster, Progress, Role, default_state_dir
+from workloads.cluster.client import Cluster
+from workloads.local import LocalClusterError, loopback, rehearsal
+from workloads.local.controlplane import LocalCluster, Role
+from workloads.local.daemons import Progress
+from workloads.local.state import default_state_dir
 from workloads.render import multikueue
 
 MANAGER_SKIPS = ("rehearsal", "provisioner", "logging")
@@ -88,7 +90,7 @@ class LocalFleet:
         t0 = time.monotonic()
         manager = self._member(self.manager_dir, "manager", manager_role(fleet))
         mst = manager.up(fleet.manager_env(), spec_path=str(fleet.path), build=build, timeout=timeout)
-        gcs_url = bucket.endpoint(json.loads(manager.state_file.read_text())["ports"]["gcs"])
+        gcs_url = loopback.url(json.loads(manager.state_file.read_text())["ports"]["gcs"])
         members = {"manager": mst}
         for w in fleet.workers:
             lc = self._member(self.worker_dir(w.name), w.name, worker_role(fleet, w, gcs_url))

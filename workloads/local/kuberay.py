@@ -45,14 +45,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolkit import tools
-from toolkit.errors import ClusterError, ExternalToolError, ToolkitError
+from toolkit.errors import ClusterError, ToolkitError
 from toolkit.names import RAY_API, RAY_SUBMITTER_CONTAINER
+from toolkit.owned import write_atomic
 from toolkit.paths import REPO_ROOT, script
 from workloads.local import LocalClusterError, addons, builds, state
-from workloads.local.procs import free_port
+from workloads.local.procs import free_port, http_ok
+
+if TYPE_CHECKING:
+    from workloads.local.daemons import Daemons
 
 KUBERAY_VERSION = "v1.6.0"  # keep in step with scripts/build-kuberay.sh
 BUILD_SCRIPT = script("build-kuberay.sh")
@@ -82,16 +86,7 @@ def ensure_built(progress: Progress, *, build: bool = True) -> Path:
 def ray_venv(progress: Progress) -> Path:
     """The Ray venv (scripts/setup-ray.sh; builds the MaxText venv under it the first time)."""
     progress("locating the Ray venv (scripts/setup-ray.sh; cold: MaxText venv ~8 min + Ray ~2 min)")
-    try:
-        done = tools.run(["bash", RAY_SETUP_SCRIPT], stderr_to_terminal=True)
-    except ExternalToolError as e:
-        raise LocalClusterError(f"cannot set up the Ray venv: {e}") from None
-    if not done.ok:
-        raise LocalClusterError(f"scripts/setup-ray.sh failed (exit {done.returncode}); see its output above")
-    venv = tools.last_path_line(done)
-    if not (venv / "bin" / "python").exists():
-        raise LocalClusterError(f"scripts/setup-ray.sh printed {venv} but it holds no bin/python")
-    return venv
+    return tools.script_path(RAY_SETUP_SCRIPT, what="cannot set up the Ray venv", error=LocalClusterError, stderr_to_terminal=True, holds="bin/python")
 
 
 # ------------------------------------------------------------------ pure pieces
@@ -204,45 +199,35 @@ def ready_port(ready_file: Path) -> int:
         raise LocalClusterError(f"{ready_file} does not name the port its daemon bound: {e}") from None
 
 
-def _http_ok(url: str) -> bool:
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(url, timeout=3) as r:  # noqa: S310 - loopback URL built here
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
+def start_daemons(daemons: Daemons, ray: RayBoot, timeout: float) -> None:
     """The stand-in head, the stand-in (proxy + submitter), then the operator; each ready before the next.
 
-    ``lc`` is the LocalCluster being started (its daemons, waits and state file). The head's
+    ``daemons`` are those of the local cluster being started (its state dir, waits and progress). The head's
     dashboard and the stand-in's proxy bind ports of their own choosing and name them in their
     ready files, so no port is picked here and released before its daemon binds it; only the
     operator's health port is a flag (``free_port``; a start that finds it taken is retried).
     """
-    run = lc.state_dir / "ray"
+    run = daemons.state_dir / "ray"
     run.mkdir(parents=True, exist_ok=True)
     head_ready, standin_ready = run / "head.ready", run / "standin.ready"
     head_ready.unlink(missing_ok=True)
     standin_ready.unlink(missing_ok=True)
     python = str(ray.venv / "bin" / "python")
-    lc.progress("starting the stand-in Ray head (a real Ray on loopback, for the head pods' dashboard)")
-    lc.daemon("ray-head").start(
+    daemons.progress("starting the stand-in Ray head (a real Ray on loopback, for the head pods' dashboard)")
+    daemons.daemon("ray-head").start(
         [python, "-m", "workloads.ray.standin_head", "--ready-file", str(head_ready)],
         env={"PYTHONPATH": str(REPO_ROOT), "RAY_USAGE_STATS_ENABLED": "0"},
         cwd=REPO_ROOT,
     )
-    lc._wait("the stand-in Ray head's dashboard", head_ready.is_file, timeout)
+    daemons.wait("the stand-in Ray head's dashboard", head_ready.is_file, timeout)
     dashboard = ready_port(head_ready)
-    lc.daemon("ray-standin").start(
+    daemons.daemon("ray-standin").start(
         [
             sys.executable,
             "-m",
             "workloads.local.kuberay",
             "--state-dir",
-            str(lc.state_dir),
+            str(daemons.state_dir),
             "--dashboard-port",
             str(dashboard),
             "--ray-python",
@@ -253,16 +238,14 @@ def start_daemons(lc, ray: RayBoot, timeout: float) -> None:
         env={"PYTHONPATH": str(REPO_ROOT)},
         cwd=REPO_ROOT,
     )
-    lc._wait("the Ray stand-in (dashboard proxy)", standin_ready.is_file, timeout)
+    daemons.wait("the Ray stand-in (dashboard proxy)", standin_ready.is_file, timeout)
     proxy, probe = ready_port(standin_ready), free_port()
-    lc.progress(f"starting KubeRay {KUBERAY_VERSION}")
-    lc.daemon("kuberay").start(operator_argv(ray.root, probe), env=operator_env(lc.kubeconfig, proxy))
-    lc._wait("KubeRay readiness", lambda: _http_ok(f"http://127.0.0.1:{probe}/readyz"), timeout)
-    st = json.loads(lc.state_file.read_text())
+    daemons.progress(f"starting KubeRay {KUBERAY_VERSION}")
+    daemons.daemon("kuberay").start(operator_argv(ray.root, probe), env=operator_env(state.kubeconfig(daemons.state_dir), proxy))
+    daemons.wait("KubeRay readiness", lambda: http_ok(f"http://127.0.0.1:{probe}/readyz"), timeout)
+    st = json.loads(state.state_file(daemons.state_dir).read_text())
     st["ray"] = {"kuberay": KUBERAY_VERSION, "venv": str(ray.venv), "ports": {"probe": probe, "dashboard": dashboard, "proxy": proxy}}
-    from toolkit.owned import write_atomic
-
-    write_atomic(lc.state_file, json.dumps(st, indent=2))
+    write_atomic(state.state_file(daemons.state_dir), json.dumps(st, indent=2))
 
 
 # ------------------------------------------------------------------ the stand-in daemon
@@ -406,9 +389,7 @@ def serve(state_dir: Path, dashboard_port: int, ray_python: str, ready_file: Pat
     threading.Thread(target=server.serve_forever, name="proxy", daemon=True).start()
     kube = state.client(state_dir)
     standin = StandIn(kube, f"http://127.0.0.1:{dashboard_port}", ray_python)
-    partial = ready_file.with_name(ready_file.name + ".partial")
-    partial.write_text(json.dumps({"port": proxy_port}) + "\n")
-    partial.replace(ready_file)  # whole or absent: the parent reads it as soon as it exists
+    write_atomic(ready_file, json.dumps({"port": proxy_port}) + "\n")  # whole or absent: the parent reads it as soon as it exists
     _say(f"forwarding head-service dashboards to 127.0.0.1:{dashboard_port} (proxy on 127.0.0.1:{proxy_port})")
     while True:
         try:

@@ -221,3 +221,39 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
         return s.connect_ex((host, port)) == 0
+
+
+def http_ok(url: str, needle: str = "") -> bool:
+    """Whether a daemon's plain-HTTP health URL (built here, on loopback) answers 200, with ``needle`` in its body."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=3) as r:  # noqa: S310 - loopback URL built here
+            return r.status == 200 and needle in r.read().decode(errors="replace")
+    except OSError:
+        return False
+
+
+def https_ok(port: int, path: str) -> bool:
+    """Whether a daemon's HTTPS health path on loopback ``port`` answers 200 "ok".
+
+    The controller-manager and scheduler serve with self-signed certs; their health paths
+    are unauthenticated. Only loopback is ever contacted.
+    """
+    import http.client
+    import ssl
+
+    if not port_open(port):
+        return False
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=3)
+    try:
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        return resp.status == 200 and resp.read().decode().strip() == "ok"
+    except OSError:
+        return False
+    finally:
+        conn.close()

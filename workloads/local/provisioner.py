@@ -42,6 +42,7 @@ from typing import Any
 from infra.spec import CapacityOption, EnvSpec, TpuPoolSpec, load_spec
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL, TGK_POOL_LABEL
+from toolkit.owned import write_atomic
 from workloads.local import nodes as local_nodes
 from workloads.local import state
 from workloads.local.class_autoscaler import ClassAutoscaler
@@ -91,9 +92,7 @@ def configure(state_dir: Path, *, delay_seconds: float | None = None, refuse: in
         b.class_refuse = max(0, int(class_refuse))
     path = config_file(state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(b)))
-    tmp.replace(path)
+    write_atomic(path, json.dumps(asdict(b)))
     return b
 
 

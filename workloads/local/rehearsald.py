@@ -51,7 +51,8 @@ from typing import Any
 from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
-from workloads.local import cloudlogging, disrupt, state
+from toolkit.owned import write_atomic
+from workloads.local import cloudlogging, disrupt, loopback, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
 
@@ -106,9 +107,7 @@ class RunBook:
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"saved": self.saved, "attempts": self.attempts}))
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"saved": self.saved, "attempts": self.attempts}))
 
 
 class Checkpoints:
@@ -125,7 +124,7 @@ class Checkpoints:
 
             st = json.loads((self.state_dir / "cluster.json").read_text())
             # A fleet's worker uses the fleet's one server (controlplane.Role.gcs_url), not a port of its own.
-            self._client = bucket.client(st.get("gcs_url") or bucket.endpoint(st["ports"]["gcs"]))
+            self._client = bucket.SERVICE.client(st.get("gcs_url") or loopback.url(st["ports"]["gcs"]))
         return self._client
 
     def latest(self, uri: str) -> int | None:
@@ -324,7 +323,7 @@ class Rehearsals:
         """(project, location, cluster) of the spec ``local up`` was given, read once per spec (every worker of every run asks)."""
         spec_path = (state.read_state(self.state_dir) or {}).get("spec")
         if spec_path not in self._stamps:
-            stamp = (cloudlogging.PROJECT, "local", "tgk-local")
+            stamp = (loopback.PROJECT, "local", "tgk-local")
             try:
                 from infra.spec import load_spec
 

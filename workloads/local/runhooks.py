@@ -33,19 +33,19 @@ class Rehearse:
         """A Cloud Storage client for the cluster's own bucket server, where its runs keep their checkpoints."""
         from workloads.local import bucket
 
-        return bucket.client(bucket.endpoint_of(cluster))
+        return bucket.SERVICE.client_of(cluster)
 
     def storage_endpoint(self, cluster: Any) -> str:
         """The bucket server's base URL: ``run-local --dataset`` mounts its buckets with gcsfuse."""
         from workloads.local import bucket
 
-        return bucket.endpoint_of(cluster)
+        return bucket.SERVICE.endpoint_of(cluster)
 
     def logging(self, cluster: Any) -> Any:
         """A Cloud Logging client for the cluster's own logging server, which holds every attempt of its pods."""
         from workloads.local import cloudlogging
 
-        return cloudlogging.client(cloudlogging.endpoint_of(cluster))
+        return cloudlogging.SERVICE.client_of(cluster)
 
 
 HOOKS = {CONTEXT: Rehearse()}

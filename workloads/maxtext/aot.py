@@ -210,6 +210,21 @@ def command(plan: RunPlan, venv: Path, workdir: Path) -> tuple[list[str], dict[s
 KEPT_LOGS = ("train_compile.stdout", "train_compile.stderr")  # what --keep-logs keeps
 
 
+def check(plan: RunPlan, *, keep_logs: Path | None = None) -> None:
+    """What would make a compile pointless, refused before its minutes: a plan that runs no MaxText,
+    a ``keep_logs`` directory that is not one, or holds a file of the user's under a log's name."""
+    from toolkit import owned
+    from toolkit.clikit import check_out_dir
+    from toolkit.errors import SpecError
+
+    if not plan.program.is_maxtext:
+        raise SpecError("RECIPE", f"recipe {plan.program.recipe} runs a plain command, not MaxText; there is nothing to compile", "pick a MaxText recipe")
+    if keep_logs is not None:
+        check_out_dir(keep_logs, "--keep-logs")
+        if keep_logs.is_dir():
+            owned.check_update(keep_logs, dict.fromkeys(KEPT_LOGS, b""), "--keep-logs")
+
+
 def compile_plan(plan: RunPlan, venv: Path, *, timeout: float = 1800, keep_log_dir: Path | None = None) -> AotResult:
     """Compile ``plan`` for its topology; a fits/does-not-fit result against the HBM per
     device of the plan's slice shape (the catalog's figure), or an error."""

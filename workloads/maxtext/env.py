@@ -88,17 +88,7 @@ def locate(*, log=None) -> Path:
         raise MaxTextEnvError(f"no MaxText venv: set TGK_MAXTEXT_VENV to a venv with maxtext[tpu]=={MAXTEXT_VERSION} (Python 3.12)")
     if log is not None:
         log(f"locating the MaxText {MAXTEXT_VERSION} venv (scripts/setup-maxtext.sh; the first build takes a few minutes)")
-    try:
-        done = tools.run(["bash", SETUP_SCRIPT])
-    except ExternalToolError as e:  # bash itself could not be started
-        raise MaxTextEnvError(str(e)) from None
-    if not done.ok:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        raise MaxTextEnvError(f"scripts/setup-maxtext.sh failed (exit {done.returncode}): {tail}")
-    venv = tools.last_path_line(done)
-    if not (venv / "bin" / "python").exists():
-        raise MaxTextEnvError(f"scripts/setup-maxtext.sh printed {venv} but it holds no bin/python")
-    return venv
+    return tools.script_path(SETUP_SCRIPT, what=f"cannot set up the MaxText {MAXTEXT_VERSION} venv", error=MaxTextEnvError, holds="bin/python")
 
 
 def python(venv: Path) -> Path:

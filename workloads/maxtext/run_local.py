@@ -4,8 +4,8 @@ The command is the RunPlan's — the module, config file, every argument and env
 JobSet would run — with the local substitutions of ``workloads.maxtext.env`` and these
 tiny-run overrides (replacing the plan's value in place, or appended):
 
-- the tiny model from docs/facts/maxtext.md (emb 64, 4 heads, 2 layers, vocab 256,
-  seq 64, per-device batch 2, dot-product attention): trains in ~20 s on 2 cores;
+- a tiny model (``TINY_MODEL``: emb 64, 4 heads, 2 layers, vocab 256, seq 64, per-device
+  batch 2, dot-product attention): it trains in ~20 s on 2 cores, at ~1 GB peak RSS;
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
 - ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.digits import is_decimal
-from toolkit.errors import ExternalToolError, ToolkitError
+from toolkit.errors import ExternalToolError, SpecError, ToolkitError
 from toolkit.tools import last_line
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
@@ -129,6 +129,35 @@ def tiny_overrides(
     extra.update(checkpoint_overrides(plan, checkpoint_dir, period))
     extra["metrics_file"] = str(metrics_path)
     return extra
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What ``check`` made of a run-local request before MaxText starts."""
+
+    period: int | None  # the checkpoint period --set asked for; None: tiny_period
+    run_dir: Path | None  # <checkpoint dir>/<run name>: the run's own directory, claimed before MaxText restores from it; None: no checkpoints
+
+
+def check(plan: RunPlan, out: Path, *, checkpoint_dir: Path | None, resume: bool, sets: tuple[str, ...] = (), reserved: tuple[str, ...] = ()) -> Checked:
+    """Everything about a tiny run of ``plan`` that can be refused before minutes of MaxText, in the order it is said:
+    a plan that runs no MaxText, an ``out`` (or ``checkpoint_dir``) that is not a directory to write into, a file of the
+    user's under one of its outputs' names (``OUTPUTS`` and the ``reserved`` report files), ``resume`` with no checkpoints."""
+    from toolkit.clikit import check_out_dir
+
+    if not plan.program.is_maxtext:
+        raise SpecError("RECIPE", f"recipe {plan.program.recipe} runs a plain command, not MaxText", "pick a MaxText recipe (python -m workloads recipes)")
+    check_out_dir(out, "--out")
+    check_outputs(out, (*OUTPUTS, *reserved))
+    if checkpoint_dir is not None:
+        check_out_dir(checkpoint_dir, "--checkpoint-dir")
+    c = plan.policy.checkpoint
+    # A --set checkpoint_period is kept; otherwise the tiny run saves a few times (tiny_period).
+    period = c.period_steps if c and any(s.startswith("checkpoint_period=") for s in sets) else None
+    if resume and c is None:
+        raise SpecError("--resume", f"run {plan.name} saves no checkpoints, so there is nothing to resume", "drop --resume")
+    run_dir = run_checkpoints(Path(checkpoint_dir or Path(out) / CHECKPOINTS_NAME).resolve(), plan.name).parent if c is not None else None
+    return Checked(period, run_dir)
 
 
 def run_checkpoints(checkpoint_dir: Path, run_name: str) -> Path:

@@ -5,13 +5,18 @@ What ``metrics`` and ``report`` show, and what a notebook calls to get the same 
 run/Workload timeline from the cluster, for every runtime), resolves the hardware from ``shape``
 or ``pool``, else, for a run, from the run object's TPU node selectors (slices: given, else what
 the log's device count implies, else the pool's or the run's), and
-summarises the steady state (``metrics.summarize``) and the goodput (``goodput.from_log``).
+summarises the steady state (``metrics.summarize``) and the goodput (``goodput.from_log``);
+``write_report`` writes it with its measured cost.
 Bad input is a ``SpecError`` naming the flag it comes from.
+
+The spec and the cluster come in as objects, each behind a function that gives it when first
+needed (``SpecSource``, ``ClusterSource``): a log file needs neither unless ``pool`` names a
+pool, a run of a Job or RayJob needs no spec, and the caller reads each at most once (the
+CLI's ``SpecFile``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +28,17 @@ if TYPE_CHECKING:
     from infra.catalog import SliceShape
     from infra.pricing import RunCost
     from infra.spec import EnvSpec
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
     from workloads.observe.goodput import Goodput, Timeline
     from workloads.observe.history import History
     from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Summary
+    from workloads.observe.report import ReportFiles
 
 
 # (cluster, project) -> a google.cloud.logging.Client or storage.Client: the CLI's come from the cluster's run hook.
 ClientFor = Callable[[Any, str], Any]
+SpecSource = Callable[[], "EnvSpec"]  # the environment spec, given when first asked for
+ClusterSource = Callable[[], "Cluster"]  # the connected cluster, given when first asked for
 
 
 @dataclass(frozen=True)
@@ -43,12 +51,14 @@ class Analysis:
     hardware: Hardware | None
     profiler: ProfilerWindow | None
     summary: Summary
-    goodput: Goodput
+    goodput: Goodput | None  # None: a log of one attempt with no run around it (``analyse_files``)
 
 
 def analyse(
     target: str,
     *,
+    spec: SpecSource,
+    cluster: ClusterSource,
     metrics_file: Path | None = None,
     shape: str | None = None,
     pool: str | None = None,
@@ -58,9 +68,6 @@ def analyse(
     first_steady_step: int = 2,
     namespace: str | None = None,
     team: str | None = None,
-    spec: Path | None = None,
-    kubeconfig: Path | None = None,
-    context: str | None = None,
     logging_client: ClientFor | None = None,
     storage_client: ClientFor | None = None,
 ) -> Analysis:
@@ -71,12 +78,11 @@ def analyse(
     choice = shape_choice(spec, shape, pool)
     got = load_run(
         target,
+        spec=spec,
+        cluster=cluster,
         metrics_file=metrics_file,
-        spec_path=spec,
         namespace=namespace,
         team=team,
-        kubeconfig=kubeconfig,
-        context=context,
         logging_client=logging_client,
         storage_client=storage_client,
     )
@@ -91,26 +97,24 @@ def analyse(
     return Analysis(got.run, got.source, log, hw, prof, summ, good)
 
 
-def _load_spec(path: Path | None) -> EnvSpec:
-    from infra.fleet import load_env
+def analyse_files(run: str, log_path: Path, metrics_path: Path, *, first_steady_step: int) -> Analysis:
+    """A local run's own log and metrics file (``run-local``): no hardware (a CPU), no goodput (one attempt, no cluster timeline)."""
+    from workloads.observe import metrics as m
 
-    return load_env(path)
+    log = m.load(log_path.read_text(errors="replace"), metrics_path.read_text())
+    prof = log.profiler_window()
+    summ = m.summarize(log.steps, hardware=None, first_steady_step=first_steady_step, profiler=prof)
+    return Analysis(run, str(log_path), log, None, prof, summ, None)
 
 
-def run_namespace(spec_path: Path | None, namespace: str | None, team: str | None) -> str:
+def run_namespace(spec: SpecSource, namespace: str | None, team: str | None) -> str:
     """``namespace``, else the team's (the spec's first team without ``team``)."""
     if namespace:
         return namespace
-    return _load_spec(spec_path).team(team).ns
+    return spec().team(team).ns
 
 
-def _connect(kubeconfig: Path | None, context: str | None) -> Cluster:
-    from workloads.cluster.runs import Cluster
-
-    return Cluster.connect(kubeconfig, context)
-
-
-def shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) -> tuple[SliceShape, int | None] | None:
+def shape_choice(spec: SpecSource, shape: str | None, pool: str | None) -> tuple[SliceShape, int | None] | None:
     """The slice shape from --shape or --pool, with the pool's slice count (None for --shape)."""
     from infra import catalog
     from toolkit.errors import CatalogError
@@ -118,10 +122,10 @@ def shape_choice(spec_path: Path | None, shape: str | None, pool: str | None) ->
     if shape and pool:
         raise SpecError("--shape", "give --shape or --pool, not both", "drop one of them")
     if pool:
-        spec = _load_spec(spec_path)
-        match = next((p for p in spec.tpu_pools if p.name == pool), None)
+        env = spec()
+        match = next((p for p in env.tpu_pools if p.name == pool), None)
         if match is None:
-            raise SpecError("--pool", f"no TPU pool {pool!r} in the spec", f"use one of {', '.join(p.name for p in spec.tpu_pools)}")
+            raise SpecError("--pool", f"no TPU pool {pool!r} in the spec", f"use one of {', '.join(p.name for p in env.tpu_pools)}")
         return match.shape, match.slices
     if shape:
         try:
@@ -229,12 +233,11 @@ class Loaded:
 def load_run(
     target: str,
     *,
+    spec: SpecSource,
+    cluster: ClusterSource,
     metrics_file: Path | None,
-    spec_path: Path | None,
     namespace: str | None,
     team: str | None,
-    kubeconfig: Path | None,
-    context: str | None,
     logging_client: ClientFor | None = None,
     storage_client: ClientFor | None = None,
 ) -> Loaded:
@@ -259,17 +262,16 @@ def load_run(
             log = m.load(text, metrics_text)
         run = log.config.get("run_name", "").strip("'\"") or path.name.split(".")[0]
         return Loaded(run, str(path), log, text)
-    ns = run_namespace(spec_path, namespace, team)
-    cluster = _connect(kubeconfig, context)
+    ns = run_namespace(spec, namespace, team)
+    kube = cluster()
     # One lookup of the run serves the pod, the shape and the timeline. A refused read of it
     # is a refused command (exit 3), as it was when only the pod lookup made it.
-    found = cluster.find_run(ns, target)
-    pod = cluster.find_pod(ns, target, found=found)
+    found = kube.find_run(ns, target)
+    pod = kube.find_pod(ns, target, found=found)
     shape = run_shape(found[1]) if found else None
-    tl = timeline(cluster, ns, target, found) if found else None
-    # The spec, read once and only when a history source needs it (the project, region, cluster).
-    env = functools.cache(lambda: _load_spec(spec_path))
-    hist, missing = _history(cluster, env, ns, target, found, logging_client)
+    tl = timeline(kube, ns, target, found) if found else None
+    # The spec only when a history source needs it (the project, region, cluster).
+    hist, missing = _history(kube, spec, ns, target, found, logging_client)
     if hist is not None:
         texts = _per_pod(hist)
         source = f"{hist.where}: pod{'s' if len(hist.pods) > 1 else ''} {', '.join(hist.pods)}"
@@ -290,17 +292,17 @@ def load_run(
             f"warning: run {target!r} restarted {tl.restarts} time(s); pod {pod['metadata']['name']}'s log holds its own attempt only"
             f" (earlier attempts: {missing or 'not in Cloud Logging'})\n"
         )
-    text = _capped_log(cluster, ns, pod["metadata"]["name"])
+    text = _capped_log(kube, ns, pod["metadata"]["name"])
     source = f"{ns}/{pod['metadata']['name']}"
     if metrics_text is None and found is not None:
         # MaxText's own metrics files in the run's bucket hold the steps of earlier attempts too.
-        metrics_text, where = _bucket_metrics(cluster, env, found[1], storage_client)
+        metrics_text, where = _bucket_metrics(kube, spec, found[1], storage_client)
         if metrics_text:
             source += f" and {where}"
     return Loaded(target, source, m.load(text, metrics_text), text, tl, shape)
 
 
-def _bucket_metrics(cluster, env: Callable[[], EnvSpec], run_object: Mapping[str, Any], storage_client: ClientFor | None) -> tuple[str | None, str]:
+def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], storage_client: ClientFor | None) -> tuple[str | None, str]:
     """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
     import sys
 
@@ -320,7 +322,7 @@ def _bucket_metrics(cluster, env: Callable[[], EnvSpec], run_object: Mapping[str
     return (text or None), f"{files} metrics file(s) in {directory}"
 
 
-def _history(cluster, env: Callable[[], EnvSpec], ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
+def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
     """(worker 0's entries from Cloud Logging, else None and why none) — for JobSet runs, or runs no longer there.
 
     Runs of the other runtimes (a Job, a RayJob) are read from their pod: their restarts
@@ -435,32 +437,7 @@ def profiler_window(log: RunLog, first: int | None, steps: int | None):
     return ProfilerWindow(first if first is not None else (auto.first if auto else 1), steps if steps is not None else (auto.steps if auto else 5))
 
 
-def last_checkpoint(cluster, ns: str, run: str) -> int | None:
-    """The last checkpoint step in worker 0's log, when the cluster can serve it (else unknown).
-
-    A log the server cannot serve (no kubelet behind a simulated node, pod gone) leaves it
-    unknown; so does one the identity may not read, with a warning line on stderr: the
-    status itself was readable. No answer from the server fails the command (exit 3).
-    """
-    import sys
-
-    from toolkit.errors import Forbidden, NotFound
-    from workloads.cluster.api import LogsUnavailable
-    from workloads.observe.goodput import last_checkpoint
-
-    try:
-        pod = cluster.find_pod(ns, run)
-        if pod is None:
-            return None
-        return last_checkpoint("\n".join(cluster.logs(ns, pod["metadata"]["name"], tail_lines=2000)))
-    except (LogsUnavailable, NotFound):
-        return None
-    except Forbidden as e:
-        sys.stderr.write(f"warning: the last checkpoint is unknown: {e}\n")
-        return None
-
-
-def measured_cost(a: Analysis, spec_path: Path | None, pool: str | None) -> RunCost | None:
+def measured_cost(a: Analysis, spec: SpecSource, pool: str | None) -> RunCost | None:
     """The run's cost from its measured time (infra.pricing), in every capacity mode; None without the hardware or a timed log."""
     from infra import catalog, pricing
     from workloads.observe.report import measured_seconds
@@ -468,7 +445,7 @@ def measured_cost(a: Analysis, spec_path: Path | None, pool: str | None) -> RunC
     measured = measured_seconds(a.log, a.goodput)
     if a.hardware is None or not a.hardware.chips or measured is None:
         return None
-    env = _load_spec(spec_path)
+    env = spec()
     match = next((p for p in env.tpu_pools if p.name == pool), None)
     seconds, how = measured
     return pricing.run_cost(
@@ -480,3 +457,22 @@ def measured_cost(a: Analysis, spec_path: Path | None, pool: str | None) -> RunC
         pool_modes=pricing.pool_modes(match) if match else (),
         basis=f"measured ({how})",
     )
+
+
+def write_report(out: Path, a: Analysis, *, cost: RunCost | None, first_steady_step: int) -> ReportFiles:
+    """The report of ``a`` (report.md, metrics.png, summary.json; ``workloads.observe.report``) in directory ``out``."""
+    from workloads.observe import report as rp
+
+    try:
+        return rp.write_report(
+            out,
+            rp.RunFacts.from_log(a.run, a.source, a.log),
+            a.log,
+            a.summary,
+            profiler=a.profiler,
+            first_steady_step=first_steady_step,
+            goodput=a.goodput,
+            cost=cost,
+        )
+    except OSError as e:
+        raise SpecError("--out", f"cannot write the report into {out}: {e.strerror or e}", "pass a directory you can write to") from None

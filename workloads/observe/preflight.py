@@ -4,7 +4,7 @@ The TPU v7 playbook's pre-submit checklist, as rows that pass or fail with a fix
 a ResourceFlavor for the shape, a ClusterQueue that covers it with enough quota, the
 team's LocalQueue, enough TPU nodes with the accelerator + topology labels, and those
 nodes in the pool's zone. ``evaluate`` is pure (objects in, rows out); ``gather`` is the
-one function that reads the cluster. Which pool is checked is decided by
+one function that reads the cluster. Which pool is checked is decided by ``target``, through
 ``workloads.planning.select.select_pool``, the same selection ``submit`` makes.
 
 Flavors are matched by their node labels, not by name, so a flavor named by hand (or by
@@ -14,7 +14,7 @@ xpk, e.g. ``1xtpu7x-256``) counts as long as it selects the right nodes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -65,6 +65,10 @@ class Report:
     @property
     def ok(self) -> bool:
         return all(c.result is not Result.FAIL for c in self.checks)
+
+    def with_rows(self, rows: list[tuple[str, str, str, str]]) -> Report:
+        """This report with more checks: (name, result, detail, fix) rows, e.g. a dataset's (``workloads.data.checks``)."""
+        return replace(self, checks=(*self.checks, *(Check(n, Result(r), detail, fix) for n, r, detail, fix in rows)))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -223,7 +227,8 @@ def _quota_checks(ask: _Ask, cq: Mapping[str, Any], snap: Snapshot, matching: se
 
 
 def _whole_slice_rows(ask: _Ask, cq: Mapping[str, Any], matching: set[str]) -> list[Check]:
-    """A quota that is not whole slices strands chips (issue 21): queues applied before the toolkit rendered whole slices."""
+    """A quota that is not whole slices strands chips no slice can use: a ClusterQueue applied by hand, or by a toolkit
+    from before the spec's quotas were rendered in whole slices (infra/quotas.py)."""
     quota, _, listed = _tpu_quota(cq, matching)
     chips = ask.shape.chips
     if not listed or quota % chips == 0:
@@ -330,8 +335,19 @@ def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
     )
 
 
+def target(spec: EnvSpec, recipe: str | None, *, pool: str | None, slices: int | None, team: str | None) -> tuple[TpuPoolSpec, TeamSpec]:
+    """(the pool, the team) preflight checks: the pool ``submit`` would use for the recipe and slice count
+    (any pool without a recipe), and the team (the spec's first without ``team``). Bad input is raised here,
+    before any cluster is reached."""
+    from workloads.planning.recipes import load_recipe
+    from workloads.planning.select import select_pool
+
+    choice = select_pool(spec, load_recipe(recipe) if recipe else None, pool=pool, slices=slices or 1)
+    return choice.pool, spec.team(team)
+
+
 def gather(cluster: Any, team: TeamSpec) -> Snapshot:
-    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.runs.Cluster.
+    """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.client.Cluster.
 
     Only a Kueue API group the cluster does not serve counts as "Kueue not installed";
     a refused or failed discovery is raised as it is, not reported as a missing Kueue.

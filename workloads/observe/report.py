@@ -14,18 +14,23 @@ import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from infra.pricing import RunCost, usd
+from toolkit.errors import SpecError
 from workloads.observe.goodput import Goodput
 from workloads.observe.metrics import Hardware, ProfilerWindow, RunLog, Spread, Summary
+
+if TYPE_CHECKING:
+    from infra.spec import EnvSpec
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 MARKDOWN_NAME = "report.md"
 PLOT_NAME = "metrics.png"
 JSON_NAME = "summary.json"
+REPORT_NAMES = (MARKDOWN_NAME, PLOT_NAME, JSON_NAME)  # the files a report writes
 
 # Config keys worth a row in the facts table, in this order, when the log carries them.
 CONFIG_FACTS = (
@@ -248,3 +253,13 @@ def _step_dict(s: Any) -> Mapping[str, Any]:
     d = asdict(s)
     d["extra"] = dict(s.extra)
     return d
+
+
+def upload_target(spec: EnvSpec) -> tuple[str, str]:
+    """(the bucket ``report --upload`` writes into, its project): the spec's bucket with purpose artifacts."""
+    from infra.spec import BucketPurpose
+
+    b = spec.bucket_for(BucketPurpose.ARTIFACTS)
+    if b is None:
+        raise SpecError("buckets", "no bucket with purpose: artifacts to upload reports to", "add one to the spec, or drop --upload")
+    return b.name, spec.project

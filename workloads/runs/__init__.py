@@ -4,7 +4,7 @@ A notebook or a pipeline step submits a run in a few lines, without Typer::
 
     from infra.spec import load_spec
     from workloads import runs
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
     plan = runs.plan("maxtext-6b", load_spec("examples/default.yaml"), runs.Overrides(slices=2))
     result = runs.submit(Cluster.connect(), plan, timeout=600)

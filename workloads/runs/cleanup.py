@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from infra.spec import EnvSpec
     from workloads.cluster.api import DeleteResult
     from workloads.cluster.cleanup import CheckpointDir, CleanupPlan
-    from workloads.cluster.runs import Cluster
+    from workloads.cluster.client import Cluster
 
 
 @dataclass(frozen=True)

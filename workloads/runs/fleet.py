@@ -16,7 +16,7 @@ from typing import Any
 from infra.fleet import Fleet
 from toolkit.errors import ClusterError
 from toolkit.names import KUEUE_API, TGK_FIELD_MANAGER
-from workloads.cluster.runs import Cluster
+from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitTimeout, wait_for
 from workloads.render import multikueue
 

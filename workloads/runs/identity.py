@@ -25,13 +25,13 @@ directories with an identity: the record that a toolkit run wrote them.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolkit.errors import FieldError, ToolkitError
+from toolkit.owned import write_atomic
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -266,17 +266,10 @@ class DirStore:
     def write(self, name: str, data: bytes, *, create: bool) -> None:
         path = self.path / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        if create:
-            try:
-                os.link(tmp, path)  # fails if another run got there first
-            except FileExistsError:
-                pass  # claim() reads it back and sees whose it is
-            finally:
-                tmp.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, path)
+        try:
+            write_atomic(path, data, mode=None, create=create)  # create: fails if another run got there first
+        except FileExistsError:
+            pass  # claim() reads it back and sees whose it is
 
     def has_any(self, prefix: str) -> bool:
         d = self.path / prefix

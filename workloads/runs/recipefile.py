@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import FieldError, ToolkitError
+from toolkit.owned import write_atomic
 
 MARKER = "# tgk-import: "  # + the digest of the YAML body below the header
 
@@ -108,20 +108,9 @@ def write(path: Path, recipe: dict[str, Any], *, source: str, unmapped: list[str
             raise FieldError("--force", f"{path} {why}, so it is not replaced", "move it away, or pass another --name/--out")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
+        write_atomic(path, text, create=not exists)  # a new file is never put over one that appeared meanwhile
+    except FileExistsError:
+        raise FieldError("--out", f"{path} exists", "pass --force to replace it, or another --name/--out") from None
     except OSError as e:
         raise FieldError("--out", f"cannot write into {parent}: {e.strerror or e}", "pass a directory you can write to") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        if exists:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # never over a file that appeared meanwhile
-            except FileExistsError:
-                raise FieldError("--out", f"{path} exists", "pass --force to replace it, or another --name/--out") from None
-    finally:
-        Path(tmp).unlink(missing_ok=True)
     return path

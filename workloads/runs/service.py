@@ -31,8 +31,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from infra.spec import EnvSpec
+    from workloads.cluster.client import AdmissionResult, Cluster
     from workloads.cluster.runkinds import RunKind
-    from workloads.cluster.runs import AdmissionResult, Cluster
     from workloads.planning.model import RunPlan
     from workloads.runs.identity import Store, Verdict
 

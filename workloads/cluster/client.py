@@ -1,9 +1,11 @@
-"""Run-level queries: a run's top-level object, its Workload, pods, status, log pod, deletion, admission wait.
+"""The toolkit's Kubernetes client: ``Cluster``, the one class the rest of the toolkit connects with.
 
-``Cluster`` is the generic client (``api.KubeApi``) plus these, and the one class the rest
-of the toolkit connects with (``Cluster.connect``, ``Cluster.with_client_cert``). A run is
-found by name among the runtimes' kinds (``runkinds.LOOKUP_ORDER``); the pure reading of
-what is found is ``status``.
+``Cluster`` is the generic client (``api.KubeApi``: discovery, apply, get, list, delete,
+watch, logs) plus the run-level queries here: a run's top-level object, its Workload,
+pods, status, log pod, deletion and the admission wait. Build one with ``Cluster.connect``
+(a kubeconfig and context) or ``Cluster.with_client_cert``. A run is found by name among
+the runtimes' kinds (``runkinds.LOOKUP_ORDER``); the pure reading of what is found is
+``status``.
 
 What each query makes of an error: a runtime whose CRD is not installed has no run
 (``NotFound`` on its kind), Kueue not installed means no Workload; a refusal (``Forbidden``)
