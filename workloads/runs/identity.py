@@ -108,7 +108,7 @@ class Identity:
 def model_key(plan: RunPlan) -> dict[str, str]:
     """What fixes the shape of the weights: MaxText's model name, the model dimensions the
     run sets, and the parameter count the planner sized it by."""
-    from workloads.planning.recipes import MODEL_KEYS
+    from workloads.planning.maxtext_keys import MODEL_KEYS
 
     args = dict(a.split("=", 1) for a in plan.program.args if "=" in a)
     out = {"model_name": args.get("model_name", "default")}
