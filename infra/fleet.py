@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infra.naming import REGION, ZONE
-from infra.spec import EnvSpec, format_validation_error, load_spec, read_document
+from infra.spec import EnvSpec, format_validation_error, load_spec, parse_spec, read_document, spec_path
 from toolkit.errors import SpecError, shown
 from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
 
@@ -106,6 +106,10 @@ class Fleet:
     @property
     def admission_check(self) -> str:
         return self.name
+
+    def manager_env(self) -> EnvSpec:
+        """The manager as an environment spec, for code that takes one (planning a run submitted through it)."""
+        return self.manager_spec
 
     @staticmethod
     def secret_name(worker: str) -> str:
@@ -272,6 +276,22 @@ def maybe_fleet(path: str | os.PathLike[str] | None) -> Fleet | None:
     except (OSError, YamlFileError):
         return None
     return parse_fleet(data, base=p.parent, source=p) if is_fleet_document(data) else None
+
+
+def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: str = "either") -> EnvSpec | Fleet:
+    """What ``--spec`` (``want="either"``: a fleet document is a ``Fleet``, anything else an ``EnvSpec``) or
+    ``--fleet`` (``want="fleet"``) names, read once; ``want="spec"`` parses it as a spec whatever it holds."""
+    if want == "fleet":
+        p = Path(path) if path is not None else spec_path(None)
+        return parse_fleet(read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')"), base=p.parent, source=p)
+    p = spec_path(path)
+    data = read_document(p, "--spec", "pass an existing file, e.g. examples/default.yaml")
+    if want == "either" and is_fleet_document(data):
+        return parse_fleet(data, base=p.parent, source=p)
+    try:
+        return parse_spec(data, source=str(p))
+    except SpecError as e:
+        raise SpecError(e.field, e.problem, e.fix) from None
 
 
 def load_env(path: str | os.PathLike[str] | None) -> EnvSpec:
