@@ -56,11 +56,7 @@ def build_program(placed: Placement, sizing: Sizing | None, chosen: PolicyChoice
     if flags:
         env["LIBTPU_INIT_ARGS"] = " ".join(flags)
     common: dict[str, Any] = dict(recipe=recipe.name, kind=recipe.kind.value, image=placed.image, env=tuple(env.items()), steps=placed.steps)
-    if sizing is None:
-        program = _command_program(recipe, o, common)
-    else:
-        assert chosen.output_base is not None  # a MaxText run's policy has an output base
-        program = _maxtext_program(placed, sizing, chosen, spec, o, common)
+    program = _command_program(recipe, o, common) if sizing is None else _maxtext_program(placed, sizing, chosen, spec, o, common)
     _check_carried(program, placed.runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return program
 
