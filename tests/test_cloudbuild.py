@@ -201,15 +201,15 @@ def test_dockerfile_pinned_and_installs_maxtext():
     assert any(f.startswith("python:3.12") for f in froms)
     default = re.search(r"^ARG MAXTEXT_VERSION=(\S+)", text, re.M).group(1)
     from workloads.maxtext import env as maxtext_env
-    from workloads.planning import images as recipes
+    from workloads.planning import images
 
     # One MaxText version: the image's, the recipes' and the local venv's (validation, AOT).
-    assert default == recipes.MAXTEXT_VERSION == maxtext_env.MAXTEXT_VERSION
-    assert recipes.MAXTEXT_IMAGE == f"maxtext:{recipes.MAXTEXT_VERSION}"
+    assert default == images.MAXTEXT_VERSION == maxtext_env.MAXTEXT_VERSION
+    assert images.MAXTEXT_IMAGE == f"maxtext:{images.MAXTEXT_VERSION}"
     assert '"maxtext[tpu]==${MAXTEXT_VERSION}"' in text
     # The pipeline types neither the tag nor the version: both come from the toolkit.
     body = (CB / "image-maxtext.yaml").read_text()
-    assert recipes.MAXTEXT_VERSION not in body and "_TAG" not in body
+    assert images.MAXTEXT_VERSION not in body and "_TAG" not in body
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
