@@ -6,7 +6,8 @@ FLOP/s, how the pool is placed, each VM's vCPU and memory — is derived here an
 nowhere else, so the node pool, the Kueue flavor, the local simulated nodes and
 the MaxText mesh cannot disagree.
 
-Facts: ../shared/docs/facts/tpu-gke.md (GKE "Plan TPUs", xpk's hardware table).
+Sources: GKE's "Plan TPUs in GKE" (https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus)
+and xpk's hardware table (https://github.com/AI-Hypercomputer/xpk, src/xpk/core/system_characteristics.py).
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ def check_reservations(spec: EnvSpec, get: Get) -> list[Finding]:
         need = pool.slices * pool.shape.nodes
         detail = f"status {status}, {free} VMs free, the pool's {pool.slices} slice(s) need {need}"
         if status != HEALTHY_RESERVATION:
-            # Seed 003: a reservation under maintenance (DEGRADED) may refuse VMs even with free count.
+            # A reservation under maintenance (status DEGRADED) may refuse VMs even with hosts free.
             out.append(Finding("reservation", subject, False, f"{detail}; not READY, so GKE may not get VMs from it"))
         elif free < need:
             out.append(Finding("reservation", subject, False, f"{detail}; the node pool creation would fail (RESOURCE_EXHAUSTED)"))

@@ -10,6 +10,12 @@ flavors with the fleet's quota (the sum of the workers'), and a run is planned a
 the pools it could land on. The workers' own Kueue still admits by their own quota:
 the manager's quota only keeps it from dispatching more than the fleet holds.
 
+The manager is a ``FleetManager``, a model of its own holding what its stack and its Kueue
+objects need; it is not an environment spec (it has no TPU pool, and the pools its queues
+cover lie in other regions). Code that takes an ``EnvSpec`` gets the manager as one through
+``Fleet.manager_env()``, which says what that view is. Whether a ``--spec`` file is a spec
+or a fleet is decided in one place, ``load_spec_or_fleet``.
+
 ```yaml
 name: tpu-fleet                 # the MultiKueueConfig and its AdmissionCheck
 manager: {cluster: tpu-fleet-mgr, region: us-central1}
@@ -28,14 +34,33 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infra.naming import REGION, ZONE
-from infra.spec import EnvSpec, format_validation_error, load_spec, parse_spec, read_document, spec_path
+from infra.spec import (
+    Cidrs,
+    ClusterSpec,
+    CpuPoolSpec,
+    EnvSpec,
+    KueueSpec,
+    NetworkSpec,
+    StateSpec,
+    TeamSpec,
+    TpuPoolSpec,
+    derive_cidrs,
+    format_validation_error,
+    load_spec,
+    parse_spec,
+    read_document,
+    spec_path,
+)
+from infra.spec.env import ClusterDerived, cluster_floors, highest
+from infra.spec.load import SPEC_MISSING_FIX
 from toolkit.errors import SpecError, shown
-from toolkit.yamlfile import YamlFileError, load_yaml, read_capped
+
+Want = Literal["spec", "fleet", "either"]
 
 # A Kubernetes object name that is also a DNS label: MultiKueueCluster and Secret names are built from it.
 _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
@@ -85,14 +110,63 @@ class Worker:
 
 
 @dataclass(frozen=True)
+class FleetManager(ClusterDerived):
+    """The fleet's MultiKueue manager: a cluster of its own that holds the fleet's queues and never a TPU pod.
+
+    Exactly what its stack (``infra.stack.build_manager_stack``: network, cluster, CPU pool,
+    the teams' identities, the Terraform state) and its Kueue objects (the teams' queues over
+    every worker's flavors, Kueue's own settings) are made from. Derived, not written twice:
+    its name, region and zones come from the fleet file, everything else from the first
+    worker (the teams, which every worker must share, and the cluster's settings under the
+    manager's name). Checked as a fleet (``check_fleet``, ``derive_manager``), not as an
+    environment spec: it has no TPU pool of its own, and ``pools`` lie in the workers'
+    regions, each validated in its own worker's spec.
+    """
+
+    cluster: ClusterSpec  # the first worker's cluster settings, under the manager's name
+    project: str
+    region: str
+    zones: tuple[str, ...]
+    labels: dict[str, str]
+    network: NetworkSpec
+    cpu_pool: CpuPoolSpec
+    state: StateSpec
+    teams: tuple[TeamSpec, ...]
+    kueue: KueueSpec
+    # Every worker's TPU pools, a name two workers share prefixed with its worker's: the
+    # flavors the manager's ClusterQueues hold the fleet's quota of (the workers' summed).
+    pools: tuple[TpuPoolSpec, ...]
+    context: str | None = None
+    kubeconfig: Path | None = None
+
+    @property
+    def name(self) -> str:
+        return self.cluster.name
+
+    @property
+    def tpu_nodes(self) -> int:
+        return 0  # the queues' pools are the workers' nodes
+
+    @property
+    def cidrs(self) -> Cidrs:
+        return derive_cidrs(self.network, self.cluster, tpu_nodes=self.tpu_nodes, cpu_nodes=self.cpu_nodes)
+
+    @property
+    def gke_version_floor(self) -> str | None:
+        """Only the cluster's own add-ons set it: the manager runs no TPU pod (``cluster_floors``)."""
+        return highest(cluster_floors(self.cluster))
+
+    @property
+    def min_master_version(self) -> str | None:
+        return self.cluster.min_version or self.gke_version_floor
+
+
+@dataclass(frozen=True)
 class Fleet:
-    """A validated fleet: the workers' specs loaded, the manager's derived (``manager_spec``)."""
+    """A validated fleet: the workers' specs loaded, the manager derived from them (``manager``)."""
 
     name: str
-    manager_cluster: str
-    manager_context: str | None
-    manager_kubeconfig: Path | None
-    manager_spec: EnvSpec
+    manager: FleetManager
     workers: tuple[Worker, ...]
     multikueue: MultiKueueSpec
     path: Path
@@ -107,9 +181,38 @@ class Fleet:
     def admission_check(self) -> str:
         return self.name
 
+    # The manager's cluster name and how to reach it, as the commands that connect to it read them.
+    @property
+    def manager_cluster(self) -> str:
+        return self.manager.name
+
+    @property
+    def manager_context(self) -> str | None:
+        return self.manager.context
+
+    @property
+    def manager_kubeconfig(self) -> Path | None:
+        return self.manager.kubeconfig
+
     def manager_env(self) -> EnvSpec:
-        """The manager as an environment spec, for code that takes one (planning a run submitted through it)."""
-        return self.manager_spec
+        """The manager as an environment spec, for the code that takes one: planning a run submitted through the
+        manager (``load_env``), rendering the manager's Kueue objects (``workloads.render.multikueue``) and its
+        local control plane (``workloads.local.fleet``).
+
+        Every section the ``FleetManager`` holds (its cluster, region and zones; the fleet's
+        pools, so a run is planned against every pool it could land on, under the teams every
+        worker shares), over the first worker's spec. Built here, at the boundary, and not
+        validated again as one spec, because it is not one: its pools lie in the workers'
+        regions (each checked in its own worker's spec), and the sections a manager has no part
+        in (buckets, datasets, Lustre, xpk, prices...) are the first worker's, which is what a
+        run planned through the manager reads.
+        """
+        m = self.manager
+        held = {
+            **{"project": m.project, "region": m.region, "zones": list(m.zones), "labels": dict(m.labels), "network": m.network, "cluster": m.cluster},
+            **{"cpu_pool": m.cpu_pool, "state": m.state, "teams": list(m.teams), "kueue": m.kueue, "tpu_pools": list(m.pools)},
+        }
+        return self.workers[0].spec.model_copy(update=held)
 
     @staticmethod
     def secret_name(worker: str) -> str:
@@ -118,9 +221,8 @@ class Fleet:
 
 
 def load_fleet(path: str | os.PathLike[str]) -> Fleet:
-    p = Path(path)
-    data = read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')")
-    return parse_fleet(data, base=p.parent, source=p)
+    """``--fleet``: the fleet file at ``path`` (``load_spec_or_fleet``, a fleet only)."""
+    return load_spec_or_fleet(path, want="fleet")
 
 
 def parse_fleet(data: Any, *, base: Path, source: Path) -> Fleet:
@@ -133,16 +235,7 @@ def parse_fleet(data: Any, *, base: Path, source: Path) -> Fleet:
         raise SpecError(err.field, err.problem, err.fix.replace("examples/default.yaml", "examples/fleet/fleet.yaml")) from None
     workers = tuple(_load_worker(i, w, base) for i, w in enumerate(doc.workers))
     check_fleet(doc, workers)
-    return Fleet(
-        doc.name,
-        doc.manager.cluster,
-        doc.manager.context,
-        _relative(doc.manager.kubeconfig, base),
-        manager_spec(doc.manager, workers),
-        workers,
-        doc.multikueue,
-        source,
-    )
+    return Fleet(doc.name, derive_manager(doc.manager, workers, base), workers, doc.multikueue, source)
 
 
 def _relative(path: str | None, base: Path) -> Path | None:
@@ -241,52 +334,75 @@ def _check_pools(workers: tuple[Worker, ...]) -> None:
                 )
 
 
-def manager_spec(manager: FleetManagerSpec, workers: tuple[Worker, ...]) -> EnvSpec:
-    """The manager's environment: the first worker's, with the manager's cluster and every worker's pools.
+def derive_manager(manager: FleetManagerSpec, workers: tuple[Worker, ...], base: Path) -> FleetManager:
+    """The manager from the fleet file's ``manager:`` and the workers: the first worker's settings, every worker's pools.
 
-    Not validated again as one spec (the workers' zones lie in several regions; each pool
-    was checked in its own worker's spec). A pool name two workers share gets its worker's
-    name in front, so each stays a pool of its own (a multislice run plans against one
-    worker's slices); pools of one shape share a flavor, whose quota adds up.
+    A pool name two workers share gets its worker's name in front, so each stays a pool of
+    its own (a multislice run plans against one worker's slices); pools of one shape share a
+    flavor, whose quota adds up. Without ``manager.region`` it is the first worker's; without
+    ``manager.zones``, the first worker's zones in its region, else ``<region>-a``.
     """
     first = workers[0].spec
     seen = {p.name for w in workers for p in w.spec.tpu_pools}
     counts = {n: sum(1 for w in workers for p in w.spec.tpu_pools if p.name == n) for n in seen}
-    pools = [p if counts[p.name] == 1 else p.model_copy(update={"name": f"{w.name}-{p.name}"}) for w in workers for p in w.spec.tpu_pools]
+    pools = tuple(p if counts[p.name] == 1 else p.model_copy(update={"name": f"{w.name}-{p.name}"}) for w in workers for p in w.spec.tpu_pools)
     region = manager.region or first.region
     zones = manager.zones or (first.zones if region == first.region else [f"{region}-a"])
     for z in zones:
         if not z.startswith(region) or not re.match(ZONE, z):
             raise SpecError("manager.zones", f"zone {shown(z)} is not in the manager's region {region}", f"use zones of {region}")
-    cluster = first.cluster.model_copy(update={"name": manager.cluster})
-    return first.model_copy(update={"cluster": cluster, "region": region, "zones": zones, "tpu_pools": pools})
+    return FleetManager(
+        cluster=first.cluster.model_copy(update={"name": manager.cluster}),
+        project=first.project,
+        region=region,
+        zones=tuple(zones),
+        labels=dict(first.labels),
+        network=first.network,
+        cpu_pool=first.cpu_pool,
+        state=first.state,
+        teams=tuple(first.teams),
+        kueue=first.kueue,
+        pools=pools,
+        context=manager.context,
+        kubeconfig=_relative(manager.kubeconfig, base),
+    )
+
+
+# ------------------------------------------------------------------ "is this --spec a spec or a fleet?"
 
 
 def is_fleet_document(data: Any) -> bool:
+    """A fleet file is a YAML mapping with both ``manager:`` and ``workers:`` (an environment spec has neither)."""
     return isinstance(data, dict) and "workers" in data and "manager" in data
 
 
-def maybe_fleet(path: str | os.PathLike[str] | None) -> Fleet | None:
-    """The fleet ``--spec`` names, None when it names an environment spec (or nothing readable)."""
-    from infra.spec import spec_path
+@overload
+def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: Literal["spec"]) -> EnvSpec: ...
+@overload
+def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: Literal["fleet"]) -> Fleet: ...
+@overload
+def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: Literal["either"] = "either") -> EnvSpec | Fleet: ...
+def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: Want = "either") -> EnvSpec | Fleet:
+    """What ``--spec`` (or ``--fleet``) names, read once: an environment spec or a fleet file.
 
-    p = spec_path(path)
-    try:
-        data = load_yaml(read_capped(p))
-    except (OSError, YamlFileError):
-        return None
-    return parse_fleet(data, base=p.parent, source=p) if is_fleet_document(data) else None
+    The one place that says "this is a fleet": a document ``is_fleet_document`` accepts. A
+    command reads its file here once, at the CLI's edge, and passes the object down.
 
+    - ``want="either"``: ``--spec`` of a command that takes both (``submit``, ``status``,
+      ``logs``...): a fleet document is a ``Fleet``, anything else an ``EnvSpec``; use
+      ``Fleet.manager_env()`` where the command needs the manager as an environment.
+    - ``want="spec"``: ``--spec`` of a command that takes only an environment (every
+      ``python -m infra`` command): parsed as a spec whatever it holds, so a fleet file is
+      refused as a spec is (``project: is required``) — the same as ``infra.spec.load_spec``.
+    - ``want="fleet"``: ``--fleet`` (``infra synth --fleet``, ``queues apply --fleet``,
+      ``local up --fleet``): parsed as a fleet whatever it holds.
 
-def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: str = "either") -> EnvSpec | Fleet:
-    """What ``--spec`` (``want="either"``: a fleet document is a ``Fleet``, anything else an ``EnvSpec``) or
-    ``--fleet`` (``want="fleet"``) names, read once; ``want="spec"`` parses it as a spec whatever it holds."""
-    if want == "fleet":
-        p = Path(path) if path is not None else spec_path(None)
-        return parse_fleet(read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')"), base=p.parent, source=p)
-    p = spec_path(path)
-    data = read_document(p, "--spec", "pass an existing file, e.g. examples/default.yaml")
-    if want == "either" and is_fleet_document(data):
+    ``path`` None means ``$TGK_SPEC``, else examples/default.yaml (``infra.spec.spec_path``),
+    for ``--spec``. A file that is missing, unreadable or not YAML is one SpecError naming
+    the flag (``read_document``); a document that does not validate, one naming its field.
+    """
+    p, data = _document(path, want)
+    if want == "fleet" or (want == "either" and is_fleet_document(data)):
         return parse_fleet(data, base=p.parent, source=p)
     try:
         return parse_spec(data, source=str(p))
@@ -294,42 +410,45 @@ def load_spec_or_fleet(path: str | os.PathLike[str] | None, *, want: str = "eith
         raise SpecError(e.field, e.problem, e.fix) from None
 
 
+def _document(path: str | os.PathLike[str] | None, want: Want) -> tuple[Path, Any]:
+    """The file ``--fleet`` (``want="fleet"``) or ``--spec`` names, and its YAML document; a SpecError naming the flag."""
+    if want == "fleet":
+        p = Path(path) if path is not None else spec_path(None)
+        return p, read_document(p, "--fleet", "pass an existing fleet file (see README, 'A fleet of clusters')")
+    p = spec_path(path)
+    return p, read_document(p, "--spec", SPEC_MISSING_FIX)
+
+
+def maybe_fleet(path: str | os.PathLike[str] | None) -> Fleet | None:
+    """The fleet ``--spec`` names, None when it names an environment spec (or nothing readable).
+
+    Kept for the commands that load the spec first and ask this after (a second read of the
+    file); new code reads once with ``load_spec_or_fleet``.
+    """
+    try:
+        p, data = _document(path, "either")
+    except SpecError:
+        return None  # unreadable: the spec's own load says why
+    return parse_fleet(data, base=p.parent, source=p) if is_fleet_document(data) else None
+
+
 def load_env(path: str | os.PathLike[str] | None) -> EnvSpec:
-    """``--spec``: an environment spec, or a fleet file standing for its manager's (``manager_spec``).
+    """``--spec``: an environment spec, or a fleet file standing for its manager's (``Fleet.manager_env``).
 
     A run submitted through a fleet's manager is planned against every worker's pools and
     the teams they share; everything else reads a spec as before.
     """
-    from infra.spec import spec_path
-
-    p = spec_path(path)
-    try:
-        data = load_yaml(read_capped(p))
-    except (OSError, YamlFileError):
-        return load_spec(p)  # its own one-line refusal
-    return parse_fleet(data, base=p.parent, source=p).manager_spec if is_fleet_document(data) else load_spec(p)
+    found = load_spec_or_fleet(path)
+    return found.manager_env() if isinstance(found, Fleet) else found
 
 
-def stack_specs(fleet: Fleet) -> list[EnvSpec]:
-    """One environment per cluster, in deploy order: every worker as its own spec says, then the manager.
+def members(fleet: Fleet) -> list[EnvSpec | FleetManager]:
+    """One entry per cluster, in deploy order: every worker as its own spec says, then the manager.
 
-    The manager's cluster holds queues, never a TPU pod: no TPU pools, buckets, datasets,
-    Lustre instance, registry, TensorBoard or build trigger of its own (each worker has its own, and a second copy in
-    the manager's stack would be a second owner of the workers' buckets). Nothing ties
-    the stacks together in Terraform: the manager reaches the workers through the
-    kubeconfig Secrets ``queues apply --fleet`` writes once all are up.
+    The manager's cluster holds queues, never a TPU pod: its stack has no TPU pools, buckets,
+    datasets, Lustre instance, registry, TensorBoard or build trigger (each worker has its
+    own, and a second copy in the manager's stack would be a second owner of the workers'
+    buckets). Nothing ties the stacks together in Terraform: the manager reaches the workers
+    through the kubeconfig Secrets ``queues apply --fleet`` writes once all are up.
     """
-    from infra.spec import ArtifactRegistrySpec, CloudBuildSpec, TensorBoardSpec
-
-    manager = fleet.manager_spec.model_copy(
-        update={
-            "tpu_pools": [],
-            "buckets": [],
-            "datasets": [],
-            "lustre": None,
-            "artifact_registry": ArtifactRegistrySpec(enabled=False),
-            "tensorboard": TensorBoardSpec(enabled=False),
-            "cloud_build": CloudBuildSpec(enabled=False),
-        }
-    )
-    return [*(w.spec for w in fleet.workers), manager]
+    return [*(w.spec for w in fleet.workers), fleet.manager]

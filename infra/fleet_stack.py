@@ -1,21 +1,21 @@
-"""A fleet's Terraform: one stack per cluster (``infra.fleet.stack_specs``) in one CDK Terrain app."""
+"""A fleet's Terraform: one stack per cluster (``infra.fleet.members``) in one CDK Terrain app."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from infra.fleet import Fleet, stack_specs
+from infra.fleet import Fleet, FleetManager, members
 
 
 def synth_fleet(fleet: Fleet, outdir: Path) -> list[Path]:
     """Every member's stack into ``outdir/stacks/<cluster>/cdk.tf.json``, in deploy order."""
     from cdktn import App
 
-    from infra.stack import build_stack
+    from infra.stack import build_manager_stack, build_stack
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     app = App(outdir=str(outdir), stack_traces=False)
-    ids = [build_stack(app, spec).stack.node.id for spec in stack_specs(fleet)]
+    ids = [(build_manager_stack(app, m) if isinstance(m, FleetManager) else build_stack(app, m)).stack.node.id for m in members(fleet)]
     app.synth()
     return [outdir / "stacks" / i / "cdk.tf.json" for i in ids]

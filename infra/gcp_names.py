@@ -10,13 +10,13 @@ Audit: every spec string that reaches a GCP name, label or display name in the s
 (modules/*.py through infra/stack.py), and what holds it (tests/test_gcp_names.py checks
 the synthesized JSON of every example and of generated specs against the same rules):
 - ``project``: the provider's project (an existing project: GCP_ID); the default state
-  bucket ``<project>-tf-state`` (bucket rules, infra.identities).
+  bucket ``<project>-tf-state`` (bucket rules, infra.derived_names).
 - ``labels``: every resource's labels (LABEL_KEY/LABEL_VALUE, LABELS_MAX with the stack's own).
-- ``cluster.name``: the GKE cluster (40), service account ids (infra.naming, infra.identities),
+- ``cluster.name``: the GKE cluster (40), service account ids (infra.naming, infra.derived_names),
   workload policies (< 63), the trigger ``<cluster>-ci`` (<= 43 of Cloud Build's 64), the
   ``tgk-cluster`` label value, display names (SERVICE_ACCOUNT_DISPLAY_NAME_MAX_BYTES).
 - ``network.name``, ``network.dcn.name``: networks and subnets (63), router/NAT
-  (``_check_derived_names``), the DCN firewall (infra.identities).
+  (``infra.spec.rules.check_derived_names``), the DCN firewall (infra.derived_names).
 - ``cpu_pool.name`` / ``tpu_pools[].name``: node pools (40) and the ``tpu-pool`` label;
   ``cpu_pool.machine_type``: infra.machine_types.
 - ``tpu_pools[].capacity.name`` / ``.project``: the reservation a node pool consumes (63; a project id).

@@ -11,8 +11,8 @@ Pure: the spec (and, for deletion, the synthesized stack) in, the exact commands
   node count and the next ``deploy`` would restore it.
 - ``delete-tpu`` destroys the TPU node pools through Terraform (``plan -destroy
   -target=...``, then apply that plan), so the state stays true and the next
-  ``python -m infra deploy`` recreates them. Deleting them with gcloud, as the playbook
-  does by hand, would leave the state pointing at pools that no longer exist.
+  ``python -m infra deploy`` recreates them. Deleting them by hand with gcloud would leave
+  the state pointing at pools that no longer exist.
 """
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def targets(doc: dict[str, Any], spec: EnvSpec, pools: list[TpuPoolSpec]) -> lis
 # ------------------------------------------------------------------ status
 
 # GKE's NodePool.status values (container API v1) and what to do about each that is not RUNNING.
-# Seed 003: a CREATE_NODE_POOL operation cannot be cancelled (it can take an hour for a TPU
-# slice), and a node pool whose creation failed stays in ERROR and makes the next create
-# answer 409 Already Exists until it is deleted.
+# A CREATE_NODE_POOL operation cannot be cancelled (it can take an hour for a TPU slice), and a
+# node pool whose creation failed stays in ERROR and makes the next create answer 409 Already
+# Exists until it is deleted.
 HEALTHY = "RUNNING"
 
 

@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from infra.price_table import MAX_USD_PER_CHIP_HOUR, MODES, PriceTable, parse_table
@@ -266,67 +267,148 @@ PAGE_DEADLINE_S = 120.0  # one page of up to 5000 SKUs, from connecting to its l
 
 
 def _get(url: str, headers: dict[str, str], timeout: float) -> bytes:
-    """One GET's body: within ``timeout`` per read and PAGE_DEADLINE_S in all, at most PRICE_RESPONSE's cap."""
-    import http.client
-    import socket
-    from urllib.parse import urlsplit
-
-    from toolkit.deadline import Watchdog
+    """One GET's body (``infra.gcp_api.http_get``): within ``timeout`` per read and PAGE_DEADLINE_S in all, at most PRICE_RESPONSE's cap."""
+    from infra import gcp_api
     from toolkit.inputfile import PRICE_RESPONSE, human_bytes
 
-    u = urlsplit(url)
-    cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-    conn = cls(u.hostname or "", u.port, timeout=min(timeout, PAGE_DEADLINE_S))
-    dog = None
+    bounds = gcp_api.Bounds(read_timeout_s=min(timeout, PAGE_DEADLINE_S), deadline_s=PAGE_DEADLINE_S, max_bytes=PRICE_RESPONSE.limit)
     try:
-        conn.connect()
-        dog = Watchdog(PAGE_DEADLINE_S, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
-        conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=headers)
-        resp = conn.getresponse()
-        body = resp.read(PRICE_RESPONSE.limit + 1)
-    except (OSError, http.client.HTTPException) as e:
-        if dog is not None and dog.expired:
-            raise FetchError(
-                f"GET {u.scheme}://{u.netloc}{u.path}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response"
-            ) from None
-        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: {e} — check the network, or refresh --from-file a saved response") from None
-    finally:
-        if dog is not None:
-            dog.cancel()
-        conn.close()
-    if dog.expired:
-        raise FetchError(
-            f"GET {u.scheme}://{u.netloc}{u.path}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response"
-        )
-    if len(body) > PRICE_RESPONSE.limit:
-        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: one page is over {human_bytes(PRICE_RESPONSE.limit)}, more than a skus page ever is")
-    if resp.status != 200:
-        raise FetchError(f"GET {u.scheme}://{u.netloc}{u.path}: HTTP {resp.status} — check $TGK_BILLING_API_KEY or your gcloud login")
-    return body
+        answer = gcp_api.http_get(url, headers, bounds)
+    except gcp_api.GetFailed as e:
+        if e.expired:
+            raise FetchError(f"{e.where}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response") from None
+        raise FetchError(f"{e.where}: {e.error} — check the network, or refresh --from-file a saved response") from None
+    here = gcp_api.where(url)
+    if answer.over:
+        raise FetchError(f"{here}: one page is over {human_bytes(PRICE_RESPONSE.limit)}, more than a skus page ever is")
+    if answer.status != 200:
+        raise FetchError(f"{here}: HTTP {answer.status} — check $TGK_BILLING_API_KEY or your gcloud login")
+    return answer.body
 
 
 def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | None, timeout: float = 60.0) -> list[dict[str, Any]]:
-    """GET every page of ``url`` (pageToken / nextPageToken), with an API key or a bearer token."""
+    """GET every page of ``url`` (``infra.gcp_api.each_page``: pageToken / nextPageToken), with an API key or a bearer token."""
     import urllib.parse
 
-    pages: list[dict[str, Any]] = []
-    page_token = ""
+    from infra.gcp_api import each_page
+
     headers = {"Accept": "application/json"}
     if api_key is None and token is not None:
         headers["Authorization"] = f"Bearer {token()}"
-    while True:
+
+    def page(page_token: str) -> dict[str, Any]:
         query = {"currencyCode": "USD", "pageSize": "5000"}
         if api_key:
             query["key"] = api_key
         if page_token:
             query["pageToken"] = page_token
         try:
-            page = parse_json(_get(f"{url}?{urllib.parse.urlencode(query)}", headers, timeout))
+            doc = parse_json(_get(f"{url}?{urllib.parse.urlencode(query)}", headers, timeout))
         except ValueError as e:
             raise FetchError(f"{url}: the answer is not JSON ({str(e).splitlines()[0][:120]})") from None
-        if not isinstance(page, dict):
+        if not isinstance(doc, dict):
             raise FetchError(f"{url}: the answer is not a skus page (a JSON object)")
-        pages.append(page)
-        page_token = str(page.get("nextPageToken") or "")
-        if not page_token or len(pages) > 1000:
-            return pages
+        return doc
+
+    return each_page(page)
+
+
+def gcloud_token() -> str:
+    """The bearer token a refresh without $TGK_BILLING_API_KEY sends: gcloud's (``infra.gcp_api.gcloud_token``)."""
+    from infra.gcp_api import gcloud_token as token
+
+    return token("set $TGK_BILLING_API_KEY to an API key, or refresh --from-file a saved response")
+
+
+# ------------------------------------------------------------------ the flow of `infra prices refresh`
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    """What a refresh read and did: the figures found, what changed, and where they came from."""
+
+    table: Path
+    written: bool
+    as_of: str
+    found: Found
+    changes: list[Change]
+    unchanged: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "table": str(self.table),
+            "written": self.written,
+            "as_of": self.as_of,
+            "skus": self.found.skus,
+            "tpu_skus": self.found.tpu_skus,
+            "figures": len(self.found.prices),
+            "unchanged": self.unchanged,
+            "changed": [c.line() for c in self.changes],
+            "skipped": self.found.skipped,
+            "conflicting": sorted(self.found.conflicts.values()),
+        }
+
+
+def check_options(*, from_file: Path | None, as_of: str) -> None:
+    """--as-of is a date, and required with --from-file (a saved response has no fetch date)."""
+    from infra.price_table import DATE
+    from toolkit.errors import FieldError
+
+    if as_of and not re.fullmatch(DATE, as_of):
+        raise FieldError("--as-of", f"{as_of!r} is not a date", "write it as YYYY-MM-DD")
+    if from_file is not None and not as_of:
+        raise FieldError(
+            "--as-of", "is required with --from-file (a saved response has no fetch date)", "give the day the file was fetched, e.g. --as-of 2026-11-20"
+        )
+
+
+def plan_lines(url: str, path: Path, *, api_key: str | None) -> list[str]:
+    """What a live refresh would do, as ``--dry-run`` prints it (no request is made)."""
+    auth = "API key from $TGK_BILLING_API_KEY" if api_key else "bearer token from `gcloud auth print-access-token`"
+    return [
+        f"GET {url}?currencyCode=USD&pageSize=5000[&pageToken=…] ({auth}), every page",
+        f"then update {path}: TPU SKUs' per-chip-hour prices (on-demand, spot, 1-year commitment as reservation)",
+    ]
+
+
+def read_saved(from_file: Path) -> list[dict[str, Any]]:
+    """The pages of a saved ``services/<id>/skus`` response (one page, or a list of pages); FieldError naming --from-file."""
+    from toolkit.errors import FieldError
+    from toolkit.inputfile import PRICE_RESPONSE, NotReadable, read_bounded
+
+    try:
+        raw = parse_json(read_bounded(from_file, PRICE_RESPONSE))  # a regular file of at most 64 MiB
+    except NotReadable as e:
+        raise FieldError("--from-file", e.problem, e.fix) from None
+    except FileNotFoundError:
+        raise FieldError("--from-file", f"{from_file} does not exist", "pass a saved services/<id>/skus JSON response") from None
+    except (OSError, ValueError) as e:
+        why = getattr(e, "strerror", None) or str(e).splitlines()[0]
+        raise FieldError("--from-file", f"cannot read {from_file} as JSON: {why}", "pass a saved services/<id>/skus JSON response") from None
+    return raw if isinstance(raw, list) else [raw]
+
+
+def refresh(current: PriceTable, path: Path, pages: list[dict[str, Any]], *, as_of: str, source_url: str, where: str, write: bool) -> Refreshed:
+    """Merge the TPU prices of ``pages`` into ``current`` (the table at ``path``); with ``write``, replace the file (atomically).
+
+    ``where`` names the pages' origin in a refusal (--from-file, or the URL). What is written
+    is what was merged: the text is read back as the loader reads it before it replaces the
+    table, and a difference leaves the table as it was.
+    """
+    from infra.price_table import load_table
+    from toolkit.errors import FieldError
+    from toolkit.owned import write_atomic
+    from toolkit.yamlfile import load_yaml, read_capped
+
+    try:
+        found = tpu_prices(pages)
+    except RefreshError as e:
+        raise FieldError(where, str(e), f"use the response of services/{COMPUTE_SERVICE}/skus (Compute Engine)") from None
+    doc, changes, same = merge(current, found, as_of=as_of, url=source_url)
+    if write:
+        text = dump_table(doc, header_of(read_capped(path).decode("utf-8", errors="replace")))
+        if parse_table(load_yaml(text.encode()), str(path)) != parse_table(doc, str(path)):
+            raise ToolkitError(f"internal: the refreshed table would read back differently; {path} left as it was — please report this")
+        write_atomic(path, text, mode=0o644)
+        load_table.cache_clear()
+    return Refreshed(path, write, as_of, found, changes, same)

@@ -1,8 +1,15 @@
-"""The Terraform stack of one environment, composed from an ``EnvSpec``.
+"""The Terraform stack of one environment, composed from an ``EnvSpec`` (or of a fleet's manager, from its ``FleetManager``).
 
 This is the only place (with ``infra.app``) where the spec meets CDK Terrain:
 modules know nothing of the spec, the spec knows nothing of CDK. Import it
 lazily — loading cdktn starts the jsii node runtime.
+
+An environment's stack is its cluster (network, identities, the GKE cluster, the CPU
+pool) and what runs need (TPU pools, in ``infra.stack_tpu``; buckets, registry,
+TensorBoard, CI trigger, Lustre).
+A fleet's MultiKueue manager (``infra.fleet.FleetManager``) is a cluster without the
+second part: ``build_manager_stack`` composes the same cluster constructs from it, and
+the parts only an environment has are left out (``_Context.env`` is None).
 
 Logical ids are construct paths built from spec names (pool, bucket, team
 names), never from positions, so a re-synth after an edit diffs cleanly.
@@ -13,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 # The jsii runtime's environment (no token creation stacks; the provider's resource
 # namespaces loaded on first use): must be set before the runtime starts.
@@ -27,10 +33,11 @@ from cdktn_provider_google.provider import GoogleProvider  # noqa: E402
 from constructs import Construct  # noqa: E402
 
 from infra.access import bucket_role, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
-from infra.catalog import Placement as CatalogPlacement  # noqa: E402
+from infra.fleet import FleetManager  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
-from infra.spec import CapacityOption, EnvSpec, FlexStart, Reservation, TeamSpec, TpuPoolSpec  # noqa: E402
+from infra.spec import EnvSpec, TeamSpec  # noqa: E402
+from infra.stack_tpu import tpu_pools  # noqa: E402  (after the jsii runtime's environment is set)
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
@@ -42,23 +49,9 @@ from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import DEFAULT_SERVICES, Services, ServicesProps  # noqa: E402
 from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
-from modules.tpu_pool import Placement, TpuSlice, TpuSliceProps, WorkloadPolicy, WorkloadPolicyProps  # noqa: E402
+from modules.tpu_pool import TpuSlice, WorkloadPolicy  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import TGK, CapacityMode  # noqa: E402
-
-_PLACEMENT = {
-    CatalogPlacement.NONE: Placement.NONE,
-    CatalogPlacement.COMPACT: Placement.COMPACT,
-    CatalogPlacement.WORKLOAD_POLICY: Placement.WORKLOAD_POLICY,
-}
-
-
-def _capacity(spec: EnvSpec, cap: Any) -> tuple[CapacityMode, str | None]:
-    """The node pool's capacity mode, and the reservation it consumes (``projects/<owner>/...`` when shared)."""
-    if isinstance(cap, Reservation):
-        shared = cap.project and cap.project != spec.project
-        return CapacityMode.RESERVATION, f"projects/{cap.project}/reservations/{cap.name}" if shared else cap.name
-    return CapacityMode(cap.mode), None
+from toolkit.names import TGK  # noqa: E402
 
 
 @dataclass
@@ -80,15 +73,20 @@ class EnvStack:
     build_trigger: BuildTrigger | None
 
 
+# What the cluster's constructs are built from: an environment, or a fleet's manager (which has no TPU pools).
+ClusterEnv = EnvSpec | FleetManager
+
+
 @dataclass(frozen=True)
 class _Context:
     """What every part of the stack is built with."""
 
     stack: TerraformStack
-    spec: EnvSpec
+    spec: ClusterEnv  # the cluster's settings: project, region, zones, network, cluster, CPU pool, teams
+    env: EnvSpec | None  # the environment the runs use (TPU pools, buckets, ...); None for a fleet's manager
     labels: dict[str, str]  # on every resource (the provider's default labels)
     api: dict[str, ProjectService]  # the enabled Google APIs, for depends_on
-    # pool name -> the reservation of its capacity list its node pools consume (infra.fallback's
+    # pool name -> the reservation of its capacity list its node pools consume (infra.reservation_fallback's
     # choice at deploy); a pool not named consumes its first reservation
     reservations: dict[str, str] = field(default_factory=dict)
 
@@ -96,9 +94,24 @@ class _Context:
     def name(self) -> str:
         return self.spec.cluster.name
 
+    @property
+    def lustre(self) -> bool:
+        return self.env is not None and self.env.lustre is not None
+
 
 def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> EnvStack:
     """Every construct of the environment, created in a fixed order (the synthesized JSON keeps it)."""
+    return _compose(scope, spec, spec, stack_id=stack_id, reservations=reservations)
+
+
+def build_manager_stack(scope: Construct, manager: FleetManager) -> EnvStack:
+    """A fleet's MultiKueue manager: its cluster and the teams' identities, no TPU pool, bucket or other run resource."""
+    return _compose(scope, manager, None)
+
+
+def _compose(
+    scope: Construct, spec: ClusterEnv, env: EnvSpec | None, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None
+) -> EnvStack:
     stack = TerraformStack(scope, stack_id or spec.cluster.name)
     labels = {**spec.labels, "managed-by": TGK, "tgk-cluster": spec.cluster.name}
     provider = GoogleProvider(stack, "google", project=spec.project, region=spec.region)
@@ -106,9 +119,9 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     # ("managed-by" -> "managed_by"), and every resource would carry both spellings.
     provider.add_override("default_labels", labels)
     GcsBackend(stack, bucket=spec.state_bucket, prefix=spec.state_prefix)
-    apis = (*DEFAULT_SERVICES, *(LUSTRE_SERVICES if spec.lustre else ()))
+    apis = (*DEFAULT_SERVICES, *(LUSTRE_SERVICES if env is not None and env.lustre else ()))
     services = Services(stack, "services", props=ServicesProps(project=spec.project, services=apis))
-    ctx = _Context(stack=stack, spec=spec, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
+    ctx = _Context(stack=stack, spec=spec, env=env, labels=labels, api=services.by_name, reservations=dict(reservations or {}))
 
     network = _network(ctx)
     dcn = _dcn_network(ctx)
@@ -117,7 +130,13 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     cluster = _cluster(ctx, network, identity)
     teams = _team_identities(ctx, buckets, cluster)
     cpu_pool = _cpu_pool(ctx, cluster, identity)
-    policies, slices = _tpu_pools(ctx, cluster, identity)
+    if env is not None:
+        # Read once: every attribute read is a round trip to the jsii runtime, and the pools' loop runs once per slice.
+        policies, slices = tpu_pools(
+            ctx.stack, env, cluster_id=cluster.id, node_sa_email=identity.node_sa.email, api=ctx.api, labels=labels, reservations=ctx.reservations
+        )
+    else:
+        policies, slices = {}, {}
     if dcn is not None:
         _attach_dcn(dcn, slices)
     registry = _registry(ctx)
@@ -126,7 +145,7 @@ def build_stack(scope: Construct, spec: EnvSpec, *, stack_id: str | None = None,
     lustre = _lustre(ctx, network)
     _multi_tier_backups(ctx, buckets)
 
-    _outputs(stack, spec, cluster, identity, teams, registry, tensorboard, slices, lustre)
+    _outputs(ctx, cluster, identity, teams, registry, tensorboard, slices, lustre)
     return EnvStack(
         stack=stack,
         services=services,
@@ -159,14 +178,14 @@ def _network(ctx: _Context) -> Network:
             pods_cidr=cidrs.pods,
             services_cidr=cidrs.services,
             nat=spec.cluster.private_nodes,
-            declared_firewall=spec.lustre is not None,
+            declared_firewall=ctx.lustre,
             depends_on=(ctx.api["compute.googleapis.com"],),
         ),
     )
 
 
 def _dcn_network(ctx: _Context) -> DcnNetwork | None:
-    """The second VPC for multislice DCN traffic (spec network.dcn), as the TPU v7 playbook sets it up."""
+    """The second VPC for multislice DCN traffic (spec network.dcn): GKE multi-networking gives each TPU node an eth1 in it."""
     dcn = ctx.spec.network.dcn
     if dcn is None:
         return None
@@ -196,7 +215,9 @@ def _attach_dcn(dcn: DcnNetwork, slices: dict[str, list[TpuSlice]]) -> None:
 
 
 def _buckets(ctx: _Context) -> dict[str, Bucket]:
-    spec = ctx.spec
+    spec = ctx.env
+    if spec is None:
+        return {}
     return {
         b.name: Bucket(
             ctx.stack,
@@ -218,29 +239,31 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
 # ----------------------------------------------------------------- identity
 
 
-def _grants(spec: EnvSpec, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
+def _grants(spec: EnvSpec | None, buckets: dict[str, Bucket], team: TeamSpec, role_of: int) -> tuple[BucketGrant, ...]:
     """One grant per bucket of ``team``, with its purpose's role (``role_of``: 0 node SA, 1 team SA).
 
     A bucket's team SA gets the team role: its pods prepare data, write checkpoints and
     artifacts. The node SA gets the node role only on the buckets of teams that opted in
     to hostNetwork runs (whose pods act as it); those pods only read training data. The
     table is infra.access's bucket_role (BUCKET_ROLES; a data bucket holding a dataset is read-only to
-    both), which the planner checks a run's writes against.
+    both), which the planner checks a run's writes against. A fleet's manager (``spec`` None) has no bucket.
     """
+    if spec is None:
+        return ()
     return tuple(BucketGrant(key=b.name, bucket=buckets[b.name].name, role=bucket_role(spec, b, role_of)) for b in spec.team_buckets(team))
 
 
 def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
     """The node SA; it holds bucket roles only for the teams whose hostNetwork pods act as it."""
-    spec = ctx.spec
+    spec, env = ctx.spec, ctx.env
     return Identity(
         ctx.stack,
         "identity",
         props=IdentityProps(
             project=spec.project,
             node_account_id=service_account_id(ctx.name, "nodes"),
-            node_project_roles=(*NODE_PROJECT_ROLES, *node_tensorboard_roles(spec)),
-            node_bucket_grants=tuple(g for t in spec.teams if t.host_network for g in _grants(spec, buckets, t, 0)),
+            node_project_roles=(*NODE_PROJECT_ROLES, *(node_tensorboard_roles(env) if env else ())),
+            node_bucket_grants=tuple(g for t in spec.teams if t.host_network for g in _grants(env, buckets, t, 0)),
             depends_on=(ctx.api["iam.googleapis.com"],),
             display_prefix=f"{ctx.name}: ",
         ),
@@ -249,7 +272,7 @@ def _identity(ctx: _Context, buckets: dict[str, Bucket]) -> Identity:
 
 def _team_identities(ctx: _Context, buckets: dict[str, Bucket], cluster: Cluster) -> dict[str, TeamIdentity]:
     """Per team: a Google SA only the team's KSA may act as, granted only the team's buckets."""
-    spec = ctx.spec
+    spec, env = ctx.spec, ctx.env
     return {
         t.name: TeamIdentity(
             ctx.stack,
@@ -259,8 +282,8 @@ def _team_identities(ctx: _Context, buckets: dict[str, Bucket], cluster: Cluster
                 account_id=team_service_account_id(ctx.name, t.name),
                 namespace=t.ns,
                 ksa=t.ksa,
-                project_roles=team_tensorboard_roles(spec),
-                bucket_grants=_grants(spec, buckets, t, 1),
+                project_roles=team_tensorboard_roles(env) if env else (),
+                bucket_grants=_grants(env, buckets, t, 1),
                 # IAM caps a display name at 100 bytes: the long form names the KSA when it fits.
                 display_name=fit_display_name(f"{ctx.name}: team {t.name} (Workload Identity of {t.ns}/{t.ksa})", f"{ctx.name}: team {t.name}"),
                 depends_on=(ctx.api["iam.googleapis.com"],),
@@ -300,7 +323,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
-            lustre_csi=spec.lustre is not None,
+            lustre_csi=ctx.lustre,
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
@@ -312,11 +335,12 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
 
 def _auto_provisioning(ctx: _Context, identity: Identity) -> AutoProvisioningProps | None:
     """Node auto-provisioning for the ComputeClass pools: GKE creates their slices, within these caps."""
-    limits = ctx.spec.auto_provisioning_limits()
-    if limits is None:
+    env = ctx.env
+    limits = env.auto_provisioning_limits() if env else None
+    if env is None or limits is None:
         return None
     # The classes' pools' zones: a slice is made where its pool (and its reservations) live.
-    zones = tuple(dict.fromkeys(ctx.spec.pool_zone(p) for p in ctx.spec.tpu_pools if p.compute_class is not None))
+    zones = tuple(dict.fromkeys(env.pool_zone(p) for p in env.tpu_pools if p.compute_class is not None))
     return AutoProvisioningProps(limits=limits, service_account=identity.node_sa.email, locations=zones)
 
 
@@ -343,99 +367,12 @@ def _cpu_pool(ctx: _Context, cluster: Cluster, identity: Identity) -> CpuPool:
     )
 
 
-def _tpu_pools(ctx: _Context, cluster: Cluster, identity: Identity) -> tuple[dict[str, WorkloadPolicy], dict[str, list[TpuSlice]]]:
-    """Every TPU pool's slices (one node pool each), each pool after the workload policy it uses."""
-    # Read once: every attribute read is a round trip to the jsii runtime, and
-    # this loop runs once per slice (hundreds in large environments).
-    cluster_id = cluster.id
-    node_sa_email = identity.node_sa.email
-    policies: dict[str, WorkloadPolicy] = {}
-    slices: dict[str, list[TpuSlice]] = {}
-    for pool in ctx.spec.tpu_pools:
-        policy_name = _workload_policy(ctx, pool, policies)
-        # One node pool per slice and capacity option: Kueue's flavors (one per option) pick among them.
-        slices[pool.name] = [
-            _tpu_slice(ctx, pool, option, i, node_pool, cluster_id, node_sa_email, policy_name)
-            for option in pool.capacity_options()
-            for i, node_pool in enumerate(pool.option_node_pool_names(option))
-        ]
-    return policies, slices
-
-
-def _workload_policy(ctx: _Context, pool: TpuPoolSpec, policies: dict[str, WorkloadPolicy]) -> str | None:
-    """The name of the workload policy placing ``pool`` (created on first use, shared per topology), else None."""
-    shape = pool.shape
-    if _PLACEMENT[shape.placement] is not Placement.WORKLOAD_POLICY:
-        return None
-    # The spec's name for it: the nodes carry it as a label the runs select (xpk's own name when xpk.enabled).
-    pname = ctx.spec.workload_policy_name(pool)
-    assert pname is not None
-    if pname not in policies:
-        policies[pname] = WorkloadPolicy(
-            ctx.stack,
-            f"policy-{pname}",
-            props=WorkloadPolicyProps(
-                project=ctx.spec.project,
-                region=ctx.spec.region,
-                name=pname,
-                topology=shape.topology,
-                depends_on=(ctx.api["compute.googleapis.com"],),
-            ),
-        )
-    return policies[pname].name
-
-
-def _tpu_slice(
-    ctx: _Context,
-    pool: TpuPoolSpec,
-    option: CapacityOption,
-    index: int,
-    node_pool: str,
-    cluster_id: str,
-    node_sa_email: str,
-    policy_name: str | None,
-) -> TpuSlice:
-    """Slice ``index`` of ``pool`` from capacity ``option``: the node pool ``node_pool``.
-
-    Fallback options (after the first) scale from zero: their VMs exist only while a
-    run Kueue placed on that option's flavor needs them.
-    """
-    spec, shape = ctx.spec, pool.shape
-    chosen = ctx.reservations.get(pool.name) if option.alternates else None
-    capacity, reservation = _capacity(spec, option.reservation(chosen) if chosen else option.capacity)
-    return TpuSlice(
-        ctx.stack,
-        f"tpu-{node_pool}",
-        props=TpuSliceProps(
-            cluster=cluster_id,
-            location=spec.region,
-            zone=spec.pool_zone(pool),
-            name=node_pool,
-            machine_type=shape.machine_type,
-            topology=shape.topology,
-            nodes=shape.nodes,
-            service_account=node_sa_email,
-            placement=_PLACEMENT[shape.placement],
-            workload_policy=policy_name,
-            capacity=capacity,
-            reservation=reservation,
-            autoscaling=pool.autoscaled(option),
-            queued_provisioning=isinstance(option.capacity, FlexStart) and option.capacity.queued,
-            max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
-            max_pods_per_node=spec.network.tpu_max_pods_per_node,
-            disk_size_gb=pool.disk_size_gb,
-            node_labels=pool.node_labels(option, index, chosen),
-            resource_labels={**ctx.labels, "tpu-pool": pool.name},
-        ),
-    )
-
-
 # ------------------------------------------- registry, TensorBoard, CI trigger
 
 
 def _registry(ctx: _Context) -> Registry | None:
-    spec = ctx.spec
-    if not spec.artifact_registry.enabled:
+    spec = ctx.env
+    if spec is None or not spec.artifact_registry.enabled:
         return None
     return Registry(
         ctx.stack,
@@ -451,8 +388,8 @@ def _registry(ctx: _Context) -> Registry | None:
 
 
 def _tensorboard(ctx: _Context) -> TensorBoard | None:
-    spec = ctx.spec
-    if not spec.tensorboard.enabled:
+    spec = ctx.env
+    if spec is None or not spec.tensorboard.enabled:
         return None
     return TensorBoard(
         ctx.stack,
@@ -468,9 +405,10 @@ def _tensorboard(ctx: _Context) -> TensorBoard | None:
 
 
 def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | None:
-    spec, cb = ctx.spec, ctx.spec.cloud_build
-    if not cb.enabled:
+    spec = ctx.env
+    if spec is None or not spec.cloud_build.enabled:
         return None
+    cb = spec.cloud_build
     if not (cb.github_owner and cb.github_repo):
         raise SpecError("cloud_build", "the trigger needs github_owner and github_repo", "set both or set enabled: false")
     return BuildTrigger(
@@ -499,7 +437,9 @@ def _build_trigger(ctx: _Context, registry: Registry | None) -> BuildTrigger | N
 
 def _multi_tier_backups(ctx: _Context, buckets: dict[str, Bucket]) -> MultiTierBackupGrant | None:
     """GKE's checkpoint replicator may write every bucket a pool's RAM disks are backed up to (the number in its principal: the bucket's project_number)."""
-    spec = ctx.spec
+    spec = ctx.env
+    if spec is None:
+        return None
     names = sorted({spec.mtc_bucket(p.multi_tier_checkpointing) or "" for p in spec.tpu_pools if p.multi_tier_checkpointing is not None} - {""})
     if not names:
         return None
@@ -515,8 +455,9 @@ LUSTRE_SERVICES = ("lustre.googleapis.com", "servicenetworking.googleapis.com")
 
 
 def _lustre(ctx: _Context, network: Network) -> Lustre | None:
-    spec, lu = ctx.spec, ctx.spec.lustre
-    if lu is None:
+    spec = ctx.env
+    lu = spec.lustre if spec else None
+    if spec is None or lu is None:
         return None
     zone = spec.lustre_zone
     assert zone is not None
@@ -539,8 +480,7 @@ def _lustre(ctx: _Context, network: Network) -> Lustre | None:
 
 
 def _outputs(
-    stack: TerraformStack,
-    spec: EnvSpec,
+    ctx: _Context,
     cluster: Cluster,
     identity: Identity,
     teams: dict[str, TeamIdentity],
@@ -549,6 +489,7 @@ def _outputs(
     slices: dict[str, list[TpuSlice]],
     lustre: Lustre | None = None,
 ) -> None:
+    spec, env = ctx.spec, ctx.env
     out = {
         "cluster_name": cluster.name,
         "cluster_endpoint": cluster.cluster.endpoint,
@@ -556,7 +497,7 @@ def _outputs(
         "node_service_account": identity.node_sa.email,
         "team_service_accounts": {name: team.service_account.email for name, team in teams.items()},
         # per team: {bucket: purpose} (names as the spec gives them: a bucket's name is its id)
-        "buckets": {t.name: {b.name: b.purpose.value for b in spec.team_buckets(t)} for t in spec.teams},
+        "buckets": {t.name: {b.name: b.purpose.value for b in env.team_buckets(t)} if env else {} for t in spec.teams},
         "tpu_node_pools": {pool: [s.name for s in group] for pool, group in slices.items()},
     }
     if registry:
@@ -567,7 +508,7 @@ def _outputs(
         # "<ip>@tcp:/<filesystem>": the ip goes into the spec's lustre.ip (the PersistentVolumes name it).
         out["lustre_mount_point"] = lustre.mount_point
     for key, value in out.items():
-        TerraformOutput(stack, key, value=value)
+        TerraformOutput(ctx.stack, key, value=value)
 
 
 def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> Path:

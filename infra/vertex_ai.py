@@ -2,8 +2,9 @@
 
 TPU regions and Vertex AI regions are not the same set: us-central2 (where TPU v4 lives)
 has no Vertex AI, so a TensorBoard there cannot be created and the whole deploy fails on
-it. Seed 002 (the TPU-on-GKE reference guide) gives the TensorBoard a region of its own for
-this reason (its default: us-central1). The table below is compiled by hand from the Vertex
+it. Google's TPU-training-on-GKE reference guide gives the TensorBoard a region of its own for
+this reason (its default: us-central1;
+https://github.com/GoogleCloudPlatform/applied-ai-engineering-samples/tree/main/ai-infrastructure/tpu-training-on-gke). The table below is compiled by hand from the Vertex
 AI locations page (https://cloud.google.com/vertex-ai/docs/general/locations, "Available
 locations", taken 2026-11); a region Vertex AI adds later is refused with the way through
 (``tensorboard.region_unlisted``). Pure, cheap to import.
@@ -61,7 +62,7 @@ REGIONS: frozenset[str] = frozenset(
 
 # Regions without Vertex AI that TPUs are offered in, with the Vertex AI region nearest to them.
 _NEAREST: dict[str, str] = {
-    "us-central2": "us-central1",  # Oklahoma -> Iowa (seed 002's default, too)
+    "us-central2": "us-central1",  # Oklahoma -> Iowa (the reference guide's default, too)
 }
 
 # Otherwise the nearest by geography prefix: the region of that area TPU users most often use.

@@ -16,7 +16,7 @@
 #   TGK_BUILD_NICE=10                         niceness of the compiles (default 10: the machine is shared)
 set -euo pipefail
 
-# ---- pins (keep in step with infra/spec.py DEFAULT_KUEUE_VERSION / DEFAULT_JOBSET_VERSION)
+# ---- pins (keep in step with infra/spec/kueue.py DEFAULT_KUEUE_VERSION / DEFAULT_JOBSET_VERSION)
 K8S_VERSION="v1.34.2"        # kube-apiserver, kube-controller-manager, kube-scheduler
 K8S_STAGING_VERSION="v0.34.2"
 ETCD_VERSION="v3.6.5"

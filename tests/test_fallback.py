@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from infra import fallback
+from infra import reservation_fallback as fallback
 from infra.spec import load_spec
 from tests.conftest import cli, example_doc, spec_from
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infra.fleet import load_env, load_fleet, maybe_fleet
-from infra.spec import load_spec
+from infra.fleet import Fleet, FleetManager, load_env, load_fleet, load_spec_or_fleet, maybe_fleet, members
+from infra.spec import EnvSpec, load_spec
 from tests.conftest import REPO, cli
 from toolkit.errors import SpecError
 from workloads.render import multikueue
@@ -60,7 +60,7 @@ def test_local_up_refuses_a_bad_fleet_before_starting_anything(tmp_path: Path):
 def test_the_manager_is_derived_from_the_workers():
     f = load_fleet(EXAMPLE)
     west, east = (load_spec(EXAMPLE.parent / n) for n in ("west.yaml", "east.yaml"))
-    m = f.manager_spec
+    m = f.manager_env()
     assert m.cluster.name == "tpu-fleet-mgr" and m.region == "us-central1"
     assert [t.name for t in m.teams] == [t.name for t in west.teams]
     # Both workers name their pool v5e-16: each stays a pool of its own, the flavor's quota adds up.
@@ -70,9 +70,47 @@ def test_the_manager_is_derived_from_the_workers():
 
 
 def test_a_fleet_file_stands_for_its_manager_s_spec_where_a_spec_is_read():
-    assert load_env(EXAMPLE) == load_fleet(EXAMPLE).manager_spec
+    assert load_env(EXAMPLE) == load_fleet(EXAMPLE).manager_env()
     assert load_env(REPO / "examples" / "default.yaml") == load_spec(REPO / "examples" / "default.yaml")
     assert maybe_fleet(REPO / "examples" / "default.yaml") is None
+    assert maybe_fleet(REPO / "no-such.yaml") is None  # unreadable: the spec's own load says why
+    assert isinstance(maybe_fleet(EXAMPLE), Fleet)
+
+
+def test_the_manager_is_a_model_of_its_own_not_an_environment_spec():
+    """Its stack and queues read a FleetManager; only the explicit manager_env() view is an EnvSpec."""
+    f = load_fleet(EXAMPLE)
+    m = f.manager
+    assert isinstance(m, FleetManager) and not isinstance(m, EnvSpec)
+    assert not hasattr(m, "tpu_pools") and not hasattr(m, "buckets"), "the manager's cluster has no TPU pool and no bucket"
+    assert (m.name, m.region, m.zones) == ("tpu-fleet-mgr", "us-central1", ("us-central1-a",))
+    assert [p.name for p in m.pools] == ["west-v5e-16", "east-v5e-16"]  # what its queues cover, not its nodes
+    assert m.tpu_nodes == 0 and m.cidrs.nodes == "10.0.0.0/22"
+    view = f.manager_env()
+    assert isinstance(view, EnvSpec) and view.tpu_pools == list(m.pools) and view.teams == list(m.teams)
+    assert view.buckets == f.workers[0].spec.buckets, "the view's run sections are the first worker's, as its docstring says"
+    assert [type(x) for x in members(f)] == [EnvSpec, EnvSpec, FleetManager]  # deploy order: workers, then the manager
+
+
+def test_one_function_says_spec_or_fleet():
+    default = REPO / "examples" / "default.yaml"
+    assert isinstance(load_spec_or_fleet(EXAMPLE), Fleet)
+    assert load_spec_or_fleet(default) == load_spec(default)
+    # --spec of a spec-only command: a fleet file is refused as a spec is, in load_spec's words.
+    with pytest.raises(SpecError) as as_spec:
+        load_spec_or_fleet(EXAMPLE, want="spec")
+    with pytest.raises(SpecError) as by_load_spec:
+        load_spec(EXAMPLE)
+    assert str(as_spec.value) == str(by_load_spec.value) and as_spec.value.field == "project"
+    # --fleet: a spec file is refused as a fleet, naming what a fleet file lacks.
+    with pytest.raises(SpecError) as as_fleet:
+        load_spec_or_fleet(default, want="fleet")
+    assert as_fleet.value.field in ("name", "manager", "workers"), as_fleet.value
+    # A missing file names the flag it came from.
+    for want, flag in (("either", "--spec"), ("spec", "--spec"), ("fleet", "--fleet")):
+        with pytest.raises(SpecError) as missing:
+            load_spec_or_fleet(REPO / "no-such.yaml", want=want)
+        assert missing.value.field == flag
 
 
 def by_kind(objs: list[dict], kind: str) -> list[dict]:
@@ -144,7 +182,7 @@ def test_submit_through_a_fleet_plans_against_the_workers_pools():
     (js,) = [d for d in docs if d["kind"] == "JobSet"]
     assert js["metadata"]["namespace"] == "research"
     assert js["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
-    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == load_fleet(EXAMPLE).manager_spec.teams[0].queue
+    assert js["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == load_fleet(EXAMPLE).manager.teams[0].queue
 
 
 def test_an_unknown_worker_is_refused():

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from infra.identities import RESERVED_NAMESPACE
+from infra.derived_names import RESERVED_NAMESPACE
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
 from tests.conftest import EXAMPLE_NAMES, example_doc
 from workloads.planning.planner import Overrides, PlanError, plan_run
@@ -113,7 +113,7 @@ def read_iam(spec: EnvSpec, doc: dict[str, Any]) -> Iam:
         )
         if gke:
             # GKE's own multi-tier checkpointing replicator (modules/checkpointing.py): a KSA in a namespace the
-            # spec refuses to give a team (infra.identities.RESERVED_NAMESPACE), so no team pod can be it.
+            # spec refuses to give a team (infra.derived_names.RESERVED_NAMESPACE), so no team pod can be it.
             assert RESERVED_NAMESPACE.match(gke.group(1)) and all(t.ns != gke.group(1) for t in spec.teams), m["member"]
             assert m["role"] == "roles/storage.objectUser", m
             continue
@@ -301,7 +301,7 @@ def test_the_reader_sees_a_cross_team_grant(envs):
 
 
 def test_two_teams_that_would_share_one_service_account_are_refused():
-    """A team name too long for ``<cluster>-t-<team>`` is shortened with a digest, and another team can be named onto it (infra.identities refuses it)."""
+    """A team name too long for ``<cluster>-t-<team>`` is shortened with a digest, and another team can be named onto it (infra.derived_names refuses it)."""
     from infra.naming import team_service_account_id
     from toolkit.errors import SpecError
 

@@ -262,11 +262,18 @@ def test_relative_imports_resolve_and_third_party_rules_hold():
     assert [i.target for i in pkg] == ["toolkit.names"]
 
 
+def test_a_package_module_importing_its_own_package_is_a_cycle():
+    """A module of infra/spec/ importing ``infra.spec`` (the package, which imports it back) would run against a half-made package."""
+    own = Import("infra.spec.rules", "infra/spec/rules.py", 20, "infra.spec")
+    back = Import("infra.spec", "infra/spec/__init__.py", 40, "infra.spec.rules")
+    assert [_describe(x) for x in cycles([own, back])] == ["infra.spec -> infra.spec.rules (infra/spec/__init__.py:40) -> infra.spec (infra/spec/rules.py:20)"]
+
+
 def test_a_cycle_is_found_and_named():
-    a = Import("infra.pricing", "infra/pricing.py", 28, "infra.spec")
-    b = Import("infra.spec", "infra/spec.py", 25, "infra.pricing")
-    c = Import("infra.spec", "infra/spec.py", 24, "infra.catalog")
-    assert [_describe(x) for x in cycles([a, b, c])] == ["infra.pricing -> infra.spec (infra/pricing.py:28) -> infra.pricing (infra/spec.py:25)"]
+    a = Import("infra.pricing", "infra/pricing.py", 28, "infra.spec.env")
+    b = Import("infra.spec.env", "infra/spec/env.py", 25, "infra.pricing")
+    c = Import("infra.spec.env", "infra/spec/env.py", 24, "infra.catalog")
+    assert [_describe(x) for x in cycles([a, b, c])] == ["infra.pricing -> infra.spec.env (infra/pricing.py:28) -> infra.pricing (infra/spec/env.py:25)"]
     assert cycles([a, c]) == []
 
 

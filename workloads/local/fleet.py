@@ -87,7 +87,7 @@ class LocalFleet:
         self._claim()
         t0 = time.monotonic()
         manager = self._member(self.manager_dir, "manager", manager_role(fleet))
-        mst = manager.up(fleet.manager_spec, spec_path=str(fleet.path), build=build, timeout=timeout)
+        mst = manager.up(fleet.manager_env(), spec_path=str(fleet.path), build=build, timeout=timeout)
         gcs_url = bucket.endpoint(json.loads(manager.state_file.read_text())["ports"]["gcs"])
         members = {"manager": mst}
         for w in fleet.workers:

@@ -46,7 +46,7 @@ RBAC_API = "rbac.authorization.k8s.io/v1"
 
 def manager_objects(fleet: Fleet) -> list[dict[str, Any]]:
     """The manager's side, in an order the API server accepts (the Secrets are applied first, by the flow)."""
-    spec = fleet.manager_spec
+    spec = fleet.manager_env()  # the Kueue objects are rendered from an environment spec: the manager's (infra.fleet)
     check = {"admissionChecks": [{"name": fleet.admission_check}]}
     queues = []
     for cq in kueue.cluster_queues(spec):
@@ -118,7 +118,7 @@ def identity_objects(fleet: Fleet) -> list[dict[str, Any]]:
             "subjects": subject,
         },
     ]
-    for ns in sorted({t.ns for t in fleet.manager_spec.teams}):
+    for ns in sorted({t.ns for t in fleet.manager.teams}):
         out.append(
             {
                 "apiVersion": RBAC_API,
@@ -169,7 +169,7 @@ def manager_settings(fleet: Fleet, *, time_scale: float = 1.0) -> dict[str, Any]
     """
     mk = fleet.multikueue
     return {
-        **kueue.manager_settings(fleet.manager_spec, time_scale=time_scale),
+        **kueue.manager_settings(fleet.manager_env(), time_scale=time_scale),
         "multiKueue": {
             "gcInterval": "0s" if mk.gc_interval_seconds == 0 else _duration(mk.gc_interval_seconds * time_scale),
             "origin": fleet.name,

@@ -1,4 +1,4 @@
-"""Reservation fallback at pool creation (seed 003's flow): try a pool's reservations in order, keep the first that works.
+"""Reservation fallback at pool creation: try a pool's reservations in order, keep the first that works.
 
 GKE creates a TPU node pool from a specific reservation whole, or fails with
 RESOURCE_EXHAUSTED when the reservation has no room (or is DEGRADED by maintenance). A
@@ -12,7 +12,7 @@ Two parts, so the order can be tested without a cloud:
 * ``chains`` / ``first_choice`` / ``advance``: pure planning (which reservation each pool
   tries, in which order);
 * ``execute``: the loop, over an injected ``attempt`` (synthesize with a choice, plan,
-  apply) that returns an ``Outcome``. ``infra.cli`` passes the terraform one; tests pass a
+  apply) that returns an ``Outcome``. ``infra.service.apply`` passes the terraform one; tests pass a
   fake that fails the first N.
 """
 

@@ -10,17 +10,17 @@ what it is derived from, so a collision names the field to change.
 Audited (and where the check is):
 - Google service account ids: nodes, workload, ci (``<cluster>-<suffix>``) and one per
   team (``<cluster>-t-<team>``, hashed when too long or short): valid and distinct — here.
-- Namespaces: distinct per team (``EnvSpec._check_teams``); none of the cluster's own
+- Namespaces: distinct per team (``infra.spec.rules.check_teams``); none of the cluster's own
   (kube-*, the add-ons' *-system, GKE's gke-*/gmp-*) — here.
 - LocalQueues: distinct per namespace, including xpk's ``multislice-queue`` in
   ``xpk.namespace`` — here. ClusterQueues ``<team>-cq`` and xpk's ``cluster-queue``: distinct — here.
 - KSAs: one per team namespace, distinct because the namespaces are.
 - ResourceFlavors: shape keys (``v5e-4x4``) and ``<pool>-<tag>``: a tag (od, spot, flex,
   res, resN) never ends like a topology, so they cannot meet; pools are distinct.
-- Node pools ``<pool>-<slice>`` / ``<pool>-<tag>-<slice>`` and the CPU pool: ``EnvSpec._check_pools``.
+- Node pools ``<pool>-<slice>`` / ``<pool>-<tag>-<slice>`` and the CPU pool: ``infra.spec.rules.check_pools``.
 - Networks and subnets ``network.name`` / ``network.dcn.name``: distinct, and the DCN
-  firewall ``<dcn>-internal`` fits GCE's 63 characters — here. Router/NAT: ``_check_derived_names``.
-- Buckets: distinct (``_check_buckets_and_ci``); the Terraform state bucket (given, or
+  firewall ``<dcn>-internal`` fits GCE's 63 characters — here. Router/NAT: ``rules.check_derived_names``.
+- Buckets: distinct (``rules.check_buckets_and_ci``); the Terraform state bucket (given, or
   ``<project>-tf-state``) is none of them and keeps Cloud Storage's rules — here.
 - Workload policies ``<cluster>-<generation>-<topology>``: at most 40 + 1 + 5 + 1 + 8 < 63
   characters, one per shape.
@@ -29,15 +29,15 @@ Audited (and where the check is):
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from infra import gcp_names, naming
 from infra.naming import GCE_NAME_MAX, GCP_ID, GCP_ID_MAX, GCP_ID_MIN
 from toolkit.errors import SpecError
 
-# The checks take an infra.spec.EnvSpec, typed Any here: infra.spec calls them, and a
-# type-only import back would make a cycle of the module graph (tests/test_layers.py).
-EnvSpec = Any
+if TYPE_CHECKING:
+    # The fields, not infra.spec.EnvSpec: this check is one of EnvSpec's rules (infra.spec.rules.RULES).
+    from infra.spec.env import EnvFields
 
 # Namespaces the cluster itself runs in: Kubernetes', the add-ons the toolkit installs, GKE's.
 RESERVED_NAMESPACE = re.compile(r"^(kube-.*|kueue-system|jobset-system|kuberay-system|gke-.*|gmp-.*|gatekeeper-system|istio-system|config-management-system)$")
@@ -46,7 +46,7 @@ XPK_CLUSTER_QUEUE = "cluster-queue"
 DCN_FIREWALL_SUFFIX = "-internal"  # modules/network.py DcnNetwork
 
 
-def check(spec: EnvSpec) -> None:
+def check(spec: EnvFields) -> None:
     _service_accounts(spec)
     _namespaces(spec)
     _queues(spec)
@@ -54,7 +54,7 @@ def check(spec: EnvSpec) -> None:
     _state_bucket(spec)
 
 
-def _service_accounts(spec: EnvSpec) -> None:
+def _service_accounts(spec: EnvFields) -> None:
     cluster = spec.cluster.name
     ids: dict[str, str] = {}
     for suffix in ("nodes", "workload", *(["ci"] if spec.cloud_build.enabled else [])):
@@ -76,7 +76,7 @@ def _service_accounts(spec: EnvSpec) -> None:
         ids[account] = f"team {t.name}"
 
 
-def _namespaces(spec: EnvSpec) -> None:
+def _namespaces(spec: EnvFields) -> None:
     for i, t in enumerate(spec.teams):
         if RESERVED_NAMESPACE.match(t.ns):
             key = "namespace" if t.namespace else "name"
@@ -91,7 +91,7 @@ def _namespaces(spec: EnvSpec) -> None:
         )
 
 
-def _queues(spec: EnvSpec) -> None:
+def _queues(spec: EnvFields) -> None:
     local: dict[tuple[str, str], str] = {}
     cluster_queues: dict[str, str] = {}
     if spec.xpk.enabled:
@@ -111,7 +111,7 @@ def _queues(spec: EnvSpec) -> None:
         cluster_queues[cq] = f"teams[{i}]'s"
 
 
-def _networks(spec: EnvSpec) -> None:
+def _networks(spec: EnvFields) -> None:
     dcn = spec.network.dcn
     if dcn is None:
         return
@@ -131,7 +131,7 @@ def _networks(spec: EnvSpec) -> None:
         )
 
 
-def _state_bucket(spec: EnvSpec) -> None:
+def _state_bucket(spec: EnvFields) -> None:
     bucket = spec.state_bucket
     if spec.state.bucket is None:
         found = gcp_names.bucket_name_problem(bucket)
