@@ -52,14 +52,22 @@ OTHER_PROGRAMS = {
         "--num-slices",
         "--docker-image",
         "--output-manifest-file",
+        "--env",
+        "--storage",
+        "--mount",
+        "--gke-mtc-enabled",
+        "--placement-policy",
+        "--node-constraint",
+        "--base-image",
     },
-    "MaxText's benchmark runner": {"--model_name", "--num_steps"},
+    "MaxText's benchmark runner": {"--model_name", "--num_steps", "--device_type", "--num_slices"},
     "libtpu": {"--megascale_grpc_interface_prefixes"},
     "gcsfuse": {"--only-dir"},
     "pytest": {"--dist"},
 }
 REPO_PROGRAMS = {
     "scripts/bench_everyday.py": {"--compare", "--xpk"},
+    "scripts/bench_import_recipes.py": {"--toolkit"},
     "workloads/ray/jax_trainer.py": {"--accelerator-type", "--num-workers", "--cpu"},
     "workloads/ray/entrypoint.py": {"--maxtext-args-b64"},
 }

@@ -130,7 +130,8 @@ def test_cluster_toolkit_layout_gives_the_same_recipe() -> None:
     imp = ir.import_recipe(gcluster.read_text(), source=gcluster.name)
     assert imp.recipe == ir.import_recipe(FP8.read_text(), source=FP8.name).recipe
     joined = "\n".join(imp.unmapped)
-    assert "--queue=multislice-queue" in joined and "--zone=us-east5-b" in joined and "gcloud storage cp" in joined
+    assert "--queue=multislice-queue: not carried; the toolkit uses the team's Kueue queue" in joined
+    assert "--location=us-east5-b: not carried; the toolkit uses the spec's pool zone" in joined and "gcloud storage cp" in joined
     assert "STATUS" not in imp.recipe.get("env", {})  # a plain shell variable of --command is not the program's env
 
 
@@ -261,7 +262,7 @@ def test_benchmark_runner_model_lookup_skips_names_built_at_run_time() -> None:
         (DATA / "runner" / "unknown-model.sh", ["--maxtext-repo", str(CHECKOUT)], "--model_name: 'llama3_1_8b_dem' is not a model of"),
         (RUNNER, ["--maxtext-repo", str(DATA)], "is not a MaxText checkout (no benchmarks/benchmark_runner.py)"),
         (DATA / "bad" / "maxdiffusion.sh", [], "--command runs a MaxDiffusion"),
-        (DATA / "bad" / "pytorch.sh", [], "this is a PyTorch script, not MaxText training"),
+        (DATA / "bad" / "pytorch.sh", [], "this is a PyTorch script, not MaxText pre-training"),
         (DATA / "bad" / "maxtext-on-vm.sh", [], "runs MaxText on this machine (no xpk, gcluster or benchmark_runner launch)"),
     ],
     ids=["runner-without-checkout", "runner-unknown-model", "not-a-checkout", "maxdiffusion", "pytorch", "maxtext-on-vm"],

@@ -23,6 +23,8 @@ from enum import StrEnum
 GKE_NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 GKE_TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 GKE_TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+# A TPU slice's shape as newer pod templates name it (an annotation; tpu-recipes' k8s manifests use it).
+GKE_TPU_SLICE_TOPOLOGY_ANNOTATION = "cloud.google.com/gke-tpu-slice-topology"
 GKE_SPOT_LABEL = "cloud.google.com/gke-spot"
 GKE_MACHINE_FAMILY_LABEL = "cloud.google.com/machine-family"
 # Nodes of a pool placed by a named resource policy (tpu7x multi-host workload policies).

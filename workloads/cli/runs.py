@@ -130,12 +130,19 @@ def recipes(output: Output = OutputFormat.text) -> None:
     width = max(len(d["name"]) for d in data)
     for d in data:
         shapes = ", ".join(d["shapes"]) or "any"
-        typer.echo(f"{d['name']:<{width}}  {d['description']}  [shapes: {shapes}]")
+        published = f" [published: {d['published']['step_seconds']:g} s/step]" if "published" in d else ""
+        typer.echo(f"{d['name']:<{width}}  {d['description']}  [shapes: {shapes}]{published}")
 
 
 @app.command("import-recipe")
 def import_recipe(
-    file: Annotated[Path, typer.Argument(help="a tpu-recipes run_recipe.sh, or a file holding an `xpk workload create` line", show_default=False)],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="a tpu-recipes run script (cluster_toolkit/, xpk/ or flat), a k8s_manifest.yaml, or a file holding an `xpk workload create` line",
+            show_default=False,
+        ),
+    ],
     name: Annotated[Optional[str], typer.Option("--name", help="recipe name (default: the model name and its quantization)")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="recipe file or directory (default: the user recipe directory, $TGK_RECIPES)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace an existing recipe file")] = False,
@@ -151,7 +158,7 @@ def import_recipe(
     from workloads.runs.recipe_import import import_recipe as import_into_file
 
     text = read_input_text(file, RUN_SCRIPT, "FILE")  # a regular file of at most 1 MiB: never a FIFO or /dev/zero
-    done = import_into_file(text, source=file.name, name=name, out=out, force=force, maxtext_repo=maxtext_repo)
+    done = import_into_file(text, script=file, name=name, out=out, force=force, maxtext_repo=maxtext_repo)
     imported, path = done.imported, done.path
     if output is OutputFormat.json:
         print_json(
@@ -160,6 +167,7 @@ def import_recipe(
                 "path": str(path),
                 "device_type": imported.device_type,
                 "slices": imported.slices,
+                "carried": imported.carried,
                 "unmapped": imported.unmapped,
                 "recipe": imported.recipe,
             }
@@ -168,6 +176,10 @@ def import_recipe(
     typer.echo(str(path))
     for line in imported.unmapped:
         typer.echo(f"  {line}", err=True)
+    if "published" in imported.recipe:
+        from workloads.planning.recipe_model import PublishedFigure
+
+        typer.echo(f"published step time: {PublishedFigure.model_validate(imported.recipe['published']).line()}", err=True)
     typer.echo(
         f"run it with: python -m workloads submit {imported.name} --dry-run"
         + ("" if path.parent == user_recipes_dir() else f"  (with TGK_RECIPES={path.parent})"),
@@ -226,11 +238,20 @@ def _echo_storage(plan: RunPlan) -> None:
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
-    """The estimated cost, side by side for every capacity mode, on stderr (stdout stays the manifests/paths)."""
+    """The estimated cost, side by side for every capacity mode, on stderr (stdout stays the manifests/paths);
+    beside it the step time the recipe's publisher measured, when the recipe carries one."""
     from infra.pricing import plan_cost, plan_cost_lines
+    from workloads.planning.recipes import load_recipe
 
     for line in plan_cost_lines(plan, plan_cost(plan, env)):
         typer.echo(line, err=True)
+    recipe = load_recipe(plan.program.recipe)
+    if recipe.published is not None and plan.program.estimated_step_seconds:
+        t = plan.target
+        mine = f"{t.shape.key} x {t.slices}"
+        theirs = f"{recipe.shapes[0]} x {recipe.slices}" if recipe.shapes else mine
+        where = "" if theirs == mine else f"; measured on {theirs}, this run is on {mine}"
+        typer.echo(f"published step time: {recipe.published.line()} (the plan estimates {plan.program.estimated_step_seconds:.3g} s/step{where})", err=True)
 
 
 def _print_objects(objects: list[dict], output: OutputFormat) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
-from workloads.planning import program_text
+from workloads.planning import mounts, program_text
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
@@ -93,6 +93,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
                 f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
                 "is this run's own (another run under this --name resumes from what is there)"
             )
+    notes += mounts.check_paths(recipe, args, sets, dataset=dataset, storage=storage, multi_tier=policy.multi_tier)
     profile = _profiling(spec, sets, o, placed.team, placed.steps)
     if profile is not None:
         args.update(profile.maxtext_args())

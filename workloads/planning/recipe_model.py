@@ -13,7 +13,7 @@ Unknown keys are errors, as in the environment spec.
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -162,6 +162,35 @@ class MaxTextSpec(_Model):
         return max(fitting, key=lambda r: r.min_hbm_gib_per_device).per_device_batch_size if fitting else None
 
 
+class SourceMount(_Model):
+    """A volume the recipe's published launcher mounted (``import-recipe`` records it; ``workloads.planning.mounts``
+    checks at plan time that the run mounts what the recipe's paths need)."""
+
+    kind: Literal["gcs", "lustre", "volume"]
+    source: str = Field(..., max_length=300, description="as the script named it: gs://BUCKET, a volume or xpk storage name")
+    path: str | None = Field(None, pattern=r"^/", max_length=1000, description="where the container saw it (None: the script does not say)")
+    read_only: bool = False
+
+
+class PublishedFigure(_Model):
+    """The step time the recipe's publisher measured, to set beside the planner's estimate."""
+
+    step_seconds: float = Field(..., gt=0, le=1e6, allow_inf_nan=False)
+    tflops: float | None = Field(None, gt=0, le=1e6, allow_inf_nan=False, description="TFLOP/s per device or per chip (see per)")
+    tokens_per_second: float | None = Field(None, gt=0, le=1e9, allow_inf_nan=False, description="tokens/s per device or per chip (see per)")
+    per: Literal["device", "chip"]
+    step: int | None = Field(None, ge=0, le=INT32_MAX, description="the step of the sample log line")
+    basis: str = Field(..., max_length=300, description="what the figure was read from: a sample log line or a summary-table row")
+    source: str = Field(..., max_length=300, description="the README it was read from")
+    date: str = Field(..., pattern=r"^\d{4}-\d{2}-\d{2}$", description="the day it was read (a README carries no date)")
+
+    def line(self) -> str:
+        """One line for `recipes` and `submit --dry-run`."""
+        extra = [f"{self.tflops:g} TFLOP/s/{self.per}"] if self.tflops else []
+        extra += [f"{self.tokens_per_second:g} tokens/s/{self.per}"] if self.tokens_per_second else []
+        return f"{self.step_seconds:g} s/step" + (f" ({', '.join(extra)})" if extra else "") + f", {self.source} ({self.basis}), read {self.date}"
+
+
 class Recipe(_Model):
     name: str = Field(..., pattern=r"^[a-z][-a-z0-9.]*[a-z0-9]$", max_length=30)
     description: str
@@ -185,6 +214,8 @@ class Recipe(_Model):
     )
     multi_tier_checkpointing: bool = Field(False, description="checkpoint through GKE's multi-tier checkpointing (as --multi-tier-checkpointing)")
     checkpoint_storage: str | None = Field(None, description="gcs, gcsfuse or lustre (as --checkpoint-storage; the flag wins)")
+    mounts: list[SourceMount] = Field(default_factory=list, description="volumes the published launcher mounted (import-recipe)")
+    published: PublishedFigure | None = Field(None, description="the publisher's measured step time (import-recipe, from the README)")
 
     @model_validator(mode="after")
     def _pinned_keys(self) -> Recipe:

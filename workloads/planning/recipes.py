@@ -52,6 +52,12 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(RECIPES_DIR.parent.parent)) if path.is_relative_to(RECIPES_DIR) else str(path)
 
 
+def shown_path(name: str) -> str:
+    """Recipe ``name``'s file as a fix text names it: ``workloads/recipes/<name>.yaml`` for a shipped
+    recipe, the file itself for one of the user's (``$TGK_RECIPES``, where ``import-recipe`` writes)."""
+    return _shown(recipe_files().get(name) or RECIPES_DIR / f"{name}.yaml")
+
+
 def _format(e: ValidationError, name: str, path: Path | None = None) -> str:
     first = e.errors(include_url=False)[0]
     where = ".".join(str(p) for p in first["loc"])
@@ -119,6 +125,8 @@ def summary(recipe: Recipe) -> dict[str, Any]:
         out["params_billion"] = round(m.model.params() / 1e9, 2)
         out["per_device_batch"] = {f">={r.min_hbm_gib_per_device:g}GiB": r.per_device_batch_size for r in m.per_device_batch}
         out["parallelism"] = {"ici": m.parallelism.ici, "dcn": m.parallelism.dcn}
+    if recipe.published is not None:
+        out["published"] = recipe.published.model_dump(exclude_none=True)
     return out
 
 

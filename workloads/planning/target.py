@@ -37,6 +37,7 @@ from workloads.planning.images import MAXTEXT_IMAGE, RAY_IMAGE
 from workloads.planning.model import RUNTIME_JOB, RUNTIME_JOBSET, RUNTIME_RAY, RUNTIMES, DcnNetwork, Target
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Recipe
+from workloads.planning.recipes import shown_path
 from workloads.planning.select import PoolChoice, select_pool
 
 REPLICATED_JOB = "slice"  # the JobSet's one replicated job: one child Job per slice
@@ -98,7 +99,7 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int) -> str:
         raise PlanError(
             "--runtime",
             f"recipe {recipe.name} does not run on {runtime} (it runs on {', '.join(recipe.runtimes)})",
-            f"use --runtime {recipe.runtimes[0]}, or add {runtime} to runtimes in workloads/recipes/{recipe.name}.yaml",
+            f"use --runtime {recipe.runtimes[0]}, or add {runtime} to runtimes in {shown_path(recipe.name)}",
         )
     if runtime == RUNTIME_JOB and slices > 1:
         # One Job per slice would need JobSet's whole-run restart and multislice env; that is the jobset runtime.

@@ -1,9 +1,10 @@
 """``import-recipe`` below the CLI: a tpu-recipes run script in, a recipe file ``submit`` runs out.
 
-    import_recipe(text, source=..., name=..., out=..., force=...) -> ImportedFile
+    import_recipe(text, script=..., name=..., out=..., force=...) -> ImportedFile
 
 The script's text (read by the CLI, a regular file of at most 1 MiB) is converted by the pure
-importer (``workloads.planning.import_recipe``); a name the toolkit ships is refused (the
+importer (``workloads.planning.import_recipe``), with the READMEs beside the script (the
+publisher's step time); a name the toolkit ships is refused (the
 shipped recipe would always win over the file); the file goes to ``--out`` (a ``<name>.yaml``
 or a directory) or the user's recipe directory, written exactly as reported
 (``workloads.runs.recipefile``: read back and validated before a byte is written). Nothing
@@ -31,14 +32,16 @@ class ImportedFile:
 
 
 def import_recipe(
-    text: str, *, source: str, name: str | None = None, out: Path | None = None, force: bool = False, maxtext_repo: Path | None = None
+    text: str, *, script: Path, name: str | None = None, out: Path | None = None, force: bool = False, maxtext_repo: Path | None = None
 ) -> ImportedFile:
-    """Convert ``text`` (a run script named ``source``) and write the recipe file; one line and nothing written on bad input."""
+    """Convert ``text`` (the run script at ``script``) and write the recipe file; one line and nothing written on bad input."""
     from workloads.planning.import_recipe import import_recipe as convert
+    from workloads.planning.import_recipe import readmes_near, source_path
     from workloads.planning.recipes import is_shipped
     from workloads.runs import recipefile
 
-    imported = convert(text, name=name, source=source, maxtext_repo=maxtext_repo)
+    source = source_path(script)
+    imported = convert(text, name=name, source=source, maxtext_repo=maxtext_repo, readmes=readmes_near(script))
     if is_shipped(imported.name):
         raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
     path = recipe_path(out, imported.name)

@@ -1,0 +1,4 @@
+{
+  "architectures": ["LlamaForCausalLM"],
+  "hidden_size": 4096
+}
