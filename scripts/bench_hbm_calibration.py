@@ -8,7 +8,7 @@ this CPU (``workloads.maxtext.aot.compile_plan``, what ``preflight --compile`` r
 memory analysis per device is the truth. Prints, per configuration, the estimate, the
 compiled total (or the bytes XLA said it needed when the compile ran out of HBM), and the
 error (estimate / compiled - 1), then the largest error: the figure ``HBM_ERROR_BAND`` in
-``workloads/planning/planner.py`` has to cover.
+``workloads/planning/sizing.py`` has to cover.
 
 The matrix holds what the published recipes use to fit — remat policies including host
 offload (``decoder_layer_input=offload``), vocabulary tiling, larger batches — on the

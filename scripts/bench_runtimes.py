@@ -8,8 +8,8 @@ examples/v6e-reservation.yaml, team research) is planned and rendered for each r
 
 - ``cli``: ``python -m workloads submit llama3-8b --runtime R --dry-run -o json`` in a fresh
   process (what a user waits for), median wall seconds of ``--runs``;
-- ``render``: in this process, plan + Kustomize tree + ``build_overlay`` (what ``submit``
-  does before it connects), median milliseconds of ``--runs`` x 20 after one warm-up;
+- ``render``: in this process, plan + ``render_run`` (the Kustomize tree, read back once: what
+  ``submit`` does before it connects), median milliseconds of ``--runs`` x 20 after one warm-up;
 - ``objects``/``bytes``: what the dry run prints.
 
 Each runtime is timed in turn within every round, so all three see the same machine load;
@@ -65,14 +65,14 @@ def _cli(runtime: str) -> tuple[float, int, int]:
 def _render_ms(runtime: str, repeat: int) -> float:
     from infra.spec import load_spec
     from workloads.planning.planner import Overrides, plan_run
-    from workloads.render.kustomize import build_overlay, render
+    from workloads.render.kustomize import render_run
 
     spec = load_spec(SPEC)
     overrides = Overrides(runtime=runtime, team="research", name=f"bench-{runtime}")
-    build_overlay(render(plan_run(RECIPE, spec, overrides)), f"bench-{runtime}")  # warm-up: imports, recipe cache
+    render_run(plan_run(RECIPE, spec, overrides))  # warm-up: imports, recipe cache
     t0 = time.perf_counter()
     for _ in range(repeat):
-        build_overlay(render(plan_run(RECIPE, spec, overrides)), f"bench-{runtime}")
+        render_run(plan_run(RECIPE, spec, overrides))
     return (time.perf_counter() - t0) / repeat * 1000
 
 

@@ -27,8 +27,9 @@ from infra import catalog  # noqa: E402
 from toolkit.yamlfile import load_yaml  # noqa: E402
 from workloads.planning.import_recipe import model_presets  # noqa: E402
 from workloads.planning.model import ASSUMED_MFU  # noqa: E402
-from workloads.planning.planner import step_seconds  # noqa: E402
-from workloads.planning.recipes import RECIPES_DIR, ModelDims  # noqa: E402
+from workloads.planning.recipe_model import ModelDims  # noqa: E402
+from workloads.planning.recipes import RECIPES_DIR  # noqa: E402
+from workloads.planning.sizing import step_seconds  # noqa: E402
 
 PUBLISHED = RECIPES_DIR / "_published_ironwood.yaml"
 

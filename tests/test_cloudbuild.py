@@ -201,15 +201,15 @@ def test_dockerfile_pinned_and_installs_maxtext():
     assert any(f.startswith("python:3.12") for f in froms)
     default = re.search(r"^ARG MAXTEXT_VERSION=(\S+)", text, re.M).group(1)
     from workloads.maxtext import env as maxtext_env
-    from workloads.planning import recipes
+    from workloads.planning import images
 
     # One MaxText version: the image's, the recipes' and the local venv's (validation, AOT).
-    assert default == recipes.MAXTEXT_VERSION == maxtext_env.MAXTEXT_VERSION
-    assert recipes.MAXTEXT_IMAGE == f"maxtext:{recipes.MAXTEXT_VERSION}"
+    assert default == images.MAXTEXT_VERSION == maxtext_env.MAXTEXT_VERSION
+    assert images.MAXTEXT_IMAGE == f"maxtext:{images.MAXTEXT_VERSION}"
     assert '"maxtext[tpu]==${MAXTEXT_VERSION}"' in text
     # The pipeline types neither the tag nor the version: both come from the toolkit.
     body = (CB / "image-maxtext.yaml").read_text()
-    assert recipes.MAXTEXT_VERSION not in body and "_TAG" not in body
+    assert images.MAXTEXT_VERSION not in body and "_TAG" not in body
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=NAMES)
@@ -568,7 +568,7 @@ def _pushed_image(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple
 
 def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Path, shims: Path, monkeypatch):
     from infra.spec import load_spec
-    from workloads.planning import recipes
+    from workloads.planning import images
     from workloads.planning.planner import Overrides, plan_run
     from workloads.ray import RAY_VERSION
     from workloads.render.rayjob import run_objects
@@ -579,7 +579,7 @@ def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Pa
     spec_file.write_text(yaml.safe_dump(data))
     log, pushes, ws = _run_image_pipeline(spec_file, tmp_path, shims, monkeypatch)
     repo = "us-west4-docker.pkg.dev/my-tpu-project/tpu-training"
-    assert pushes == [f"{repo}/{recipes.MAXTEXT_IMAGE}", f"{repo}/{recipes.RAY_IMAGE}"]
+    assert pushes == [f"{repo}/{images.MAXTEXT_IMAGE}", f"{repo}/{images.RAY_IMAGE}"]
     ctx = ws / ".tgk/ray-context"
     build = next(ln for ln in log.splitlines() if ln.startswith(f"docker build -f {ctx.relative_to(ws)}/Dockerfile"))
     assert f"--build-arg BASE={pushes[0]}" in build and f"--build-arg RAY_VERSION={RAY_VERSION}" in build
@@ -632,12 +632,12 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
     from datetime import datetime
 
     from infra.spec import load_spec
-    from workloads.planning import recipes
+    from workloads.planning import images, recipes
     from workloads.planning.planner import plan_run
 
     _, pushed = _pushed_image(EXAMPLES / example, tmp_path, shims, monkeypatch)
     spec = load_spec(EXAMPLES / example)
-    in_image = [r.name for r in recipes.all_recipes() if (r.image.registry or "").split(":")[0] == recipes.MAXTEXT_IMAGE_NAME]
+    in_image = [r.name for r in recipes.all_recipes() if (r.image.registry or "").split(":")[0] == images.MAXTEXT_IMAGE_NAME]
     assert {"maxtext-6b", "llama3-8b", "gpt3-6b", "hello-tpu"} <= set(in_image)
     now = datetime(2026, 3, 4, 5, 6, tzinfo=UTC)
     from workloads.planning.select import why_not
@@ -646,7 +646,7 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
     for name in in_image:
         recipe = recipes.load_recipe(name)
         if all(why_not(recipe, p.shape) for p in spec.tpu_pools):
-            assert recipe.image.registry == recipes.MAXTEXT_IMAGE, name  # runs elsewhere (e.g. tpu7x only): same image
+            assert recipe.image.registry == images.MAXTEXT_IMAGE, name  # runs elsewhere (e.g. tpu7x only): same image
             continue
         assert plan_run(name, spec, now=now, rand="abc").program.image == pushed, name
         planned += 1
@@ -655,15 +655,16 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
 
 def test_a_recipe_pulling_another_maxtext_tag_is_refused():
     from workloads.planning import recipes
+    from workloads.planning.recipe_model import ImageRef
 
     good = recipes.load_recipe("maxtext-6b")
     recipes.check_image(good)
-    stale = good.model_copy(update={"image": recipes.ImageRef(registry="maxtext:0.2.5-py3.12")})
+    stale = good.model_copy(update={"image": ImageRef(registry="maxtext:0.2.5-py3.12")})
     with pytest.raises(
         recipes.RecipeError, match=r"image.registry: maxtext:0.2.5-py3.12 is not the image cloudbuild/image-maxtext.yaml pushes \(maxtext:0.2.5\)"
     ):
         recipes.check_image(stale)
-    recipes.check_image(good.model_copy(update={"image": recipes.ImageRef(registry="other:1")}))  # not the MaxText image
+    recipes.check_image(good.model_copy(update={"image": ImageRef(registry="other:1")}))  # not the MaxText image
 
 
 # ------------------------------------------------------------------ behaviour: the CI test step

@@ -19,6 +19,7 @@ from tests.conftest import EXAMPLES, cli
 from tests.test_metrics import ABSL, HAND
 from workloads.observe import metrics as m
 from workloads.planning import recipes as r
+from workloads.planning.maxtext_keys import maxtext_keys
 from workloads.planning.planner import Overrides, plan_run
 
 TPU7X = catalog.shape("tpu7x", "4x4x8")
@@ -86,7 +87,7 @@ def test_quantized_recipes_plan_on_the_tpu7x_example(name: str, quantization: st
     assert recipe.generations == ["tpu7x"]
     args = recipe.maxtext.args  # type: ignore[union-attr]
     assert args["quantization"] == quantization and args["use_qwix_quantization"] is True
-    assert {"quantization", "use_qwix_quantization"} <= r.maxtext_keys()
+    assert {"quantization", "use_qwix_quantization"} <= maxtext_keys()
     plan = plan_run(name, load_spec(EXAMPLES / "tpu7x.yaml"), Overrides())
     rendered = dict(a.split("=", 1) for a in plan.program.args[1:])
     assert rendered["quantization"] == quantization and rendered["use_qwix_quantization"] == "true"

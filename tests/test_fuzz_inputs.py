@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import EXAMPLES, REPO, cli_app
 from toolkit.clikit import run
-from workloads.planning.recipes import MODEL_KEYS
+from workloads.planning.maxtext_keys import MODEL_KEYS
 
 infra_app, workloads_app = cli_app("infra"), cli_app("workloads")
 

@@ -21,6 +21,8 @@ from toolkit.errors import FieldError
 from workloads.planning import import_recipe as ir
 from workloads.planning import recipes as r
 from workloads.planning import shellwords
+from workloads.planning.images import MAXTEXT_IMAGE
+from workloads.planning.maxtext_keys import MODEL_KEYS
 from workloads.planning.planner import Overrides, plan_run
 
 DATA = REPO / "tests" / "data" / "recipes"
@@ -145,7 +147,7 @@ def test_multislice_script_prefix_env_and_unknown_keys() -> None:
     assert rec["maxtext"]["parallelism"] == {"ici": {"fsdp": -1}, "dcn": {"data": 2}}
     assert rec["maxtext"]["args"]["quantization"] == "int8"
     assert rec["env"]["EMIT_MEGASCALE_METRICS"] == "true"  # `K=v python3 ...` is the command's env
-    assert rec["image"] == {"registry": r.MAXTEXT_IMAGE}  # `maxtext-base` has no tag: not carried
+    assert rec["image"] == {"registry": MAXTEXT_IMAGE}  # `maxtext-base` has no tag: not carried
     joined = "\n".join(imp.unmapped)
     assert "output_dir" in joined and "cd /deps" in joined and "--docker-image=maxtext-base" in joined
 
@@ -156,7 +158,7 @@ def test_xpk_line_with_an_explicit_model() -> None:
     assert imp.recipe["shapes"] == ["v5e-4x4"] and imp.recipe["slices"] == 2
     assert mt["model_name"] == "default"
     assert (mt["model"]["base_emb_dim"], mt["model"]["head_dim"], mt["model"]["base_mlp_dim"]) == (4096, 256, 16384)
-    assert not set(mt["args"]) & r.MODEL_KEYS  # dimensions live in the model block
+    assert not set(mt["args"]) & MODEL_KEYS  # dimensions live in the model block
     assert imp.name == "xpk-v5e-default-model"
 
 

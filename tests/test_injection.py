@@ -31,16 +31,16 @@ from infra.spec import load_spec
 from tests.conftest import REPO, run_module
 from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
-from workloads.planning import carry
+from workloads.planning import program_text
 from workloads.planning import recipes as r
 from workloads.planning.import_recipe import import_recipe
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.ray import entrypoint as ep
 from workloads.ray import jax_trainer
 from workloads.render import exitguard, job, jobset, rayjob
+from workloads.render.kubelet_escape import k8s_literal
 from workloads.render.kustomize import build, render, write_tree
 from workloads.render.kustomize import run_objects as stamped  # the runtime's objects + the submission digest
-from workloads.render.literal import k8s_literal
 
 EXAMPLES = REPO / "examples"
 # MaxText keys the planner passes on as written (it reads none of them).
@@ -368,7 +368,7 @@ def test_a_nul_in_a_set_value_is_refused(runtime: str) -> None:
 
 
 def test_a_value_past_linuxs_argument_limit_is_refused_and_one_just_under_is_carried(shims: Shims, tmp_path: Path) -> None:
-    room = carry.MAX_WORD_BYTES - len("dataset_path=")
+    room = program_text.MAX_WORD_BYTES - len("dataset_path=")
     with pytest.raises(PlanError, match="at most"):
         _plan("jobset", ["x" * (room + 1)])
     plan = _plan("jobset", ["é" * (room // 2)])

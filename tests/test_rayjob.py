@@ -23,8 +23,8 @@ from toolkit.names import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA
 from workloads.cluster import status as st
 from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import RAYJOB
+from workloads.planning.images import RAY_IMAGE
 from workloads.planning.planner import Overrides, PlanError, plan_run
-from workloads.planning.recipes import RAY_IMAGE
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION
 from workloads.render import jobset, rayjob
 from workloads.render.kustomize import RUNTIMES, build, build_overlay, render, write_tree

@@ -9,6 +9,7 @@ import yaml
 from pydantic import ValidationError
 
 from workloads.planning import recipes as r
+from workloads.planning.maxtext_keys import maxtext_keys
 
 
 def test_shipped_recipes_load() -> None:
@@ -78,7 +79,7 @@ def test_offline_safe_defaults() -> None:
 
 
 def test_every_recipe_arg_is_a_maxtext_key() -> None:
-    keys = r.maxtext_keys()
+    keys = maxtext_keys()
     assert "ici_fsdp_parallelism" in keys and "per_device_batch_size" in keys and len(keys) > 500
     for recipe in r.all_recipes():
         if recipe.maxtext:

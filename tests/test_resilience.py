@@ -297,7 +297,7 @@ def test_checkpointing_dataclass_args() -> None:
 
 
 def test_every_checkpoint_key_is_a_maxtext_key() -> None:
-    from workloads.planning.recipes import maxtext_keys
+    from workloads.planning.maxtext_keys import maxtext_keys
 
     assert set(planner.CHECKPOINT_KEYS) <= maxtext_keys()
     assert set(Checkpointing(1, 1, 1).maxtext_args()) == set(planner.CHECKPOINT_KEYS)

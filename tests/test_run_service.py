@@ -11,10 +11,12 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import subprocess
 import sys
 import textwrap
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,7 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, PRIORITY_CLASSES, load_spec
 from tests.fake_apiserver import serve
+from toolkit.names import TGK_SUBMISSION_ANNOTATION
 from workloads import runs
 from workloads.planning import defaults
 from workloads.planning.model import RUNTIMES
@@ -257,3 +260,112 @@ def test_help_does_not_load_the_run_model() -> None:
     """)
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['workloads.planning.overrides']"  # the options, and none of what plans
+
+
+# ------------------------------------------------------------ one load and one render per command
+
+
+@dataclass
+class Counted:
+    """What one command did: ``counts`` of the spec's reads, builds of the runtime's objects, read-backs of the
+    rendered YAML and submission digests; ``reads``, every file read through the YAML reader, by path."""
+
+    counts: dict[str, int]
+    reads: Counter[Path]
+
+    def clear(self) -> None:
+        self.counts.update(dict.fromkeys(self.counts, 0))
+        self.reads.clear()
+
+
+ONCE = {"spec read": 1, "objects built": 1, "YAML read back": 1, "digest": 1}
+
+
+@pytest.fixture()
+def counted(monkeypatch) -> Counted:
+    """Counts while a command runs, each through the one function every caller goes through."""
+    import toolkit.yamlfile as yamlfile
+    from workloads.render import kustomize, submission
+
+    seen = Counted(dict.fromkeys(ONCE, 0), Counter())
+    spec = (EXAMPLES_DIR / "default.yaml").resolve()
+
+    def counting(key: str, fn):
+        def wrapped(*a, **k):
+            seen.counts[key] += 1
+            return fn(*a, **k)
+
+        return wrapped
+
+    read_bounded = yamlfile.read_bounded
+
+    def reading(path, kind):
+        seen.reads[Path(path).resolve()] += 1
+        seen.counts["spec read"] += Path(path).resolve() == spec
+        return read_bounded(path, kind)
+
+    monkeypatch.setattr(yamlfile, "read_bounded", reading)
+    for name, rt in list(kustomize.RUNTIMES.items()):
+        monkeypatch.setitem(kustomize.RUNTIMES, name, dataclasses.replace(rt, objects=counting("objects built", rt.objects)))
+    monkeypatch.setattr(kustomize, "build_overlay", counting("YAML read back", kustomize.build_overlay))
+    monkeypatch.setattr(submission, "digest", counting("digest", submission.digest))
+    return seen
+
+
+def test_one_submit_reads_the_spec_once_and_renders_the_run_once(tmp_path: Path, counted: Counted) -> None:
+    """Dry run and real submit alike: the spec read at the CLI's edge, the objects built, read back and hashed once, and
+    what a real submit applies (and writes as the run's identity) is that one render: what the dry run printed."""
+    from tests.conftest import cli
+
+    args = ("submit", "maxtext-6b", "--slices", "2", "--name", "nb-run", "--spec", EXAMPLES_DIR / "default.yaml")
+    dry = cli("workloads", *args, "--dry-run", "-o", "json")
+    assert dry.returncode == 0, dry.stderr
+    assert counted.counts == ONCE
+    counted.clear()
+    applied: dict[str, dict] = {}
+    with serve() as api:
+        _kueue_routes(api, applied)
+        real = cli("workloads", *args, "--kubeconfig", api.kubeconfig(tmp_path, namespace="research"), "--timeout", "30", "-o", "json")
+    assert real.returncode == 0, real.stderr
+    assert counted.counts == ONCE
+    stored = applied["nb-run"]
+    for server_field in ("uid", "resourceVersion"):  # what the fake API server adds
+        del stored["metadata"][server_field]
+    assert json.loads(dry.stdout) == [stored]
+
+
+def test_render_reads_the_spec_once_and_renders_once(tmp_path: Path, counted: Counted) -> None:
+    from tests.conftest import cli
+
+    r = cli("workloads", "render", "maxtext-6b", "--name", "r1", "--out", tmp_path / "out", "--spec", EXAMPLES_DIR / "default.yaml", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert counted.counts == ONCE
+
+
+def test_submit_through_a_fleet_reads_each_of_its_files_once(counted: Counted) -> None:
+    from tests.conftest import cli
+
+    fleet = EXAMPLES_DIR / "fleet" / "fleet.yaml"
+    r = cli("workloads", "submit", "maxtext-6b", "--name", "f1", "--spec", fleet, "--dry-run", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    files = {p.resolve() for p in fleet.parent.glob("*.yaml")}  # the fleet file and its workers' specs
+    assert len(files) == 3 and {p: n for p, n in counted.reads.items() if p in files} == dict.fromkeys(files, 1)
+    assert {**counted.counts, "spec read": 1} == ONCE
+    assert json.loads(r.stdout)[0]["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+
+
+def test_a_rendered_run_is_what_apply_applies_and_a_fleets_dispatch_is_stamped_again(plan) -> None:
+    from workloads.render import submission
+    from workloads.render.kustomize import build_overlay, run_objects
+
+    rendered = runs.render(plan)
+    assert list(rendered.objects) == build_overlay(dict(rendered.files), plan.name) == run_objects(plan)
+    assert rendered.digest == submission.digest(list(rendered.objects)) and rendered.stamped
+    cluster = Recording(context="gke_p_us-west4_c")
+    assert list(runs.apply(cluster, plan, rendered).applied) == list(rendered.objects) == cluster.applied
+    # Through a fleet's manager the run object changes (managedBy MultiKueue): what is applied carries its own digest.
+    dispatched = runs.through_fleet(plan, rendered)
+    assert not dispatched.stamped and dispatched.digest == rendered.digest
+    (js,) = runs.apply(Recording(context="gke_p_us-west4_c"), plan, dispatched).applied
+    assert js["spec"]["managedBy"] == "kueue.x-k8s.io/multikueue"
+    assert js["metadata"]["annotations"][TGK_SUBMISSION_ANNOTATION] == submission.digest([js]) != rendered.digest

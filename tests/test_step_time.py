@@ -15,8 +15,9 @@ import pytest
 from infra import catalog
 from toolkit.yamlfile import load_yaml
 from workloads.planning.import_recipe import model_presets
-from workloads.planning.planner import step_seconds
-from workloads.planning.recipes import RECIPES_DIR, ModelDims
+from workloads.planning.recipe_model import ModelDims
+from workloads.planning.recipes import RECIPES_DIR
+from workloads.planning.sizing import step_seconds
 
 PUBLISHED = load_yaml((RECIPES_DIR / "_published_ironwood.yaml").read_text())
 

@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import EXAMPLES, run_module
 from workloads.observe import metrics as m
-from workloads.planning.recipes import Kind, all_recipes
+from workloads.planning.recipe_model import Kind
+from workloads.planning.recipes import all_recipes
 
 MAXTEXT_RECIPES = [r.name for r in all_recipes() if r.kind is Kind.MAXTEXT]
 

@@ -22,7 +22,8 @@ from tests.conftest import EXAMPLES, REPO, example_doc
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import Overrides, plan_run
-from workloads.planning.recipes import Kind, all_recipes
+from workloads.planning.recipe_model import Kind
+from workloads.planning.recipes import all_recipes
 from workloads.planning.select import why_not
 
 MAXTEXT_RECIPES = [r for r in all_recipes() if r.kind is Kind.MAXTEXT]

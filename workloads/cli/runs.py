@@ -1,11 +1,15 @@
 """Commands that plan and start runs: ``recipes``, ``import-recipe``, ``render``, ``submit``, ``queues``.
 
 Parse, call, print: the flow (plan -> render -> the cluster's hook -> resubmission check ->
-apply -> wait) is the run service's (``workloads.runs``), which returns data; this module
-turns flags into its arguments and its results into text or JSON. The run-planning options
-are the fields of ``Overrides`` (``workloads.planning.overrides``), given to ``render`` and
-``submit`` by ``run_options``. Bad input is raised by the service before anything is
-written or applied.
+apply -> wait) is the run service's (``workloads.runs``), and ``queues``' is
+``workloads.runs.queues``, ``import-recipe``'s ``workloads.runs.recipe_import``; each returns
+data, and this module turns flags into their arguments and their results into text or JSON.
+The ``--spec`` file (an environment spec, or a fleet file for ``submit`` through its manager)
+is read once, here at the edge, and passed down as objects; a run is rendered once
+(``runs.render``) and that render is what is printed, written or applied. The run-planning
+options are the fields of ``Overrides`` (``workloads.planning.overrides``), given to
+``render`` and ``submit`` by ``run_options``. Bad input is raised by the service before
+anything is written or applied.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from workloads.planning.defaults import MAX_REHEARSAL_S, MAX_WAIT_S, SUBMIT_TIME
 from workloads.planning.overrides import Overrides, flag_of
 
 if TYPE_CHECKING:
+    from infra.fleet import Fleet
     from infra.spec import EnvSpec
     from workloads.planning.model import RunPlan
     from workloads.runs import Submission
@@ -92,10 +97,12 @@ class NotAdmitted(ToolkitError):
     exit_code = 4
 
 
-def _spec(path: Path | None) -> EnvSpec:
-    from infra.fleet import load_env
+def _spec(path: Path | None) -> tuple[EnvSpec, Fleet | None]:
+    """``--spec``, read once: the environment to plan against, and the fleet when the file is one (its manager's environment)."""
+    from infra.fleet import Fleet, load_spec_or_fleet
 
-    return load_env(path)
+    found = load_spec_or_fleet(path)
+    return (found.manager_env(), found) if isinstance(found, Fleet) else (found, None)
 
 
 def _plan(recipe: str, spec: EnvSpec, options: Overrides) -> RunPlan:
@@ -146,22 +153,13 @@ def import_recipe(
     output: Output = OutputFormat.text,
 ) -> None:
     """Turn a tpu-recipes run script into a recipe that `submit` runs; report what it could not carry."""
-    from toolkit.errors import FieldError
     from toolkit.inputfile import RUN_SCRIPT, read_input_text
     from toolkit.paths import user_recipes_dir
-    from workloads.planning.import_recipe import import_recipe as convert
-    from workloads.planning.import_recipe import readmes_near, source_path
-    from workloads.planning.recipes import RECIPES_DIR, _recipe_files
-    from workloads.runs import recipefile
+    from workloads.runs.recipe_import import import_recipe as import_into_file
 
     text = read_input_text(file, RUN_SCRIPT, "FILE")  # a regular file of at most 1 MiB: never a FIFO or /dev/zero
-    source = source_path(file)
-    imported = convert(text, name=name, source=source, maxtext_repo=maxtext_repo, readmes=readmes_near(file))
-    if imported.name in _recipe_files(RECIPES_DIR):
-        raise FieldError("--name", f"{imported.name!r} is a recipe the toolkit ships (it would always win over this file)", "pass another --name")
-    path = _recipe_path(out, imported.name)
-    # Exactly the recipe reported below, read back and validated before it is written (workloads.runs.recipefile).
-    recipefile.write(path, imported.recipe, source=source, unmapped=imported.unmapped, force=force)
+    done = import_into_file(text, script=file, name=name, out=out, force=force, maxtext_repo=maxtext_repo)
+    imported, path = done.imported, done.path
     if output is OutputFormat.json:
         print_json(
             {
@@ -179,7 +177,7 @@ def import_recipe(
     for line in imported.unmapped:
         typer.echo(f"  {line}", err=True)
     if "published" in imported.recipe:
-        from workloads.planning.recipes import PublishedFigure
+        from workloads.planning.recipe_model import PublishedFigure
 
         typer.echo(f"published step time: {PublishedFigure.model_validate(imported.recipe['published']).line()}", err=True)
     typer.echo(
@@ -187,24 +185,6 @@ def import_recipe(
         + ("" if path.parent == user_recipes_dir() else f"  (with TGK_RECIPES={path.parent})"),
         err=True,
     )
-
-
-def _recipe_path(out: Path | None, name: str) -> Path:
-    """The file: ``--out`` as a file named ``<name>.yaml``, or a directory to put it in."""
-    from toolkit.errors import FieldError
-    from toolkit.paths import user_recipes_dir
-
-    if out is None:
-        return user_recipes_dir() / f"{name}.yaml"
-    if out.suffix in (".yaml", ".yml") and not out.is_dir():
-        if out.stem != name or out.suffix != ".yaml":
-            raise FieldError(
-                "--out", f"{out.name} must be named {name}.yaml (recipes are found by file name)", f"pass --out {out.parent / (name + '.yaml')} or a directory"
-            )
-        return out
-    if out.exists() and not out.is_dir():
-        raise FieldError("--out", f"{out} is a file that is not a recipe YAML", "pass a directory or NAME.yaml")
-    return out / f"{name}.yaml"
 
 
 @app.command()
@@ -218,11 +198,10 @@ def render(
 ) -> None:
     """Write a Kustomize tree for a run: base/<runtime>/ (shared by every run) and overlays/<run>/."""
     from workloads import runs
-    from workloads.render.kustomize import write_tree
 
-    env = _spec(spec)
+    env, _ = _spec(spec)
     plan = _plan(recipe, env, options)
-    written = write_tree(out, runs.render(plan))
+    written = runs.write(out, runs.render(plan))
     overlay = out / "overlays" / plan.name
     if output is OutputFormat.json:
         print_json({"run": plan.name, "overlay": str(overlay), "files": [str(p) for p in written], "plan": runs.summary(plan, env)})
@@ -300,27 +279,16 @@ def submit(
     spec: SpecOpt = None,
 ) -> None:
     """Plan a run and apply what `kustomize build` of its overlay gives (server-side); wait until Kueue admits it."""
-    from infra.fleet import maybe_fleet
     from workloads import runs
 
-    env = _spec(spec)
+    env, fleet = _spec(spec)
     plan = _plan(recipe, env, options)
-    objects = runs.manifests(plan)
-    if maybe_fleet(spec) is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
-        from toolkit.errors import FieldError
-        from workloads.render.multikueue import dispatched
-
-        if plan.runtime == "ray":
-            # The workers' identity for the manager covers the kinds it is granted (multikueue.JOB_RESOURCES).
-            raise FieldError("--runtime", "a fleet dispatches JobSets and Jobs, not RayJobs", "use --runtime jobset or job, or submit to one cluster's spec")
-        storage = plan.policy.checkpoint_storage
-        if storage is not None and storage.kind == "lustre":
-            # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
-            raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
-        objects = dispatched(objects)
+    rendered = runs.render(plan)
+    if fleet is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
+        rendered = runs.through_fleet(plan, rendered)
     check = runs.checkpoint_check(plan, resume=resume)
     if dry_run:
-        _print_objects(objects, output)
+        _print_objects(list(rendered.objects), output)
         if output is OutputFormat.text:
             _echo_storage(plan)
             _echo_cost(plan, env)
@@ -331,7 +299,7 @@ def submit(
     from workloads.cluster.client import Cluster
 
     cluster = Cluster.connect(kubeconfig, context)
-    sub = runs.apply(cluster, plan, objects, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
+    sub = runs.apply(cluster, plan, rendered, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
     t = plan.target
     if sub.existing is not None:
         _echo_existing(sub, output)
@@ -452,48 +420,39 @@ def queues_apply(
     ] = None,
 ) -> None:
     """Apply PriorityClasses, team Namespaces/KSAs/NetworkPolicies/priority policies, ResourceFlavors, ClusterQueues and LocalQueues (+ xpk's, the DCN network's)."""
-    from toolkit.names import TGK_FIELD_MANAGER
-    from workloads.render.kueue import cluster_objects
-    from workloads.runs.service import ref
+    from workloads.runs import queues
 
     if fleet is not None:
         _queues_apply_fleet(fleet, dry_run, output, kubeconfig)
         return
-    spec_obj = _spec(spec)
-    objects = cluster_objects(spec_obj)
+    env, _ = _spec(spec)
+    objects = queues.objects(env)
     if dry_run:
         _print_objects(objects, output)
         return
     from workloads.cluster.client import Cluster
 
-    cluster = Cluster.connect(kubeconfig, context)
-    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+    refs = queues.apply(Cluster.connect(kubeconfig, context), objects)
     if output is OutputFormat.json:
-        print_json({"applied": [ref(o) for o in objects]})
+        print_json({"applied": refs})
     else:
-        for o in objects:
-            r = ref(o)
+        for r in refs:
             typer.echo(f"applied {r['kind']} {r.get('namespace', '') + '/' if r.get('namespace') else ''}{r['name']}")
 
 
 def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubeconfig: Path | None) -> None:
-    from infra.fleet import load_fleet
-    from workloads.render import multikueue
+    from infra.fleet import load_spec_or_fleet
+    from workloads.runs import queues
 
-    fleet = load_fleet(path)  # every member's spec checked before anything is applied
+    fleet = load_spec_or_fleet(path, want="fleet")  # read once; every member's spec checked before anything is applied
     if dry_run:
-        docs = [*multikueue.manager_objects(fleet)]
-        for w in fleet.workers:
-            docs += multikueue.worker_objects(fleet, w)
-        _print_objects(docs, output)
+        _print_objects(queues.fleet_objects(fleet), output)
         return
     from workloads.cluster.client import Cluster
-    from workloads.runs.fleet import apply_fleet, wait_active
 
     manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)
     workers = {w.name: Cluster.connect(w.kubeconfig or kubeconfig, w.context) for w in fleet.workers}
-    res = apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
-    active = wait_active(manager, fleet, timeout=60)
+    res, active = queues.apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.json:
         print_json({**res.to_dict(), "active": active})
     else:
@@ -511,24 +470,11 @@ def queues_manager_config(
     spec: SpecOpt = None,
 ) -> None:
     """Kueue's controller settings from the spec (waitForPodsReady), alone or merged into a configuration file."""
-    from toolkit.errors import FieldError
     from workloads.render import yamlio
-    from workloads.render.kueue import manager_settings, merge_manager_config
+    from workloads.runs import queues
 
-    settings = manager_settings(_spec(spec))
-    config: dict = settings
-    if merge is not None:
-        from toolkit.yamlfile import YamlFileError, read_capped
-
-        try:
-            base = yamlio.load(read_capped(merge))
-        except OSError as e:
-            raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", "pass the Kueue configuration YAML file") from None
-        except YamlFileError as e:
-            raise FieldError("--merge", f"{merge} {e.problem}", e.fix) from None
-        if not isinstance(base, dict) or base.get("kind") != "Configuration":
-            raise FieldError("--merge", f"{merge} is not a Kueue Configuration", "pass the controller_manager_config.yaml of kueue-manager-config")
-        config = merge_manager_config(base, settings)
+    env, _ = _spec(spec)
+    config = queues.manager_config(env, merge)
     if output is OutputFormat.json:
         print_json(config)
     else:

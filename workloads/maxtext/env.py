@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 from toolkit import tools
 from toolkit.errors import ExternalToolError, ToolkitError
 from toolkit.paths import script
-from workloads.planning.recipes import MAXTEXT_VERSION
+from workloads.planning.images import MAXTEXT_VERSION
 
 if TYPE_CHECKING:
     from infra.catalog import SliceShape

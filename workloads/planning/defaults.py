@@ -40,7 +40,7 @@ INT32_MAX = 2**31 - 1
 MAX_CHECKPOINT_MINUTES = 365 * 24 * 60.0  # a year between checkpoints is already none
 
 # Steps skipped before the profiler starts: past compilation (steps 0-1) and the first
-# steady steps, so the trace shows the steady state (the playbook profiles from step 5).
+# steady steps, so the trace shows the steady state.
 DEFAULT_PROFILE_START = 5
 
 

@@ -58,21 +58,14 @@ from toolkit.errors import CatalogError, FieldError
 from toolkit.yamlfile import load_yaml
 from workloads.planning import benchmark_configs, compute_types, shellwords, step_figures
 from workloads.planning.defaults import INT32_MAX
+from workloads.planning.errors import suggest
+from workloads.planning.image_reference import image_problem
+from workloads.planning.images import MAXTEXT_IMAGE, runs_pinned_maxtext
+from workloads.planning.maxtext_keys import FILL, MODEL_KEYS, maxtext_keys, mesh_key
+from workloads.planning.maxtext_numbers import PLAIN_INT
 from workloads.planning.mounts import PATH_KEYS, local_path
-from workloads.planning.recipes import (
-    FILL,
-    MAXTEXT_IMAGE,
-    MODEL_KEYS,
-    PLAIN_INT,
-    RECIPES_DIR,
-    Recipe,
-    check_image,
-    image_problem,
-    maxtext_keys,
-    mesh_key,
-    runs_pinned_maxtext,
-    suggest,
-)
+from workloads.planning.recipe_model import Recipe
+from workloads.planning.recipes import RECIPES_DIR, check_image
 
 MODELS_FILE = RECIPES_DIR / "_maxtext_models.yaml"
 TRAIN_MODULES = ("MaxText.train", "maxtext.train", "maxtext.trainers.pre_train.train", "MaxText.trainers.pre_train.train")

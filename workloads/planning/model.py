@@ -50,7 +50,7 @@ RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
 
 @dataclass(frozen=True)
 class HbmEstimate:
-    """Lower-bound memory per device (see the planner's docstring for the model)."""
+    """Lower-bound memory per device (the model and its calibration: ``workloads.planning.sizing``)."""
 
     state_bytes: int
     activation_bytes: int

@@ -7,9 +7,13 @@ applies it. Help texts quote the defaults from ``workloads.planning.defaults``, 
 objects the planner applies. Standard library only: ``--help`` imports this module.
 
 Every number has ``Bounds``: the values its consumer accepts (an int32 where it becomes a
-Kubernetes int32 field or a MaxText step, a finite and sane number of minutes), checked by
-``Overrides.problem()``, which the planner calls first, so the command line and a notebook
-calling ``runs.plan`` are held to the same bounds.
+Kubernetes int32 field or a MaxText step, a finite and sane number of minutes), and, where
+the flag has one, its own wording for a value below the floor. ``Overrides.problem()`` is
+the one check of the numbers: the planner calls it first and no later stage checks them
+again, so the command line and a notebook calling ``runs.plan`` are held to the same bounds.
+
+``Overrides`` is what the user typed and nothing else: the planner never writes a derived
+value back into it (the runtime it chose, for one, is the plan's ``runtime``).
 """
 
 # No `from __future__ import annotations`: the CLI reads the fields' types (typing.get_type_hints),
@@ -31,17 +35,27 @@ from workloads.planning.defaults import (
 
 
 class Bounds(NamedTuple):
-    """The values a number may take: finite, in [low, high]; ``why`` names what sets the ceiling."""
+    """The values a number may take: finite, in [low, high]; ``why`` names what sets the ceiling.
+
+    ``floor``: the flag's own (problem, fix) for a value below ``low`` (and, for a float, one that is
+    not finite), ``{value}`` standing for the value; without it the wording is this class's.
+    """
 
     low: float
     high: float
     why: str
     above_low: bool = False  # low itself is out: (low, high]
+    floor: tuple[str, str] | None = None
 
     def problem(self, value: float) -> tuple[str, str] | None:
         """(problem, fix) for a value outside the bounds, else None."""
         low, high = _number(self.low), _number(self.high)
-        if isinstance(value, float) and not math.isfinite(value):
+        finite = not (isinstance(value, float) and not math.isfinite(value))
+        below = not finite or value < self.low or (self.above_low and value == self.low)
+        if below and self.floor is not None:
+            problem, fix = self.floor
+            return problem.format(value=value), fix.format(value=value)
+        if not finite:
             return f"must be a finite number, got {value}", f"pass a number from {low} to {high}"
         if value < self.low or (self.above_low and value == self.low):
             least = f"above {low}" if self.above_low else f"at least {low}"
@@ -102,7 +116,7 @@ class Overrides:
         None,
         "--slices",
         "number of TPU slices (default: the recipe's, 1 unless imported with --num-slices)",
-        bounds=Bounds(1, INT32_MAX, "a JobSet's replicas (an int32) can be"),
+        bounds=Bounds(1, INT32_MAX, "a JobSet's replicas (an int32) can be", floor=("must be at least 1, got {value}", "pass --slices 1 or more")),
     )
     pool: str | None = _flag(
         None,
@@ -111,13 +125,18 @@ class Overrides:
         "share a Kueue flavor, so Kueue may admit the run on any of them",
     )
     sets: tuple[str, ...] = _flag((), "--set", "MaxText key=value; repeatable")
-    steps: int | None = _flag(None, "--steps", "training steps (default: the recipe's)", bounds=STEPS)
+    steps: int | None = _flag(
+        None,
+        "--steps",
+        "training steps (default: the recipe's)",
+        bounds=STEPS._replace(floor=("must be at least 1, got {value}", "pass a positive step count")),
+    )
     image: str | None = _flag(None, "--image", "container image with a tag or digest")
     team: str | None = _flag(None, "--team", "team (namespace, queue, service account); default the spec's first")
     priority: str | None = _flag(None, "--priority", "very-low, low, medium, high, very-high (default: the team's)")
     name: str | None = _flag(None, "--name", "exact run name (default: <recipe>-<MMDD-HHMM>-<random>)")
     suffix: str | None = _flag(None, "--suffix", "suffix for the run name instead of the time and random part")
-    # pod network: the team's own identity (see planner._check_host_network)
+    # pod network: the team's own identity (see target._check_host_network)
     host_network: bool = _flag(
         False,
         "--host-network/--no-host-network",
@@ -130,7 +149,12 @@ class Overrides:
         "--max-restarts",
         "whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
         f"(exit {_EXIT_CODES}: fails at once); default by capacity: {by_capacity(DEFAULT_MAX_RESTARTS)}",
-        bounds=Bounds(0, INT32_MAX, "JobSet's maxRestarts and RayJob's backoffLimit (int32) can be"),
+        bounds=Bounds(
+            0,
+            INT32_MAX,
+            "JobSet's maxRestarts and RayJob's backoffLimit (int32) can be",
+            floor=("must be >= 0, got {value}", "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default"),
+        ),
     )
     # minutes; None: by capacity mode (defaults.DEFAULT_CHECKPOINT_MINUTES)
     checkpoint_every: float | None = _flag(
@@ -138,7 +162,16 @@ class Overrides:
         "--checkpoint-every",
         f"minutes between checkpoints (MaxText recipes); default by capacity: {by_capacity(DEFAULT_CHECKPOINT_MINUTES)}",
         metavar="MINUTES",
-        bounds=Bounds(0, MAX_CHECKPOINT_MINUTES, "minutes a checkpoint interval may be (a year)", above_low=True),
+        bounds=Bounds(
+            0,
+            MAX_CHECKPOINT_MINUTES,
+            "minutes a checkpoint interval may be (a year)",
+            above_low=True,
+            floor=(
+                "must be a number of minutes above 0, got {value:g}",
+                "pass e.g. --checkpoint-every 30, or leave it out for the capacity mode's default (turn checkpointing off with --set enable_checkpointing=false)",
+            ),
+        ),
     )
     # not a flag: JobSet/Job/RayJob ttlSecondsAfterFinished, an int32
     ttl_seconds: int = field(default=DEFAULT_TTL_SECONDS, metadata={"bounds": Bounds(0, INT32_MAX, "ttlSecondsAfterFinished (an int32) can be")})
@@ -155,7 +188,7 @@ class Overrides:
         "record STEPS steps with MaxText's xplane profiler and upload them to the spec's Vertex AI TensorBoard "
         "(an experiment named after the run); traces also stay in <output>/<run>/tensorboard/",
         metavar="STEPS",
-        bounds=STEPS,
+        bounds=STEPS._replace(floor=("must be at least 1 step, got {value}", "pass e.g. --profile 3")),
     )
     # steps skipped first; None: DEFAULT_PROFILE_START
     profile_start: int | None = _flag(
@@ -163,7 +196,7 @@ class Overrides:
         "--profile-start",
         f"steps to skip before profiling (default {DEFAULT_PROFILE_START}: past compilation and warm-up)",
         metavar="STEP",
-        bounds=STEPS._replace(low=0),
+        bounds=STEPS._replace(low=0, floor=("must be >= 0, got {value}", f"pass e.g. --profile-start {DEFAULT_PROFILE_START}")),
     )
 
     # a dataset of the spec's datasets:, read through a read-only GCS FUSE mount; None: the recipe's (synthetic data without one)

@@ -22,12 +22,8 @@ from dataclasses import dataclass
 
 from infra.catalog import SliceShape
 from infra.spec import EnvSpec, TpuPoolSpec
-from toolkit.errors import FieldError
-from workloads.planning.recipes import Recipe, suggest
-
-
-class PlanError(FieldError):
-    """A run that cannot work as asked. ``field`` is the flag or recipe field."""
+from workloads.planning.errors import PlanError, suggest
+from workloads.planning.recipe_model import Recipe
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The ``job`` runtime: a batch/v1 Indexed Job and a headless Service (GKE's TPU tutorial, seed 000).
+"""The ``job`` runtime: a batch/v1 Indexed Job and a headless Service, as in "GKE AI Series: First
+Training Job With JAX on TPUs" (https://easontechtalk.com/gke-ai-tpu-training-quickstart).
 
 Pure: a RunPlan in, dicts out. One pod per TPU VM of one slice (``completions`` =
 ``parallelism`` = hosts), through the team's LocalQueue (Kueue's batch/Job integration
@@ -36,7 +37,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
 from workloads.render import jobset, podsecurity, volumes
-from workloads.render.literal import k8s_literal
+from workloads.render.kubelet_escape import k8s_literal
 from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
 RUNTIME = RUNTIME_JOB

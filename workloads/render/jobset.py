@@ -47,9 +47,9 @@ from typing import Any
 
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
-from workloads.planning.planner import REPLICATED_JOB
+from workloads.planning.target import REPLICATED_JOB
 from workloads.render import exitguard, podsecurity, volumes
-from workloads.render.literal import k8s_literal, k8s_literals
+from workloads.render.kubelet_escape import k8s_literal, k8s_literals
 
 RUNTIME = RUNTIME_JOBSET
 MEGASCALE_PORT = 8080
@@ -84,8 +84,9 @@ def _annotation_ref(annotation: str) -> dict[str, Any]:
     return {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}
 
 
-# The TPU v7 playbook's MegaScale flag: DCN gRPC goes over the second network's NIC
-# (eth1: the host's with hostNetwork, the pod's own with GKE multi-networking).
+# libtpu's MegaScale (the multislice transport) sends its DCN gRPC over the interfaces this
+# flag names: the second network's NIC first (eth1: the host's with hostNetwork, the pod's
+# own with GKE multi-networking; eth2 on machines with two), the loopback last.
 MEGASCALE_GRPC_FLAG = "--megascale_grpc_interface_prefixes=eth1,eth2,lo"
 GKE_DEFAULT_INTERFACE_ANNOTATION = "networking.gke.io/default-interface"
 GKE_INTERFACES_ANNOTATION = "networking.gke.io/interfaces"

@@ -13,11 +13,15 @@ TTL), Kustomize's namespace transformer, and any object the runtime has no skele
 for as a plain resource file. The patch is computed by diffing the skeleton with the
 run's object, so a field cannot be forgotten.
 
-What ``submit`` applies is :func:`build_overlay` of the rendered files: the overlay's
-patches applied to the base, read back from the very YAML text ``render`` writes.
-:func:`render` checks before writing anything that this equals the runtime's objects
-for the plan, and the test tier checks it against the real, pinned ``kustomize build``
-(scripts/build-kustomize.sh) for every example.
+One render of a run is :func:`render_run`: the runtime's objects are built once, their
+submission digest computed once (``workloads.render.submission``), the files written from
+them, and the files read back once through :func:`build_overlay` — the overlay's patches
+applied to the base, from the very YAML text ``render`` writes. That read-back must equal
+the stamped objects (the self-check, before anything is written or applied), and it is
+what ``submit`` applies: ``RenderedRun`` carries the files, those objects and the digest,
+so nothing downstream renders, parses or hashes the run again. The test tier checks the
+read-back against the real, pinned ``kustomize build`` (scripts/build-kustomize.sh) for
+every example.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from __future__ import annotations
 import copy
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,15 +200,18 @@ def run_objects(plan: RunPlan, runtime: str | None = None) -> list[dict[str, Any
     return submission.stamp(rt.objects(plan), rt.kind)
 
 
-def overlay_files(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
-    """``overlays/<run>/``: one patch per skeleton object, other objects as resources."""
+def overlay_files(plan: RunPlan, runtime: str | None = None, objects: list[dict[str, Any]] | None = None) -> dict[str, str]:
+    """``overlays/<run>/``: one patch per skeleton object, other objects as resources.
+
+    ``objects``: the run's stamped objects when the caller has them (``run_objects`` otherwise).
+    """
     runtime = runtime or plan.runtime
     rt = RUNTIMES[runtime]
     skeletons = {_key(s): s for s in rt.skeletons()}
     run_dir = f"overlays/{plan.name}"
     files: dict[str, str] = {}
     patches, resources = [], [f"../../base/{runtime}"]
-    for obj in run_objects(plan, runtime):
+    for obj in run_objects(plan, runtime) if objects is None else objects:
         final = _without_namespace(obj)  # the overlay's namespace transformer sets it
         skeleton = skeletons.get(_key(obj))
         if skeleton is None:
@@ -229,13 +236,42 @@ def overlay_files(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
     return files
 
 
-def render(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
-    """Relative path -> file text for the base and this run's overlay (the plan's runtime). Pure; self-checked."""
+@dataclass(frozen=True)
+class RenderedRun:
+    """One render of a run: its Kustomize tree, what ``kustomize build overlays/<run>`` gives for it, and the digest.
+
+    ``objects`` carry ``digest`` on the run's top-level object (``submission.stamp``) while
+    ``stamped`` holds; a step that changes them after the render (a fleet's dispatch to
+    MultiKueue) clears it, so ``apply`` stamps them again with the digest of what it applies.
+    ``digest`` stays the run's as rendered, before any cluster's changes: the run's identity
+    beside its checkpoints is keyed by it (``workloads.runs.identity``).
+    """
+
+    name: str
+    files: Mapping[str, str]  # relative path -> text: base/<runtime>/ and overlays/<run>/
+    objects: tuple[dict[str, Any], ...]
+    digest: str
+    stamped: bool = True
+
+
+def render_run(plan: RunPlan, runtime: str | None = None) -> RenderedRun:
+    """The run rendered once (see the module doc): objects built once, digest computed once, the files
+    read back once and checked to rebuild exactly those objects. Pure."""
     runtime = runtime or plan.runtime
-    files = {**base_files(runtime), **overlay_files(plan, runtime)}
-    if build_overlay(files, plan.name) != run_objects(plan, runtime):
+    rt = RUNTIMES[runtime]
+    objects = rt.objects(plan)
+    digest = submission.digest(objects)
+    stamped = submission.stamp(objects, rt.kind, digest)
+    files = {**base_files(runtime), **overlay_files(plan, runtime, stamped)}
+    built = build_overlay(files, plan.name)
+    if built != stamped:
         raise ToolkitError(f"internal: the overlay for {plan.name} does not rebuild its objects; please report this")
-    return files
+    return RenderedRun(plan.name, files, tuple(built), digest)
+
+
+def render(plan: RunPlan, runtime: str | None = None) -> dict[str, str]:
+    """Relative path -> file text for the base and this run's overlay (the plan's runtime). Pure; self-checked (``render_run``)."""
+    return dict(render_run(plan, runtime).files)
 
 
 def build_overlay(files: dict[str, str], run: str) -> list[dict[str, Any]]:

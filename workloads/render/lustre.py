@@ -16,7 +16,7 @@ from typing import Any
 
 from infra.spec import EnvSpec
 from toolkit import names
-from workloads.planning.planner import LUSTRE_CLAIM
+from workloads.planning.policy import LUSTRE_CLAIM
 
 LUSTRE_CSI_DRIVER = "lustre.csi.storage.gke.io"
 

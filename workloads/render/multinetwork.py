@@ -1,6 +1,7 @@
 """The in-cluster half of tpu7x multislice DCN networking (spec ``network.dcn``). Pure.
 
-What the TPU v7 playbook sets up by hand, from the spec:
+What a multislice run over a second network needs in the cluster, which would otherwise be
+set up by hand, from the spec:
 
 - ``GKENetworkParamSet`` + ``Network`` (``networking.gke.io/v1``, cluster-scoped): the
   second VPC and its subnet as a ``Device`` network in ``NetDevice`` mode, so a pod

@@ -1,4 +1,6 @@
-"""The ``ray`` runtime: a KubeRay ``ray.io/v1`` RayJob with its own RayCluster (seed 001).
+"""The ``ray`` runtime: a KubeRay ``ray.io/v1`` RayJob with its own RayCluster, as in GKE's tutorial
+"Train an LLM using JAX, Ray Train, and TPU Trillium on GKE"
+(https://cloud.google.com/kubernetes-engine/docs/tutorials/distributed-training-tpu).
 
 Pure: a RunPlan in, dicts out. The RayJob (KubeRay v1.6.0) carries a RayCluster spec:
 
@@ -36,7 +38,7 @@ from workloads.planning.model import RUNTIME_RAY, RunPlan
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
 from workloads.ray import entrypoint as ray_entrypoint
 from workloads.render import jobset, podsecurity, volumes
-from workloads.render.literal import k8s_literal
+from workloads.render.kubelet_escape import k8s_literal
 from workloads.render.skeleton import BASE_NAME
 
 RUNTIME = RUNTIME_RAY

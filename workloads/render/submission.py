@@ -1,6 +1,6 @@
 """Submitting under a name that already exists: the same run again, or another one?
 
-The rendered overlay (``kustomize.run_objects``) stamps the run's top-level object
+The rendered overlay (``kustomize.render_run``) stamps the run's top-level object
 (JobSet, Job or RayJob) with a digest of everything the run applies. A later ``submit --name`` of the same name compares digests
 before applying anything: the same digest is the same run (a no-op that reports it),
 a different one — or an object the toolkit did not submit — is refused with one line.
@@ -34,9 +34,12 @@ def digest(objects: list[dict[str, Any]]) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def stamp(objects: list[dict[str, Any]], top_kind: str) -> list[dict[str, Any]]:
-    """The objects with the digest on the run's top-level object; the input is left as it is."""
-    value = digest(objects)
+def stamp(objects: list[dict[str, Any]], top_kind: str, value: str | None = None) -> list[dict[str, Any]]:
+    """The objects with the digest on the run's top-level object; the input is left as it is.
+
+    ``value``: the objects' digest when the caller has already computed it (``digest(objects)``).
+    """
+    value = digest(objects) if value is None else value
     out = copy.deepcopy(objects)
     for obj in out:
         if obj.get("kind") == top_kind:
@@ -44,10 +47,11 @@ def stamp(objects: list[dict[str, Any]], top_kind: str) -> list[dict[str, Any]]:
     return out
 
 
-def verdict(existing: dict[str, Any] | None, objects: list[dict[str, Any]]) -> Verdict:
+def verdict(existing: dict[str, Any] | None, objects: list[dict[str, Any]], value: str | None = None) -> Verdict:
+    """new, same, changed or foreign: the run already under the name against ``objects`` (whose digest is ``value``, if known)."""
     if existing is None:
         return "new"
     theirs = ((existing.get("metadata") or {}).get("annotations") or {}).get(TGK_SUBMISSION_ANNOTATION)
     if theirs is None:
         return "foreign"
-    return "same" if theirs == digest(objects) else "changed"
+    return "same" if theirs == (digest(objects) if value is None else value) else "changed"

@@ -10,6 +10,9 @@ A notebook or a pipeline step submits a run in a few lines, without Typer::
     result = runs.submit(Cluster.connect(), plan, timeout=600)
     result.refs, result.existing, result.admission
 
+One submit renders the run once: ``runs.render(plan)`` is the tree, the objects it builds to
+and their digest, and ``runs.apply(cluster, plan, rendered)`` applies exactly that.
+
 ``hooks`` decides, by the cluster's kubeconfig context, whether the cluster decorates a
 run before it is applied (the local cluster makes it a rehearsal).
 """
@@ -26,8 +29,10 @@ from workloads.runs.service import (
     render,
     submit,
     summary,
+    through_fleet,
     wait,
     warnings,
+    write,
 )
 
 __all__ = [
@@ -42,6 +47,8 @@ __all__ = [
     "render",
     "submit",
     "summary",
+    "through_fleet",
     "wait",
     "warnings",
+    "write",
 ]

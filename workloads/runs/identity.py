@@ -108,7 +108,7 @@ class Identity:
 def model_key(plan: RunPlan) -> dict[str, str]:
     """What fixes the shape of the weights: MaxText's model name, the model dimensions the
     run sets, and the parameter count the planner sized it by."""
-    from workloads.planning.recipes import MODEL_KEYS
+    from workloads.planning.maxtext_keys import MODEL_KEYS
 
     args = dict(a.split("=", 1) for a in plan.program.args if "=" in a)
     out = {"model_name": args.get("model_name", "default")}
@@ -127,9 +127,10 @@ def submission_digest(plan: RunPlan) -> str:
     return submission.digest(run_objects(plan))
 
 
-def identity_of(plan: RunPlan, now: datetime | None = None) -> Identity:
+def identity_of(plan: RunPlan, now: datetime | None = None, submission: str | None = None) -> Identity:
+    """``submission``: the run's digest as rendered, when the caller rendered it (``submission_digest`` otherwise)."""
     when = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return Identity(plan.name, plan.program.recipe, model_key(plan), submission_digest(plan), when)
+    return Identity(plan.name, plan.program.recipe, model_key(plan), submission or submission_digest(plan), when)
 
 
 def guarded(plan: RunPlan) -> bool:
@@ -193,9 +194,12 @@ def decide(mine: Identity, found: Identity | None, checkpoints: bool, *, resume:
     return "resumed"
 
 
-def claim(store: Store, plan: RunPlan, *, resume: bool, now: datetime | None = None) -> Verdict:
-    """Check the run's directory is this run's (``decide``) and record it; before anything is applied."""
-    mine = identity_of(plan, now)
+def claim(store: Store, plan: RunPlan, *, resume: bool, now: datetime | None = None, submission: str | None = None) -> Verdict:
+    """Check the run's directory is this run's (``decide``) and record it; before anything is applied.
+
+    ``submission``: the run's digest as rendered, when the caller has it (``identity_of``).
+    """
+    mine = identity_of(plan, now, submission)
     raw = store.read(IDENTITY)
     found = None if raw is None else Identity.decode(raw, store.where)
     checkpoints = store.has_any(CHECKPOINTS)

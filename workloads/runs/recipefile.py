@@ -58,7 +58,7 @@ def split(text: str) -> tuple[list[str], str]:
 
 def check_round_trip(text: str, recipe: dict[str, Any]) -> None:
     """What ``submit`` would read from ``text`` is ``recipe``, and it validates; an internal error otherwise."""
-    from workloads.planning.recipes import Recipe
+    from workloads.planning.recipe_model import Recipe
     from workloads.render import yamlio
 
     try:

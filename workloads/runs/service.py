@@ -1,18 +1,27 @@
 """Plan, render, apply and wait for a run: the flow behind ``render`` and ``submit``, as functions returning data.
 
     plan(recipe, spec, Overrides, now, rand) -> RunPlan          pure with now/rand given
-    render(plan)    -> {path: text}   the Kustomize tree (base/<runtime>/ + overlays/<run>/)
-    manifests(plan) -> [objects]      what `kustomize build overlays/<run>` of that tree gives
-    apply(cluster, plan)  -> Submission   the cluster's hook (the local rehearsal), the
+    render(plan)    -> RenderedRun    the Kustomize tree (base/<runtime>/ + overlays/<run>/), what
+                                      `kustomize build overlays/<run>` gives for it, and its digest
+    through_fleet(plan, rendered) -> RenderedRun   the objects as a fleet's manager takes them
+    write(out, rendered) -> [paths]   the tree on disk (``render --out``)
+    apply(cluster, plan, rendered) -> Submission   the cluster's hook (the local rehearsal), the
                                           resubmission check, the checkpoint directory's
                                           owner (workloads.runs.identity), server-side apply
     wait(cluster, plan, timeout) -> AdmissionResult   Kueue admission
     submit(cluster, plan, timeout) = apply + wait
 
-Nothing here prints: the CLI (``workloads.cli.runs``) formats what these return, and a
-notebook or pipeline step calls them directly. Bad input raises a ``ToolkitError`` naming
-the flag it comes from, before anything is applied. Whether a cluster decorates runs is
-asked through ``workloads.runs.hooks``, by the cluster's kubeconfig context.
+A run is rendered once per command: ``render`` builds its objects, computes their digest and
+reads the tree back once (``workloads.render.kustomize.render_run``), and ``apply`` takes that
+``RenderedRun`` instead of rendering again (it renders only when called without one). The
+digest is computed again only for objects something changed after the render: a cluster
+hook's decoration, a fleet's dispatch.
+
+Nothing here prints: the CLI (``workloads.cli.runs``) reads the spec once, formats what these
+return, and a notebook or pipeline step calls them directly. Bad input raises a
+``ToolkitError`` naming the flag it comes from, before anything is applied. Whether a
+cluster decorates runs is asked through ``workloads.runs.hooks``, by the cluster's
+kubeconfig context.
 """
 
 from __future__ import annotations
@@ -29,11 +38,13 @@ from workloads.runs import hooks
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from infra.spec import EnvSpec
     from workloads.cluster.client import AdmissionResult, Cluster
     from workloads.cluster.runkinds import RunKind
     from workloads.planning.model import RunPlan
+    from workloads.render.kustomize import RenderedRun
     from workloads.runs.identity import Store, Verdict
 
 TIMEOUT_S = SUBMIT_TIMEOUT_S
@@ -103,18 +114,44 @@ def warnings(plan: RunPlan, spec: EnvSpec) -> list[str]:
     return out
 
 
-def render(plan: RunPlan) -> dict[str, str]:
-    """The run's Kustomize tree, path -> text: ``base/<runtime>/`` (shared by every run) and ``overlays/<run>/``."""
-    from workloads.render.kustomize import render as render_tree
+def render(plan: RunPlan) -> RenderedRun:
+    """The run rendered once: its Kustomize tree (``base/<runtime>/``, shared by every run, and ``overlays/<run>/``),
+    the objects ``kustomize build overlays/<run>`` gives for it (read back from its own text) and their digest."""
+    from workloads.render.kustomize import render_run
 
-    return render_tree(plan)
+    return render_run(plan)
 
 
 def manifests(plan: RunPlan) -> list[dict[str, Any]]:
     """The objects ``kustomize build overlays/<run>`` gives for the tree ``render`` writes, built from its own text."""
-    from workloads.render.kustomize import build_overlay
+    return list(render(plan).objects)
 
-    return build_overlay(render(plan), plan.name)
+
+def write(out: Path, rendered: RenderedRun) -> list[Path]:
+    """The rendered tree written under ``out`` (``--out``): only what the toolkit wrote is replaced (``kustomize.write_tree``)."""
+    from workloads.render.kustomize import write_tree
+
+    return write_tree(out, dict(rendered.files))
+
+
+def through_fleet(plan: RunPlan, rendered: RenderedRun) -> RenderedRun:
+    """The run as submitted to a fleet's manager: its run object ``managedBy`` MultiKueue, which runs it on a worker.
+
+    A run the fleet cannot carry is refused here, before anything is printed or applied.
+    """
+    from dataclasses import replace
+
+    from workloads.planning.model import RUNTIME_RAY
+    from workloads.render.multikueue import dispatched
+
+    if plan.runtime == RUNTIME_RAY:
+        # The workers' identity for the manager covers the kinds it is granted (multikueue.JOB_RESOURCES).
+        raise FieldError("--runtime", "a fleet dispatches JobSets and Jobs, not RayJobs", "use --runtime jobset or job, or submit to one cluster's spec")
+    storage = plan.policy.checkpoint_storage
+    if storage is not None and storage.kind == "lustre":
+        # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
+        raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
+    return replace(rendered, objects=tuple(dispatched(list(rendered.objects))), stamped=False)
 
 
 def summary(plan: RunPlan, spec: EnvSpec) -> dict[str, Any]:
@@ -138,14 +175,14 @@ def run_kind(plan: RunPlan) -> RunKind:
 def apply(
     cluster: Cluster,
     plan: RunPlan,
-    objects: list[dict[str, Any]] | None = None,
+    rendered: RenderedRun | None = None,
     *,
     rehearse_seconds: float | None = None,
     resume: bool = False,
     store: Store | None = None,
     spec: EnvSpec | None = None,
 ) -> Submission:
-    """Server-side apply the run (``objects``: its ``manifests``), unless the very same run is already there.
+    """Server-side apply the run (``rendered``: its ``render``, made here if not given), unless the very same run is already there.
 
     With ``spec``, a run that reads a dataset has it checked first in the cluster's buckets
     (``data_check``): a dataset the run could not read is refused before anything is applied.
@@ -161,7 +198,9 @@ def apply(
 
     if resume and not identity.guarded(plan):
         raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
-    objects = manifests(plan) if objects is None else objects
+    rendered = render(plan) if rendered is None else rendered
+    objects = list(rendered.objects)
+    digest = rendered.digest if rendered.stamped else None  # None: the objects changed since the render
     context = getattr(cluster, "context", None)
     hook = hooks.for_context(context)
     note = ""
@@ -174,15 +213,16 @@ def apply(
             )
     else:
         objects = hook.decorate(objects, plan, seconds=rehearse_seconds)
+        digest = None
         note = hook.note(plan, seconds=rehearse_seconds)
-    objects = _checked(cluster, plan, objects)
+    objects = _checked(cluster, plan, objects, digest)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
     if spec is not None:
         data_check(cluster, plan, spec)
     verdict = None
     if identity.guarded(plan):
-        verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume)
+        verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
 
@@ -231,14 +271,19 @@ def checkpoint_check(plan: RunPlan, *, resume: bool = False) -> str | None:
     return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS} before applying, write the run's identity there, and {then}"
 
 
-def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]]) -> list[dict[str, Any]] | ExistingRun:
-    """The objects stamped with their digest (workloads.render.submission), or the run already there under the name."""
+def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]], digest: str | None) -> list[dict[str, Any]] | ExistingRun:
+    """The objects stamped with their digest (workloads.render.submission), or the run already there under the name.
+
+    ``digest``: the digest the objects already carry (as rendered); None when they changed since, and are stamped here.
+    """
     from workloads.render import submission as resubmit
 
     ns = plan.target.namespace
-    objects = resubmit.stamp(objects, run_kind(plan).kind)
+    if digest is None:
+        digest = resubmit.digest(objects)
+        objects = resubmit.stamp(objects, run_kind(plan).kind, digest)
     found = cluster.find_run(ns, plan.name)
-    verdict = resubmit.verdict(found[1] if found else None, objects)
+    verdict = resubmit.verdict(found[1] if found else None, objects, digest)
     if verdict == "new":
         return objects
     kind = found[0].kind

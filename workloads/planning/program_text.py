@@ -1,9 +1,9 @@
-"""What a run's program can be given, checked before anything is rendered.
+"""The text a run's program can be given (argv words, environment values), checked before anything is rendered.
 
 Every runtime hands the program its arguments as argv words and its environment as
 strings, never through a shell that could read them (the JobSet/Job exit guard runs
 ``"$@"``; the RayJob entrypoint keeps to inert words, ``workloads.ray.entrypoint``;
-the kubelet's ``$(NAME)`` expansion is escaped, ``workloads.render.literal``). So any
+the kubelet's ``$(NAME)`` expansion is escaped, ``workloads.render.kubelet_escape``). So any
 text is carried as it is, except what no runtime can carry at all:
 
 - a NUL character: argv words and environment strings are C strings, and end there;

@@ -1,0 +1,69 @@
+"""The pinned MaxText's keys, as tables: which exist, which take numbers, and which the toolkit owns.
+
+- ``maxtext_keys()``: every key of MaxText's ``base.yml`` (``workloads/recipes/_maxtext_keys.yaml``,
+  written from the pinned version, ``images.MAXTEXT_VERSION``); a recipe or ``--set`` on the
+  pinned image may use only these.
+- ``numeric_keys()``: the keys whose default is a number (``_maxtext_numbers.yaml``); their
+  values are held to ``maxtext_numbers.number_problem``.
+- ``MESH_AXES`` and ``mesh_key``: the mesh, one ``ici_<axis>_parallelism`` (inside a slice)
+  and one ``dcn_<axis>_parallelism`` (across slices) per axis.
+- ``MODEL_KEYS``: the dimensions the planner sizes a model by (``ModelDims``); ``PLANNER_KEYS``:
+  the keys the planner writes itself (the run's name, steps and topology).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from toolkit.yamlfile import load_yaml
+
+# Beside the shipped recipes (workloads/recipes/), as data files: a leading "_" keeps them out of the recipe list.
+MAXTEXT_KEYS_FILE = Path(__file__).resolve().parent.parent / "recipes" / "_maxtext_keys.yaml"
+MAXTEXT_NUMBERS_FILE = MAXTEXT_KEYS_FILE.with_name("_maxtext_numbers.yaml")  # the keys whose default is a number
+
+# MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
+# ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices).
+MESH_AXES: tuple[str, ...] = (
+    "diloco",
+    "data",
+    "fsdp",
+    "fsdp_transpose",
+    "sequence",
+    "context",
+    "context_usp_ulysses",
+    "context_autoregressive",
+    "tensor",
+    "tensor_sequence",
+    "autoregressive",
+    "pipeline",
+    "expert",
+)
+FILL = -1  # "all the devices the other axes leave", as in MaxText's base.yml
+
+# The MaxText keys ModelDims mirrors; a --set on one of them changes the model.
+MODEL_KEYS = frozenset(["base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size"])
+
+# Keys the planner owns: setting them through a recipe or --set would make the
+# run disagree with its JobSet name, its bucket path or its step count.
+PLANNER_KEYS = frozenset(["run_name", "steps", "hardware", "num_slices", "compile_topology", "compile_topology_num_slices"])
+
+
+def mesh_key(key: str) -> tuple[str, str] | None:
+    """('ici'|'dcn', axis) for a mesh key such as ici_fsdp_parallelism."""
+    for level in ("ici", "dcn"):
+        prefix = f"{level}_"
+        if key.startswith(prefix) and key.endswith("_parallelism"):
+            return level, key[len(prefix) : -len("_parallelism")]
+    return None
+
+
+@lru_cache(maxsize=1)
+def maxtext_keys() -> frozenset[str]:
+    return frozenset(load_yaml(MAXTEXT_KEYS_FILE.read_text())["keys"])
+
+
+@lru_cache(maxsize=1)
+def numeric_keys() -> frozenset[str]:
+    """The MaxText keys that take a number (their base.yml default is one): their values are held to ``number_problem``."""
+    return frozenset(load_yaml(MAXTEXT_NUMBERS_FILE.read_text())["numeric"])

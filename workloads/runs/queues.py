@@ -1,0 +1,87 @@
+"""Kueue, the teams' namespaces and the cluster's settings from the spec: the flow behind ``queues``, as functions returning data.
+
+    objects(spec)        -> [objects]   PriorityClasses, team Namespaces/KSAs/NetworkPolicies/priority
+                                        policies, ResourceFlavors, ClusterQueues, LocalQueues
+                                        (+ xpk's, the DCN network's): ``workloads.render.kueue``
+    fleet_objects(fleet) -> [objects]   the manager's (MultiKueue), then each worker's
+    apply(cluster, objects) -> [refs]   server-side apply, as the toolkit's field manager
+    apply_fleet(fleet, manager, workers) -> (FleetApplied, {worker: Active})
+    manager_config(spec, merge) -> dict   Kueue's controller settings, alone or laid over a file
+
+Nothing here prints; the CLI (``workloads.cli.runs``) reads the spec or fleet once and passes it in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from toolkit.errors import FieldError
+from toolkit.names import TGK_FIELD_MANAGER
+
+if TYPE_CHECKING:
+    from infra.fleet import Fleet
+    from infra.spec import EnvSpec
+    from workloads.cluster.client import Cluster
+    from workloads.runs.fleet import FleetApplied
+
+FLEET_ACTIVE_WAIT_S = 60.0  # how long `queues apply --fleet` waits for each MultiKueueCluster to be Active
+
+
+def objects(spec: EnvSpec) -> list[dict[str, Any]]:
+    """Every object ``queues apply`` applies for one environment, in apply order."""
+    from workloads.render.kueue import cluster_objects
+
+    return cluster_objects(spec)
+
+
+def fleet_objects(fleet: Fleet) -> list[dict[str, Any]]:
+    """What ``queues apply --fleet`` applies: the manager's objects, then each worker's (``--dry-run`` prints them)."""
+    from workloads.render import multikueue
+
+    docs = [*multikueue.manager_objects(fleet)]
+    for w in fleet.workers:
+        docs += multikueue.worker_objects(fleet, w)
+    return docs
+
+
+def apply(cluster: Cluster, objects: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Server-side apply ``objects`` as the toolkit; kind, name (and namespace) of each, in order."""
+    from workloads.runs.service import ref
+
+    cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
+    return [ref(o) for o in objects]
+
+
+def apply_fleet(
+    fleet: Fleet, manager: Cluster, workers: dict[str, Cluster], *, progress: Callable[[str], None] = lambda m: None
+) -> tuple[FleetApplied, dict[str, str]]:
+    """Each worker's side, the manager's kubeconfig Secrets and its side (``workloads.runs.fleet``), then each
+    MultiKueueCluster's Active condition once the manager has seen it."""
+    from workloads.runs.fleet import apply_fleet as apply_all
+    from workloads.runs.fleet import wait_active
+
+    applied = apply_all(fleet, manager, workers, progress=progress)
+    return applied, wait_active(manager, fleet, timeout=FLEET_ACTIVE_WAIT_S)
+
+
+def manager_config(spec: EnvSpec, merge: Path | None = None) -> dict[str, Any]:
+    """Kueue's controller settings from the spec (waitForPodsReady), or ``merge`` (a Kueue Configuration file) with them laid over it."""
+    from workloads.render import yamlio
+    from workloads.render.kueue import manager_settings, merge_manager_config
+
+    settings = manager_settings(spec)
+    if merge is None:
+        return settings
+    from toolkit.yamlfile import YamlFileError, read_capped
+
+    try:
+        base = yamlio.load(read_capped(merge))
+    except OSError as e:
+        raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", "pass the Kueue configuration YAML file") from None
+    except YamlFileError as e:
+        raise FieldError("--merge", f"{merge} {e.problem}", e.fix) from None
+    if not isinstance(base, dict) or base.get("kind") != "Configuration":
+        raise FieldError("--merge", f"{merge} is not a Kueue Configuration", "pass the controller_manager_config.yaml of kueue-manager-config")
+    return merge_manager_config(base, settings)
