@@ -159,7 +159,7 @@ def _check_expansion(root: yaml.Node) -> None:
         key = id(node)
         if depth > MAX_YAML_DEPTH and _children(node):
             raise YamlFileError(
-                f"nests mappings and lists more than {MAX_YAML_DEPTH} deep (line {node.start_mark.line + 1}; a spec or recipe nests a few)",
+                f"is nested too deeply to be a spec or recipe (more than {MAX_YAML_DEPTH} levels, line {node.start_mark.line + 1})",
                 "fix the YAML structure",
             )
         if finished:
