@@ -134,7 +134,7 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
         dog = Watchdog(bounds.deadline_s, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
         conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=dict(headers))
         resp = conn.getresponse()
-        body = resp.read(bounds.max_bytes + 1)
+        body = _read_capped(resp, bounds.max_bytes + 1)
     except (OSError, http.client.HTTPException) as e:
         raise GetFailed(where(url), e, expired=dog is not None and dog.expired) from None
     finally:
@@ -144,6 +144,20 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
     if dog.expired:
         raise GetFailed(where(url), None, expired=True)
     return Answer(resp.status, body, len(body) > bounds.max_bytes)
+
+
+def _read_capped(resp: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body, read in chunks: memory follows what came, not the cap
+    (``resp.read(n)`` allocates ``n`` bytes up front, 32 MiB for every small answer)."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = resp.read(min(1 << 16, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
 
 
 class BadJson(ValueError):
@@ -208,7 +222,7 @@ def each_page(get_page: Callable[[str], dict[str, Any]], *, what: str, max_pages
         if not token:
             return pages
         if len(pages) >= max_pages:
-            raise ApiError(f"{what}: more than {max_pages} pages, more than this listing ever is — check the endpoint (or {ENDPOINT_ENV_VAR})")
+            raise ApiError(f"{what}: more than {max_pages} pages, more than this listing ever is — check the endpoint (or ${ENDPOINT_ENV_VAR})")
 
 
 class ApiError(ToolkitError):
