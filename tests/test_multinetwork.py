@@ -119,12 +119,12 @@ def test_daemonset_script_sets_and_checks_the_value(tmp_path: Path) -> None:
     fake.write_text(f'#!/bin/sh\nif [ "$1" = "-w" ]; then echo "${{2#*=}}" > {state}; else tr " " "\\t" < {state}; fi\n')
     fake.chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "TCP_RMEM": PLAYBOOK_RMEM}
-    r = subprocess.run(init["command"], env=env, capture_output=True, text=True, timeout=10)
+    r = subprocess.run(init["command"], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert state.read_text().strip() == PLAYBOOK_RMEM
     # A kernel that does not take the value fails the init container (the pod never turns Ready).
     fake.write_text("#!/bin/sh\necho '4096 131072 6291456'\n")
-    assert subprocess.run(init["command"], env=env, capture_output=True, timeout=10).returncode != 0
+    assert subprocess.run(init["command"], env=env, capture_output=True, timeout=120).returncode != 0
 
 
 def test_crds_serve_the_kinds_the_renderer_uses() -> None:
