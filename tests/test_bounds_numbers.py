@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra.cli import app as _infra_app
 from infra.spec import EnvSpec, parse_spec
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit.clikit import run
 from toolkit.errors import FieldError, SpecError
 from workloads.cli import _register

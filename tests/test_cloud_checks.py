@@ -23,7 +23,7 @@ import yaml
 from infra import cloud_checks
 from infra.gcp_api import TOKEN_ENV_VAR
 from infra.spec import load_spec
-from tests.conftest import cli, example_doc
+from tests.support import cli, example_doc
 
 PROJECT = "my-tpu-project"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"

@@ -1,7 +1,7 @@
 """Run values reach every runtime's program intact and inert (issue 21, class 3).
 
 Each runtime's rendered object is taken through what stands between it and the program,
-with real shells (tests/shell_layers.py): the JobSet's and the Job's container through the
+with real shells (tests/support/shell_layers.py): the JobSet's and the Job's container through the
 kubelet's ``$(NAME)`` expansion and the exit guard's ``/bin/sh``; the RayJob's entrypoint
 through KubeRay's submitter script under ``/bin/bash -ce``, ``ray job submit``'s
 ``list2cmdline`` and the job supervisor's ``shell=True``. A stand-in ``python3`` records the
@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
-from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
+from tests.support import REPO, run_module
+from tests.support.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from workloads.planning import program_text
 from workloads.planning import recipes as r

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec, parse_spec
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from toolkit.errors import SpecError
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run

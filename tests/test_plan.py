@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, spec_from
+from tests.support import EXAMPLES, spec_from
 from workloads.planning.maxtext_keys import MESH_AXES
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render.jobset import coordinator_address

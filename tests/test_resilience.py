@@ -13,7 +13,7 @@ import yaml
 
 from infra import access
 from infra.spec import BucketPurpose, load_spec
-from tests.conftest import EXAMPLES, cli, example_doc, spec_from
+from tests.support import EXAMPLES, cli, example_doc, spec_from
 from workloads.planning import planner
 from workloads.planning.model import (
     ASSUMED_MFU,

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
-from tests.conftest import EXAMPLES, REPO, cli, example_doc, spec_from
+from tests.support import EXAMPLES, REPO, cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads.render import kueue, xpk
 

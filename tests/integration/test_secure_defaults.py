@@ -26,15 +26,13 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, TeamSpec, load_spec, parse_spec
-from tests.integration.conftest import wait_for
-from tests.k8s_scan import EXAMPLES, created
+from tests.support.k8s_scan import EXAMPLES, created
+from tests.support.local_cluster import wait_for
 from toolkit.errors import Rejected
 from toolkit.names import KUEUE_PRIORITY_CLASS_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import admission, kueue, netpol
 from workloads.render.kustomize import RUNTIMES
-
-pytestmark = pytest.mark.integration
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 

@@ -15,16 +15,14 @@ import pytest
 import yaml
 
 from infra.spec import parse_spec
-from tests.conftest import EXAMPLES, REPO
-from tests.integration.conftest import wait_for
+from tests.support import EXAMPLES, REPO
+from tests.support.local_cluster import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import checkpointing, volumes
 from workloads.render import jobset as js
-
-pytestmark = pytest.mark.integration
 
 
 def _spec(path: str = "c4/en/3.0.1"):
