@@ -147,7 +147,7 @@ def test_a_project_where_the_pools_fit(google: FakeGoogle):
     assert family["ok"] and "64" in family["detail"] and "32" in family["detail"]  # the region's entry, not the default 0
     res1, res2 = found[("reservation", "reservation trillium-res-1")], found[("reservation", "reservation trillium-res-2")]
     assert res1["ok"] and "8 VMs free" in res1["detail"]
-    # The fallback reservation is reported with its health and free count (seed 003's DEGRADED), not refused: deploy may not need it.
+    # The fallback reservation is reported with its health and free count (DEGRADED: a reservation under maintenance may not allocate, even with hosts free), not refused: deploy may not need it.
     assert not res2["ok"] and not res2["refuses"] and "DEGRADED" in res2["detail"] and "2 VMs free" in res2["detail"]
     assert {auth for _, auth in google.seen} == {"Bearer test-token"}
 

@@ -1,4 +1,4 @@
-"""The ``job`` runtime (seed 000): a batch/v1 Indexed Job + headless Service from the RunPlan.
+"""The ``job`` runtime: a batch/v1 Indexed Job + headless Service from the RunPlan.
 
 Contract facts, goldens, the Kustomize round trip, the one-line refusals, and the
 cluster side (find the run, its pods, its status, delete it and its Service) against a

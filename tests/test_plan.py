@@ -285,7 +285,7 @@ def test_plan_invariants(pool, slices_in_spec, data) -> None:
         assert product(mesh(p, "ici")) * product(mesh(p, "dcn")) == p.target.devices
 
 
-# ------------------------------------------------- bad input, by class (issue 15)
+# ------------------------------------------------- bad input, by class
 
 
 def _plan_error(sets: tuple[str, ...], recipe: str = "maxtext-6b") -> PlanError:

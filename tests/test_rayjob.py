@@ -1,4 +1,4 @@
-"""The ``ray`` runtime (seed 001): a KubeRay RayJob with its RayCluster, from the RunPlan.
+"""The ``ray`` runtime: a KubeRay RayJob with its RayCluster, from the RunPlan.
 
 Contract facts, goldens, the Kustomize round trip, the one-line refusals, and the cluster
 side (find the run, its driver/head/worker pods, its status, delete it) against a recording

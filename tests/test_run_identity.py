@@ -1,4 +1,4 @@
-"""A run's checkpoint directory belongs to that run (issue 21, class 2): workloads/runs/identity.py.
+"""A run's checkpoint directory belongs to that run: workloads/runs/identity.py.
 
 `submit maxtext-6b --name exp1`, finished and gone; later `submit gpt3-6b --name exp1` would
 restore the first run's latest checkpoint (the same <bucket>/exp1/checkpoints/). Against a real

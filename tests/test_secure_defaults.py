@@ -1,4 +1,4 @@
-"""Secure defaults (issue 21, class 10), checked over what the toolkit renders and synthesizes.
+"""Secure defaults (docs/security.md), checked over what the toolkit renders and synthesizes.
 
 - every pod of every runtime and example: RuntimeDefault seccomp, no privilege
   escalation, every capability dropped (none added), no mounted service-account token,

@@ -198,7 +198,7 @@ def test_node_pool_names_and_chips():
     assert spec.multislice
 
 
-# ------------------------------------------------------- bad input, by class (issue 15)
+# ------------------------------------------------------- bad input, by class
 
 
 def _refused(field: str, **changes) -> SpecError:

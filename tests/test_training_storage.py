@@ -1,4 +1,4 @@
-"""Training on the spec's datasets and GKE's multi-tier checkpointing (issue 25 items 1 and 3): the plan, the pods, the cluster objects, IAM.
+"""Training on the spec's datasets and GKE's multi-tier checkpointing: the plan, the pods, the cluster objects, IAM.
 
 The bad inputs (exit 2, one line, nothing applied) are in tests/bad_runs/cases.yaml and
 tests/bad_specs/; the objects against the real API server in

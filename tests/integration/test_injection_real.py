@@ -1,4 +1,4 @@
-"""Run values reach the program inert, through the real components (issue 21, class 3).
+"""Run values reach the program inert, through the real components: a value never runs as a command.
 
 tests/test_injection.py models two third-party steps; here they are the real thing:
 

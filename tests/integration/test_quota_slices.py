@@ -1,4 +1,4 @@
-"""Quotas in whole slices, against the real Kueue: no paid slice is stranded (issue 21, class 5).
+"""Quotas in whole slices, against the real Kueue: no paid slice is stranded.
 
 Two shapes of four 16-chip slices each and three teams. The module's cluster is built from
 the accepted spec (shares 0.5/0.25/0.25: whole slices of both shapes).

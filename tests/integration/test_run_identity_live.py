@@ -1,4 +1,4 @@
-"""A reused run name on the real local cluster and its real Cloud Storage server (issue 21, class 2).
+"""A reused run name on the real local cluster and its real Cloud Storage server: a run never reuses another run's checkpoints.
 
 The local cluster plays GKE's buckets with a real gcp-storage-emulator process (scripts/setup-gcs-emulator.sh,
 the server tests/support/gcs_emulator.py runs; workloads/local/bucket.py); the rehearsal daemon keeps a

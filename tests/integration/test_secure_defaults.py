@@ -1,4 +1,4 @@
-"""The secure defaults (issue 21, class 10) against the real API server of the local cluster.
+"""The secure defaults (tests/test_secure_defaults.py) against the real API server of the local cluster.
 
 - The priority admission policy that ``local up`` applied for the default spec's team
   (through ``cluster_objects``, as ``queues apply`` and the provision pipeline do): a Pod,

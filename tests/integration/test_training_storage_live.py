@@ -1,4 +1,4 @@
-"""A run's dataset and multi-tier checkpointing objects against the real API server (issue 25).
+"""A run's dataset and multi-tier checkpointing objects against the real API server (tests/test_training_storage.py renders them).
 
 The JobSet with its GCS FUSE dataset volume and multi-tier checkpointing RAM disk goes through
 the real kube-apiserver and JobSet v0.10.1's webhook (server-side dry run), its pod through the
