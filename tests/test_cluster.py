@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.fake_apiserver import serve
+from tests.support import REPO
+from tests.support.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.api import LogsUnavailable
 from workloads.cluster.client import Cluster

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_apiserver import serve
+from tests.support.fake_apiserver import serve
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport, jobset, workload
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 from workloads.cluster.api import LogsUnavailable
