@@ -24,7 +24,7 @@ Each is one line naming the API and what to do, exit 3 (``ApiError``; the price 
   request is an ``ApiRequest`` first, so ``--dry-run`` prints exactly what a real run sends,
   and the host part of every URL can be replaced (``$TGK_GOOGLE_API_ENDPOINT`` or
   ``--endpoint``): the tests point it at a loopback server that answers in the documented
-  shapes (and at ``tests/hostile_server.py``, which misbehaves on purpose).
+  shapes (and at ``tests/support/hostile_server.py``, which misbehaves on purpose).
 - the price table's refresh from the Cloud Billing Catalog API (``infra.price_refresh``).
 
 Auth is one lookup too: ``access_token`` (``$TGK_ACCESS_TOKEN`` when set, else
