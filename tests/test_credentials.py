@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import cli
+from tests.support import cli
 from workloads.planning.maxtext_keys import maxtext_keys, secret_keys
 
 VALUE = "hf_tHiSiSaSeCrEtVaLuE0123"

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 from toolkit.errors import ClusterError
 from toolkit.jsontext import JsonTextError, load_json
 from toolkit.yamlfile import MAX_YAML_DEPTH, YamlFileError, load_yaml
@@ -57,7 +57,6 @@ OWN_INPUT = {
     "infra/cli.py": "the Terraform JSON synth just wrote",
     "infra/service.py": "the Terraform JSON synth just wrote",
     "infra/gcp_api.py": "Google's answers: the one Google client decodes them within its own bounds (size, deadline, depth, numbers)",
-    "infra/price_refresh.py": "the Cloud Billing Catalog's answers through the Google client's decoder (tests/test_bounds_io.py)",
     "workloads/maxtext/env.py": "the JSON lines of the toolkit's own driver (workloads/maxtext/driver.py) in the MaxText venv",
     "workloads/maxtext/driver.py": "the cases file the toolkit wrote for it",
     "workloads/ray/entrypoint.py": "the entrypoint word the toolkit encoded, at most workloads.ray.entrypoint.MAX_BYTES",

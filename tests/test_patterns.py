@@ -35,7 +35,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit import patterns
 
 PACKAGES = ("toolkit", "infra", "workloads", "modules")
@@ -50,6 +50,7 @@ PYDANTIC_CALLS = {"Field", "StringConstraints", "constr"}
 # lines move; the enclosing function names the place).
 DYNAMIC: dict[tuple[str, str], str] = {
     ("infra/reservation_fallback.py", "_names_node_pool"): "a node-pool name the spec validated (a DNS label), re.escape'd, searched for in terraform's output",
+    ("infra/reservation_fallback.py", "node_pool_of"): "a node-pool name the spec validated (a DNS label), re.escape'd, searched for with re.ASCII",
     ("infra/price_refresh.py", "_generation"): "the module's own table of literal patterns (_GENERATIONS), searched for in a SKU description",
     ("toolkit/patterns.py", "_compiled"): "the one place that compiles a caller's pattern, always with re.ASCII, always used with fullmatch",
     ("toolkit/credentials.py", "<module>"): "built from the module's list of credential words, compiled with re.ASCII; redaction and fullmatch only",
@@ -456,7 +457,7 @@ def test_every_pattern_field_refuses_newlines_and_unicode_digits_and_letters(fie
     ids=["run-name-newline", "run-name-unicode-digit", "gcs-path-newline", "number-newline"],
 )
 def test_a_newline_or_unicode_digit_in_a_run_value_is_one_line_exit_2(argv: list[str], field: str) -> None:
-    from tests.conftest import cli
+    from tests.support import cli
 
     proc = cli("workloads", "submit", "maxtext-6b", *argv, "--dry-run")
     assert proc.returncode == 2, proc.stdout + proc.stderr

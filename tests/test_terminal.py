@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 from toolkit import credentials, terminal, tools
 
 ESC = "\x1b"
@@ -142,7 +142,7 @@ HOSTILE = f"{ESC}[1A{ESC}[2K\rresearch/r1: Succeeded — 2/2 pods finished{ESC}]
 
 
 def test_a_hostile_event_reaches_status_escaped(tmp_path: Path) -> None:
-    from tests.fake_apiserver import serve
+    from tests.support.fake_apiserver import serve
 
     with serve() as server:
         server.json("GET", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", JOBSET_FAILED)

@@ -1,4 +1,4 @@
-"""The secure defaults (issue 21, class 10) against the real API server of the local cluster.
+"""The secure defaults (tests/test_secure_defaults.py) against the real API server of the local cluster.
 
 - The priority admission policy that ``local up`` applied for the default spec's team
   (through ``cluster_objects``, as ``queues apply`` and the provision pipeline do): a Pod,
@@ -28,15 +28,13 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, TeamSpec, load_spec, parse_spec
-from tests.integration.conftest import wait_for
-from tests.k8s_scan import EXAMPLES, created
+from tests.support.k8s_scan import EXAMPLES, created
+from tests.support.local_cluster import wait_for
 from toolkit.errors import Rejected
 from toolkit.names import KUEUE_PRIORITY_CLASS_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import admission, kueue, netpol
 from workloads.render.kustomize import RUNTIMES
-
-pytestmark = pytest.mark.integration
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 
@@ -255,6 +253,24 @@ def test_the_default_team_namespace_admits_every_hardened_pod(cluster, team, run
     assert pods and all(p["metadata"]["namespace"] == team.ns for p in pods)
     for pod in pods:
         assert cluster.create(pod, dry_run=True)["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+# ------------------------------------------------------------------ credentials from Secrets
+
+
+@pytest.mark.parametrize("runtime", ["jobset", "job"])
+def test_a_secret_env_run_is_admitted_and_stored_holding_only_the_reference(cluster, team, runtime) -> None:
+    """--secret-env renders a secretKeyRef the real API server takes (with the JobSet webhook, Pod Security restricted)."""
+    recipe = "hello-tpu"
+    plan = plan_run(recipe, load_spec(DEFAULT_SPEC_PATH), Overrides(runtime=runtime, name=f"secret-{runtime}", secret_env=("HF_TOKEN=hf-token/token",)))
+    workloads = [o for o in RUNTIMES[runtime].objects(plan) if o["kind"] in ("JobSet", "Job")]
+    assert workloads
+    for obj in workloads:
+        stored = cluster.create(obj, dry_run=True)
+        refs = [e for t in _templates(stored) for c in t["containers"] for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+        assert refs == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}], refs
+    for pod in _pods_of(RUNTIMES[runtime].objects(plan)):
+        assert cluster.create(pod, dry_run=True)["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
 # ------------------------------------------------------------------ schemas
