@@ -204,9 +204,11 @@ def _namespace_of(cluster, spec) -> Iterator[Any]:
         cluster.delete(cluster.resource("v1", "Namespace"), team.ns)
 
 
-@pytest.fixture(scope="module", params=[{}, {"run_as_user": 20000}], ids=["default-uid", "own-uid"])
+# A namespace each: the first one's deletion is still going on when the second is made.
+@pytest.fixture(scope="module", params=[("tgk-psa-default-uid", {}), ("tgk-psa-own-uid", {"run_as_user": 20000})], ids=["default-uid", "own-uid"])
 def restricted(cluster, request) -> Iterator[Any]:
-    spec = _team_spec("tgk-psa-restricted", **request.param)
+    namespace, team = request.param
+    spec = _team_spec(namespace, **team)
     team = spec.teams[1]
     assert kueue.pod_security_labels(team) == {"pod-security.kubernetes.io/enforce": "restricted"}
     yield from _namespace_of(cluster, spec)
