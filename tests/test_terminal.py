@@ -103,6 +103,8 @@ def test_credentials_are_redacted(text: str, secret: str) -> None:
         "tokenize_train_data: true",
         "pass --secret-env HF_TOKEN=hf-token/token",
         "kind: Secret",
+        "GET https://x.googleapis.com/v1/skus?pageSize=5000&pageToken=CiAKGjBpNDd2Nmp2Zml2cXRx",
+        '{"nextPageToken": "CiAKGjBpNDd2"}',
         "type: kubernetes.io/service-account-token",
         "the worker's token controller did not fill the Secret",
     ],

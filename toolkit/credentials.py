@@ -50,13 +50,19 @@ _SECRET_WORDS = (
     "client_secret",
 )
 _SECRET_NAME = re.compile(r"(?:^|.*[_.-])(?:" + "|".join(w.replace("_", "[_.-]?") for w in _SECRET_WORDS) + r")", re.IGNORECASE | re.ASCII)
-# Names that end in a credential word but hold a path to one, not the credential itself.
+# Names that end in a credential word but hold no credential: a path to one, and a listing's page cursor
+# (Google's pageToken / nextPageToken, in every paged answer and the dry runs' GETs).
 _NOT_SECRET = frozenset({"google_application_credentials"})
+_PAGE_CURSOR = re.compile(r"(?:.*[_.-])?(?:next[_.-]?)?page[_.-]?token", re.IGNORECASE | re.ASCII)
+
+
+def _no_credential(name: str) -> bool:
+    return name.lower() in _NOT_SECRET or _PAGE_CURSOR.fullmatch(name) is not None
 
 
 def is_secret_name(name: str) -> bool:
     """Whether a key or environment variable named ``name`` holds a credential (by its last word)."""
-    return name.lower() not in _NOT_SECRET and _SECRET_NAME.fullmatch(name) is not None
+    return not _no_credential(name) and _SECRET_NAME.fullmatch(name) is not None
 
 
 # scheme://userinfo@ — userinfo is anything up to '@' without '/', whitespace or another '@'.
@@ -94,7 +100,7 @@ def _key_value(m: re.Match[str]) -> str:
     name = m.group("name").strip("\"'").removeprefix("--")
     value = m.group("value") or m.groupdict().get("bare") or ""
     before = m.string[max(0, m.start() - len(_REFERENCE_FLAG) - 1) : m.start()].rstrip(" =")
-    if name.lower() in _NOT_SECRET or _PLAIN.fullmatch(value) or before.endswith(_REFERENCE_FLAG):
+    if _no_credential(name) or _PLAIN.fullmatch(value) or before.endswith(_REFERENCE_FLAG):
         return m.group(0)
     return f"{m.group('name')}{m.group('sep')}{m.group('quote') or ''}{REDACTED}"  # a closing quote stays where it was
 
