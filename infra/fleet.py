@@ -93,10 +93,15 @@ class MultiKueueSpec(_Model):
     gc_interval_seconds: int = Field(DEFAULT_GC_INTERVAL_SECONDS, ge=0, le=86400)
 
 
+# Kueue v0.17.1's MultiKueueConfig takes at most 20 clusters (its CRD: spec.clusters maxItems 20). Checked on the
+# fleet file before any worker's spec is read: a file of thousands of aliased workers is one line, not thousands of loads.
+MAX_WORKERS = 20
+
+
 class FleetSpec(_Model):
     name: str = Field(..., pattern=_DNS_LABEL)
     manager: FleetManagerSpec
-    workers: list[FleetWorkerSpec] = Field(..., min_length=1)
+    workers: list[FleetWorkerSpec] = Field(..., min_length=1, max_length=MAX_WORKERS)
     multikueue: MultiKueueSpec = Field(default_factory=MultiKueueSpec)
 
 
@@ -349,7 +354,7 @@ def derive_manager(manager: FleetManagerSpec, workers: tuple[Worker, ...], base:
     region = manager.region or first.region
     zones = manager.zones or (first.zones if region == first.region else [f"{region}-a"])
     for z in zones:
-        if not z.startswith(region) or not re.match(ZONE, z):
+        if not z.startswith(region) or not re.fullmatch(ZONE, z):
             raise SpecError("manager.zones", f"zone {shown(z)} is not in the manager's region {region}", f"use zones of {region}")
     return FleetManager(
         cluster=first.cluster.model_copy(update={"name": manager.cluster}),

@@ -8,14 +8,14 @@ for it, and the manager's MultiKueueClusters are only useful once their Secrets 
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from infra.fleet import Fleet
 from toolkit.errors import ClusterError
 from toolkit.names import KUEUE_API, TGK_FIELD_MANAGER
+from workloads.cluster import secret_data
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitTimeout, wait_for
 from workloads.render import multikueue
@@ -38,9 +38,9 @@ def worker_token(worker: Cluster, *, timeout: float = TOKEN_WAIT_S) -> tuple[str
     """The token and CA of the manager's identity on ``worker``, once its token controller has filled the Secret."""
     info = worker.resource("v1", "Secret")
 
-    def filled() -> dict[str, str] | None:
-        data = (worker.get(info, multikueue.IDENTITY, multikueue.KUEUE_NAMESPACE) or {}).get("data") or {}
-        return data if data.get("token") and data.get("ca.crt") else None
+    def filled() -> Mapping[str, Any] | None:
+        data = secret_data.data_of(worker.get(info, multikueue.IDENTITY, multikueue.KUEUE_NAMESPACE))
+        return data if data and data.get("token") and data.get("ca.crt") else None
 
     try:
         data = wait_for(filled, timeout=timeout, what=f"the token of {multikueue.KUEUE_NAMESPACE}/{multikueue.IDENTITY}", interval=0.5)
@@ -48,7 +48,8 @@ def worker_token(worker: Cluster, *, timeout: float = TOKEN_WAIT_S) -> tuple[str
         raise ClusterError(
             f"the worker's token controller did not fill {multikueue.KUEUE_NAMESPACE}/{multikueue.IDENTITY} within {timeout:.0f}s — check kube-controller-manager runs with a service account key"
         ) from None
-    return base64.b64decode(data["token"]).decode(), base64.b64decode(data["ca.crt"])
+    where = f"{multikueue.KUEUE_NAMESPACE}/{multikueue.IDENTITY}"
+    return secret_data.value(data, "token", where, text=True), secret_data.value(data, "ca.crt", where)
 
 
 def apply_fleet(fleet: Fleet, manager: Cluster, workers: dict[str, Cluster], *, progress: Callable[[str], None] = lambda m: None) -> FleetApplied:
