@@ -75,7 +75,7 @@ JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topol
 
 # ----------------------------------------------------------------- Kueue (theirs)
 KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.17.1
+KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.19.2 (v0.20 stops serving v1beta1)
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on the Workload Kueue creates for a job

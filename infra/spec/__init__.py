@@ -14,6 +14,7 @@ so the consumers cannot disagree. One module per concept:
     storage     buckets, lustre
     project     artifact_registry, tensorboard, cloud_build, state
     kueue       versions, kueue (controller settings), xpk
+    recovery    recovery: how runs restart (recreate, JobSet in-place)
     env         EnvFields: every field, and the values derived from them
     rules       the cross-field rules, in order (RULES)
     envspec     EnvSpec = EnvFields held to RULES
@@ -59,6 +60,7 @@ from infra.spec.load import DEFAULT_SPEC_PATH, EXAMPLES_DIR, REPO_ROOT, SPEC_ENV
 from infra.spec.messages import format_validation_error
 from infra.spec.network import DcnNetworkSpec, NetworkPolicySpec, NetworkSpec
 from infra.spec.project import ArtifactRegistrySpec, CloudBuildSpec, StateSpec, TensorBoardSpec
+from infra.spec.recovery import RecoverySpec
 from infra.spec.section import FieldValueError
 from infra.spec.storage import IPV4, LUSTRE_FILESYSTEM, LUSTRE_THROUGHPUTS, BucketPurpose, BucketSpec, LustreSpec
 from infra.spec.teams import PRIORITY_CLASSES, BorrowWithinCohortSpec, TeamPreemptionSpec, TeamSpec
@@ -118,6 +120,7 @@ __all__ = [
     "OnDemand",
     "ProvisioningRetry",
     "RayAddonSpec",
+    "RecoverySpec",
     "ReleaseChannel",
     "Reservation",
     "SpecError",

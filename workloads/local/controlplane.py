@@ -69,7 +69,7 @@ from workloads.local.state import default_state_dir
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
-BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
+BUILD_STAMP = ".complete-3"  # keep in step with scripts/build-local-cluster.sh
 BUILD = builds.Build("local-cluster", "the local-cluster binaries", BUILD_SCRIPT, BUILD_STAMP, cold="~25 min", plural=True)
 # Stop order; start order is the reverse, with the controllers last.
 # KubeRay's (kuberay.DAEMONS) run only in a cluster started with Ray (cluster.json "ray").
