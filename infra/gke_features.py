@@ -47,3 +47,6 @@ LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
 # diagnostics, github.com/AI-Hypercomputer/xpk pull 1186, 2026-06-11).
 IN_PLACE_RESTART_MIN_GKE_VERSION = "1.35.0-gke.3065000"
 IN_PLACE_RESTART_MIN_JOBSET = "v0.11.0"
+# The image cloudbuild/image-maxtext.yaml builds the agent into (tag: the spec's versions.jobset); each
+# in-place run copies the agent from it into its pods (workloads/render/jobset.py).
+IN_PLACE_AGENT_IMAGE = "jobset-in-place-restart-agent"

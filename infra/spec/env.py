@@ -23,6 +23,7 @@ from infra.datasets import DatasetSpec
 from infra.gke_features import (
     COMPUTE_CLASS_MIN_GKE_VERSION,
     FLEX_START_TPU_MIN_GKE_VERSION,
+    IN_PLACE_AGENT_IMAGE,
     IN_PLACE_RESTART_MIN_GKE_VERSION,
     IN_PLACE_RESTART_MIN_JOBSET,
     LUSTRE_MIN_GKE_VERSION,
@@ -236,6 +237,13 @@ class EnvFields(ClusterDerived, Section):
             and floor is not None
             and catalog.gke_version_tuple(floor) >= catalog.gke_version_tuple(IN_PLACE_RESTART_MIN_GKE_VERSION)
         )
+
+    @property
+    def in_place_agent_image(self) -> str:
+        """JobSet's in-place restart agent: ``recovery.agent_image``, else the image pipeline's build in the spec's registry."""
+        if self.recovery.agent_image:
+            return self.recovery.agent_image
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.artifact_registry.repository}/{IN_PLACE_AGENT_IMAGE}:{self.versions.jobset}"
 
     @property
     def restart_path(self) -> str:

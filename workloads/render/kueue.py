@@ -51,7 +51,7 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-from workloads.render import checkpointing, compute_class, lustre
+from workloads.render import checkpointing, compute_class, inplace, lustre
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
@@ -282,8 +282,9 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
 
 def cluster_objects(spec: EnvSpec) -> list[dict[str, Any]]:
     """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, the team
-    namespaces' NetworkPolicies and priority admission policies, then the DCN network's."""
-    return [*queue_objects(spec), *network_policies(spec), *admission_objects(spec), *network_objects(spec)]
+    namespaces' NetworkPolicies and priority admission policies, JobSet's in-place restart agent's role and policy
+    (where runs may restart in place), then the DCN network's."""
+    return [*queue_objects(spec), *network_policies(spec), *admission_objects(spec), *inplace.team_objects(spec), *network_objects(spec)]
 
 
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
