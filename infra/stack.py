@@ -328,7 +328,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
             lustre_csi=ctx.lustre,
-            high_scale_checkpointing=any(p.multi_tier_checkpointing is not None for p in spec.tpu_pools),
+            high_scale_checkpointing=ctx.env is not None and any(p.multi_tier_checkpointing is not None for p in ctx.env.tpu_pools),
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,

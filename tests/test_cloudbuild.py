@@ -512,8 +512,15 @@ def test_credentials_go_through_the_dns_endpoint_by_default(tmp_path: Path, shim
         assert line.endswith("--project my-tpu-project --dns-endpoint") if dns else line.endswith("--project my-tpu-project"), line
 
 
-# What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository).
-_RAY_CONTEXT_FILES = ("cloudbuild/ray/Dockerfile", "scripts/ray.constraints.txt", "workloads/__init__.py", "workloads/ray")
+# What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository),
+# and the agent image's build context.
+_RAY_CONTEXT_FILES = (
+    "cloudbuild/ray/Dockerfile",
+    "scripts/ray.constraints.txt",
+    "workloads/__init__.py",
+    "workloads/ray",
+    "cloudbuild/jobset-agent/Dockerfile",
+)
 
 
 def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple[str, list[str], Path]:
@@ -534,8 +541,8 @@ def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) ->
             shutil.copy(REPO / rel, ws / rel)
     doc = load(CB / "image-maxtext.yaml")
     subs = {**doc["substitutions"], "_SPEC": str(spec)}
-    assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "push"]
-    for sid in ("spec-env", "build", "build-ray", "push"):
+    assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "build-agent", "push"]
+    for sid in ("spec-env", "build", "build-ray", "build-agent", "push"):
         r = _run_step(doc, sid, ws, subs, shims)
         assert r.returncode == 0, (sid, r.stderr)
     log = (tmp_path / "log").read_text()
@@ -576,6 +583,31 @@ def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Pa
     plan = plan_run("llama3-8b", load_spec(spec_file), Overrides(runtime="ray", name="img"))
     images = {c["image"] for o in run_objects(plan) if o["kind"] == "RayJob" for c in _containers(o)}
     assert images == {pushes[1]}
+
+
+def test_where_runs_restart_in_place_the_pipeline_builds_the_agent_image_their_pods_copy_it_from(tmp_path: Path, shims: Path, monkeypatch):
+    from infra.spec import load_spec
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render.jobset import run_objects
+
+    data = yaml.safe_load((REPO / "examples/default.yaml").read_text())
+    data["recovery"] = {"restart": "in-place"}
+    spec_file = tmp_path / "in-place.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    spec = load_spec(spec_file)
+    log, pushes, _ = _run_image_pipeline(spec_file, tmp_path, shims, monkeypatch)
+    agent = spec.in_place_agent_image
+    assert pushes[-1] == agent and agent.endswith(f"/jobset-in-place-restart-agent:{spec.versions.jobset}")
+    build = next(ln for ln in log.splitlines() if ln.startswith("docker build -f cloudbuild/jobset-agent/Dockerfile"))
+    assert f"--build-arg JOBSET_VERSION={spec.versions.jobset}" in build and build.endswith(f"-t {agent} cloudbuild/jobset-agent")
+    (js,) = run_objects(plan_run("maxtext-6b", spec, Overrides(name="ip", slices=2)))
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"]] == [agent]
+    # A spec whose runs recreate builds no agent image.
+    other = tmp_path / "recreate"
+    other.mkdir()
+    _, pushes, _ = _run_image_pipeline(REPO / "examples/default.yaml", other, shims, monkeypatch)
+    assert not any("jobset-in-place-restart-agent" in p for p in pushes)
 
 
 def _containers(obj: dict) -> list[dict]:

@@ -72,6 +72,8 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"  # also an annotation on each pod
 JOBSET_REPLICAS_ANNOTATION = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NAME_ANNOTATION = "jobset.sigs.k8s.io/jobset-name"  # on each pod: its JobSet (JobSet's in-place restart agent reads it)
+JOBSET_IN_PLACE_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/in-place-restart-attempt"  # the agent writes it on its pod; JobSet reads it
 
 # ----------------------------------------------------------------- Kueue (theirs)
 KUEUE_GROUP = "kueue.x-k8s.io"

@@ -21,7 +21,11 @@ from typing import Literal
 
 from pydantic import Field
 
+from infra.gke_features import IN_PLACE_RESTART_MIN_GKE_VERSION, IN_PLACE_RESTART_MIN_JOBSET
+from infra.recovery import IN_PLACE, RECREATE, RESTART_PATHS
 from infra.spec.section import Section
+
+__all__ = ["IN_PLACE", "IN_PLACE_RESTART_MIN_GKE_VERSION", "IN_PLACE_RESTART_MIN_JOBSET", "RECREATE", "RESTART_PATHS", "RecoverySpec"]
 
 
 class RecoverySpec(Section):

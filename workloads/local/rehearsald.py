@@ -441,7 +441,9 @@ class Rehearsals:
             source=self._source(pod),
         )
         if fresh_log and path.exists():
-            path.replace(path.with_name(path.name + ".previous"))
+            # A restarted container's log starts empty (kubectl logs --previous has the last one's).
+            write_atomic(path.with_name(path.name + ".previous"), path.read_bytes())
+            path.write_bytes(b"")
         resumed = None if key else _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if resumed is not None:  # the daemon restarted mid-run: go on where the log ends

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
-from infra.recovery import RECREATE
-from infra.spec import DatasetSpec
+from infra.spec import RECREATE, DatasetSpec
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model

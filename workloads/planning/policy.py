@@ -32,9 +32,18 @@ from dataclasses import dataclass
 
 from infra.access import write_problem
 from infra.catalog import GIB, machine_size
-from infra.gke_features import IN_PLACE_RESTART_MIN_GKE_VERSION, IN_PLACE_RESTART_MIN_JOBSET
-from infra.recovery import IN_PLACE, RECREATE, RESTART_PATHS
-from infra.spec import MTC_GENERATIONS, BucketPurpose, DatasetSpec, EnvSpec, TeamSpec
+from infra.spec import (
+    IN_PLACE,
+    IN_PLACE_RESTART_MIN_GKE_VERSION,
+    IN_PLACE_RESTART_MIN_JOBSET,
+    MTC_GENERATIONS,
+    RECREATE,
+    RESTART_PATHS,
+    BucketPurpose,
+    DatasetSpec,
+    EnvSpec,
+    TeamSpec,
+)
 from toolkit import names
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import (
