@@ -18,7 +18,7 @@ made here (and why):
   leave them stale); the coordinator is worker 0 of slice 0 by its stable DNS name.
   JobSet's ``spec.coordinator`` is not used: it writes ``<pod>.<jobset>`` into a
   *label*, whose 63-character limit would cap run names near 26 characters.
-- Failure handling (JobSet v0.10.1 on Kubernetes 1.34): a multi-host JAX program
+- Failure handling (JobSet v0.12.0 on Kubernetes 1.34; the rules are v0.10's): a multi-host JAX program
   cannot take a replacement pod, and GKE recreates a multi-host slice as a unit, so
   every failure ends the child Job at once (``backoffLimit: 0``) and JobSet decides:
 
