@@ -220,6 +220,15 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
     if lu := data["lustre"]:
         where = f"mount address {lu['ip']}" if lu["ip"] else "mount address unknown until deployed (set lustre.ip)"
         typer.echo(f"  lustre {lu['name']}: {lu['capacity_gib']} GiB at {lu['throughput']} MB/s/TiB in {lu['zone']}, file system {lu['filesystem']}, {where}")
+    r = data["recovery"]
+    typer.echo(f"recovery: runs restart {r['restart']} ({r['restart_why']})")
+    if w := r["wait_for_pods_ready"]:
+        for key, name in (("timeout", "timeout"), ("recovery_timeout", "recoveryTimeout")):
+            e = w[key]
+            src = "set in the spec; needs" if e["set_in_spec"] else "derived:"
+            typer.echo(f"  Kueue waitForPodsReady {name} {e['seconds']} s ({e['seconds'] / 60:.0f} min): {e['guards']}; {src} {e['derived_from']}")
+    else:
+        typer.echo("  Kueue waitForPodsReady off (kueue.wait_for_pods_ready.enabled: false): a run whose pods never get Ready holds its quota")
     typer.echo("cost (USD):")
     for line in cost_lines(data["cost"]):
         typer.echo(line)

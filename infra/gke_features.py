@@ -38,3 +38,15 @@ MTC_GENERATIONS = ("v4", "v5e", "v5p", "v6e")
 # (988) beside the GKE metadata server, so the instance needs no gke_support_enabled and the
 # driver no legacy port 6988 (GKE API, LustreCsiDriverConfig.enable_legacy_lustre_port).
 LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
+
+# JobSet's in-place restart (restartStrategy InPlaceRestart, alpha from JobSet v0.11.0, gate
+# InPlaceRestart) restarts a healthy worker's container where it is: its agent exits with a code
+# the container's restartPolicyRules turn into a restart. Those rules are Kubernetes' ContainerRestartRules,
+# alpha in 1.34 and beta, on by default, from 1.35 (k8s.io/kubernetes pkg/features/kube_features.go,
+# v1.36.0). The earliest GKE 1.35 version a public page names is 1.35.0-gke.3065000 (managed ML
+# diagnostics, github.com/AI-Hypercomputer/xpk pull 1186, 2026-06-11).
+IN_PLACE_RESTART_MIN_GKE_VERSION = "1.35.0-gke.3065000"
+IN_PLACE_RESTART_MIN_JOBSET = "v0.11.0"
+# The image cloudbuild/image-maxtext.yaml builds the agent into (tag: the spec's versions.jobset); each
+# in-place run copies the agent from it into its pods (workloads/render/jobset.py).
+IN_PLACE_AGENT_IMAGE = "jobset-in-place-restart-agent"

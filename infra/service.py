@@ -76,7 +76,42 @@ def describe(spec: EnvSpec) -> dict[str, Any]:
             for d in spec.datasets
         ],
         "lustre": None if spec.lustre is None else {**spec.lustre.model_dump(exclude={"zone"}), "zone": spec.lustre_zone},
+        "recovery": recovery_document(spec),
         "cost": costs_document(spec),
+    }
+
+
+def recovery_document(spec: EnvSpec) -> dict[str, Any]:
+    """How runs restart, and Kueue's waitForPodsReady: each value, whether the spec set it, and why (``infra.recovery``)."""
+    w = spec.kueue.wait_for_pods_ready
+    timeout, recovery_timeout = spec.wait_for_pods_ready
+    (_, why_start), (_, why_back) = spec.wait_for_pods_ready_needs()
+    path = spec.restart_path
+    if spec.recovery.restart != "auto":
+        path_why = f"recovery.restart: {spec.recovery.restart}"
+    elif path == "in-place":
+        path_why = f"auto: JobSet {spec.versions.jobset} and GKE >= {spec.min_master_version} have in-place restarts"
+    else:
+        path_why = (
+            f"auto: in-place needs JobSet >= v0.11.0 (spec: {spec.versions.jobset}) and GKE >= 1.35 (spec: {spec.min_master_version or 'channel default'}); "
+            "set recovery.restart: in-place to raise the floor"
+        )
+
+    def entry(seconds: int, given: int | None, why: str, what: str) -> dict[str, Any]:
+        return {"seconds": seconds, "set_in_spec": given is not None, "guards": what, "derived_from": why}
+
+    return {
+        "restart": path,
+        "restart_why": path_why,
+        "wait_for_pods_ready": None
+        if not w.enabled
+        else {
+            "timeout": entry(timeout, w.timeout_seconds, why_start, "admission -> every pod of a run Ready, else Kueue evicts and requeues it"),
+            "recovery_timeout": entry(
+                recovery_timeout, w.recovery_timeout_seconds, why_back, "a running run's pod lost -> every pod Ready again, else Kueue evicts and requeues it"
+            ),
+            "figures": "infra/recovery.py (each with its source; a checkpoint restore happens after the pods are Ready and is not covered)",
+        },
     }
 
 

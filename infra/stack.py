@@ -218,6 +218,9 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
     spec = ctx.env
     if spec is None:
         return {}
+    # Multi-tier checkpointing's backup buckets: GKE backs the RAM disks up only to a bucket with
+    # hierarchical namespace (GKE docs "Train ... with Multi-Tier Checkpointing").
+    mtc_backups = {spec.mtc_bucket(p.multi_tier_checkpointing) for p in spec.tpu_pools if p.multi_tier_checkpointing is not None}
     return {
         b.name: Bucket(
             ctx.stack,
@@ -228,6 +231,7 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
                 versioning=b.versioned,
                 force_destroy=b.force_destroy,
                 soft_delete_days=b.soft_delete_days,
+                hierarchical_namespace=b.name in mtc_backups,
                 labels={**ctx.labels, "purpose": b.purpose.value},
                 depends_on=(ctx.api["storage.googleapis.com"],),
             ),
@@ -324,6 +328,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
             gcs_fuse_csi=c.gcs_fuse_csi,
             lustre_csi=ctx.lustre,
+            high_scale_checkpointing=ctx.env is not None and any(p.multi_tier_checkpointing is not None for p in ctx.env.tpu_pools),
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,

@@ -11,6 +11,7 @@ from cdktn_provider_google.container_cluster import (
     ContainerCluster,
     ContainerClusterAddonsConfig,
     ContainerClusterAddonsConfigGcsFuseCsiDriverConfig,
+    ContainerClusterAddonsConfigHighScaleCheckpointingConfig,
     ContainerClusterAddonsConfigLustreCsiDriverConfig,
     ContainerClusterAddonsConfigNetworkPolicyConfig,
     ContainerClusterAddonsConfigRayOperatorConfig,
@@ -102,6 +103,9 @@ class ClusterProps:
     maintenance_window: MaintenanceWindowProps | None = None
     gcs_fuse_csi: bool = True
     lustre_csi: bool = False  # GKE's Managed Lustre CSI driver (written only when on)
+    # GKE's multi-tier checkpointing add-on (HighScaleCheckpointing: the RAM-disk CSI driver, its
+    # replicator and the CheckpointConfiguration API); written only when on.
+    high_scale_checkpointing: bool = False
     ray_operator: RayOperatorProps | None = None  # None: the add-on stays off
     labels: Mapping[str, str] = field(default_factory=dict)
     # Service account of the throw-away default pool (it exists only until the
@@ -277,6 +281,7 @@ def _addons(p: ClusterProps) -> ContainerClusterAddonsConfig:
         gcs_fuse_csi_driver_config=ContainerClusterAddonsConfigGcsFuseCsiDriverConfig(enabled=p.gcs_fuse_csi),
         ray_operator_config=_ray_operator(p),
         lustre_csi_driver_config=ContainerClusterAddonsConfigLustreCsiDriverConfig(enabled=True) if p.lustre_csi else None,
+        high_scale_checkpointing_config=ContainerClusterAddonsConfigHighScaleCheckpointingConfig(enabled=True) if p.high_scale_checkpointing else None,
         # Only the legacy dataplane's Calico NetworkPolicy needs the add-on.
         network_policy_config=None if p.dataplane_v2 else ContainerClusterAddonsConfigNetworkPolicyConfig(disabled=False),
     )

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from cdktn import ITerraformDependable
 from cdktn_provider_google.storage_bucket import (
     StorageBucket,
+    StorageBucketHierarchicalNamespace,
     StorageBucketSoftDeletePolicy,
     StorageBucketVersioning,
 )
@@ -26,6 +27,9 @@ class BucketProps:
     force_destroy: bool = False
     # 0 turns soft delete off (GCS accepts 0 or 7..90 days).
     soft_delete_days: int = 7
+    # Hierarchical namespace (real folders): GKE's multi-tier checkpointing backs its RAM disks up only
+    # to such a bucket. GCS sets it at creation only: changing it makes Terraform replace the bucket.
+    hierarchical_namespace: bool = False
     labels: Mapping[str, str] = field(default_factory=dict)
     depends_on: tuple[ITerraformDependable, ...] = ()
 
@@ -47,6 +51,7 @@ class Bucket(Construct):
             versioning=StorageBucketVersioning(enabled=props.versioning),
             soft_delete_policy=StorageBucketSoftDeletePolicy(retention_duration_seconds=props.soft_delete_days * _DAY),
             force_destroy=props.force_destroy,
+            hierarchical_namespace=StorageBucketHierarchicalNamespace(enabled=True) if props.hierarchical_namespace else None,
             labels=dict(props.labels) or None,
             depends_on=list(props.depends_on) or None,
         )

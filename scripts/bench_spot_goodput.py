@@ -1,28 +1,42 @@
-"""Goodput of a long spot run, rehearsed on a simulated clock: maxtext-6b on the default spec, preempted at random.
+"""Goodput of a long run disrupted every N hours, by recovery path, built from measured and published parts.
 
-    python scripts/bench_spot_goodput.py [--hours 72] [--every 8] [--preemptions N ...] [--seed 1]
-        [--restart-minutes 6] [--startup-minutes 3] [--checkpoint-every MIN] [--no-autocheckpoint] [-o json]
+    python scripts/bench_spot_goodput.py [--hours 72] [--every 8] [--repeats 5] [--seed 1]
+        [--measured bench-recovery.json] [--reprovision-minutes 30] [-o json]
 
-What runs: the real planner plans ``maxtext-6b`` on ``examples/default.yaml`` (its step-time
-estimate, its checkpoint cadence for spot capacity, autocheckpoint) for as many steps as
-``--hours`` of training take. The run is then played on a simulated clock by the rehearsal's
-own model, the functions the rehearsal daemon plays a run with (``workloads.local.rehearsal``:
-the step clock, ``MaxTextLog``'s lines, the period and autocheckpoint saves): each attempt is
-one pod of worker 0 with a log of its own, as GKE keeps them in Cloud Logging. A preemption
-falls at a uniformly random point of every ``--every`` simulated hours (or ``N`` of them at
-random points over the run, for each ``--preemptions N``); the attempt stops there (saving
-the step it reached when autocheckpoint is on), and the next starts ``--restart-minutes``
-later (GKE recreating the spot slice's node pool, re-admission, pods scheduled and the
-image pulled) and spends ``--startup-minutes`` (JAX initialisation, checkpoint restore,
-XLA compile) before its first step, restoring the newest saved step.
+What runs: the real planner plans each recipe on its spec for as many steps as ``--hours`` of
+training take (its step-time estimate, its checkpoint cadence, multi-tier checkpointing where
+the case uses it); the run is then played on a simulated clock by the rehearsal's own model
+(``workloads.local.rehearsal``: the step clock, ``MaxTextLog``'s lines, the saves), one log per
+attempt as Cloud Logging keeps them, and the goodput is what ``metrics RUN`` computes from
+those logs (``workloads.observe.goodput.from_attempt_logs``). A disruption falls at a uniformly
+random point of every ``--every`` hours; the median of ``--repeats`` draws is printed.
 
-The goodput and its breakdown are what ``metrics RUN`` computes from those per-pod logs
-(``workloads.observe.goodput.from_attempt_logs``): productive, redone, restart, queueing
-(0: a spot slice's re-admission is inside the restart time here), start-up (compile) and
-other. Nothing is waited for: a 72-hour run takes seconds.
+Each disruption costs, in order (every input named with its source in the output):
 
-The restart and start-up minutes are assumptions, not measurements of GKE (no cloud account
-here); they are flags so the figures can be redone with measured ones.
+  restart       disruption -> every worker running again: the control plane's part, measured on
+                the local control plane by scripts/bench_recovery.py for the case's restart path
+                (MEASURED below, or ``--measured``); plus, when the case's slice comes back on new
+                VMs, the slice's provisioning (``infra.recovery.SLICE_PROVISIONING``) and the pods'
+                start on them (``infra.recovery.POD_START``)
+  start-up      the restore (``infra.recovery.RESTORE``: a peer's RAM disk with multi-tier
+                checkpointing, else the bucket) and the XLA compile (``infra.recovery.COMPILE``)
+  redone work   the steps since the checkpoint the restore reads: multi-tier checkpointing's local
+                saves (every ~5 min), else the bucket's saves (spot: every 15 min) or, for a spot run
+                that restarts by recreating, the save MaxText makes at the preemption's SIGTERM
+
+The cases (the same run, each on its own recovery path):
+
+  in-place (VMs kept)      a failure that leaves the VMs (a crashed or hung worker, a host error
+                           the VM survives): JobSet's in-place restart, multi-tier restore from RAM
+  recreate + MTC (spare)   a slice lost and the run restarted at once on capacity that is there (a
+                           spare slice of the pool: the spec holds slices + 1), multi-tier restore
+                           from the surviving slice's RAM disk
+  re-provisioned + GCS     a slice lost and made again (today's default path): Kueue's
+                           recoveryTimeout is in force and longer, so the run waits; restore from
+                           the bucket
+  re-provisioned + MTC     the same, restoring from the surviving slice's RAM disk
+
+For the re-provisioned cases the output also says what cadence of disruptions keeps 95%.
 """
 
 from __future__ import annotations
@@ -37,49 +51,91 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from infra.spec import DEFAULT_SPEC_PATH, load_spec  # noqa: E402
+from infra import recovery  # noqa: E402
+from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, load_spec  # noqa: E402
 from workloads.local.cloudlogging import cri_fields  # noqa: E402
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, saved_steps, step_end, steps_done_by  # noqa: E402
 from workloads.observe import goodput  # noqa: E402
 from workloads.planning.planner import Overrides, plan_run  # noqa: E402
 
 HOUR = 3600.0
+# The control plane's part of a restart, measured on the local control plane by
+# scripts/bench_recovery.py (p50 of 5 samples, time factor 0.03; 2026-11-27, load ~15-20 on 2
+# shared cores): disruption -> every worker of the next attempt running. "crash": a worker's
+# program exits, its VM stays; "preempt": a slice preempted, its nodes back at once.
+MEASURED: dict[str, dict[str, float]] = {
+    "recreate": {"crash": 0.0, "preempt": 0.0},
+    "in-place": {"crash": 0.0, "preempt": 0.0},
+}
+MEASURED_SOURCE = "scripts/bench_recovery.py on the local control plane (p50 of 5; 2026-11-27)"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: str  # recovery.RECREATE | recovery.IN_PLACE
+    disruption: str  # the measured disruption whose control-plane time applies ("crash" | "preempt")
+    new_vms: bool  # the slice comes back on new VMs that must be provisioned (else: kept, or a spare)
+    pull: bool  # its pods start on VMs that have not pulled the image
+    multi_tier: bool  # restore from a peer's RAM disk (local saves every ~5 min), else from the bucket
+
+
+CASES = (
+    Case("in-place (VMs kept)", recovery.IN_PLACE, "crash", new_vms=False, pull=False, multi_tier=True),
+    Case("recreate + MTC (spare)", recovery.RECREATE, "preempt", new_vms=False, pull=True, multi_tier=True),
+    Case("re-provisioned + GCS", recovery.RECREATE, "preempt", new_vms=True, pull=True, multi_tier=False),
+    Case("re-provisioned + MTC", recovery.RECREATE, "preempt", new_vms=True, pull=True, multi_tier=True),
+)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    spec: Path
+    capacity_note: str
+
+
+RECIPES = (
+    Recipe("maxtext-6b", DEFAULT_SPEC_PATH, "the default spec: 2 spot v5e 4x4 slices"),
+    Recipe("llama3-8b", EXAMPLES_DIR / "v6e-reservation.yaml", "v6e-reservation: 2 reserved v6e 4x4 slices with multi-tier checkpointing"),
+)
 
 
 @dataclass(frozen=True)
 class Played:
-    logs: list[str]  # each pod's (attempt's) log, in order
-    wall: float  # first start to the end of the last step
+    logs: list[str]
     preemptions: int
-    period_steps: int | None
-    step_seconds: float
-    steps: int
 
 
-def plan(hours: float, checkpoint_every: float | None, autocheckpoint: bool) -> Rehearsal:
-    spec = load_spec(DEFAULT_SPEC_PATH)
-    probe = plan_run("maxtext-6b", spec, Overrides(name="bench-spot"))
+def plan(recipe: Recipe, hours: float, case: Case) -> Rehearsal:
+    spec = load_spec(recipe.spec)
+    probe = plan_run(recipe.name, spec, Overrides(name="bench-goodput"))
     step_s = probe.program.estimated_step_seconds
     steps = max(1, int(hours * HOUR / step_s))
-    extra = {"checkpoint_every": checkpoint_every} if checkpoint_every is not None else {}
-    p = plan_run("maxtext-6b", spec, Overrides(name="bench-spot", steps=steps, **extra))
+    p = plan_run(recipe.name, spec, Overrides(name="bench-goodput", steps=steps))
     r = Rehearsal.of(p, wall_seconds=p.program.steps * p.program.estimated_step_seconds)  # time factor 1: a simulated hour is an hour
-    return replace(r, autocheckpoint=autocheckpoint and r.autocheckpoint)
+    if case.multi_tier:
+        # The restore reads the newest local save (multi-tier checkpointing's RAM disks, every ~5 min).
+        from workloads.planning.policy import MTC_LOCAL_MINUTES
+
+        local = max(1, int(MTC_LOCAL_MINUTES * 60 / step_s))
+        return replace(r, checkpoint_period=local, autocheckpoint=False, mtc_local_period=None, mtc_backup_period=None, save_seconds=0.0)
+    # In place, the agent ends the program with SIGKILL: no save at the preemption.
+    return replace(r, autocheckpoint=r.autocheckpoint and case.path == recovery.RECREATE, save_seconds=0.0)
 
 
 def _lines_text(lines: list[str]) -> str:
-    # The pod log holds CRI records; Cloud Logging's entries hold the text, as the agent takes it apart.
     return "\n".join(cri_fields(line.rstrip("\n"), 0.0)[2] for line in lines)
 
 
-def play(r: Rehearsal, preempt_at: list[float], restart_s: float, startup_s: float) -> Played:
+def play(r: Rehearsal, preempt_at: list[float], restart_s: float, startup_s: float, first_startup_s: float) -> Played:
     logs: list[str] = []
     t, first, saved, k, hits = 0.0, 0, None, 0, 0
     pending = sorted(preempt_at)
     while True:
-        log = MaxTextLog(r, f"bench-spot-slice-0-0-{k:05d}", 0)
+        log = MaxTextLog(r, f"bench-slice-0-0-{k:05d}", 0)
         lines = log.start(t)
-        t0 = t + startup_s
+        t0 = t + (startup_s if k else first_startup_s)
         end = finish_time(r, t0, first)
         cut = next((p for p in pending if p >= t), None)
         if cut is not None and cut < end:
@@ -107,82 +163,132 @@ def play(r: Rehearsal, preempt_at: list[float], restart_s: float, startup_s: flo
         if final is not None:
             lines += log.save(end, final)
         logs.append(_lines_text(lines))
-        return Played(logs, end, hits, r.checkpoint_period, r.wall_step_seconds, r.steps)
+        return Played(logs, hits)
 
 
-def preemption_times(kind: str, n: int | None, hours: float, every: float, rng: random.Random) -> list[float]:
-    """One at a random point of every ``every`` hours (over twice the run, as restarts stretch it), or ``n`` over the run."""
-    if kind == "every":
-        windows = int(2 * hours / every) + 1
-        return [(w + rng.random()) * every * HOUR for w in range(windows)]
-    return sorted(rng.random() * hours * HOUR for _ in range(n or 0))
+def preemption_times(hours: float, every: float, rng: random.Random) -> list[float]:
+    """One at a random point of every ``every`` hours (over twice the run, as restarts stretch it)."""
+    windows = int(2 * hours / every) + 1
+    return [(w + rng.random()) * every * HOUR for w in range(windows)]
 
 
-def measure(r: Rehearsal, times: list[float], restart_s: float, startup_s: float) -> dict:
-    played = play(r, times, restart_s, startup_s)
-    g = goodput.from_attempt_logs(played.logs)
-    d = g.to_dict()
-    return {
-        "preemptions": played.preemptions,
-        "attempts": g.attempts,
-        "hours": round(g.total / HOUR, 2),
-        "goodput": d["goodput"],
-        "breakdown_hours": {k: round(d[k] / HOUR, 3) for k in ("productive", "redone", "restarts", "queueing", "startup", "other")},
-        "steps_redone": g.steps_redone,
-    }
+def costs(case: Case, measured: dict[str, dict[str, float]], reprovision_s: float) -> tuple[float, float, list[tuple[str, float, str]]]:
+    """(restart s, start-up s after a restart, the inputs with their sources)."""
+    inputs = [(f"control plane ({case.path}, {case.disruption})", measured[case.path][case.disruption], MEASURED_SOURCE)]
+    if case.new_vms:
+        inputs.append(("slice provisioning", reprovision_s, recovery.SLICE_PROVISIONING["spot"].source))
+    if case.pull:
+        inputs.append(("pods' start on fresh VMs", recovery.POD_START.seconds, recovery.POD_START.source))
+    restart = sum(v for _, v, _ in inputs)
+    restore = recovery.RESTORE["peer-ramdisk" if case.multi_tier else "bucket"]
+    inputs += [
+        (f"restore ({'peer RAM disk' if case.multi_tier else 'bucket'})", restore.seconds, restore.source),
+        ("compile", recovery.COMPILE.seconds, recovery.COMPILE.source),
+    ]
+    return restart, restore.seconds + recovery.COMPILE.seconds, inputs
+
+
+def measure(r: Rehearsal, hours: float, every: float, restart_s: float, startup_s: float, repeats: int, rng: random.Random) -> dict:
+    runs = []
+    for _ in range(repeats):
+        played = play(r, preemption_times(hours, every, rng), restart_s, startup_s, recovery.COMPILE.seconds)
+        g = goodput.from_attempt_logs(played.logs)
+        d = g.to_dict()
+        runs.append(
+            {
+                "preemptions": played.preemptions,
+                "hours": round(g.total / HOUR, 2),
+                "goodput": d["goodput"],
+                "breakdown_hours": {k: round(d[k] / HOUR, 3) for k in ("productive", "redone", "restarts", "startup", "other")},
+            }
+        )
+    runs.sort(key=lambda x: x["goodput"])
+    return {**runs[len(runs) // 2], "goodput_range": [runs[0]["goodput"], runs[-1]["goodput"]]}
+
+
+def cadence_for(target: float, row: dict) -> float | None:
+    """The shortest interval between disruptions (hours) that keeps ``target``, from the case's own loss per disruption.
+
+    Over an interval of ``every`` hours a disruption costs L hours (the median draw's non-productive
+    time over its disruptions: restart, start-up, redone steps), so goodput is (every - L) / every,
+    at least ``target`` from every = L / (1 - target) on.
+    """
+    b, n = row["breakdown_hours"], row["preemptions"]
+    if not n:
+        return None
+    lost = (row["hours"] - b["productive"] - b["other"]) / n
+    return round(lost / (1 - target), 1)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--hours", type=float, default=72.0, help="training time without preemptions (sets the steps)")
-    ap.add_argument("--every", type=float, default=8.0, help="one preemption at a random point of every this many hours")
-    ap.add_argument("--preemptions", type=int, nargs="*", default=[1, 4, 16], help="also: this many preemptions at random points")
+    ap.add_argument("--hours", type=float, default=72.0, help="training time without disruptions (sets the steps)")
+    ap.add_argument("--every", type=float, default=8.0, help="one disruption at a random point of every this many hours")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5, help="random draws per case (the median is printed)")
-    ap.add_argument("--restart-minutes", type=float, default=6.0)
-    ap.add_argument("--startup-minutes", type=float, default=3.0)
-    ap.add_argument("--checkpoint-every", type=float, default=None, help="minutes (default: the planner's for spot)")
-    ap.add_argument("--no-autocheckpoint", action="store_true")
+    ap.add_argument("--measured", type=Path, default=None, help="scripts/bench_recovery.py --output json, instead of MEASURED")
+    ap.add_argument(
+        "--reprovision-minutes", type=float, default=recovery.SLICE_PROVISIONING["spot"].minutes, help="a lost slice made again (default: infra.recovery's)"
+    )
+    ap.add_argument("--target", type=float, default=0.95, help="the goodput the re-provisioned cases are asked the cadence for")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
-    r = plan(a.hours, a.checkpoint_every, not a.no_autocheckpoint)
-    restart_s, startup_s = a.restart_minutes * 60, a.startup_minutes * 60
-    rng = random.Random(a.seed)
-    cases = [("every", None, f"one every {a.every:g} h")] + [("n", n, f"{n} at random") for n in a.preemptions]
-    rows = []
-    for kind, n, label in cases:
-        runs = sorted(
-            (measure(r, preemption_times(kind, n, a.hours, a.every, rng), restart_s, startup_s) for _ in range(a.repeats)), key=lambda x: x["goodput"]
-        )
-        rows.append({"case": label, **runs[len(runs) // 2], "goodput_range": [runs[0]["goodput"], runs[-1]["goodput"]]})
-    setup = {
-        "recipe": "maxtext-6b",
-        "spec": str(DEFAULT_SPEC_PATH.relative_to(REPO)),
-        "steps": r.steps,
-        "step_seconds": round(r.wall_step_seconds, 3),
-        "checkpoint_period_steps": r.checkpoint_period,
-        "checkpoint_period_minutes": round((r.checkpoint_period or 0) * r.wall_step_seconds / 60, 1),
-        "autocheckpoint": r.autocheckpoint,
-        "restart_minutes": a.restart_minutes,
-        "startup_minutes": a.startup_minutes,
-        "repeats": a.repeats,
-    }
+    measured, source = MEASURED, MEASURED_SOURCE
+    if a.measured is not None:
+        doc = json.loads(a.measured.read_text())
+        measured = {p: {k: v["to_all_running_s"]["p50"] for k, v in kinds.items()} for p, kinds in doc["paths"].items()}
+        source = f"{a.measured} (scripts/bench_recovery.py, {doc.get('measured')})"
+    globals()["MEASURED_SOURCE"] = source
+    reprovision_s = a.reprovision_minutes * 60
+    out = []
+    for recipe in RECIPES:
+        rows = []
+        for case in CASES:
+            r = plan(recipe, a.hours, case)
+            restart_s, startup_s, inputs = costs(case, measured, reprovision_s)
+            row = {
+                "case": case.name,
+                "restart_path": case.path,
+                "restart_minutes": round(restart_s / 60, 2),
+                "startup_minutes": round(startup_s / 60, 2),
+                "restore_point_every_steps": r.checkpoint_period,
+                "autocheckpoint": r.autocheckpoint,
+                **measure(r, a.hours, a.every, restart_s, startup_s, a.repeats, random.Random(a.seed)),
+                "inputs": [{"what": w, "seconds": round(v, 2), "source": s} for w, v, s in inputs],
+            }
+            if case.new_vms:
+                row["cadence_for_target_hours"] = cadence_for(a.target, row)
+            rows.append(row)
+        out.append({"recipe": recipe.name, "spec": str(recipe.spec.relative_to(REPO)), "capacity": recipe.capacity_note, "cases": rows})
     if a.output == "json":
-        print(json.dumps({"setup": setup, "cases": rows}, indent=2))
+        print(json.dumps({"hours": a.hours, "every": a.every, "repeats": a.repeats, "recipes": out}, indent=2))
         return
-    print(
-        f"maxtext-6b on the default spec: {r.steps} steps x {setup['step_seconds']} s ({a.hours:g} h of training); checkpoint every "
-        f"{r.checkpoint_period} steps ({setup['checkpoint_period_minutes']} min); autocheckpoint {'on' if r.autocheckpoint else 'off'}; "
-        f"restart {a.restart_minutes:g} min + start-up {a.startup_minutes:g} min per attempt; median of {a.repeats}"
-    )
-    print(f"{'case':<20}{'preempt':>8}{'hours':>8}{'goodput':>9}{'range':>16}  productive / redone / restart / queueing / startup / other (h)")
-    for row in rows:
-        b = row["breakdown_hours"]
-        lo, hi = row["goodput_range"]
-        print(
-            f"{row['case']:<20}{row['preemptions']:>8}{row['hours']:>8.1f}{row['goodput'] * 100:>8.2f}%{f'{lo * 100:.2f}-{hi * 100:.2f}%':>16}  "
-            f"{b['productive']:.2f} / {b['redone']:.2f} / {b['restarts']:.2f} / {b['queueing']:.2f} / {b['startup']:.2f} / {b['other']:.2f}"
-        )
+    print(f"{a.hours:g} h of training, one disruption at a random point of every {a.every:g} h, median of {a.repeats} draws")
+    for rec in out:
+        print(f"\n{rec['recipe']} on {rec['spec']} ({rec['capacity']})")
+        print(f"  {'case':<24}{'restart':>9}{'start-up':>10}{'goodput':>9}{'range':>16}  productive / redone / restarts / startup / other (h)")
+        for row in rec["cases"]:
+            b, (lo, hi) = row["breakdown_hours"], row["goodput_range"]
+            print(
+                f"  {row['case']:<24}{row['restart_minutes']:>7.1f}m{row['startup_minutes']:>8.1f}m{row['goodput'] * 100:>8.2f}%{f'{lo * 100:.2f}-{hi * 100:.2f}%':>16}  "
+                f"{b['productive']:.2f} / {b['redone']:.2f} / {b['restarts']:.2f} / {b['startup']:.2f} / {b['other']:.2f}"
+            )
+            if "cadence_for_target_hours" in row:
+                c = row["cadence_for_target_hours"]
+                print(
+                    f"  {'':<24}{a.target:.0%} takes one disruption every {c:g} h or fewer"
+                    if c
+                    else f"  {'':<24}{a.target:.0%} is not reached at any cadence up to 72 h"
+                )
+    print("\ninputs (seconds, source):")
+    seen = set()
+    for rec in out:
+        for row in rec["cases"]:
+            for i in row["inputs"]:
+                key = (i["what"], i["seconds"])
+                if key not in seen:
+                    seen.add(key)
+                    print(f"  {i['what']}: {i['seconds']:g} s — {i['source']}")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 # every machine rebuild it. This one has its own key (KubeRay version + Go version)
 # and costs ~3 min cold on 2 cores (module download ~20 s, compile the rest).
 #
-# v1.6.0 is the KubeRay that Kueue v0.17.1 itself requires, so the Go module proxy
+# v1.6.0 is the KubeRay Kueue v0.17.1 required (v0.19.2 builds against v1.6.2: the same ray.io/v1), so the Go module proxy
 # and the checksum database both serve it. The binary is built from the module's own
 # dependency list (see the builder module below), every dependency verified
 # against the checksum database.

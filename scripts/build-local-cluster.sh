@@ -4,10 +4,11 @@
 #
 # No container engine, GitHub release or image registry is reachable here, so each
 # component is compiled from its module at a pinned version. Output goes to a cache
-# outside the repository keyed by all the pins and the Go version, so a second run
-# (or CI on the same machine) takes milliseconds. Each binary is built into a
-# scratch dir and moved into place, so an interrupted build never leaves a file the
-# fast path would trust.
+# outside the repository in two parts, each keyed by its own pins, builder files and the
+# Go version (Kubernetes + etcd; JobSet, Kueue, kwok, kustomize), so a second run (or CI
+# on the same machine) takes milliseconds and moving Kueue or JobSet rebuilds only them.
+# Each binary is built into a scratch dir and moved into place, so an interrupted build
+# never leaves a file the fast path would trust.
 #
 #   scripts/build-local-cluster.sh            build what is missing; bin dir on the last line
 #   scripts/build-local-cluster.sh --key      print only the cache dir (no build)
@@ -20,8 +21,8 @@ set -euo pipefail
 K8S_VERSION="v1.34.2"        # kube-apiserver, kube-controller-manager, kube-scheduler
 K8S_STAGING_VERSION="v0.34.2"
 ETCD_VERSION="v3.6.5"
-KUEUE_VERSION="v0.17.1"
-JOBSET_VERSION="v0.10.1"
+KUEUE_VERSION="v0.19.2"
+JOBSET_VERSION="v0.12.0"     # the controller and its in-place restart agent
 KWOK_VERSION="v0.8.0"
 KUSTOMIZE_VERSION="v5.5.0"
 
@@ -31,18 +32,28 @@ source "$repo/scripts/lib.sh"  # $cache, build_script, require_go, reuse_or_lock
 build_script build-local-cluster  # log, die, $nice_level
 require_go "kueue $KUEUE_VERSION"  # $go_version
 
-# The key covers every pin, the builder go.mod/go.sum files and the Go version:
-# any change builds into a fresh directory next to the old one.
-key_input="k8s=$K8S_VERSION etcd=$ETCD_VERSION kueue=$KUEUE_VERSION jobset=$JOBSET_VERSION kwok=$KWOK_VERSION kustomize=$KUSTOMIZE_VERSION go=$go_version"
-key_files="$({ cat "$tools"/k8s/go.mod "$tools"/k8s/go.sum "$tools"/etcd/go.mod "$tools"/etcd/go.sum 2>/dev/null || true; } | sha256sum | cut -c1-12)"
-# (Only the k8s and etcd builders are in the key: the cache dir already built
-# the long part; the others are keyed by the pins above.)
-key="k8s-${K8S_VERSION#v}_kueue-${KUEUE_VERSION#v}_jobset-${JOBSET_VERSION#v}_$(printf '%s %s' "$key_input" "$key_files" | sha256sum | cut -c1-10)"
+# Two builds, each keyed by its own pins, its builder go.mod/go.sum files and the Go version,
+# so moving Kueue or JobSet rebuilds only them (minutes) and never Kubernetes (the long part):
+#   k8s     etcd, kube-apiserver, kube-controller-manager, kube-scheduler
+#   addons  JobSet (+ its in-place restart agent), Kueue, kwok, kustomize, and the manifests
+# The dir `local up` runs from ($root) names both: its bin/ and manifests/ link into them.
+files_hash() { { for d in "$@"; do cat "$tools/$d/go.mod" "$tools/$d/go.sum" 2>/dev/null || true; done; } | sha256sum | cut -c1-12; }
+k8s_input="k8s=$K8S_VERSION etcd=$ETCD_VERSION go=$go_version"
+addons_input="kueue=$KUEUE_VERSION jobset=$JOBSET_VERSION kwok=$KWOK_VERSION kustomize=$KUSTOMIZE_VERSION go=$go_version"
+k8s_key="k8s-${K8S_VERSION#v}_etcd-${ETCD_VERSION#v}_$(printf '%s %s' "$k8s_input" "$(files_hash k8s etcd)" | sha256sum | cut -c1-10)"
+addons_key="kueue-${KUEUE_VERSION#v}_jobset-${JOBSET_VERSION#v}_$(printf '%s %s' "$addons_input" "$(files_hash jobset kueue kwok kustomize)" | sha256sum | cut -c1-10)"
+k8s_root="$cache/local-cluster/parts/$k8s_key"
+addons_root="$cache/local-cluster/parts/$addons_key"
+key_input="$k8s_input $addons_input"
+key="k8s-${K8S_VERSION#v}_kueue-${KUEUE_VERSION#v}_jobset-${JOBSET_VERSION#v}_$(printf '%s %s' "$k8s_key" "$addons_key" | sha256sum | cut -c1-10)"
 root="$cache/local-cluster/$key"
 bin="$root/bin"
 # Bumped when what this script produces changes, so a warm cache is completed.
-stamp=".complete-2"
-manifests="$root/manifests"
+stamp=".complete-3"
+part_stamp=".complete-1"
+manifests="$addons_root/manifests"
+K8S_BINARIES="etcd kube-apiserver kube-controller-manager kube-scheduler"
+ADDON_BINARIES="jobset in-place-restart-agent kueue kwok kustomize"
 
 regen_k8s_gomod() {
   # Every staging module must be replaced by its tagged release: as a dependency,
@@ -98,20 +109,19 @@ done
 
 # One build at a time per key: a second caller waits for the first and then finds the stamp.
 reuse_or_lock "$root" "$stamp" "$bin"
-
-mkdir -p "$bin" "$manifests"
-log "building into $root (cold: ~20-30 min on 2 cores; warm: instant)"
+mkdir -p "$k8s_root/bin" "$addons_root/bin" "$manifests"
+t_start=$(date +%s)
 
 # Compiles run niced: the machine is shared with other test runs.
 gobuild() { CGO_ENABLED=0 nice -n "$nice_level" go "$@"; }
 
 # Build one or more binaries with `go build -o <scratch>` inside a builder module,
-# then move them into place.
-build_in_module() {  # <module dir> <ldflags> <pkg>...
-  local moddir="$1" ldflags="$2"; shift 2
-  local tmp; tmp="$(mktemp -d "$root/.build-XXXXXX")"
+# then move them into place (an interrupted build never leaves a file the fast path trusts).
+build_in_module() {  # <part root> <module dir> <ldflags> <pkg>...
+  local part="$1" moddir="$2" ldflags="$3"; shift 3
+  local tmp; tmp="$(mktemp -d "$part/.build-XXXXXX")"
   (cd "$moddir" && gobuild build -trimpath -tags selinux,notest -ldflags "$ldflags" -o "$tmp/" "$@" >&2)
-  mv "$tmp"/* "$bin/"
+  mv "$tmp"/* "$part/bin/"
   rmdir "$tmp"
 }
 
@@ -120,44 +130,84 @@ build_in_module() {  # <module dir> <ldflags> <pkg>...
 # component's own go.mod) and its go.sum pins every checksum.
 build_tool() {  # <binary name> <builder dir> <pkg> [env...]
   local name="$1" dir="$2" pkg="$3"; shift 3
-  [ -x "$bin/$name" ] && return 0
+  [ -x "$addons_root/bin/$name" ] && return 0
   log "building $name ($pkg)"
-  local tmp; tmp="$(mktemp -d "$root/.build-XXXXXX")"
+  local tmp; tmp="$(mktemp -d "$addons_root/.build-XXXXXX")"
   (cd "$tools/$dir" && env "$@" CGO_ENABLED=0 nice -n "$nice_level" go build -trimpath -ldflags "-s -w" -o "$tmp/$name" "$pkg" >&2)
-  mv "$tmp/$name" "$bin/$name"
+  mv "$tmp/$name" "$addons_root/bin/$name"
   rmdir "$tmp"
 }
 
-# ---- etcd: its own builder module so MVS cannot bump the k8s builder's etcd client libs.
-if [ ! -x "$bin/etcd" ]; then
-  log "building etcd $ETCD_VERSION"
-  tmp="$(mktemp -d "$root/.build-XXXXXX")"
-  (cd "$tools/etcd" && gobuild build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3 >&2)
-  mv "$tmp/etcd" "$bin/etcd"
-  rmdir "$tmp"
-fi
+# Each part has its own lock too: two roots (say two branches pinning different Kueues) share
+# the k8s part, and the second caller must wait for it rather than compile it again.
+part_lock() {  # <fd> <part root>
+  eval "exec $1>\"$2.lock\""
+  flock "$1"
+}
 
-# ---- kube-apiserver, kube-controller-manager, kube-scheduler
-k8s_missing=0
-for b in kube-apiserver kube-controller-manager kube-scheduler; do [ -x "$bin/$b" ] || k8s_missing=1; done
-if [ "$k8s_missing" = 1 ]; then
-  log "building kube-apiserver, kube-controller-manager, kube-scheduler $K8S_VERSION (the long part)"
-  major="$(echo "$K8S_VERSION" | sed -E 's/^v([0-9]+)\..*/\1/')"
-  minor="$(echo "$K8S_VERSION" | sed -E 's/^v[0-9]+\.([0-9]+)\..*/\1/')"
-  # Without the stamp the server reports v0.0.0-master+$Format:%H$ and Kueue refuses it.
-  ld="-s -w"
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+# A cache filled by the older single-key layout (every binary in one dir per pin set, stamp
+# .complete-2) already holds this part when its Kubernetes, etcd and Go versions are these:
+# its binaries are linked in rather than compiled again (the k8s builder go.mod is generated
+# from the pins, scripts/build-local-cluster.sh --regen).
+adopt_old_k8s() {
+  local old
+  for old in "$cache"/local-cluster/k8s-"${K8S_VERSION#v}"_kueue-*_jobset-*_*; do
+    [ -f "$old/.complete-2" ] && [ -f "$old/versions.txt" ] || continue
+    grep -q "^k8s=$K8S_VERSION etcd=$ETCD_VERSION .* go=$go_version\$" "$old/versions.txt" || continue
+    for b in $K8S_BINARIES; do [ -f "$old/bin/$b" ] && [ ! -L "$old/bin/$b" ] || continue 2; done
+    log "reusing the Kubernetes and etcd binaries of $old (same versions, older cache layout)"
+    for b in $K8S_BINARIES; do ln -f "$old/bin/$b" "$k8s_root/bin/$b" 2>/dev/null || cp -p "$old/bin/$b" "$k8s_root/bin/$b"; done
+    return 0
   done
-  build_in_module "$tools/k8s" "$ld" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
-fi
+  return 1
+}
 
+# ================================================================== k8s part
+part_lock 8 "$k8s_root"
+if [ ! -f "$k8s_root/$part_stamp" ]; then
+  adopt_old_k8s || log "building etcd and Kubernetes $K8S_VERSION into $k8s_root (cold: ~15-20 min on 2 cores)"
+  # ---- etcd: its own builder module so MVS cannot bump the k8s builder's etcd client libs.
+  if [ ! -x "$k8s_root/bin/etcd" ]; then
+    log "building etcd $ETCD_VERSION"
+    tmp="$(mktemp -d "$k8s_root/.build-XXXXXX")"
+    (cd "$tools/etcd" && gobuild build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3 >&2)
+    mv "$tmp/etcd" "$k8s_root/bin/etcd"
+    rmdir "$tmp"
+  fi
+  # ---- kube-apiserver, kube-controller-manager, kube-scheduler
+  k8s_missing=0
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do [ -x "$k8s_root/bin/$b" ] || k8s_missing=1; done
+  if [ "$k8s_missing" = 1 ]; then
+    log "building kube-apiserver, kube-controller-manager, kube-scheduler $K8S_VERSION (the long part)"
+    major="$(echo "$K8S_VERSION" | sed -E 's/^v([0-9]+)\..*/\1/')"
+    minor="$(echo "$K8S_VERSION" | sed -E 's/^v[0-9]+\.([0-9]+)\..*/\1/')"
+    # Without the stamp the server reports v0.0.0-master+$Format:%H$ and Kueue refuses it.
+    ld="-s -w"
+    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+      ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+    done
+    build_in_module "$k8s_root" "$tools/k8s" "$ld" \
+      k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+  fi
+  "$k8s_root/bin/kube-apiserver" --version | grep -q "$K8S_VERSION" || die "kube-apiserver is not stamped $K8S_VERSION"
+  printf '%s\n' "$k8s_input" >"$k8s_root/versions.txt"
+  touch "$k8s_root/$part_stamp"
+  log "k8s part done in $(( $(date +%s) - t_start )) s"
+fi
+flock -u 8
+
+
+# ================================================================== addons part
+part_lock 7 "$addons_root"
+if [ ! -f "$addons_root/$part_stamp" ]; then
+t_addons=$(date +%s)
+log "building JobSet $JOBSET_VERSION, Kueue $KUEUE_VERSION, kwok, kustomize into $addons_root (cold: ~10-15 min on 2 cores)"
 # ---- controllers and tools at their tags. kueue's tag is missing from
 # sum.golang.org as served to this machine ("404 Not Found" on the lookup), so its
 # checksum is the one recorded in tools/local-cluster/kueue/go.sum (taken from the
 # proxy); everything it depends on is verified against the checksum database.
 build_tool jobset jobset sigs.k8s.io/jobset
+build_tool in-place-restart-agent jobset sigs.k8s.io/jobset/cmd/in-place-restart-agent
 build_tool kueue kueue sigs.k8s.io/kueue/cmd/kueue GONOSUMDB=sigs.k8s.io/kueue
 build_tool kwok kwok sigs.k8s.io/kwok/cmd/kwok
 build_tool kustomize kustomize sigs.k8s.io/kustomize/kustomize/v5
@@ -184,21 +234,35 @@ copy_tree "$kwok_dir/kustomize" "$manifests/kwok"
 # module cache: the full default installs (the cluster start-up picks CRDs,
 # webhook configurations, Services and Secrets out of them and rewrites the
 # webhook endpoints to localhost), and kwok's published Stage sets.
-"$bin/kustomize" build "$manifests/kueue/default" >"$manifests/kueue-install.yaml"
-"$bin/kustomize" build "$manifests/jobset/default" >"$manifests/jobset-install.yaml"
+"$addons_root/bin/kustomize" build "$manifests/kueue/default" >"$manifests/kueue-install.yaml"
+"$addons_root/bin/kustomize" build "$manifests/jobset/default" >"$manifests/jobset-install.yaml"
 {
-  "$bin/kustomize" build "$manifests/kwok/stage/node/fast"
+  "$addons_root/bin/kustomize" build "$manifests/kwok/stage/node/fast"
   echo "---"
-  "$bin/kustomize" build "$manifests/kwok/stage/node/heartbeat-with-lease"
+  "$addons_root/bin/kustomize" build "$manifests/kwok/stage/node/heartbeat-with-lease"
   echo "---"
-  "$bin/kustomize" build "$manifests/kwok/stage/pod/general"
+  "$addons_root/bin/kustomize" build "$manifests/kwok/stage/pod/general"
 } >"$manifests/kwok-stages.yaml"
 
-for b in etcd kube-apiserver kube-controller-manager kube-scheduler jobset kueue kwok kustomize; do
-  [ -x "$bin/$b" ] || die "$b was not built"
+for b in $ADDON_BINARIES; do
+  [ -x "$addons_root/bin/$b" ] || die "$b was not built"
 done
-"$bin/kube-apiserver" --version | grep -q "$K8S_VERSION" || die "kube-apiserver is not stamped $K8S_VERSION"
+printf '%s\n' "$addons_input" >"$addons_root/versions.txt"
+touch "$addons_root/$part_stamp"
+log "addons part done in $(( $(date +%s) - t_addons )) s"
+fi
+flock -u 7
+
+# ================================================================== the dir `local up` runs from
+# Relative links, so the cache can be moved whole ($TGK_CACHE).
+mkdir -p "$bin"
+for b in $K8S_BINARIES; do ln -sfn "../../parts/$k8s_key/bin/$b" "$bin/$b"; done
+for b in $ADDON_BINARIES; do ln -sfn "../../parts/$addons_key/bin/$b" "$bin/$b"; done
+ln -sfn "../parts/$addons_key/manifests" "$root/manifests"
+for b in $K8S_BINARIES $ADDON_BINARIES; do
+  [ -x "$bin/$b" ] || die "$b is missing from $bin"
+done
 printf '%s\n' "$key_input" >"$root/versions.txt"
 touch "$root/$stamp"
-log "done"
+log "done in $(( $(date +%s) - t_start )) s"
 echo "$bin"

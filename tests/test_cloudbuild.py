@@ -441,36 +441,20 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     merged = yaml.safe_load((ws / ".tgk" / "kueue-config.merged.yaml").read_text())
     assert merged["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]  # the release's own settings kept
     w = merged["waitForPodsReady"]
-    assert w["timeout"] == "1200s" and w["recoveryTimeout"] == "1200s" and w["requeuingStrategy"]["timestamp"] == "Eviction"
+    from infra.spec import load_spec
+
+    timeout, recovery_timeout = load_spec(EXAMPLES / "default.yaml").wait_for_pods_ready  # derived from the pools (infra/recovery.py)
+    assert w["timeout"] == f"{timeout}s" and w["recoveryTimeout"] == f"{recovery_timeout}s" and w["requeuingStrategy"]["timestamp"] == "Eviction"
     calls = log.read_text()
     assert "controller_manager_config\\.yaml" in calls or "controller_manager_config\\\\.yaml" in calls
     assert "rollout restart deployment/kueue-controller-manager" in calls
     assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.merged.yaml" in calls
 
 
-@pytest.mark.parametrize("example, enabled", [("default", None), ("v6e-reservation", "False"), ("v6e-reservation", "True")])
-def test_provision_turns_multi_tier_checkpointing_on_before_queues_apply(example: str, enabled: str | None, tmp_path: Path, shims: Path, monkeypatch):
-    """The add-on the pinned provider cannot set: enabled through gcloud when a pool declares it and it is off, before the CheckpointConfigurations are applied."""
-    log = tmp_path / "calls.log"
-    monkeypatch.setenv("TGK_TEST_LOG", str(log))
-    _shim(shims, "gcloud", f'echo "gcloud $*" >> "$TGK_TEST_LOG"\ncase "$*" in *describe*) echo "{enabled or ""}";; esac\n')
-    ws = tmp_path / "ws"
-    ws.mkdir()
+def test_provision_leaves_multi_tier_checkpointing_to_the_stack():
+    """The add-on is the stack's (addons_config.high_scale_checkpointing_config): no gcloud step turns it on behind Terraform's back."""
     doc = load(CB / "provision.yaml")
-    subs = {**doc["substitutions"], "_SPEC": str(EXAMPLES / f"{example}.yaml")}
-    for step in ("spec-env", "multi-tier-checkpointing-addon"):
-        r = _run_step(doc, step, ws, subs, shims)
-        assert r.returncode == 0, f"{step}: {r.stderr}"
-    calls = [ln for ln in log.read_text().splitlines() if ln.startswith("gcloud")]
-    updates = [c for c in calls if " update " in c]
-    if example == "default":
-        assert calls == []  # no pool declares it: the cluster is not touched
-    elif enabled == "True":
-        assert len(calls) == 1 and updates == []
-    else:
-        (update,) = updates
-        assert "--update-addons=HighScaleCheckpointing=ENABLED" in update and "trillium" in update and "--region us-east5" in update
-    assert "multi-tier-checkpointing-addon" in ancestors(doc["steps"])["kueue-objects"]
+    assert not any("HighScaleCheckpointing" in json.dumps(step) for step in doc["steps"])
 
 
 def test_spec_env_refuses_a_bad_spec(tmp_path: Path, shims: Path, monkeypatch):
@@ -528,8 +512,15 @@ def test_credentials_go_through_the_dns_endpoint_by_default(tmp_path: Path, shim
         assert line.endswith("--project my-tpu-project --dns-endpoint") if dns else line.endswith("--project my-tpu-project"), line
 
 
-# What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository).
-_RAY_CONTEXT_FILES = ("cloudbuild/ray/Dockerfile", "scripts/ray.constraints.txt", "workloads/__init__.py", "workloads/ray")
+# What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository),
+# and the agent image's build context.
+_RAY_CONTEXT_FILES = (
+    "cloudbuild/ray/Dockerfile",
+    "scripts/ray.constraints.txt",
+    "workloads/__init__.py",
+    "workloads/ray",
+    "cloudbuild/jobset-agent/Dockerfile",
+)
 
 
 def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) -> tuple[str, list[str], Path]:
@@ -550,8 +541,8 @@ def _run_image_pipeline(spec: Path, tmp_path: Path, shims: Path, monkeypatch) ->
             shutil.copy(REPO / rel, ws / rel)
     doc = load(CB / "image-maxtext.yaml")
     subs = {**doc["substitutions"], "_SPEC": str(spec)}
-    assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "push"]
-    for sid in ("spec-env", "build", "build-ray", "push"):
+    assert [s["id"] for s in doc["steps"]] == ["spec-env", "build", "build-ray", "build-agent", "push"]
+    for sid in ("spec-env", "build", "build-ray", "build-agent", "push"):
         r = _run_step(doc, sid, ws, subs, shims)
         assert r.returncode == 0, (sid, r.stderr)
     log = (tmp_path / "log").read_text()
@@ -592,6 +583,31 @@ def test_with_ray_on_the_pipeline_also_pushes_the_image_rayjobs_run(tmp_path: Pa
     plan = plan_run("llama3-8b", load_spec(spec_file), Overrides(runtime="ray", name="img"))
     images = {c["image"] for o in run_objects(plan) if o["kind"] == "RayJob" for c in _containers(o)}
     assert images == {pushes[1]}
+
+
+def test_where_runs_restart_in_place_the_pipeline_builds_the_agent_image_their_pods_copy_it_from(tmp_path: Path, shims: Path, monkeypatch):
+    from infra.spec import load_spec
+    from workloads.planning.planner import Overrides, plan_run
+    from workloads.render.jobset import run_objects
+
+    data = yaml.safe_load((REPO / "examples/default.yaml").read_text())
+    data["recovery"] = {"restart": "in-place"}
+    spec_file = tmp_path / "in-place.yaml"
+    spec_file.write_text(yaml.safe_dump(data))
+    spec = load_spec(spec_file)
+    log, pushes, _ = _run_image_pipeline(spec_file, tmp_path, shims, monkeypatch)
+    agent = spec.in_place_agent_image
+    assert pushes[-1] == agent and agent.endswith(f"/jobset-in-place-restart-agent:{spec.versions.jobset}")
+    build = next(ln for ln in log.splitlines() if ln.startswith("docker build -f cloudbuild/jobset-agent/Dockerfile"))
+    assert f"--build-arg JOBSET_VERSION={spec.versions.jobset}" in build and build.endswith(f"-t {agent} cloudbuild/jobset-agent")
+    (js,) = run_objects(plan_run("maxtext-6b", spec, Overrides(name="ip", slices=2)))
+    pod = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert [c["image"] for c in pod["initContainers"]] == [agent]
+    # A spec whose runs recreate builds no agent image.
+    other = tmp_path / "recreate"
+    other.mkdir()
+    _, pushes, _ = _run_image_pipeline(REPO / "examples/default.yaml", other, shims, monkeypatch)
+    assert not any("jobset-in-place-restart-agent" in p for p in pushes)
 
 
 def _containers(obj: dict) -> list[dict]:

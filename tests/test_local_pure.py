@@ -97,8 +97,8 @@ def test_local_kueue_gets_the_specs_wait_for_pods_ready_scaled_by_the_rehearsal_
     settings = manager_settings(spec, time_scale=0.03)
     k = addons.kueue_config(webhook_port=1, health_port=2, cert_dir=tmp_path / "k", settings=settings)
     w = k["waitForPodsReady"]
-    # 1200 s x 0.03: the local timeline runs GKE's faster, by the same factor as the rehearsal.
-    assert w["timeout"] == f"{round(spec.kueue.wait_for_pods_ready.timeout_seconds * 0.03)}s"
+    # The spec's (derived) timeout x 0.03: the local timeline runs GKE's faster, by the same factor as the rehearsal.
+    assert w["timeout"] == f"{round(spec.wait_for_pods_ready[0] * 0.03)}s"
     assert w["requeuingStrategy"]["timestamp"] == "Eviction"
     assert k["webhook"]["port"] == 1 and k["integrations"]  # the base is kept under the spec's part
     assert "waitForPodsReady" not in addons.kueue_config(webhook_port=1, health_port=2, cert_dir=tmp_path / "k")

@@ -61,7 +61,7 @@ def arg(plan, key: str) -> str | None:
 
 
 def _first_match(rules: list[dict], reason: str, message: str) -> str:
-    """JobSet v0.10.1's rule choice for one failed Job (failure_policy.go: first rule that applies)."""
+    """JobSet's rule choice for one failed Job (v0.10.1, unchanged in v0.12.0) (failure_policy.go: first rule that applies)."""
     for rule in rules:
         if rule.get("onJobFailureReasons") and reason not in rule["onJobFailureReasons"]:
             continue
@@ -100,7 +100,7 @@ def test_jobset_rules_tell_disruption_program_error_and_the_rest_apart() -> None
 
 
 def test_rule_names_pass_jobset_webhook() -> None:
-    # JobSet v0.10.1 pkg/webhooks/jobset_webhook.go ruleNameFmt, and its length bounds.
+    # JobSet v0.12.0 pkg/webhooks/jobset_webhook.go ruleNameFmt (as in v0.10.1), and its length bounds.
     name_fmt = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
     plan = plan_run("llama3-8b", load_spec(EXAMPLES / "flex-start.yaml"), Overrides(slices=4, name="r"))
     names = [r["name"] for r in js.failure_policy(plan)["rules"]]

@@ -61,6 +61,7 @@ def test_envspec_runs_the_list_in_order(monkeypatch: pytest.MonkeyPatch):
         "check",  # infra.derived_names.check: the derived names' collisions
         "check_network",
         "check_prices",
+        "check_recovery",
     ]
 
 

@@ -68,7 +68,7 @@ def test_layout_and_backend(stacks, example):
     spec, doc, path = stacks[example]
     assert path.parts[-3:] == ("stacks", spec.cluster.name, "cdk.tf.json")
     assert doc["terraform"]["backend"] == {"gcs": {"bucket": spec.state_bucket, "prefix": spec.state_prefix}}
-    assert doc["terraform"]["required_providers"]["google"]["version"] == "7.43.0"
+    assert doc["terraform"]["required_providers"]["google"]["version"] == "7.46.1"
     (provider,) = doc["provider"]["google"]
     assert provider["project"] == spec.project and provider["region"] == spec.region
     assert spec.labels.items() <= provider["default_labels"].items()
@@ -240,8 +240,10 @@ def test_buckets_and_their_grants(stacks, example):
         if b.name in backups:
             (r,) = replicator
             assert r["role"] == "roles/storage.objectUser" and r["member"].endswith("/subject/ns/gke-managed-checkpointing/sa/gke-checkpointing-multitier-node")
+            # GKE backs RAM disks up only to a bucket with hierarchical namespace
+            assert got["hierarchical_namespace"] == {"enabled": True}
         else:
-            assert replicator == []
+            assert replicator == [] and "hierarchical_namespace" not in got
         grants = [m for m in grants if m not in replicator]
         assert {m["member"]: m["role"] for m in grants} == expected and len(grants) == len(expected)
 
@@ -389,3 +391,13 @@ def test_cdktn_cli_synth_and_list(tmp_path):
     assert want >= 4 and sum(1 for p in pools.values() if p["node_config"].get("flex_start")) == want
     listed = subprocess.run([str(cdktn), "list"], cwd=work, env=env, capture_output=True, text=True, timeout=600)
     assert listed.returncode == 0 and "flex" in listed.stdout, listed.stdout + listed.stderr
+
+
+@pytest.mark.parametrize("example", EXAMPLE_NAMES)
+def test_multi_tier_checkpointing_add_on_is_deployed_by_the_stack(stacks, example):
+    """GKE's HighScaleCheckpointing add-on is on exactly when a pool declares multi-tier checkpointing: `infra deploy` turns it on itself."""
+    spec, doc, _ = stacks[example]
+    (cluster,) = resources(doc, "google_container_cluster")
+    wanted = any(p.multi_tier_checkpointing is not None for p in spec.tpu_pools)
+    got = cluster["addons_config"].get("high_scale_checkpointing_config")
+    assert got == ({"enabled": True} if wanted else None)

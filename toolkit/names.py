@@ -72,10 +72,12 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"  # also an annotation on each pod
 JOBSET_REPLICAS_ANNOTATION = "jobset.sigs.k8s.io/replicatedjob-replicas"
 JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NAME_ANNOTATION = "jobset.sigs.k8s.io/jobset-name"  # on each pod: its JobSet (JobSet's in-place restart agent reads it)
+JOBSET_IN_PLACE_ATTEMPT_ANNOTATION = "jobset.sigs.k8s.io/in-place-restart-attempt"  # the agent writes it on its pod; JobSet reads it
 
 # ----------------------------------------------------------------- Kueue (theirs)
 KUEUE_GROUP = "kueue.x-k8s.io"
-KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.17.1
+KUEUE_VERSION = "v1beta2"  # the storage version of the pinned Kueue v0.19.2 (v0.20 stops serving v1beta1)
 KUEUE_API = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"  # on the Workload Kueue creates for a job

@@ -14,6 +14,7 @@ so the consumers cannot disagree. One module per concept:
     storage     buckets, lustre
     project     artifact_registry, tensorboard, cloud_build, state
     kueue       versions, kueue (controller settings), xpk
+    recovery    recovery: how runs restart (recreate, JobSet in-place)
     env         EnvFields: every field, and the values derived from them
     rules       the cross-field rules, in order (RULES)
     envspec     EnvSpec = EnvFields held to RULES
@@ -59,6 +60,7 @@ from infra.spec.load import DEFAULT_SPEC_PATH, EXAMPLES_DIR, REPO_ROOT, SPEC_ENV
 from infra.spec.messages import format_validation_error
 from infra.spec.network import DcnNetworkSpec, NetworkPolicySpec, NetworkSpec
 from infra.spec.project import ArtifactRegistrySpec, CloudBuildSpec, StateSpec, TensorBoardSpec
+from infra.spec.recovery import IN_PLACE, IN_PLACE_RESTART_MIN_GKE_VERSION, IN_PLACE_RESTART_MIN_JOBSET, RECREATE, RESTART_PATHS, RecoverySpec
 from infra.spec.section import FieldValueError
 from infra.spec.storage import IPV4, LUSTRE_FILESYSTEM, LUSTRE_THROUGHPUTS, BucketPurpose, BucketSpec, LustreSpec
 from infra.spec.teams import PRIORITY_CLASSES, BorrowWithinCohortSpec, TeamPreemptionSpec, TeamSpec
@@ -75,6 +77,9 @@ __all__ = [
     "FLEX_MAX_RUN_SECONDS",
     "FLEX_START_GENERATIONS",
     "FLEX_START_TPU_MIN_GKE_VERSION",
+    "IN_PLACE",
+    "IN_PLACE_RESTART_MIN_GKE_VERSION",
+    "IN_PLACE_RESTART_MIN_JOBSET",
     "IPV4",
     "KUEUE_MAX_FLAVORS_PER_GROUP",
     "LUSTRE_FILESYSTEM",
@@ -86,6 +91,8 @@ __all__ = [
     "MTC_MIN_GKE_VERSION",
     "PRIORITY_CLASSES",
     "RAY_MIN_GKE_VERSION",
+    "RECREATE",
+    "RESTART_PATHS",
     "REPO_ROOT",
     "SPEC_ENV_VAR",
     "STACK_LABEL_KEYS",
@@ -118,6 +125,7 @@ __all__ = [
     "OnDemand",
     "ProvisioningRetry",
     "RayAddonSpec",
+    "RecoverySpec",
     "ReleaseChannel",
     "Reservation",
     "SpecError",

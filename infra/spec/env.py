@@ -10,6 +10,7 @@ to the cross-field rules of ``infra.spec.rules``.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from functools import cached_property
@@ -17,11 +18,14 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field, field_validator
 
-from infra import catalog, gcp_names, naming, quotas, vertex_ai
+from infra import catalog, gcp_names, naming, quotas, recovery, vertex_ai
 from infra.datasets import DatasetSpec
 from infra.gke_features import (
     COMPUTE_CLASS_MIN_GKE_VERSION,
     FLEX_START_TPU_MIN_GKE_VERSION,
+    IN_PLACE_AGENT_IMAGE,
+    IN_PLACE_RESTART_MIN_GKE_VERSION,
+    IN_PLACE_RESTART_MIN_JOBSET,
     LUSTRE_MIN_GKE_VERSION,
     MTC_MIN_GKE_VERSION,
     RAY_MIN_GKE_VERSION,
@@ -34,11 +38,13 @@ from infra.spec.cluster import ClusterSpec, CpuPoolSpec
 from infra.spec.kueue import KueueSpec, VersionsSpec, XpkSpec
 from infra.spec.network import NetworkPolicySpec, NetworkSpec
 from infra.spec.project import ArtifactRegistrySpec, CloudBuildSpec, StateSpec, TensorBoardSpec
+from infra.spec.recovery import RecoverySpec
 from infra.spec.section import Section
 from infra.spec.storage import BucketPurpose, BucketSpec, LustreSpec
 from infra.spec.teams import PRIORITY_CLASSES, TeamSpec
 from infra.spec.tpu_pools import MultiTierCheckpointingSpec, TpuPoolSpec, option_field
 from toolkit.errors import SpecError
+from toolkit.names import CapacityMode
 
 # Labels infra.stack puts on resources beside the spec's: managed-by and tgk-cluster everywhere,
 # purpose on buckets, tpu-pool on TPU node pools.
@@ -54,6 +60,11 @@ def cluster_floors(cluster: ClusterSpec) -> list[tuple[str, str]]:
     if cluster.ray.enabled:
         return [(RAY_MIN_GKE_VERSION, "the minimum GKE version for Ray runs (cluster.ray: their workers' pod affinity uses matchLabelKeys)")]
     return []
+
+
+def release_tuple(tag: str) -> tuple[int, ...]:
+    """``v0.12.0`` as (0, 12, 0): add-on release tags (``versions``) compared as numbers."""
+    return tuple(int(x) for x in tag.removeprefix("v").split("."))
 
 
 def highest(floors: list[tuple[str, str]]) -> str | None:
@@ -113,6 +124,7 @@ class EnvFields(ClusterDerived, Section):
     state: StateSpec = Field(default_factory=StateSpec)
     versions: VersionsSpec = Field(default_factory=VersionsSpec)
     kueue: KueueSpec = Field(default_factory=KueueSpec)
+    recovery: RecoverySpec = Field(default_factory=RecoverySpec)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     xpk: XpkSpec = Field(default_factory=XpkSpec)
     prices: PriceOverrides | None = Field(None, description="USD per chip-hour rates that win over infra/prices.yaml (with the day they were taken)")
@@ -196,6 +208,10 @@ class EnvFields(ClusterDerived, Section):
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
+        if self.recovery.restart == recovery.IN_PLACE:
+            floors.append(
+                (IN_PLACE_RESTART_MIN_GKE_VERSION, "the first GKE version with container restart rules, which in-place restarts need (recovery.restart)")
+            )
         return floors + cluster_floors(self.cluster)
 
     @property
@@ -205,6 +221,78 @@ class EnvFields(ClusterDerived, Section):
     @property
     def min_master_version(self) -> str | None:
         return self.cluster.min_version or self.gke_version_floor
+
+    # ---------------------------------------------------------------- recovery
+
+    @property
+    def jobset_has_in_place_restart(self) -> bool:
+        return release_tuple(self.versions.jobset) >= release_tuple(IN_PLACE_RESTART_MIN_JOBSET)
+
+    @property
+    def cluster_has_in_place_restart(self) -> bool:
+        """JobSet's in-place restart works on this spec's cluster: its JobSet has it and its GKE floor has container restart rules."""
+        floor = self.min_master_version
+        return (
+            self.jobset_has_in_place_restart
+            and floor is not None
+            and catalog.gke_version_tuple(floor) >= catalog.gke_version_tuple(IN_PLACE_RESTART_MIN_GKE_VERSION)
+        )
+
+    @property
+    def in_place_agent_image(self) -> str:
+        """JobSet's in-place restart agent: ``recovery.agent_image``, else the image pipeline's build in the spec's registry."""
+        if self.recovery.agent_image:
+            return self.recovery.agent_image
+        return f"{self.region}-docker.pkg.dev/{self.project}/{self.artifact_registry.repository}/{IN_PLACE_AGENT_IMAGE}:{self.versions.jobset}"
+
+    @property
+    def restart_path(self) -> str:
+        """How runs restart unless they say (``recovery.restart``; ``auto``: in-place where the cluster has it)."""
+        r = self.recovery.restart
+        if r == "auto":
+            return recovery.IN_PLACE if self.cluster_has_in_place_restart else recovery.RECREATE
+        return r
+
+    def wait_for_pods_ready_needs(self) -> tuple[tuple[float, str], tuple[float, str]]:
+        """(seconds, why) of the shortest Kueue timeout and recoveryTimeout the spec's pools allow (``infra.recovery``).
+
+        A start needs slice provisioning only where the VMs are made after admission (a pool
+        that scales from zero); every recovery may need a slice re-made (a preempted or repaired
+        multi-host slice is recreated whole), then the restart path, then the pods' start.
+        """
+        path = self.restart_path
+        start: tuple[float, str] = (recovery.POD_START.seconds, f"a pod's start ({recovery.POD_START.minutes:g} min)")
+        back: tuple[float, str] = (0.0, "")
+        for i, pool in enumerate(self.tpu_pools):
+            for o in pool.capacity_options():
+                prov = recovery.provisioning(o.mode)
+                # A spot slice can be gone when a run is admitted (preempted, being recreated), whatever the pool's size.
+                if pool.scales_from_zero(o) or o.mode == CapacityMode.SPOT:
+                    s = recovery.start_seconds(o.mode)
+                    if s > start[0]:
+                        start = (
+                            s,
+                            f"tpu_pools[{i}] ({pool.name}, {o.mode}) may make a slice after admission: "
+                            f"{prov.minutes:g} min to provision + {recovery.POD_START.minutes:g} min pod start",
+                        )
+                r = recovery.recovery_seconds(o.mode, path)
+                if r > back[0]:
+                    back = (
+                        r,
+                        f"tpu_pools[{i}] ({pool.name}, {o.mode}) re-made after a loss: {prov.minutes:g} min to provision "
+                        f"+ {recovery.RESTART_PATH[path].minutes:g} min {path} restart + {recovery.POD_START.minutes:g} min pod start",
+                    )
+        return start, back
+
+    @property
+    def wait_for_pods_ready(self) -> tuple[int, int]:
+        """Kueue's (timeout, recoveryTimeout) in seconds: the spec's, else what its pools need (``wait_for_pods_ready_needs``)."""
+        w = self.kueue.wait_for_pods_ready
+        (start, _), (back, _) = self.wait_for_pods_ready_needs()
+        return (
+            w.timeout_seconds if w.timeout_seconds is not None else math.ceil(start),
+            w.recovery_timeout_seconds if w.recovery_timeout_seconds is not None else math.ceil(back),
+        )
 
     def auto_provisioning_limits(self) -> dict[str, int] | None:
         """Node auto-provisioning's cluster-wide caps when some pool is a ComputeClass (None otherwise).

@@ -15,8 +15,8 @@ from infra.spec.section import RELEASE, FieldValueError, Section
 from toolkit.names import DNS1035_LABEL, K8S_NAME_MAX
 
 # Pinned versions of the cluster add-ons the toolkit installs and renders for.
-DEFAULT_KUEUE_VERSION = "v0.17.1"
-DEFAULT_JOBSET_VERSION = "v0.10.1"
+DEFAULT_KUEUE_VERSION = "v0.19.2"
+DEFAULT_JOBSET_VERSION = "v0.12.0"
 
 # Kueue v1beta2's ClusterQueue CRD: at most this many flavors in one resource group (maxItems).
 KUEUE_MAX_FLAVORS_PER_GROUP = 16
@@ -36,12 +36,18 @@ class WaitForPodsReadySpec(Section):
     Kueue evicts the Workload, suspends the job and requeues it with exponential backoff
     (``backoff_base_seconds`` doubling up to ``backoff_max_seconds``); ``requeue_limit``
     requeues before Kueue deactivates it (null: requeue until capacity returns).
+
+    Both timeouts default to what the spec's pools need (``EnvFields.wait_for_pods_ready``,
+    from the figures of ``infra.recovery`` by each pool's capacity mode and the restart
+    path); one given shorter than that is refused (``rules.check_wait_for_pods_ready``).
     """
 
     enabled: bool = True
     # Ceilings: a week for a start or a recovery (flex-start's longest run); Kueue's int32 for the backoff and the count.
-    timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
-    recovery_timeout_seconds: int = Field(1200, ge=30, le=7 * 24 * 3600)
+    timeout_seconds: int | None = Field(None, ge=30, le=7 * 24 * 3600, description="default: the slowest pool's slice provisioning + a pod's start")
+    recovery_timeout_seconds: int | None = Field(
+        None, ge=30, le=7 * 24 * 3600, description="default: the slowest pool's slice re-provisioning + the restart path + a pod's start"
+    )
     backoff_base_seconds: int = Field(60, ge=1, le=2**31 - 1)
     backoff_max_seconds: int = Field(3600, ge=1, le=2**31 - 1)
     requeue_limit: int | None = Field(None, ge=0, le=2**31 - 1)

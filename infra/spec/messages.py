@@ -56,7 +56,7 @@ def loc_text(loc: tuple[Any, ...]) -> str:
 _PATTERN_FIXES: dict[str, str] = {
     DNS1035_LABEL: "use lowercase letters, digits and '-', starting with a letter",
     catalog.GKE_VERSION: "write it like 1.31.2-gke.1115000",
-    RELEASE: "write it like v0.17.1",
+    RELEASE: "write it like v0.19.2",
     GCP_ID: f"use a GCP project id: {GCP_ID_MIN}-{GCP_ID_MAX} lowercase letters, digits and '-', starting with a letter",
     REGION: "write it like us-central1",
     ZONE: "write it like us-central1-a",

@@ -16,16 +16,17 @@ accounts, namespaces, queues, networks, the state bucket) are checked by
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 
 from infra import catalog, derived_names, naming, quotas
-from infra.gke_features import FLEX_START_GENERATIONS, MTC_GENERATIONS
+from infra.gke_features import FLEX_START_GENERATIONS, IN_PLACE_RESTART_MIN_JOBSET, MTC_GENERATIONS
 from infra.naming import GCE_NAME_MAX, GCP_ID, GCP_ID_MAX, GCP_ID_MIN, GKE_NODE_POOL_NAME_MAX
 from infra.price_table import Prices, load_table
 from infra.spec.capacity import FlexStart, Reservation, flex_start_words
 from infra.spec.cidrs import Cidrs, derive_cidrs
 from infra.spec.env import EnvFields
-from infra.spec.kueue import KUEUE_MAX_FLAVORS_PER_GROUP
+from infra.spec.kueue import DEFAULT_JOBSET_VERSION, KUEUE_MAX_FLAVORS_PER_GROUP
 from infra.spec.section import overlap
 from infra.spec.storage import BucketPurpose, BucketSpec
 from infra.spec.tpu_pools import MultiTierCheckpointingSpec, TpuPoolSpec, option_field
@@ -456,6 +457,30 @@ def check_prices(spec: EnvFields) -> None:
                 )
 
 
+def check_recovery(spec: EnvFields) -> None:
+    """In-place restarts need a JobSet that has them; Kueue's timeouts must outlast what they guard (``infra.recovery``)."""
+    if spec.recovery.restart == "in-place" and not spec.jobset_has_in_place_restart:
+        raise SpecError(
+            "recovery.restart",
+            f"in-place restarts need JobSet {IN_PLACE_RESTART_MIN_JOBSET} or later (its InPlaceRestart strategy), and versions.jobset is {spec.versions.jobset}",
+            f"set versions.jobset to {IN_PLACE_RESTART_MIN_JOBSET} or later (the toolkit pins {DEFAULT_JOBSET_VERSION}), or recovery.restart: recreate",
+        )
+    w = spec.kueue.wait_for_pods_ready
+    if not w.enabled:
+        return
+    (start, why_start), (back, why_back) = spec.wait_for_pods_ready_needs()
+    for field, given, need, why in (
+        ("timeout_seconds", w.timeout_seconds, start, why_start),
+        ("recovery_timeout_seconds", w.recovery_timeout_seconds, back, why_back),
+    ):
+        if given is not None and given < need:
+            raise SpecError(
+                f"kueue.wait_for_pods_ready.{field}",
+                f"{given} s is shorter than what it guards: {why} = {math.ceil(need)} s, so Kueue would evict runs that are still coming up",
+                f"raise it to at least {math.ceil(need)}, or leave it out for that derived default",
+            )
+
+
 # The rules, in the order they run: a spec with several problems is refused by the first.
 RULES = (
     check_zones,
@@ -473,4 +498,5 @@ RULES = (
     derived_names.check,
     check_network,
     check_prices,
+    check_recovery,
 )

@@ -1,4 +1,4 @@
-"""The rendered failure policy against the real Job controller (Kubernetes 1.34.2) and JobSet v0.10.1.
+"""The rendered failure policy against the real Job controller (Kubernetes 1.34.2) and JobSet v0.12.0.
 
 A pod that fails with ``DisruptionTarget`` (what the kubelet's graceful node shutdown and
 the Eviction API set) must end its child Job with the message the JobSet ``disruption``

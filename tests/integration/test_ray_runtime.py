@@ -1,4 +1,4 @@
-"""A RayJob rehearsed on the local cluster with the real KubeRay v1.6.0, Kueue 0.17.1 and a real Ray head.
+"""A RayJob rehearsed on the local cluster with the real KubeRay v1.6.0, Kueue 0.19.2 and a real Ray head.
 
 ``local up --with ray`` (a cluster of its own, in ``<test state>-ray``: Kueue's Ray
 integrations need a fresh start, and the tier's shared cluster is never restarted)

@@ -1,7 +1,7 @@
 """A run's dataset and multi-tier checkpointing objects against the real API server (tests/test_training_storage.py renders them).
 
 The JobSet with its GCS FUSE dataset volume and multi-tier checkpointing RAM disk goes through
-the real kube-apiserver and JobSet v0.10.1's webhook (server-side dry run), its pod through the
+the real kube-apiserver and JobSet v0.12.0's webhook (server-side dry run), its pod through the
 team namespace's Pod Security admission, and the CheckpointConfiguration `queues apply` renders
 through the CheckpointConfiguration CRD `local up` installs (its schema refuses a field GKE's
 API does not have). The kwok nodes mount nothing: what the CSI drivers do is GKE's.

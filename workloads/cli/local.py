@@ -167,6 +167,31 @@ def status(state_dir: StateDirOpt = None, output: Output = OutputFormat.text, fl
     _print_status(_cluster(state_dir, quiet=True).status(), output)
 
 
+@local_app.command("crash")
+def crash(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],
+    slice_index: Annotated[int, typer.Option("--slice", min=0, max=INT32_MAX, help="slice (JobSet job index) of the worker")] = 0,
+    worker: Annotated[int, typer.Option("--worker", min=0, max=INT32_MAX, help="worker (completion index) within the slice")] = 0,
+    exit_code: Annotated[int, typer.Option("--exit-code", min=1, max=255, help="what the program exits with (137: killed)")] = 137,
+    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")] = None,
+    team: Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")] = None,
+    spec: SpecOpt = None,
+    state_dir: StateDirOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """One worker's program fails and its VM stays: the run restarts by its restart path (recreate, or in place)."""
+    from infra.spec import load_spec
+    from workloads.local.disrupt import crash as do_crash
+
+    ns = namespace or load_spec(spec).team(team).ns
+    lc = _cluster(state_dir, quiet=True)
+    res = do_crash(lc.client(), lc.state_dir, ns, run, slice_index, worker, exit_code=exit_code)
+    if output is OutputFormat.json:
+        print_json(res.to_dict())
+        return
+    sys.stdout.write(f"crashed {res.namespace}/{res.pod} (slice {res.slice}, worker {res.worker}) with exit code {res.exit_code}: {res.how}\n")
+
+
 @local_app.command("preempt")
 def preempt(
     run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],

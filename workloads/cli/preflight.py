@@ -48,6 +48,13 @@ def preflight(
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="with --compile: MaxText key=value, as for submit (repeatable)")] = None,
     keep_logs: Annotated[Optional[Path], typer.Option("--keep-logs", help="with --compile: keep train_compile's stdout/stderr in this directory")] = None,
     timeout: Annotated[float, typer.Option("--timeout", min=1, max=MAX_WAIT_S, help="with --compile: give up after this many seconds")] = 1800,
+    multi_tier_checkpointing: Annotated[
+        bool, typer.Option("--multi-tier-checkpointing", help="the run uses multi-tier checkpointing: check that GKE's add-on is on")
+    ] = False,
+    restart: Annotated[
+        Optional[str],
+        typer.Option("--restart", help="in-place or recreate, as for submit; in-place (or the spec's default) checks the cluster's JobSet takes it"),
+    ] = None,
     dataset: Annotated[
         Optional[str],
         typer.Option(
@@ -57,7 +64,7 @@ def preflight(
         ),
     ] = None,
 ) -> None:
-    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone (and a dataset).
+    """Check the live cluster before submitting: flavor, queues and quota, TPU nodes, zone, what the run asks of it (and a dataset).
 
     With --compile: compile the run ahead of time for its TPU topology instead (no cluster needed).
     """
@@ -71,8 +78,9 @@ def preflight(
 
     env = specs.env()
     tpu_pool, tm = pf.target(env, recipe, pool=pool, slices=slices, team=team)
+    asked = pf.asked_capabilities(env, recipe, multi_tier_checkpointing=multi_tier_checkpointing, restart=restart)
     cluster = connect(kubeconfig, context)
-    rep = pf.evaluate(env, tpu_pool, tm, pf.gather(cluster, tm), slices=slices)
+    rep = pf.evaluate(env, tpu_pool, tm, pf.gather(cluster, tm, capabilities=asked), slices=slices)
     if dataset is not None:
         from infra import access
         from workloads.data import checks, tokenizer

@@ -464,17 +464,18 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
 def queues_manager_config(
     merge: Annotated[
         Optional[Path],
-        typer.Option("--merge", help="Kueue controller configuration YAML to lay the spec's settings over (e.g. the release's kueue-manager-config)"),
+        typer.Option("--merge", help="the controller's configuration YAML to lay the spec's settings over (e.g. the release's kueue-manager-config)"),
     ] = None,
+    controller: Annotated[str, typer.Option("--controller", help="kueue (waitForPodsReady, fair sharing) or jobset (its InPlaceRestart gate)")] = "kueue",
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
-    """Kueue's controller settings from the spec (waitForPodsReady), alone or merged into a configuration file."""
+    """A controller's settings from the spec (Kueue's waitForPodsReady; JobSet's in-place restart gate), alone or merged into its configuration file."""
     from workloads.render import yamlio
     from workloads.runs import queues
 
     env, _ = _spec(spec)
-    config = queues.manager_config(env, merge)
+    config = queues.manager_config(env, merge, controller=controller)
     if output is OutputFormat.json:
         print_json(config)
     else:

@@ -130,6 +130,9 @@ def start_apiserver(b: Boot) -> Cluster:
             "--max-mutating-requests-inflight=400",
             # kwok's Nodes report 127.0.0.1 and kwok's port (logs); never a host name.
             "--kubelet-preferred-address-types=InternalIP",
+            # Container restart rules (a container's restartPolicyRules), which JobSet's in-place restart
+            # needs: alpha in 1.34, beta and on from 1.35, where GKE offers them (infra.gke_features).
+            "--feature-gates=ContainerRestartRules=true",
         ],
     )
     kube = state.client_on(b.state_dir, b.ports.apiserver)

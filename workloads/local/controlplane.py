@@ -66,10 +66,11 @@ from workloads.local import (
 from workloads.local.daemons import Daemons, Ports, PortTaken, Progress
 from workloads.local.procs import Daemon, locked
 from workloads.local.state import default_state_dir
+from workloads.render import inplace
 from workloads.render import kueue as kueue_objects
 
 BUILD_SCRIPT = script("build-local-cluster.sh")
-BUILD_STAMP = ".complete-2"  # keep in step with scripts/build-local-cluster.sh
+BUILD_STAMP = ".complete-3"  # keep in step with scripts/build-local-cluster.sh
 BUILD = builds.Build("local-cluster", "the local-cluster binaries", BUILD_SCRIPT, BUILD_STAMP, cold="~25 min", plural=True)
 # Stop order; start order is the reverse, with the controllers last.
 # KubeRay's (kuberay.DAEMONS) run only in a cluster started with Ray (cluster.json "ray").
@@ -94,6 +95,11 @@ LAYOUT = 6  # 5: the local Cloud Storage server (gcs); 6: the local Cloud Loggin
 FRESH_START_WIPES = ("etcd", "run", "kueue", "jobset", "pod-logs", "rehearsal", "provisioner", "gcs", "cloud-logging")
 # Starts on fresh ports when a daemon found its port taken (procs.free_port says why that can happen).
 PORT_ATTEMPTS = 3
+
+
+def _multi_tier(spec: EnvSpec) -> bool:
+    """A pool declares multi-tier checkpointing: GKE's add-on is on (``infra.stack`` turns it on then)."""
+    return any(p.multi_tier_checkpointing is not None for p in spec.tpu_pools)
 
 
 def build_root() -> Path:
@@ -237,6 +243,8 @@ class LocalCluster:
         """A healthy cluster is running: bring its nodes and queues in line with ``spec``."""
         self.progress(f"a healthy local cluster is already running in {self.state_dir}; reusing it")
         kube = self.client()
+        if _multi_tier(spec):  # infra deploy would turn the add-on on for this spec
+            jobset_kueue.install_checkpointing_addon(self.progress, kube)
         self._sync_nodes(kube, spec, timeout)
         self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
@@ -268,10 +276,14 @@ class LocalCluster:
         kube = boot.start_apiserver(b)
         boot.start_controllers(b)
         boot.start_kwok(b, kube)
-        jobset_kueue.install(b, kube)
+        jobset_kueue.install(b, kube, multi_tier_checkpointing=_multi_tier(spec))
         # The spec's waitForPodsReady, its timeouts shrunk by the rehearsal time factor like every other duration here.
         settings = self.role.kueue_settings
-        jobset_kueue.start(b, settings if settings is not None else kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor()))
+        jobset_kueue.start(
+            b,
+            settings if settings is not None else kueue_objects.manager_settings(spec, time_scale=rehearsal.time_factor()),
+            inplace.jobset_settings(spec),
+        )
         boot.kwok_ready(b)
         self._sync_nodes(kube, spec, timeout)
         jobset_kueue.wait_ready(b, kube)

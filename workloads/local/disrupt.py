@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import Conflict, FieldError, NotFound, Rejected
-from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, KWOK_NODE_ANNOTATION
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, KWOK_NODE_ANNOTATION
 from toolkit.owned import write_atomic
 from workloads.cluster.client import Cluster
 from workloads.local.addons import NODE_DOWN_ANNOTATION
@@ -363,3 +363,62 @@ def _take_down(kube: Cluster, node_info, names: list[str], left: dict[str, list[
 def pending(state_dir: Path) -> list[Path]:
     d = replacements_dir(state_dir)
     return sorted(d.glob("*.json")) if d.is_dir() else []
+
+
+# ------------------------------------------------------------------ crash
+
+
+@dataclass(frozen=True)
+class CrashResult:
+    namespace: str
+    run: str
+    slice: int
+    worker: int
+    pod: str
+    exit_code: int
+    how: str  # "in place" (the agent's container) | "pod failed"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def crash(kube: Cluster, state_dir: Path, namespace: str, run: str, slice_index: int, worker: int = 0, *, exit_code: int = 137) -> CrashResult:
+    """One worker's program fails with ``exit_code``; its VM stays (a hung collective, an OOM kill, a host error the VM survives).
+
+    A pod that restarts in place has its program's stand-in end with the code (``workloads.local.agents``:
+    the agent exits with it, and the container's restart rules decide); any other rehearsal pod fails as
+    its kubelet would report it (kwok's fail stage: phase Failed, the container terminated with the code).
+    """
+    from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
+    from workloads.local.agents import is_agent_pod
+
+    selector = f"{JOBSET_NAME_LABEL}={run},{JOBSET_JOB_INDEX_LABEL}={slice_index},{K8S_COMPLETION_INDEX_LABEL}={worker}"
+    pods = [
+        p
+        for p in kube.list(kube.resource("v1", "Pod"), namespace, label_selector=selector)
+        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    ]
+    if not pods:
+        raise FieldError(
+            "--worker",
+            f"worker {worker} of slice {slice_index} of run {run!r} is not running in namespace {namespace!r}",
+            f"see `python -m workloads status {run}`",
+        )
+    pod = pods[0]
+    meta = pod["metadata"]
+    if is_agent_pod(pod):
+        from workloads.local.agents import Container
+
+        root = state_dir / "rehearsal" / "agents" / meta["uid"]
+        markers = sorted(root.glob("worker-*.pid"), key=lambda f: int(f.name.split("-")[1].split(".")[0]))
+        if not markers:
+            raise FieldError("--worker", f"pod {meta['name']} has not started its program yet (its barrier is up)", "crash it once the run is training")
+        c = Container(namespace, meta["name"], meta["uid"], root, restarts=int(markers[-1].name.split("-")[1].split(".")[0]))
+        if not c.end_worker(exit_code):
+            raise FieldError("--worker", f"pod {meta['name']}'s program is not running", "crash it once the run is training")
+        how = "in place"
+    else:
+        path = kube.resource("v1", "Pod").path(namespace, meta["name"])
+        patch(kube, path, {"metadata": {"labels": {FAIL_LABEL: "true"}, "annotations": {FAIL_EXIT_CODE_ANNOTATION: str(exit_code)}}})
+        how = "pod failed"
+    return CrashResult(namespace, run, slice_index, worker, meta["name"], exit_code, how)

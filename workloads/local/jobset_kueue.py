@@ -28,10 +28,16 @@ from workloads.cluster.client import Cluster
 from workloads.local import addons, certs, kuberay
 from workloads.local.boot import Boot
 from workloads.local.procs import http_ok
+from workloads.render.kueue import merge_manager_config
 
 
-def install(b: Boot, kube: Cluster) -> None:
-    """JobSet's and Kueue's CRDs, Secrets, Services and webhook configurations, and the GKE APIs Kueue looks for at its start."""
+def install(b: Boot, kube: Cluster, *, multi_tier_checkpointing: bool = False) -> None:
+    """JobSet's and Kueue's CRDs, Secrets, Services and webhook configurations, and the GKE APIs Kueue looks for at its start.
+
+    GKE's CheckpointConfiguration API is served only with ``multi_tier_checkpointing`` (a pool of the
+    spec declares it): it is what GKE's HighScaleCheckpointing add-on installs, which ``infra deploy``
+    turns on only then, and what ``submit``/``preflight`` look for before a multi-tier run.
+    """
     b.daemons.progress("installing JobSet and Kueue CRDs and webhook configurations")
     jobset_ca = certs.write_webhook_cert(b.pki, b.jobset_certs, f"{addons.JOBSET.service}.{addons.JOBSET.namespace}.svc")
     for addon, file, port, ca in (
@@ -42,23 +48,33 @@ def install(b: Boot, kube: Cluster) -> None:
         kube.apply(objs, field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)  # this tool owns them here
     # Before Kueue starts: its ProvisioningRequest admission check is set up only if the API exists then.
     b.daemons.progress("installing the ProvisioningRequest CRD (DWS queued provisioning)")
-    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD, addons.CHECKPOINT_CONFIGURATION_CRD):
+    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD):
         kube.apply(addons.load_docs(crd), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
+    if multi_tier_checkpointing:
+        install_checkpointing_addon(b.daemons.progress, kube)
     if b.ray:  # before Kueue starts: it sets up only the integrations whose CRDs exist then
         b.daemons.progress(f"installing the KubeRay {kuberay.KUBERAY_VERSION} CRDs")
         kube.apply(kuberay.crd_objects(b.ray.root), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
 
-def start(b: Boot, settings: dict[str, Any]) -> None:
-    """The JobSet and Kueue controllers, as local processes; ``settings`` laid over Kueue's configuration.
+def install_checkpointing_addon(progress, kube: Cluster) -> None:
+    """What GKE's multi-tier checkpointing add-on serves that the toolkit uses: the CheckpointConfiguration API."""
+    progress("installing the CheckpointConfiguration CRD (multi-tier checkpointing)")
+    kube.apply(addons.load_docs(addons.CHECKPOINT_CONFIGURATION_CRD), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
 
-    Kueue reads its Configuration once: a cluster reused with another spec keeps the settings it started with.
+
+def start(b: Boot, settings: dict[str, Any], jobset_settings: dict[str, Any] | None = None) -> None:
+    """The JobSet and Kueue controllers, as local processes; ``settings`` laid over Kueue's configuration,
+    ``jobset_settings`` over JobSet's (its InPlaceRestart gate, ``workloads.render.inplace.jobset_settings``).
+
+    Both read their Configuration once: a cluster reused with another spec keeps the settings it started with.
     """
     b.daemons.progress("starting JobSet and Kueue")
     ports = b.ports
     env = {"KUBECONFIG": str(b.kubeconfig)}
     jcfg, kcfg = b.config("jobset.yaml"), b.config("kueue.yaml")
-    jcfg.write_text(yaml.safe_dump(addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=b.jobset_certs)))
+    jobset_config = addons.jobset_config(webhook_port=ports.jobset_webhook, health_port=ports.jobset_health, cert_dir=b.jobset_certs)
+    jcfg.write_text(yaml.safe_dump(merge_manager_config(jobset_config, jobset_settings or {})))
     kueue_config = addons.kueue_config(webhook_port=ports.kueue_webhook, health_port=ports.kueue_health, cert_dir=b.kueue_certs, settings=settings)
     kcfg.write_text(yaml.safe_dump(kueue_config))
     b.start("jobset", [b.bin("jobset"), f"--config={jcfg}", "--zap-log-level=2"], env=env)

@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from infra import recovery
 from toolkit.errors import FieldError
 from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 from workloads.planning.defaults import MAX_REHEARSAL_S
@@ -108,6 +109,14 @@ class Rehearsal:
     config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
     command: str = ""  # a plain command, shown in its log
     checkpoint_dir: str = ""  # gs://<bucket>/<run>/checkpoints/: where saves go and a (re)start restores from, as MaxText does
+    save_seconds: float = 0.0  # an async save's time to be complete in the bucket (infra.recovery.SAVE, scaled)
+    # Multi-tier checkpointing (None: off): RAM-disk saves every ``mtc_local_period`` steps on every
+    # slice's VMs, backups to the bucket every ``mtc_backup_period`` steps; a restart restores from a
+    # surviving slice's RAM disk in ``restore_peer_seconds``, else from the bucket in ``restore_bucket_seconds``.
+    mtc_local_period: int | None = None
+    mtc_backup_period: int | None = None
+    restore_peer_seconds: float = 0.0
+    restore_bucket_seconds: float = 0.0
 
     @property
     def wall_step_seconds(self) -> float:
@@ -133,6 +142,17 @@ class Rehearsal:
         config = tuple(tuple(a.split("=", 1)) for a in p.args if "=" in a)
         seq = int(dict(config).get("max_target_length", DEFAULT_SEQ))
         sizing = p.sizing
+        factor = wall_seconds / max(1e-9, p.steps * p.estimated_step_seconds)  # the rehearsal's time factor for this run
+        period_wall = (c.period_steps if c else p.steps) * p.estimated_step_seconds * factor
+        m = plan.policy.multi_tier
+        mtc = {}
+        if m is not None:
+            mtc = dict(
+                mtc_local_period=m.local_period_steps,
+                mtc_backup_period=max(1, math.floor(m.backup_minutes * 60 / p.estimated_step_seconds)),
+                restore_peer_seconds=round(recovery.RESTORE["peer-ramdisk"].seconds * factor, 3),
+                restore_bucket_seconds=round(recovery.RESTORE["bucket"].seconds * factor, 3),
+            )
         return cls(
             kind="maxtext",
             steps=p.steps,
@@ -145,6 +165,9 @@ class Rehearsal:
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]
             checkpoint_dir=f"{p.output_dir}checkpoints/" if c and p.output_dir else "",
+            # Never longer than half the time between saves: a save completes before the next begins.
+            save_seconds=round(min(recovery.SAVE.seconds * factor, period_wall / 2), 3) if c else 0.0,
+            **mtc,
             **common,
         )
 
@@ -331,9 +354,16 @@ class MaxTextLog:
                 f"total_weights: {weights}, loss: {lo:.3f}, lm_loss: {lo:.3f}, perplexity: {math.exp(min(lo, 50)):.3f}",
             )
         ]
-        if r.checkpoint_period and step % r.checkpoint_period == 0:
+        if r.mtc_local_period and step % r.mtc_local_period == 0:
+            out.append(self.line(t, "rehearsal.py:3", f"multi-tier checkpointing: step {step} saved to the RAM disk (replicated to a peer slice)"))
+        if bucket_period(r) and step % bucket_period(r) == 0:
             out += self.save(t, step)
         return out
+
+    def restored_from(self, t: float, step: int, source: str, seconds: float) -> list[str]:
+        """A multi-tier run's restore: from a peer's RAM disk or from the bucket, and how long it took (the rehearsal's own line)."""
+        where = "a surviving peer slice's RAM disk" if source == "peer-ramdisk" else "the Cloud Storage backup"
+        return [self.line(t, "rehearsal.py:4", f"multi-tier checkpointing: restored step {step} from {where} in {seconds:.2f} s")]
 
     def save(self, t: float, step: int) -> list[str]:
         """MaxText's checkpoint save of ``step`` (print_save_message and the wait before it)."""
@@ -352,7 +382,8 @@ class MaxTextLog:
         """The step MaxText force-saves after the last one (None: checkpoints off, or the period already saved it)."""
         r = self.r
         last = r.steps - 1
-        if r.kind != "maxtext" or not r.checkpoint_period or last < 0 or last % r.checkpoint_period == 0:
+        period = bucket_period(r)
+        if r.kind != "maxtext" or not period or last < 0 or last % period == 0:
             return None
         return last
 
@@ -393,8 +424,23 @@ def metrics_file_name(r: Rehearsal, step: int) -> str | None:
     return f"metrics_step_{start:06}_to_step_{step:06}.txt"
 
 
-def saved_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
-    """Steps an attempt saved by the period while completing ``first_step`` .. ``done``-1."""
+def bucket_period(r: Rehearsal) -> int | None:
+    """Steps between saves to the bucket: the checkpoint period, or multi-tier checkpointing's backup interval."""
     if r.kind != "maxtext" or not r.checkpoint_period:
+        return None
+    return r.mtc_backup_period or r.checkpoint_period
+
+
+def saved_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
+    """Steps an attempt saved to the bucket while completing ``first_step`` .. ``done``-1."""
+    period = bucket_period(r)
+    if not period:
         return []
-    return [s for s in range(first_step, done) if s % r.checkpoint_period == 0]
+    return [s for s in range(first_step, done) if s % period == 0]
+
+
+def local_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
+    """Steps a multi-tier run saved to its RAM disks while completing ``first_step`` .. ``done``-1."""
+    if r.kind != "maxtext" or not r.mtc_local_period:
+        return []
+    return [s for s in range(first_step, done) if s % r.mtc_local_period == 0]

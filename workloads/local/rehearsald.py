@@ -40,6 +40,8 @@ import argparse
 import json
 import os
 import re
+import shutil
+import signal
 import sys
 import time
 from collections import defaultdict
@@ -50,11 +52,21 @@ from typing import Any
 
 from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
-from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
+from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import cloudlogging, disrupt, loopback, state
+from workloads.local import agents, cloudlogging, disrupt, loopback, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
-from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
+from workloads.local.rehearsal import (
+    MaxTextLog,
+    Rehearsal,
+    finish_time,
+    gcs_metrics_dir,
+    local_steps,
+    metrics_file_name,
+    saved_steps,
+    step_end,
+    steps_done_by,
+)
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
 IDLE_POLL_S = 1.0  # while there are none: a pass costs a LIST, on 2 shared cores
@@ -62,6 +74,7 @@ JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 KWOK_API = "kwok.x-k8s.io/v1alpha1"
 _STEP_RE = re.compile(r"completed step: (\d+),", re.ASCII)
+TMP_SUFFIX = ".orbax-checkpoint-tmp"  # a save's directory until it is complete (Orbax's atomic rename)
 
 
 def ready_file(state_dir: Path) -> Path:
@@ -91,12 +104,14 @@ class RunBook:
     path: Path
     saved: int | None = None
     attempts: dict[str, dict[str, Any]] = field(default_factory=dict)  # attempt -> t0, first, restored, uids
+    # Saves started and not complete yet: {"step", "attempt", "done_at"} (an async save takes Rehearsal.save_seconds).
+    pending: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def open(cls, path: Path) -> RunBook:
         try:
             d = json.loads(path.read_text())
-            return cls(path, d.get("saved"), d.get("attempts") or {})
+            return cls(path, d.get("saved"), d.get("attempts") or {}, d.get("pending") or [])
         except (OSError, ValueError):
             return cls(path)
 
@@ -107,7 +122,33 @@ class RunBook:
 
     def write(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.path, json.dumps({"saved": self.saved, "attempts": self.attempts}))
+        write_atomic(self.path, json.dumps({"saved": self.saved, "attempts": self.attempts, "pending": self.pending}))
+
+
+class RamDisks:
+    """Multi-tier checkpointing's RAM disks, one per slice's node pool (``<state>/rehearsal/ramdisk/<pool>/<run uid>/<step>``).
+
+    A RAM disk lives as long as its VMs: a node pool being replaced (``disrupt``) loses it.
+    Each slice's disk holds the whole checkpoint (its own shards, and its peer's replicated to it).
+    """
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir / "rehearsal" / "ramdisk"
+
+    def save(self, pools: set[str], run_uid: str, step: int) -> None:
+        for pool in pools:
+            d = self.root / pool / run_uid
+            d.mkdir(parents=True, exist_ok=True)
+            (d / str(step)).touch()
+            for old in sorted((int(f.name) for f in d.iterdir() if f.name.isdigit()), reverse=True)[2:]:  # two kept, as MaxText's local tier
+                (d / str(old)).unlink(missing_ok=True)
+
+    def newest(self, pools: set[str], run_uid: str) -> int | None:
+        steps = [int(f.name) for pool in pools if (self.root / pool / run_uid).is_dir() for f in (self.root / pool / run_uid).iterdir() if f.name.isdigit()]
+        return max(steps) if steps else None
+
+    def wipe(self, pool: str) -> None:
+        shutil.rmtree(self.root / pool, ignore_errors=True)
 
 
 class Checkpoints:
@@ -148,8 +189,16 @@ class Checkpoints:
         body = "".join(json.dumps(rec) + "\n" for rec in records).encode()
         self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(body, content_type="text/plain")
 
+    def begin(self, uri: str, step: int, run: str) -> None:
+        """A save of ``step`` has started: Orbax writes into ``<step>.orbax-checkpoint-tmp/`` first, which a restore never reads."""
+        from workloads.local.bucket import split_gs
+
+        bucket, prefix = split_gs(uri)
+        body = json.dumps({"rehearsal": run, "step": step, "complete": False}).encode()
+        self.client().bucket(bucket).blob(f"{prefix}{step}{TMP_SUFFIX}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+
     def save(self, uri: str, step: int, run: str) -> None:
-        """Save ``step`` (each worker of a run reports the same saves: the first one writes)."""
+        """``step`` complete in the bucket (each worker of a run reports the same saves: the first one writes); its tmp directory goes."""
         from workloads.local.bucket import split_gs
 
         if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
@@ -157,6 +206,8 @@ class Checkpoints:
         bucket, prefix = split_gs(uri)
         body = json.dumps({"rehearsal": run, "step": step}).encode()
         self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+        for blob in self.client().list_blobs(bucket, prefix=f"{prefix}{step}{TMP_SUFFIX}"):
+            blob.delete()
         self._latest[uri] = step
 
 
@@ -221,9 +272,13 @@ class Rehearsals:
     def __init__(self, state_dir: Path, kube) -> None:
         self.state_dir = state_dir
         self.kube = kube
+        self.agents = agents.Agents(state_dir, kube, log=_say)  # the kubelet's part for pods that restart in place
         self.workers: dict[str, Worker] = {}
+        self.incarnations: dict[str, list[str]] = defaultdict(list)  # in-place pod uid -> its containers' worker keys
         self.books: dict[str, RunBook] = {}
         self.checkpoints = Checkpoints(state_dir)
+        self.ramdisks = RamDisks(state_dir)
+        self._pools: dict[str, str] = {}  # node -> its GKE node pool
         self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
         self._stamps: dict[str | None, tuple[str, str, str]] = {}
 
@@ -238,6 +293,7 @@ class Rehearsals:
             return None
 
     def save(self, r: Rehearsal, book: RunBook, step: int | None) -> None:
+        """``step`` complete in the bucket now (a save at a SIGTERM, inside the grace period; the last step's, awaited at the end)."""
         if step is None:
             return
         book.save_step(step)
@@ -246,6 +302,48 @@ class Rehearsals:
                 self.checkpoints.save(r.checkpoint_dir, step, r.run)
             except Exception as e:  # a failed save, as MaxText's can fail: the previous one stays the latest
                 _say(f"run {r.run}: saving step {step} to {r.checkpoint_dir} failed: {e}")
+
+    def start_save(self, r: Rehearsal, book: RunBook, step: int, attempt: str, done_at: float) -> None:
+        """An async save of ``step`` started; it is complete at ``done_at``, unless its attempt stops before (``finish_saves``)."""
+        if r.save_seconds <= 0:
+            self.save(r, book, step)
+            return
+        if r.checkpoint_dir:
+            try:
+                self.checkpoints.begin(r.checkpoint_dir, step, r.run)
+            except Exception as e:
+                _say(f"run {r.run}: starting the save of step {step} failed: {e}")
+        book.pending.append({"step": step, "attempt": attempt, "done_at": done_at})
+        book.write()
+
+    def finish_saves(self, r: Rehearsal, book: RunBook, now: float, *, all_done: bool = False) -> None:
+        """Complete the saves that are due; drop those whose attempt stopped first (left incomplete, as a killed Orbax leaves them)."""
+        left = []
+        for p in book.pending:
+            stopped = (book.attempts.get(p["attempt"]) or {}).get("stopped")
+            if stopped is not None and float(stopped) < p["done_at"] and not all_done:
+                _say(f"run {r.run}: the save of step {p['step']} did not complete (attempt {p['attempt']} stopped first)")
+            elif all_done or p["done_at"] <= now:
+                self.save(r, book, p["step"])
+            else:
+                left.append(p)
+        if left != book.pending:
+            book.pending = left
+            book.write()
+
+    def pools(self, pods: list[dict[str, Any]]) -> set[str]:
+        """The GKE node pools the pods run on (a multi-tier run's RAM disks)."""
+        out = set()
+        for pod in pods:
+            node = (pod.get("spec") or {}).get("nodeName")
+            if not node:
+                continue
+            if node not in self._pools:
+                obj = self.kube.get(self.kube.resource("v1", "Node"), node) or {}
+                self._pools[node] = ((obj.get("metadata") or {}).get("labels") or {}).get(GKE_NODEPOOL_LABEL, "")
+            if self._pools[node]:
+                out.add(self._pools[node])
+        return out
 
     def book(self, run_uid: str) -> RunBook:
         if run_uid not in self.books:
@@ -256,27 +354,64 @@ class Rehearsals:
 
     @property
     def busy(self) -> bool:
-        return any(not w.ended for w in self.workers.values()) or bool(disrupt.pending(self.state_dir))
+        return (
+            any(not w.ended for w in self.workers.values()) or bool(disrupt.pending(self.state_dir)) or any(not c.done for c in self.agents.containers.values())
+        )
 
     def tick(self, now: float) -> None:
         pods = self.kube.list(self.kube.resource("v1", "Pod"), None, label_selector=f"{REHEARSAL_LABEL}=true")
+        self.agents.tick(pods, now)
         live: set[str] = set()
-        groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
+        groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any], str]]] = defaultdict(list)
         for pod in pods:
-            w = self._worker(pod)
-            if w is None:
-                continue
-            live.add(w.uid)
-            groups[(w.run_uid, w.attempt)].append((w, pod))
+            members = self._in_place_workers(pod) if agents.is_agent_pod(pod) else [(self._worker(pod), _phase(pod))]
+            for w, phase in members:
+                if w is None:
+                    continue
+                live.add(w.uid)
+                groups[(w.run_uid, w.attempt)].append((w, pod, phase))
         for uid in list(self.workers):
             if uid not in live:
                 del self.workers[uid]
         for (run_uid, attempt), members in groups.items():
             self._attempt(run_uid, attempt, members, now)
 
-    def _worker(self, pod: dict[str, Any]) -> Worker | None:
+    def _in_place_workers(self, pod: dict[str, Any]) -> list[tuple[Worker | None, str]]:
+        """A pod that restarts in place: one worker per container incarnation whose program ran (the barrier went down).
+
+        The attempt is JobSet's in-place restart attempt (every worker of an attempt starts together);
+        an earlier incarnation is stopping until its lines are written.
+        """
+        uid = pod["metadata"]["uid"]
+        inc = self.agents.incarnation(uid)
+        if inc is None:
+            return []
+        restarts, running = inc
+        pod_phase = _phase(pod)
+        key = f"{uid}#{restarts}"
+        if running and key not in self.incarnations[uid]:
+            w = self._worker(pod, key=key, attempt=f"in-place-{agents.attempt_of(pod)}", fresh_log=bool(self.incarnations[uid]))
+            if w is not None:
+                self.incarnations[uid].append(key)
+        out: list[tuple[Worker | None, str]] = []
+        for k in self.incarnations[uid]:
+            w = self.workers.get(k)
+            if w is None:
+                continue
+            if k != key:
+                phase = "stopping"  # the container restarted in place: this program was stopped
+            elif pod_phase in ("succeeded", "stopping", "crashed"):
+                phase = pod_phase
+            else:
+                phase = "running" if running else "stopping"
+            out.append((w, phase))
+        return out
+
+    def _worker(self, pod: dict[str, Any], *, key: str | None = None, attempt: str | None = None, fresh_log: bool = False) -> Worker | None:
+        """The worker of a pod (``key``/``attempt``: of one container incarnation of a pod that restarts in place;
+        ``fresh_log``: a restarted container, whose log starts empty as the kubelet's does, the last one kept beside it)."""
         meta = pod["metadata"]
-        uid = meta.get("uid", "")
+        uid = key or meta.get("uid", "")
         if uid in self.workers:
             return self.workers[uid]
         if not (pod.get("spec") or {}).get("nodeName"):
@@ -298,14 +433,18 @@ class Rehearsals:
             name=name,
             uid=uid,
             run_uid=labels.get(JOBSET_UID_LABEL, r.run),
-            attempt=labels.get(RESTART_ATTEMPT_LABEL, "0"),
+            attempt=attempt or labels.get(RESTART_ATTEMPT_LABEL, "0"),
             r=r,
             log=MaxTextLog(r, name, index),
             path=path,
             agent=self.agent,
             source=self._source(pod),
         )
-        resumed = _resume_point(path)
+        if fresh_log and path.exists():
+            # A restarted container's log starts empty (kubectl logs --previous has the last one's).
+            write_atomic(path.with_name(path.name + ".previous"), path.read_bytes())
+            path.write_bytes(b"")
+        resumed = None if key else _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if resumed is not None:  # the daemon restarted mid-run: go on where the log ends
             w.started = w.joined = True
@@ -314,7 +453,7 @@ class Rehearsals:
             path.touch()  # a new pod, a new log: its earlier attempts are in Cloud Logging only
         # Only a pod seen running is played: one that already ended (seen first after a daemon
         # restart, or stopped before it ever ran) keeps the log it has.
-        w.ended = _phase(pod) not in ("pending", "running")
+        w.ended = key is None and _phase(pod) not in ("pending", "running")
         self._logs_object(pod, path)
         self.workers[uid] = w
         return w
@@ -368,21 +507,29 @@ class Rehearsals:
         except Conflict:
             pass  # made by an earlier pass
 
-    def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any]]], now: float) -> None:
+    def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any], str]], now: float) -> None:
         book = self.book(run_uid)
         r = members[0][0].r
-        phases = {w.uid: _phase(pod) for w, pod in members}
-        for w, _ in members:
+        phases = {w.uid: phase for w, _, phase in members}
+        for w, _, _ in members:
             if not w.started and not w.ended and phases[w.uid] in ("running", "stopping", "succeeded"):
                 w.write(w.log.start(now))
                 w.started = True
         clock = book.attempts.get(attempt)
-        if clock is not None and not any(w.uid in clock.get("uids", ()) for w, _ in members):
+        if clock is not None and not any(w.uid in clock.get("uids", ()) for w, _, _ in members):
             clock = None  # the same attempt number, new pods (e.g. after a Kueue eviction): a new start
         if clock is None and sum(1 for p in phases.values() if p == "running") >= r.workers:
             saved = self.restorable(r, book)
+            t0, source = now, None
+            if r.mtc_local_period:
+                # Multi-tier: a surviving slice's RAM disk if one holds a newer (or the same) step, else the backup.
+                local = self.ramdisks.newest(self.pools([pod for _, pod, _ in members]), run_uid)
+                if local is not None and (saved is None or local >= saved):
+                    saved, source, t0 = local, "peer-ramdisk", now + r.restore_peer_seconds
+                elif saved is not None:
+                    source, t0 = "bucket", now + r.restore_bucket_seconds
             first = 0 if saved is None else saved + 1
-            clock = {"t0": now, "first": min(first, r.steps), "restored": saved, "uids": sorted(phases)}
+            clock = {"t0": t0, "first": min(first, r.steps), "restored": saved, "uids": sorted(phases), "source": source, "joined_at": now}
             book.attempts[attempt] = clock
             book.write()
             restored = f" (restored step {saved})" if saved is not None else ""
@@ -390,18 +537,20 @@ class Rehearsals:
                 f"run {r.run} attempt {attempt}: all {r.workers} workers running; steps {clock['first']}..{r.steps - 1}{restored}, until {iso(finish_time(r, now, clock['first']))}"
             )
         if clock is None:
-            for w, _ in members:
+            for w, _, _ in members:
                 if phases[w.uid] not in ("pending", "running"):
                     w.ended = True
             return
         t0, first = float(clock["t0"]), int(clock["first"])
         finish = iso(finish_time(r, t0, first))
-        if "stopped" not in clock and any(phases[w.uid] in ("stopping", "crashed") for w, _ in members):
+        if "stopped" not in clock and any(phases[w.uid] in ("stopping", "crashed") for w, _, _ in members):
             # One process gone stops them all: the others wait in a collective until they are stopped too.
             clock["stopped"] = now
             book.write()
+        self.finish_saves(r, book, now)
+        pools = self.pools([pod for _, pod, _ in members]) if r.mtc_local_period else set()
         horizon = min(now, float(clock.get("stopped", now)))
-        for w, pod in members:
+        for w, pod, _ in members:
             phase = phases[w.uid]
             if w.ended:
                 continue
@@ -409,13 +558,20 @@ class Rehearsals:
                 if phase not in ("running", "stopping", "succeeded"):
                     w.ended = phase == "crashed"
                     continue
-                w.write(w.log.joined(t0, clock.get("restored")))
+                lines = w.log.joined(t0, clock.get("restored"))
+                if clock.get("source"):
+                    lines += w.log.restored_from(t0, clock["restored"], clock["source"], t0 - float(clock.get("joined_at", t0)))
+                w.write(lines)
                 w.joined = True
                 w.next_step = first
-            if phase == "running" and (pod["metadata"].get("annotations") or {}).get(FINISH_AT_ANNOTATION) != finish:
+            if phase == "running" and "#" in w.uid:
+                # In place, the program ends itself (exit 0), and the agent and the container with it.
+                if now >= finish_time(r, t0, first):
+                    self.agents.end_program(pod["metadata"]["uid"], 0)
+            elif phase == "running" and (pod["metadata"].get("annotations") or {}).get(FINISH_AT_ANNOTATION) != finish:
                 self._finish_at(pod, finish)
             done = r.steps if phase == "succeeded" else steps_done_by(r, t0, first, horizon)
-            self._steps(w, book, t0, first, done)
+            self._steps(w, book, t0, first, done, attempt, pools)
             if phase == "stopping":
                 # SIGTERM: with autocheckpoint MaxText saves the step it reached, then exits.
                 last = done - 1 if done > first else None
@@ -431,9 +587,10 @@ class Rehearsals:
                 if final is not None:
                     w.write(w.log.save(now, final))
                     self.save(r, book, final)
+                self.finish_saves(r, book, now, all_done=True)  # MaxText waits for its async saves before it exits
                 w.ended = True
 
-    def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int) -> None:
+    def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int, attempt: str = "", pools: set[str] | None = None) -> None:
         start = w.next_step if w.next_step is not None else first
         if done <= start:
             return
@@ -443,9 +600,13 @@ class Rehearsals:
         w.write(lines)
         w.next_step = done
         self._gcs_metrics(w, first, start, done)
-        saves = saved_steps(w.r, start, done)
-        if saves:
-            self.save(w.r, book, saves[-1])
+        if w.log.worker != 0:
+            return  # every worker reports the same saves: process 0 keeps the books
+        for step in saved_steps(w.r, start, done):
+            self.start_save(w.r, book, step, attempt, step_end(w.r, t0, first, step) + w.r.save_seconds)
+        local = local_steps(w.r, start, done)
+        if local and pools:
+            self.ramdisks.save(pools, w.run_uid, local[-1])
 
     def _gcs_metrics(self, w: Worker, first: int, start: int, done: int) -> None:
         """Process 0 keeps each step's metrics and uploads a file at MaxText's boundaries; a stopped process loses what it kept."""
@@ -482,6 +643,8 @@ class Rehearsals:
                 path.unlink(missing_ok=True)
                 continue
             before = (record.down, record.gone, record.created)
+            if record.created is False:
+                self.ramdisks.wipe(record.pool)  # the VMs are going (or gone): their RAM disks with them
             if disrupt.advance(self.kube, record, now):
                 _say(f"node pool {record.pool}: {len(record.nodes)} nodes replaced, Ready and schedulable")
                 path.unlink(missing_ok=True)
@@ -503,6 +666,14 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = args.state_dir
     kube = state.client(state_dir)
     daemon = Rehearsals(state_dir, kube)
+
+    def stop(signum: int, frame: Any) -> None:
+        # The containers of pods that restart in place are processes of ours: they end with the daemon.
+        daemon.agents.stop_all()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
     while True:

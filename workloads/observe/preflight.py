@@ -20,6 +20,7 @@ from typing import Any
 
 from infra.catalog import SliceShape
 from infra.spec import EnvSpec, FlexStart, TeamSpec, TpuPoolSpec
+from toolkit.errors import SpecError
 from toolkit.names import GKE_NODEPOOL_LABEL as NODEPOOL_LABEL
 from toolkit.names import GKE_TPU_ACCELERATOR_LABEL as ACCELERATOR_LABEL
 from toolkit.names import GKE_TPU_TOPOLOGY_LABEL as TOPOLOGY_LABEL
@@ -52,6 +53,9 @@ class Snapshot:
     cluster_queues: tuple[Mapping[str, Any], ...] = ()
     local_queues: tuple[Mapping[str, Any], ...] = ()  # in the team's namespace
     nodes: tuple[Mapping[str, Any], ...] = ()
+    # What the run asks of the cluster beyond queues and nodes (``workloads.cluster.capabilities``):
+    # capability -> None (the cluster has it) or what is missing; only the capabilities asked for.
+    capabilities: Mapping[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -185,8 +189,30 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
     ]
     checks.extend(_node_checks(ask, tpu_nodes))
     checks.append(_zone_check(ask, tpu_nodes))
+    checks.extend(_capability_checks(snap))
     shape = ask.shape
     return Report(pool=pool.name, shape=f"{shape.accelerator_type} ({shape.key})", slices=ask.slices, namespace=team.ns, checks=tuple(checks))
+
+
+# The capabilities a run may ask for: (row name, what it is for, the fix when the cluster lacks it).
+CAPABILITIES = {
+    "multi-tier-checkpointing": (
+        "GKE's multi-tier checkpointing add-on serves checkpointing.gke.io",
+        "declare tpu_pools[].multi_tier_checkpointing in the spec and run python -m infra deploy (the stack turns HighScaleCheckpointing on)",
+    ),
+    "in-place-restart": (
+        "the cluster's JobSet takes a JobSet that restarts in place (server-side dry run)",
+        "install JobSet v0.11.0 or later with its InPlaceRestart gate (the provision pipeline does, from recovery.restart), or run with --restart recreate",
+    ),
+}
+
+
+def _capability_checks(snap: Snapshot) -> list[Check]:
+    out = []
+    for name, problem in snap.capabilities.items():
+        ok, fix = CAPABILITIES[name]
+        out.append(Check(name, Result.PASS, ok) if problem is None else Check(name, Result.FAIL, problem, fix))
+    return out
 
 
 def _flavor_check(ask: _Ask, matching: set[str]) -> Check:
@@ -335,6 +361,27 @@ def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:
     )
 
 
+def asked_capabilities(spec: EnvSpec, recipe: str | None, *, multi_tier_checkpointing: bool, restart: str | None) -> tuple[str, ...]:
+    """The capabilities a run of ``recipe`` asks of the cluster: multi-tier checkpointing (the flag or the recipe's),
+    in-place restart (``--restart in-place``, or the spec's default for a JobSet recipe). Bad input is refused here."""
+    from workloads.planning.recipes import load_recipe
+
+    r = load_recipe(recipe) if recipe else None
+    out = []
+    if multi_tier_checkpointing or (r is not None and r.multi_tier_checkpointing):
+        out.append("multi-tier-checkpointing")
+    if restart is not None and restart not in ("in-place", "recreate"):
+        raise SpecError("--restart", f"unknown restart path {restart[:20]!r}", "use in-place or recreate")
+    if restart == "in-place" and not spec.cluster_has_in_place_restart:
+        raise SpecError(
+            "--restart", "the spec's cluster cannot restart in place (recovery.restart)", "set recovery.restart: in-place in the spec, or drop --restart"
+        )
+    jobset_recipe = r is None or not r.runtimes or r.runtimes[0] == "jobset"
+    if restart == "in-place" or (restart is None and jobset_recipe and spec.restart_path == "in-place"):
+        out.append("in-place-restart")
+    return tuple(out)
+
+
 def target(spec: EnvSpec, recipe: str | None, *, pool: str | None, slices: int | None, team: str | None) -> tuple[TpuPoolSpec, TeamSpec]:
     """(the pool, the team) preflight checks: the pool ``submit`` would use for the recipe and slice count
     (any pool without a recipe), and the team (the spec's first without ``team``). Bad input is raised here,
@@ -346,13 +393,19 @@ def target(spec: EnvSpec, recipe: str | None, *, pool: str | None, slices: int |
     return choice.pool, spec.team(team)
 
 
-def gather(cluster: Any, team: TeamSpec) -> Snapshot:
+def gather(cluster: Any, team: TeamSpec, *, capabilities: tuple[str, ...] = ()) -> Snapshot:
     """Read what ``evaluate`` needs. ``cluster`` is a workloads.cluster.client.Cluster.
 
     Only a Kueue API group the cluster does not serve counts as "Kueue not installed";
     a refused or failed discovery is raised as it is, not reported as a missing Kueue.
+    ``capabilities`` (names of ``CAPABILITIES``) are probed with ``workloads.cluster.capabilities``.
     """
     from toolkit.errors import NotFound
+    from workloads.cluster import capabilities as probes
+
+    found: dict[str, str | None] = {}
+    for name in capabilities:
+        found[name] = probes.multi_tier_problem(cluster) if name == "multi-tier-checkpointing" else probes.in_place_problem(cluster, team.ns)
 
     try:
         cluster.preferred_version(KUEUE_GROUP)
@@ -361,9 +414,10 @@ def gather(cluster: Any, team: TeamSpec) -> Snapshot:
         kueue_ok = False
     nodes = tuple(cluster.list(cluster.resource("v1", "Node")))
     if not kueue_ok:
-        return Snapshot(kueue_served=False, nodes=nodes)
+        return Snapshot(kueue_served=False, nodes=nodes, capabilities=found)
     return Snapshot(
         kueue_served=True,
+        capabilities=found,
         resource_flavors=tuple(cluster.list(cluster.kueue("ResourceFlavor"))),
         cluster_queues=tuple(cluster.list(cluster.kueue("ClusterQueue"))),
         local_queues=tuple(cluster.list(cluster.kueue("LocalQueue"), team.ns)),

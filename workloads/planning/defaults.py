@@ -22,6 +22,17 @@ DEFAULT_TTL_SECONDS = 3 * 24 * 3600  # finished runs stay inspectable (logs, sta
 # deterministic one.
 DEFAULT_MAX_RESTARTS: dict[str, int] = {CapacityMode.SPOT: 3, CapacityMode.FLEX_START: 3, CapacityMode.ON_DEMAND: 1, CapacityMode.RESERVATION: 1}
 
+# Restarts allowed to a run that restarts in place (JobSet's InPlaceRestart). JobSet v0.12 counts
+# every in-place restart, disruptions included, against maxRestarts (and fails the run when one
+# container has restarted more often), so the budget must cover the preemptions a run expects:
+# a week of spot capacity preempted every 2 h is ~84.
+DEFAULT_IN_PLACE_MAX_RESTARTS: dict[str, int] = {
+    CapacityMode.SPOT: 200,
+    CapacityMode.FLEX_START: 200,
+    CapacityMode.ON_DEMAND: 20,
+    CapacityMode.RESERVATION: 20,
+}
+
 # Minutes between checkpoints by capacity mode: spot can be reclaimed at any time with
 # ~30 s notice; flex-start slices end at their max run duration; on-demand and reserved
 # slices lose work only to maintenance, for which Google advises about hourly.

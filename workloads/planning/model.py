@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.catalog import GIB, SliceShape
-from infra.spec import DatasetSpec
+from infra.spec import RECREATE, DatasetSpec
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -320,6 +320,8 @@ class Policy:
     checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
     multi_tier: MultiTierCheckpointing | None = None  # --multi-tier-checkpointing (None: GCS only)
     checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
+    restart: str = RECREATE  # how JobSet restarts every worker (infra.recovery: recreate | in-place)
+    agent_image: str | None = None  # restart in-place: JobSet's in-place restart agent, copied into each pod
 
 
 @dataclass(frozen=True)
@@ -357,6 +359,7 @@ class RunPlan:
             "output_dir": p.output_dir,
             "host_network": self.policy.host_network,
             "max_restarts": self.policy.max_restarts,
+            "restart": self.policy.restart,
             "program_error_exit_codes": list(self.policy.program_error_exit_codes),
             "checkpoint": self._checkpoint_summary(),
         }

@@ -163,6 +163,14 @@ class Overrides:
             floor=("must be >= 0, got {value}", "pass 0 to fail on the first non-disruption failure, or leave it out for the capacity mode's default"),
         ),
     )
+    # None: the spec's (EnvFields.restart_path: recovery.restart, auto = in-place where the cluster has it)
+    restart: str | None = _flag(
+        None,
+        "--restart",
+        "how JobSet restarts every worker of every slice after a failure: recreate (every pod deleted and made again) or "
+        "in-place (healthy pods restart their containers where they are, only lost ones are new; JobSet's InPlaceRestart, "
+        "needs a cluster that has it); default: the spec's recovery.restart",
+    )
     # minutes; None: by capacity mode (defaults.DEFAULT_CHECKPOINT_MINUTES)
     checkpoint_every: float | None = _flag(
         None,

@@ -32,13 +32,25 @@ from dataclasses import dataclass
 
 from infra.access import write_problem
 from infra.catalog import GIB, machine_size
-from infra.spec import MTC_GENERATIONS, BucketPurpose, DatasetSpec, EnvSpec, TeamSpec
+from infra.spec import (
+    IN_PLACE,
+    IN_PLACE_RESTART_MIN_GKE_VERSION,
+    IN_PLACE_RESTART_MIN_JOBSET,
+    MTC_GENERATIONS,
+    RECREATE,
+    RESTART_PATHS,
+    BucketPurpose,
+    DatasetSpec,
+    EnvSpec,
+    TeamSpec,
+)
 from toolkit import names
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
     DEFAULT_CHECKPOINTS_KEPT,
+    DEFAULT_IN_PLACE_MAX_RESTARTS,
     DEFAULT_MAX_RESTARTS,
     INT32_MAX,
     PROGRAM_ERROR_EXIT_CODES,
@@ -110,9 +122,9 @@ def choose_policy(placed: Placement, sizing: Sizing | None, spec: EnvSpec, o: Ov
             raise PlanError(
                 "--checkpoint-storage", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
             )
-        return PolicyChoice(_policy(placed, o))
+        return PolicyChoice(_policy(placed, spec, o))
     sets = sizing.sets.text
-    checkpoint = _checkpointing(placed, sets, o, sizing.step_seconds)
+    checkpoint = _checkpointing(placed, sets, o, sizing.step_seconds, restart_path(placed, spec, o))
     if checkpoint is not None:
         _check_checkpoint_bucket(spec, sets, placed.team, o.host_network)
     base_out = _output_base(spec, sets, placed.team)
@@ -127,12 +139,46 @@ def choose_policy(placed: Placement, sizing: Sizing | None, spec: EnvSpec, o: Ov
             "GCS FUSE volumes (the dataset, gcsfuse checkpoints) mount with the pod's own identity, which hostNetwork pods do not have",
             "drop --host-network for this run",
         )
-    policy = _policy(placed, o, checkpoint=checkpoint, multi_tier=multi_tier, storage=storage)
+    policy = _policy(placed, spec, o, checkpoint=checkpoint, multi_tier=multi_tier, storage=storage)
     return PolicyChoice(policy, base_out, dataset)
+
+
+def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:
+    """--restart, else the spec's (``EnvFields.restart_path``); in-place only for a JobSet on a cluster that has it.
+
+    Other runtimes have no JobSet restart: a plain Job cannot restart the run, a RayJob's
+    KubeRay makes a new RayCluster; they are recreate runs whatever the spec says.
+    """
+    if o.restart is None:
+        return spec.restart_path if placed.runtime == RUNTIME_JOBSET else RECREATE
+    if o.restart not in RESTART_PATHS:
+        raise PlanError(
+            "--restart", f"unknown restart path {o.restart[:20]!r}{suggest(o.restart, list(RESTART_PATHS))}", f"use one of {', '.join(RESTART_PATHS)}"
+        )
+    if o.restart == IN_PLACE:
+        if placed.runtime != RUNTIME_JOBSET:
+            raise PlanError(
+                "--restart",
+                f"in-place restarts are JobSet's (InPlaceRestart), and this run is a {placed.runtime} run",
+                "use --runtime jobset, or drop --restart",
+            )
+        if not spec.cluster_has_in_place_restart:
+            why = (
+                f"versions.jobset is {spec.versions.jobset}, older than {IN_PLACE_RESTART_MIN_JOBSET}"
+                if not spec.jobset_has_in_place_restart
+                else f"the cluster's GKE floor is {spec.min_master_version or 'the channel default'}, and container restart rules need {IN_PLACE_RESTART_MIN_GKE_VERSION}"
+            )
+            raise PlanError(
+                "--restart",
+                f"the spec's cluster cannot restart in place: {why}",
+                "set recovery.restart: in-place in the spec and deploy it, or use --restart recreate",
+            )
+    return o.restart
 
 
 def _policy(
     placed: Placement,
+    spec: EnvSpec,
     o: Overrides,
     *,
     checkpoint: Checkpointing | None = None,
@@ -151,8 +197,15 @@ def _policy(
                 "use --runtime jobset for restarts, or drop --max-restarts",
             )
         max_restarts = 0
+    restart = restart_path(placed, spec, o)
+    if placed.runtime == RUNTIME_JOB:
+        pass
+    elif o.max_restarts is not None:
+        max_restarts = o.max_restarts
     else:
-        max_restarts = DEFAULT_MAX_RESTARTS[placed.target.capacity] if o.max_restarts is None else o.max_restarts
+        # In place, JobSet counts disruptions too (defaults.DEFAULT_IN_PLACE_MAX_RESTARTS says why).
+        budget = DEFAULT_IN_PLACE_MAX_RESTARTS if restart == IN_PLACE else DEFAULT_MAX_RESTARTS
+        max_restarts = budget[placed.target.capacity]
     return Policy(
         max_restarts=max_restarts,
         ttl_seconds=o.ttl_seconds,
@@ -161,14 +214,21 @@ def _policy(
         checkpoint=checkpoint,
         multi_tier=multi_tier,
         checkpoint_storage=storage,
+        restart=restart,
+        agent_image=spec.in_place_agent_image if restart == IN_PLACE else None,
     )
 
 
 # ------------------------------------------------------------------ checkpointing
 
 
-def _checkpointing(placed: Placement, sets: dict[str, str], o: Overrides, step_s: float) -> Checkpointing | None:
-    """--set wins over the recipe's args, which win over the capacity mode's defaults."""
+def _checkpointing(placed: Placement, sets: dict[str, str], o: Overrides, step_s: float, restart: str) -> Checkpointing | None:
+    """--set wins over the recipe's args, which win over the capacity mode's defaults.
+
+    Autocheckpoint (a save at the preemption's SIGTERM) is on by default for spot runs that
+    restart by recreating: in place, JobSet's agent is the container's first process and ends
+    the program with SIGKILL when its pod stops, so MaxText never sees the SIGTERM it saves on.
+    """
     recipe, steps, capacity = placed.recipe, placed.steps, placed.target.capacity
     assert recipe.maxtext is not None  # a MaxText run (sizing is not None)
     given = {k: arg_text(v) for k, v in recipe.maxtext.args.items() if k in CHECKPOINT_KEYS}
@@ -203,7 +263,7 @@ def _checkpointing(placed: Placement, sets: dict[str, str], o: Overrides, step_s
         period_steps=period,
         keep=_count(given, where, "max_num_checkpoints_to_keep") if "max_num_checkpoints_to_keep" in given else DEFAULT_CHECKPOINTS_KEPT,
         async_save=_flag(given, where, "async_checkpointing", True),
-        autocheckpoint=_flag(given, where, "enable_autocheckpoint", capacity in AUTOCHECKPOINT_CAPACITY),
+        autocheckpoint=_flag(given, where, "enable_autocheckpoint", capacity in AUTOCHECKPOINT_CAPACITY and restart == RECREATE),
     )
 
 

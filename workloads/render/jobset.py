@@ -18,7 +18,7 @@ made here (and why):
   leave them stale); the coordinator is worker 0 of slice 0 by its stable DNS name.
   JobSet's ``spec.coordinator`` is not used: it writes ``<pod>.<jobset>`` into a
   *label*, whose 63-character limit would cap run names near 26 characters.
-- Failure handling (JobSet v0.10.1 on Kubernetes 1.34): a multi-host JAX program
+- Failure handling (JobSet v0.12.0 on Kubernetes 1.34; the rules are v0.10's): a multi-host JAX program
   cannot take a replacement pod, and GKE recreates a multi-host slice as a unit, so
   every failure ends the child Job at once (``backoffLimit: 0``) and JobSet decides:
 
@@ -45,10 +45,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from infra.recovery import IN_PLACE
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.target import REPLICATED_JOB
-from workloads.render import exitguard, podsecurity, volumes
+from workloads.render import exitguard, inplace, podsecurity, volumes
 from workloads.render.kubelet_escape import k8s_literals
 from workloads.render.program_env import program_env
 
@@ -168,6 +169,10 @@ def node_selector(plan: RunPlan) -> dict[str, str]:
     return selector
 
 
+def in_place(plan: RunPlan) -> bool:
+    return plan.policy.restart == IN_PLACE
+
+
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "priorityClassName": plan.target.priority,
@@ -188,8 +193,15 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
-    spec["containers"] = [container(plan)]
+    if in_place(plan):
+        # JobSet's agent runs the program (workloads/render/inplace.py).
+        spec["initContainers"] = [inplace.init_container(plan, podsecurity.container_security_context())]
+        spec["containers"] = [inplace.make_container(plan, container(plan))]
+    else:
+        spec["containers"] = [container(plan)]
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)]
+    if in_place(plan):
+        spec["volumes"] += inplace.volumes()
     return spec
 
 
@@ -200,7 +212,9 @@ def pod_failure_policy(plan: RunPlan) -> dict[str, Any]:
     ``onPodConditions[0].status: Required value`` otherwise).
     """
     rules: list[dict[str, Any]] = [{}, {}]
-    rules[DISRUPTION_INDEX] = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    # In place, a disrupted pod is replaced and the others restart where they are: the Job goes on.
+    on_disruption = "Ignore" if in_place(plan) else "FailJob"
+    rules[DISRUPTION_INDEX] = {"action": on_disruption, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     rules[PROGRAM_ERROR_INDEX] = {
         "action": "FailJob",
         "onExitCodes": {
@@ -219,6 +233,7 @@ def job_spec(plan: RunPlan) -> dict[str, Any]:
         "completions": hosts,
         "completionMode": "Indexed",
         "backoffLimit": 0,
+        **(inplace.job_fields() if in_place(plan) else {}),
         "podFailurePolicy": pod_failure_policy(plan),
         "template": {
             "metadata": {"labels": pod_labels(plan), **({"annotations": a} if (a := pod_annotations(plan)) else {})},
@@ -237,6 +252,22 @@ def failure_policy(plan: RunPlan) -> dict[str, Any]:
     collective with exit code 1 *before* the preempted Job is marked failed, JobSet
     sees only the peer's Job and fails the run as a program error.
     """
+    if in_place(plan):
+        # Jobs fail only on a program error (backoffLimit MaxInt32, disruptions ignored); every other
+        # failure restarts the workers in place, counted by JobSet against maxRestarts.
+        return {
+            "maxRestarts": plan.policy.max_restarts,
+            "restartStrategy": inplace.STRATEGY,
+            "rules": [
+                {
+                    "name": PROGRAM_ERROR_RULE,
+                    "action": "FailJobSet",
+                    "onJobFailureReasons": [JOB_FAILURE_REASON],
+                    "onJobFailureMessagePatterns": [program_error_message_pattern()],
+                },
+                {"name": OTHER_FAILURE_RULE, "action": "RestartJobSet"},
+            ],
+        }
     return {
         "maxRestarts": plan.policy.max_restarts,
         "rules": [

@@ -1,8 +1,8 @@
 """Kueue (and namespace/identity) objects derived from the environment spec.
 
 Pure: an EnvSpec in, dicts out, applied by `python -m workloads queues apply`.
-Rendered for Kueue v0.17.1's storage version ``kueue.x-k8s.io/v1beta2``
-(field names checked against its CRDs: ``cohortName``, ``namespaceSelector``,
+Rendered for Kueue v0.19.2's storage version ``kueue.x-k8s.io/v1beta2``, the only
+version v0.20 serves (field names checked against its CRDs: ``cohortName``, ``namespaceSelector``,
 ``resourceGroups[].flavors[].resources[].nominalQuota``, LocalQueue
 ``clusterQueue``, ResourceFlavor ``nodeLabels``/``tolerations``).
 
@@ -38,6 +38,7 @@ from typing import Any
 
 from infra.naming import team_service_account_email
 from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, TeamSpec
+from infra.spec.env import release_tuple
 from toolkit.names import (
     GKE_QUEUED_LABEL,
     GKE_WORKLOAD_IDENTITY_ANNOTATION,
@@ -50,13 +51,15 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-from workloads.render import checkpointing, compute_class, lustre
+from workloads.render import checkpointing, compute_class, inplace, lustre
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
 from workloads.render.netpol import network_policies
 from workloads.render.xpk import xpk_objects
 
+# The first Kueue whose waitForPodsReady is on without a block in its Configuration.
+KUEUE_WAIT_FOR_PODS_READY_BY_DEFAULT = "v0.19.0"
 # DWS queued provisioning (GKE): nodes of a queued node pool carry the gke-queued label and taint,
 # so only pods admitted through a ProvisioningRequest (which get both from the flavor) land there.
 QUEUED_TOLERATION = {"key": GKE_QUEUED_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"}
@@ -279,8 +282,9 @@ def local_queues(spec: EnvSpec) -> list[dict[str, Any]]:
 
 def cluster_objects(spec: EnvSpec) -> list[dict[str, Any]]:
     """Everything `queues apply` applies (and so the provision pipeline and `local up`): the Kueue objects, the team
-    namespaces' NetworkPolicies and priority admission policies, then the DCN network's."""
-    return [*queue_objects(spec), *network_policies(spec), *admission_objects(spec), *network_objects(spec)]
+    namespaces' NetworkPolicies and priority admission policies, JobSet's in-place restart agent's role and policy
+    (where runs may restart in place), then the DCN network's."""
+    return [*queue_objects(spec), *network_policies(spec), *admission_objects(spec), *inplace.team_objects(spec), *network_objects(spec)]
 
 
 def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
@@ -312,13 +316,19 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     provision pipeline (``python -m workloads queues manager-config``). ``time_scale``
     shrinks the timeouts for the local rehearsal, which runs GKE's timeline faster.
     In v1beta2 the block's presence turns the feature on; there is no ``enable`` field.
+    From Kueue v0.19 it is on even when absent (30 min timeouts, ``apis/config/v1beta2/defaults.go``),
+    so a spec that turns it off says so with Kueue's ``DisableWaitForPodsReady`` gate.
+    The timeouts are the spec's or, by default, what its pools need (``EnvFields.wait_for_pods_ready``).
     """
     out: dict[str, Any] = {}
     if spec.fair_sharing:
         out["fairSharing"] = {"preemptionStrategies": list(spec.kueue.fair_sharing.preemption_strategies)}
     w = spec.kueue.wait_for_pods_ready
     if not w.enabled:
+        if release_tuple(spec.versions.kueue) >= release_tuple(KUEUE_WAIT_FOR_PODS_READY_BY_DEFAULT):
+            out["featureGates"] = {"DisableWaitForPodsReady": True}
         return out
+    timeout, recovery_timeout = spec.wait_for_pods_ready
     strategy: dict[str, Any] = {
         "timestamp": "Eviction",
         "backoffBaseSeconds": max(1, round(w.backoff_base_seconds * time_scale)),
@@ -329,8 +339,8 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     return {
         **out,
         "waitForPodsReady": {
-            "timeout": _duration(w.timeout_seconds * time_scale),
-            "recoveryTimeout": _duration(w.recovery_timeout_seconds * time_scale),
+            "timeout": _duration(timeout * time_scale),
+            "recoveryTimeout": _duration(recovery_timeout * time_scale),
             # Admission of other runs goes on while one waits: TPU slices are independent.
             "blockAdmission": False,
             "requeuingStrategy": strategy,

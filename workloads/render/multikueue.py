@@ -1,6 +1,6 @@
 """Kueue MultiKueue objects of a fleet (``infra.fleet``): the manager's side and each worker's. Pure.
 
-Checked against Kueue v0.17.1 (``apis/kueue/v1beta2/multikueue_types.go``,
+Checked against Kueue v0.17.1, served the same by v0.19.2 (``apis/kueue/v1beta2/multikueue_types.go``,
 ``pkg/controller/admissionchecks/multikueue/``):
 
 - manager: the teams' ClusterQueues over every worker's flavors with one admission check,

@@ -66,12 +66,20 @@ def apply_fleet(
     return applied, wait_active(manager, fleet, timeout=FLEET_ACTIVE_WAIT_S)
 
 
-def manager_config(spec: EnvSpec, merge: Path | None = None) -> dict[str, Any]:
-    """Kueue's controller settings from the spec (waitForPodsReady), or ``merge`` (a Kueue Configuration file) with them laid over it."""
+# The controllers whose settings the spec decides, and what their configuration is called.
+CONTROLLERS = {"kueue": "Kueue", "jobset": "JobSet"}
+
+
+def manager_config(spec: EnvSpec, merge: Path | None = None, *, controller: str = "kueue") -> dict[str, Any]:
+    """A controller's settings from the spec (Kueue: waitForPodsReady, fair sharing; JobSet: its in-place restart gate),
+    or ``merge`` (that controller's Configuration file) with them laid over it."""
     from workloads.render import yamlio
+    from workloads.render.inplace import jobset_settings
     from workloads.render.kueue import manager_settings, merge_manager_config
 
-    settings = manager_settings(spec)
+    if controller not in CONTROLLERS:
+        raise FieldError("--controller", f"unknown controller {controller[:20]!r}", f"use one of {', '.join(CONTROLLERS)}")
+    settings = manager_settings(spec) if controller == "kueue" else jobset_settings(spec)
     if merge is None:
         return settings
     from toolkit.yamlfile import YamlFileError, read_capped
@@ -79,9 +87,11 @@ def manager_config(spec: EnvSpec, merge: Path | None = None) -> dict[str, Any]:
     try:
         base = yamlio.load(read_capped(merge))
     except OSError as e:
-        raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", "pass the Kueue configuration YAML file") from None
+        raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", f"pass the {CONTROLLERS[controller]} configuration YAML file") from None
     except YamlFileError as e:
         raise FieldError("--merge", f"{merge} {e.problem}", e.fix) from None
     if not isinstance(base, dict) or base.get("kind") != "Configuration":
-        raise FieldError("--merge", f"{merge} is not a Kueue Configuration", "pass the controller_manager_config.yaml of kueue-manager-config")
+        raise FieldError(
+            "--merge", f"{merge} is not a {CONTROLLERS[controller]} Configuration", f"pass the controller_manager_config.yaml of {controller}-manager-config"
+        )
     return merge_manager_config(base, settings)

@@ -6,7 +6,8 @@
     through_fleet(plan, rendered) -> RenderedRun   the objects as a fleet's manager takes them
     write(out, rendered) -> [paths]   the tree on disk (``render --out``)
     apply(cluster, plan, rendered) -> Submission   the cluster's hook (the local rehearsal), the
-                                          resubmission check, the checkpoint directory's
+                                          resubmission check, what the plan needs of the cluster
+                                          (workloads.cluster.capabilities), the checkpoint directory's
                                           owner (workloads.runs.identity), server-side apply
     wait(cluster, plan, timeout) -> AdmissionResult   Kueue admission
     submit(cluster, plan, timeout) = apply + wait
@@ -30,6 +31,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from infra.recovery import IN_PLACE
 from toolkit.errors import FieldError
 from toolkit.names import TGK_FIELD_MANAGER
 from workloads.planning.defaults import SUBMIT_TIMEOUT_S
@@ -218,6 +220,8 @@ def apply(
     objects = _checked(cluster, plan, objects, digest)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
+    if not any((o.get("spec") or {}).get("managedBy") for o in objects):  # a fleet's manager runs nothing itself
+        capability_check(cluster, plan)
     if spec is not None:
         data_check(cluster, plan, spec)
     verdict = None
@@ -225,6 +229,24 @@ def apply(
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+
+
+def capability_check(cluster: Cluster, plan: RunPlan) -> None:
+    """What the plan needs of the cluster beyond queues and nodes (``workloads.cluster.capabilities``), refused before anything is applied."""
+    from workloads.cluster import capabilities
+
+    if plan.policy.multi_tier is not None and (problem := capabilities.multi_tier_problem(cluster)):
+        raise FieldError(
+            "--multi-tier-checkpointing",
+            problem,
+            "declare tpu_pools[].multi_tier_checkpointing in the spec and run python -m infra deploy (the stack turns the add-on on), or drop it",
+        )
+    if plan.policy.restart == IN_PLACE and (problem := capabilities.in_place_problem(cluster, plan.target.namespace)):
+        raise FieldError(
+            "--restart",
+            problem,
+            "install JobSet v0.11.0 or later with its InPlaceRestart gate on (the provision pipeline does, from recovery.restart), or pass --restart recreate",
+        )
 
 
 def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
