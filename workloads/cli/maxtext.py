@@ -66,6 +66,15 @@ def run_local(
         ),
     ] = None,
     team: Annotated[Optional[str], typer.Option("--team", help="with --dataset: the team whose identity must be able to read it")] = None,
+    load_parameters: Annotated[
+        Optional[str],
+        typer.Option(
+            "--load-parameters",
+            metavar="DIR",
+            help="start from the parameters of this checkpoint on this machine (its items directory, e.g. what `convert --local --tiny` wrote); "
+            "checked first to be the tiny model's",
+        ),
+    ] = None,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -89,7 +98,9 @@ def run_local(
     env = load_spec(spec)
     # One slice: a CPU has no slice index to build a DCN mesh from (see workloads/maxtext/run_local.py).
     # Named like a submitted run, with "loc" where the random suffix goes.
-    overrides = Overrides(slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name, dataset=dataset, team=team)
+    overrides = Overrides(
+        slices=1, pool=pool, steps=steps, sets=tuple(sets or ()), name=name, dataset=dataset, team=team, load_parameters=_absolute(load_parameters)
+    )
     plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
     # Before minutes of MaxText: a file of yours in --out is refused now.
     checked = rl.check(plan, out, checkpoint_dir=checkpoint_dir, resume=resume, sets=overrides.sets, reserved=rp.REPORT_NAMES)
@@ -132,6 +143,11 @@ def run_local(
     sys.stdout.write(
         f"ran in {done.seconds:.1f} s (peak RSS {done.peak_rss_bytes / 2**30:.2f} GiB); wrote {files.markdown}, {files.plot.name}, {files.summary_json.name}\n"
     )
+
+
+def _absolute(path: str | None) -> str | None:
+    """A checkpoint directory on this machine, as MaxText (started in a scratch directory) must be given it."""
+    return None if path is None else str(Path(path).expanduser().absolute())
 
 
 def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output):  # noqa: ANN001, ANN202  the command's own values

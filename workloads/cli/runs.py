@@ -294,6 +294,8 @@ def submit(
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)
+            if runs.parameters_note(plan):
+                typer.echo(runs.parameters_note(plan), err=True)
         return
 
     from workloads.cluster.client import Cluster

@@ -9,6 +9,9 @@ tiny-run overrides (replacing the plan's value in place, or appended):
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
 - ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
+- ``--load-parameters DIR`` (``load_parameters_path``) stays as the plan has it: a checkpoint
+  directory on this machine, checked first to hold the *tiny* model's parameters
+  (``check_parameters``): what ``convert --local --tiny`` writes.
 - checkpointing as the plan has it (on for training recipes: async saves, the plan's
   retention and autocheckpoint), into a local directory instead of the bucket
   (``base_output_directory=<checkpoint dir>``), every ``max(1, steps // 3)`` steps
@@ -34,13 +37,14 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from toolkit.digits import is_decimal
 from toolkit.errors import ExternalToolError, SpecError, ToolkitError
 from toolkit.tools import last_line
 from workloads.maxtext import env as maxtext_env
+from workloads.planning import checkpoint_shapes as shapes
 from workloads.planning.model import RunPlan
 
 TINY_MODEL: dict[str, str] = {
@@ -229,6 +233,42 @@ def check_outputs(out_dir: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     owned.check_update(owned.check_root(Path(out_dir), "--out"), dict.fromkeys(names, b""), "--out")
 
 
+def tiny_parameters(lp: shapes.LoadParameters, data: LocalData | None = None) -> shapes.LoadParameters:
+    """``--load-parameters`` as the tiny run loads it: the checkpoint must be of the tiny model (its vocabulary the dataset's, with one)."""
+    dims = {k: int(TINY_MODEL[k]) for k in shapes.DIMS}
+    if data is not None:
+        dims["vocab_size"] = data.vocab_size
+    return replace(lp, dims=tuple(dims.items()), model_name=f"the tiny {lp.model_name}")
+
+
+def dir_reader(path: str) -> shapes.Read:
+    """Files under a checkpoint directory on this machine (``checkpoint_shapes.check`` reads its metadata through it)."""
+    root = Path(path)
+
+    def read(name: str) -> bytes | None:
+        p = (root / name).resolve() if ".." in name else root / name
+        try:
+            return p.read_bytes() if p.is_file() else None
+        except OSError as e:
+            raise SpecError("--load-parameters", f"cannot read {p}: {e.strerror or e}", "pass a checkpoint directory you can read") from None
+
+    return read
+
+
+def check_parameters(plan: RunPlan, data: LocalData | None = None) -> shapes.Checked | None:
+    """The checkpoint a tiny run starts from (``--load-parameters``): a directory here, holding the tiny model's parameters."""
+    lp = plan.program.load_parameters
+    if lp is None:
+        return None
+    if lp.path.startswith("gs://"):
+        raise SpecError(
+            lp.field,
+            f"{lp.path} is in a bucket; run-local reads a checkpoint on this machine",
+            "pass the checkpoint's directory here (convert --local writes one)",
+        )
+    return shapes.check(tiny_parameters(lp, data), dir_reader(lp.path))
+
+
 def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> None:
     from toolkit import owned
 
@@ -260,6 +300,7 @@ def run_tiny(
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
     else:
         checkpoint_dir = None
+    check_parameters(plan, data)  # before minutes of MaxText: the checkpoint to start from is the tiny model's
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
         # MaxText appends to the metrics file (truncating only at step 0): a fresh file per run

@@ -24,6 +24,7 @@ from typing import Any
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
 from workloads.planning import mounts, program_text
+from workloads.planning.checkpoint_shapes import DIMS, LoadParameters, path_problem
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
@@ -78,6 +79,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
     dataset = chosen.dataset
     if dataset is not None:
         args.update(maxtext_data_args(dataset))
+    load = load_parameters(args, sizing, mt, o)
     if policy.multi_tier is not None:
         args.update(policy.multi_tier.maxtext_args())
     if storage is not None:
@@ -107,6 +109,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         assumed_mfu=ASSUMED_MFU,
         profile=profile,
         dataset=dataset,
+        load_parameters=load,
         warnings=tuple(notes),
         **common,
     )
@@ -153,6 +156,39 @@ def _maxtext_args(
             continue  # already resolved above
         args[key] = value
     return args
+
+
+def load_parameters(args: dict[str, str], sizing: Sizing, mt: MaxTextSpec, o: Overrides) -> LoadParameters | None:
+    """``--load-parameters`` into ``args`` (MaxText's load_parameters_path), and what the check before apply compares it to.
+
+    The path a recipe or ``--set`` gives is checked the same way; giving it twice is refused.
+    """
+    if o.load_parameters is not None:
+        if "load_parameters_path" in sizing.sets.text:
+            raise PlanError("--set", "load_parameters_path is set by --load-parameters", "drop --set load_parameters_path=..., or drop --load-parameters")
+        args["load_parameters_path"] = o.load_parameters
+    path = args.get("load_parameters_path", "")
+    if not path:
+        return None
+    where = (
+        "--load-parameters"
+        if o.load_parameters is not None
+        else ("--set" if "load_parameters_path" in sizing.sets.text else "maxtext.args.load_parameters_path")
+    )
+    bad = path_problem(path)
+    if bad:
+        raise PlanError(where, bad, "pass the checkpoint's items directory, e.g. gs://BUCKET/_base/NAME/0/items (what `convert` prints)")
+    model = sizing.model
+    return LoadParameters(
+        path=path,
+        model_name=mt.model_name,
+        dims=tuple((k, int(getattr(model, k))) for k in DIMS),
+        scan_layers=args.get("scan_layers", "true").strip().lower() in ("true", "1"),
+        tied_embedding=model.tied_embedding,
+        dense=model.num_experts == 1,
+        gated=model.mlp_matrices == 3,
+        field=where,
+    )
 
 
 def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:
