@@ -9,9 +9,9 @@ tiny-run overrides (replacing the plan's value in place, or appended):
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
 - ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
-- ``--load-parameters DIR`` (``load_parameters_path``) stays as the plan has it: a checkpoint
-  directory on this machine, checked first to hold the *tiny* model's parameters
-  (``check_parameters``): what ``convert --local --tiny`` writes.
+- ``--load-parameters DIR``: ``load_parameters_path`` is a checkpoint directory on this
+  machine (a run's is a bucket path), checked first to hold the *tiny* model's parameters in
+  the plan's layout (``check_parameters``): what ``convert --local --tiny`` writes.
 - checkpointing as the plan has it (on for training recipes: async saves, the plan's
   retention and autocheckpoint), into a local directory instead of the bucket
   (``base_output_directory=<checkpoint dir>``), every ``max(1, steps // 3)`` steps
@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.digits import is_decimal
@@ -208,6 +208,7 @@ def command(
     metrics_path: Path | None = None,
     data: LocalData | None = None,
     extra_env: dict[str, str] | None = None,
+    parameters: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off), metrics to
     ``metrics_path`` (default ``<out_dir>/metrics.jsonl``)."""
@@ -217,7 +218,10 @@ def command(
     if target.slices != 1:
         raise ToolkitError(f"run-local: {target.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
     assert program.command[:2] == ("python3", "-m"), program.command  # the planner renders MaxText as a module run
-    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period, data))
+    extra = tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period, data)
+    if parameters is not None:
+        extra["load_parameters_path"] = str(parameters)
+    args = maxtext_env.local_args(program.args, workdir, extra)
     env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}", **(extra_env or {})})
     # The plan's interpreter is the image's python3; here it is the MaxText venv's.
     return [str(maxtext_env.python(venv)), *program.command[1:], *args], env
@@ -233,12 +237,26 @@ def check_outputs(out_dir: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     owned.check_update(owned.check_root(Path(out_dir), "--out"), dict.fromkeys(names, b""), "--out")
 
 
-def tiny_parameters(lp: shapes.LoadParameters, data: LocalData | None = None) -> shapes.LoadParameters:
-    """``--load-parameters`` as the tiny run loads it: the checkpoint must be of the tiny model (its vocabulary the dataset's, with one)."""
+def local_parameters(plan: RunPlan, path: Path, data: LocalData | None = None) -> shapes.LoadParameters:
+    """``--load-parameters DIR`` as the tiny run loads it: the tiny model's parameters (its vocabulary the dataset's, with one),
+    in the layout the plan's ``scan_layers`` gives."""
+    from workloads.planning.recipes import load_recipe
+
+    args = dict(a.split("=", 1) for a in plan.program.args if "=" in a)
+    model = load_recipe(plan.program.recipe).maxtext
+    assert model is not None  # a MaxText plan (``check``)
     dims = {k: int(TINY_MODEL[k]) for k in shapes.DIMS}
     if data is not None:
         dims["vocab_size"] = data.vocab_size
-    return replace(lp, dims=tuple(dims.items()), model_name=f"the tiny {lp.model_name}")
+    return shapes.LoadParameters(
+        path=str(path),
+        model_name=f"the tiny {args.get('model_name', 'default')}",
+        dims=tuple(dims.items()),
+        scan_layers=args.get("scan_layers", "true").strip().lower() in ("true", "1"),
+        tied_embedding=model.model.tied_embedding,
+        dense=model.model.num_experts == 1,
+        gated=model.model.mlp_matrices == 3,
+    )
 
 
 def dir_reader(path: str) -> shapes.Read:
@@ -255,18 +273,13 @@ def dir_reader(path: str) -> shapes.Read:
     return read
 
 
-def check_parameters(plan: RunPlan, data: LocalData | None = None) -> shapes.Checked | None:
-    """The checkpoint a tiny run starts from (``--load-parameters``): a directory here, holding the tiny model's parameters."""
-    lp = plan.program.load_parameters
-    if lp is None:
+def check_parameters(plan: RunPlan, path: Path | None, data: LocalData | None = None) -> shapes.Checked | None:
+    """The checkpoint a tiny run starts from (``--load-parameters``): a directory here holding the tiny model's parameters."""
+    if path is None:
         return None
-    if lp.path.startswith("gs://"):
-        raise SpecError(
-            lp.field,
-            f"{lp.path} is in a bucket; run-local reads a checkpoint on this machine",
-            "pass the checkpoint's directory here (convert --local writes one)",
-        )
-    return shapes.check(tiny_parameters(lp, data), dir_reader(lp.path))
+    if plan.program.load_parameters is not None:
+        raise SpecError("--load-parameters", f"run {plan.name} already starts from {plan.program.load_parameters.path}", "give it once")
+    return shapes.check(local_parameters(plan, path, data), dir_reader(str(path)))
 
 
 def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> None:
@@ -286,6 +299,7 @@ def run_tiny(
     checkpoint_dir: Path | None = None,
     checkpoint_period: int | None = None,
     data: LocalData | None = None,
+    load_parameters: Path | None = None,
 ) -> LocalRun:
     """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``.
 
@@ -300,7 +314,7 @@ def run_tiny(
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
     else:
         checkpoint_dir = None
-    check_parameters(plan, data)  # before minutes of MaxText: the checkpoint to start from is the tiny model's
+    check_parameters(plan, load_parameters, data)  # before minutes of MaxText: the checkpoint to start from is the tiny model's
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
         # MaxText appends to the metrics file (truncating only at step 0): a fresh file per run
@@ -308,7 +322,18 @@ def run_tiny(
         scratch_metrics = workdir / METRICS_NAME
         # A pip-installed MaxText looks for its bundled tokenizers under a repository checkout; point it at the package's.
         assets = {"MAXTEXT_ASSETS_ROOT": str(maxtext_env.assets_root(venv))} if data is not None else None
-        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period, metrics_path=scratch_metrics, data=data, extra_env=assets)
+        argv, env = command(
+            plan,
+            venv,
+            workdir,
+            out_dir,
+            checkpoint_dir,
+            checkpoint_period,
+            metrics_path=scratch_metrics,
+            data=data,
+            extra_env=assets,
+            parameters=load_parameters,
+        )
         cmd = "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
         done = maxtext_env.run(argv, env, workdir, "train", timeout=timeout)
         log_path = out_dir / LOG_NAME

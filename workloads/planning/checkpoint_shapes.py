@@ -8,10 +8,11 @@ Orbax (0.12, as the pinned MaxText 0.2.5 writes them) keeps beside the arrays, a
 
 - ``<items>/_METADATA``: the tree of saved values (``tree_metadata``: one key per parameter);
   its absence means the path holds no checkpoint;
-- ``<items>/array_metadatas/process_0``: each array's ``write_shape`` — the shape of the
-  shard one device wrote, not the array's;
+- ``<items>/array_metadatas/process_0``: each array's ``write_shape`` — the piece one device
+  wrote, not the array's shape;
 - ``<items>/_sharding``: each array's sharding (mesh axis sizes, partition spec), from which
-  the global shape is the shard's dimension times the mesh axes that split it;
+  the whole shape follows: the piece times the mesh axes that split each dimension, and, for
+  a replicated array, times the replicas along the dimension Orbax cut the shard at (``_whole``);
 - ``<step>/_CHECKPOINT_METADATA``: MaxText's custom metadata, ``scan_layers`` among it
   (a scanned checkpoint stacks the layers on axis 1 and cannot be restored into an
   unscanned model, or the reverse).
@@ -143,8 +144,8 @@ def saved_names(metadata: bytes) -> list[str]:
     return names
 
 
-def global_shapes(array_metadata: bytes, sharding: bytes | None) -> dict[str, tuple[int, ...]]:
-    """Each parameter's whole shape: the shard ``array_metadatas`` records, times the mesh axes ``_sharding`` splits it over."""
+def global_shapes(array_metadata: bytes, sharding: bytes | None) -> dict[str, tuple[tuple[int, ...], ...]]:
+    """Each parameter's whole shape, as the shapes it can be (see ``_whole``): one, unless a replicated array leaves a doubt."""
     doc = _json(array_metadata, ARRAY_METADATA)
     items = doc.get("array_metadatas") if isinstance(doc, dict) else None
     if not isinstance(items, list):
@@ -157,28 +158,50 @@ def global_shapes(array_metadata: bytes, sharding: bytes | None) -> dict[str, tu
                 shard_specs[base64.b64decode(k).decode()] = json.loads(v) if isinstance(v, str) else v
             except (ValueError, UnicodeDecodeError):
                 continue
-    out: dict[str, tuple[int, ...]] = {}
+    out: dict[str, tuple[tuple[int, ...], ...]] = {}
     for it in items:
         meta = (it or {}).get("array_metadata") or {}
         key, shape = meta.get("param_name"), meta.get("write_shape")
         name = param_name(str(key)) if key else None
-        if name is None or not isinstance(shape, list) or not all(isinstance(d, int) for d in shape):
+        if name is None or not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
             continue
         out[name] = _whole(tuple(shape), shard_specs.get(str(key)))
     return out
 
 
-def _whole(shard: tuple[int, ...], spec: Mapping[str, Any] | None) -> tuple[int, ...]:
+def _whole(written: tuple[int, ...], spec: Mapping[str, Any] | None) -> tuple[tuple[int, ...], ...]:
+    """The whole shapes an array written in pieces of ``written`` can have, most likely first.
+
+    A piece is a device's shard (each dimension split over the mesh axes its partition spec
+    names), except when the array is replicated: Orbax then has each of the ``r`` replicas write
+    a part of the shard, cut along the shard's first dimension divisible by ``r`` (its
+    replica-parallel save, ``replica_slices.calculate_replica_parallel_axis_and_local_shape``).
+    Which dimension that was cannot be read back, only narrowed: a dimension of the piece
+    divisible by ``r`` would have been cut first, so the cut is at it or before it; with none
+    divisible, no cut at all is possible too.
+    """
     if not spec:
-        return shard
-    sizes = dict(zip(spec.get("axis_names") or [], spec.get("shape") or [], strict=False))
+        return (written,)
+    names, sizes = list(spec.get("axis_names") or []), [int(x) for x in spec.get("shape") or []]
+    size_of = dict(zip(names, sizes, strict=False))
     parts = list(spec.get("partition_spec") or [])
-    dims = []
-    for i, d in enumerate(shard):
+    split = []
+    for i in range(len(written)):
         axes = parts[i] if i < len(parts) else None
         axes = [axes] if isinstance(axes, str) else list(axes or [])
-        dims.append(d * math.prod(int(sizes.get(a, 1)) for a in axes))
-    return tuple(dims)
+        split.append(math.prod(int(size_of.get(a, 1)) for a in axes))
+    shard = tuple(d * k for d, k in zip(written, split, strict=True))
+    replicas = math.prod(sizes) // max(1, math.prod(split)) if sizes else 1
+    if replicas <= 1:
+        return (shard,)
+    out: list[tuple[int, ...]] = []
+    for axis, d in enumerate(written):
+        out.append(tuple(x * replicas if i == axis else x for i, x in enumerate(shard)))
+        if d % replicas == 0:
+            break
+    else:
+        out.append(shard)  # no dimension of the piece divisible by r: it may be the whole shard
+    return tuple(out)
 
 
 def scan_layers_of(checkpoint_metadata: bytes | None, names: list[str]) -> bool | None:
@@ -195,7 +218,7 @@ def scan_layers_of(checkpoint_metadata: bytes | None, names: list[str]) -> bool 
     return None
 
 
-def problems(lp: LoadParameters, shapes: Mapping[str, tuple[int, ...]], scan_layers: bool | None) -> list[str]:
+def problems(lp: LoadParameters, shapes: Mapping[str, tuple[tuple[int, ...], ...]], scan_layers: bool | None) -> list[str]:
     """What does not match, one phrase each (empty: the checkpoint holds this model's parameters)."""
     if "token_embedder.embedding" not in shapes:
         return ["it holds no token_embedder.embedding (not a MaxText decoder's parameters)"]
@@ -203,15 +226,14 @@ def problems(lp: LoadParameters, shapes: Mapping[str, tuple[int, ...]], scan_lay
         said = "true" if scan_layers else "false"
         return [f"it was saved with scan_layers={said} and the run has scan_layers={'true' if lp.scan_layers else 'false'}"]
     out = []
-    want = expected(lp)
     if not lp.scan_layers:
         found = {int(m.group(1)) for n in shapes if (m := _LAYER.match(n))}
         if found and len(found) != lp.dim("base_num_decoder_layers"):
             out.append(f"it has {len(found)} decoder layers and the model {lp.dim('base_num_decoder_layers')}")
-    for name, shape in want.items():
-        got = shapes.get(name)
-        if got is not None and tuple(got) != shape:
-            out.append(f"{name} is {'x'.join(map(str, got))}, the model's is {'x'.join(map(str, shape))}")
+    for name, shape in expected(lp).items():
+        could = shapes.get(name)
+        if could is not None and shape not in could:
+            out.append(f"{name} is {' or '.join('x'.join(map(str, c)) for c in could)}, the model's is {'x'.join(map(str, shape))}")
     return out
 
 
