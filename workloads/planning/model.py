@@ -173,7 +173,7 @@ class Program:
     """
 
     recipe: str
-    kind: str  # "maxtext" or "command"
+    kind: str  # "maxtext", "sft" (MaxText's fine-tuning trainer) or "command"
     image: str
     command: tuple[str, ...]
     args: tuple[str, ...]
@@ -191,7 +191,8 @@ class Program:
 
     @property
     def is_maxtext(self) -> bool:
-        return self.kind == "maxtext"
+        """A MaxText program: pre-training or fine-tuning (the same model, mesh, checkpoints and log)."""
+        return self.kind in ("maxtext", "sft")
 
     @property
     def estimated_run_seconds(self) -> float | None:

@@ -7,10 +7,13 @@ From the earlier stages' results, one frozen ``Program``:
 - the environment: the recipe's ``env`` and its ``LIBTPU_INIT_ARGS`` for the generation;
 - a plain command as the recipe writes it (the flags that only mean something to MaxText
   are refused for it);
-- a MaxText run's ``python3 -m <trainer> <config> key=value ...``: identity, model, the
+- a MaxText run's ``python3 -m <trainer> <config> key=value ...`` (the pre-training trainer, or
+  with ``kind: sft`` the fine-tuning one, ``fine_tuning``): identity, model, the
   recipe's args, batch, steps, checkpointing, mesh, then ``--set`` (in place or appended);
-  then the dataset's Grain flags (the policy's dataset), multi-tier checkpointing's, the
-  checkpoint storage's output directory, and the profiler's
+  then the dataset's Grain flags (the policy's dataset; an SFT run's conversation column and
+  chat template, ``fine_tuning.sft_args``), the checkpoint to start from (``--load-parameters``,
+  ``load_parameters``), multi-tier checkpointing's, the checkpoint storage's output
+  directory, and the profiler's
   (``--profile``, uploaded to the spec's Vertex AI TensorBoard as the pods' identity);
 - every word and environment value checked to be one a program can be given (``program_text``).
 
@@ -28,13 +31,14 @@ from workloads.planning.checkpoint_shapes import DIMS, LoadParameters, path_prob
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
-from workloads.planning.images import MAXTEXT_TRAIN_MODULE
+from workloads.planning.fine_tuning import sft_args
+from workloads.planning.images import MAXTEXT_SFT_MODULE, MAXTEXT_TRAIN_MODULE
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, mesh_key
 from workloads.planning.maxtext_sets import arg_text
 from workloads.planning.model import ASSUMED_MFU, RUNTIME_RAY, Checkpointing, Profiling, Program
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, PolicyChoice
-from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
+from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
 from workloads.planning.sizing import Sizing
 from workloads.planning.target import Placement
 
@@ -79,6 +83,8 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
     dataset = chosen.dataset
     if dataset is not None:
         args.update(maxtext_data_args(dataset))
+    if recipe.kind is Kind.SFT:
+        args.update(sft_args(dataset, recipe=recipe.name, where="--dataset" if o.dataset else f"recipe {recipe.name} dataset", sets=sets))
     load = load_parameters(args, sizing, mt, o)
     if policy.multi_tier is not None:
         args.update(policy.multi_tier.maxtext_args())
@@ -101,7 +107,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         args.update(profile.maxtext_args())
         common = {**common, "env": (*common["env"], *profile.env().items())}
     return Program(
-        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
+        command=("python3", "-m", MAXTEXT_SFT_MODULE if recipe.kind is Kind.SFT else MAXTEXT_TRAIN_MODULE),
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
         output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
         sizing=sizing.summary(),
