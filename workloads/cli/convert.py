@@ -71,6 +71,9 @@ def convert(
     if local and out is None:
         raise FieldError("--out", "--local needs a directory for the checkpoint and its log", "add --out DIR")
     env = load_env(spec)
+    sets = list(sets or ())
+    if tiny and not any(x.startswith("override_model_config=") for x in sets):
+        sets.insert(0, "override_model_config=true")  # the tiny model changes the preset's dimensions (a --set of one, vocab_size, too)
     r = load_recipe(recipe)
     model = r.maxtext.model_name if r.maxtext else ""
     given = name or default_name(model if model in conversions() else recipe)
