@@ -24,6 +24,7 @@ from tests.maxtext.test_convert import write_hf
 from workloads.data import tokenizer
 from workloads.local import bucket as local_bucket
 from workloads.maxtext import env as maxtext_env
+from workloads.maxtext.run_local import tiny_vocab
 
 CHAT_TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 CONVERSATIONS = """
@@ -63,8 +64,8 @@ def test_a_tiny_fine_tuning_run_from_converted_weights_learns_the_conversations(
     sp = tmp_path / "spec.yaml"
     sp.write_text(yaml.safe_dump(doc))
     spec = spec_from(doc)
-    # The tiny model's vocabulary is the tokenizer's id count (run-local --dataset sizes it so): the weights must match.
-    vocab = tokenizer.check(None, spec, spec.datasets[0], venv=maxtext_venv).ids
+    # The tiny model's vocabulary is the tokenizer's id count, rounded up (run-local --dataset sizes it so): the weights must match.
+    vocab = tiny_vocab(tokenizer.check(None, spec, spec.datasets[0], venv=maxtext_venv).ids)
     hf = write_hf(maxtext_venv, tmp_path / "hf", vocab=vocab, scale=0.5)
     conv = run_module(
         "workloads", "convert", "llama3.1-8b-sft", "--from", str(hf), "--local", "--tiny", "--out", str(tmp_path / "base"),

@@ -8,7 +8,9 @@ tiny-run overrides (replacing the plan's value in place, or appended):
   batch 2, dot-product attention): it trains in ~20 s on 2 cores, at ~1 GB peak RSS;
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
-- ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
+- ``dataset_type=synthetic``: no data (with ``--dataset``, its Grain flags, and the tokenizer's
+  id count rounded up to ``VOCAB_MULTIPLE`` as the vocabulary: ``tiny_vocab``);
+  ``metrics_file=<out>/metrics.jsonl`` on.
 - ``--load-parameters DIR``: ``load_parameters_path`` is a checkpoint directory on this
   machine (a run's is a bucket path), checked first to hold the *tiny* model's parameters in
   the plan's layout (``check_parameters``): what ``convert --local --tiny`` writes.
@@ -110,6 +112,19 @@ def checkpoint_overrides(plan: RunPlan, checkpoint_dir: Path | None, period: int
     return {"base_output_directory": str(checkpoint_dir), **args}
 
 
+VOCAB_MULTIPLE = 128  # a dataset run's tiny vocabulary is rounded up to this (see ``tiny_vocab``)
+
+
+def tiny_vocab(token_ids: int) -> int:
+    """The tiny model's vocabulary for a tokenizer of ``token_ids`` ids: every id, rounded up to ``VOCAB_MULTIPLE``.
+
+    The plan's mesh splits the embedding's vocabulary axis over its tensor axis (MaxText's
+    logical rules), which must divide it; 128 is a multiple of every degree a slice has, as
+    the published vocabularies are (Llama 3's 128256, Gemma's 256000).
+    """
+    return -(-token_ids // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
 @dataclass(frozen=True)
 class LocalData:
     """A dataset the tiny run reads: its flags (pointing under a local mount) and the tokenizer's id count."""
@@ -129,7 +144,7 @@ def tiny_overrides(
     if data is not None:
         # Real tokens: the tiny model's embedding must hold every id the tokenizer makes.
         extra.update(data.args)
-        extra["vocab_size"] = str(data.vocab_size)
+        extra["vocab_size"] = str(tiny_vocab(data.vocab_size))
     extra.update(checkpoint_overrides(plan, checkpoint_dir, period))
     extra["metrics_file"] = str(metrics_path)
     return extra
@@ -247,7 +262,7 @@ def local_parameters(plan: RunPlan, path: Path, data: LocalData | None = None) -
     assert model is not None  # a MaxText plan (``check``)
     dims = {k: int(TINY_MODEL[k]) for k in shapes.DIMS}
     if data is not None:
-        dims["vocab_size"] = data.vocab_size
+        dims["vocab_size"] = tiny_vocab(data.vocab_size)
     return shapes.LoadParameters(
         path=str(path),
         model_name=f"the tiny {args.get('model_name', 'default')}",
@@ -370,13 +385,21 @@ def run_tiny(
 
 def last_error(stderr: str) -> str:
     """The line of a MaxText/Python failure worth showing: its config error or final
-    exception, else the last line (``toolkit.tools.last_line``, as for any tool)."""
+    exception, else the last line (``toolkit.tools.last_line``, as for any tool). An error
+    Python reports as ignored (a destructor's, after the real failure: "Exception ignored in")
+    is not the failure."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for ln in reversed(lines):
         if "MAXTEXT CONFIG ERROR" in ln:
             return ln[ln.index("MAXTEXT CONFIG ERROR") :]
-    for ln in reversed(lines):
+    ignored = own_traceback = False  # inside an ignored exception's report; its traceback is yet to start
+    found = []
+    for ln in lines:
+        if ln.startswith("Exception ignored in"):
+            ignored = own_traceback = True
+        elif ln.startswith("Traceback (most recent call last)"):
+            ignored, own_traceback = ignored and own_traceback, False
         head = ln.split(":", 1)[0]
-        if head.endswith(("Error", "Exception", "Oom")) and " " not in head:
-            return ln[:500]
-    return last_line(stderr) or "no output"
+        if head.endswith(("Error", "Exception", "Oom")) and " " not in head and not ignored:
+            found.append(ln[:500])
+    return found[-1] if found else last_line(stderr) or "no output"
