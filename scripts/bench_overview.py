@@ -118,7 +118,9 @@ def main() -> None:
     print(f"{a.runs} runs on the local cluster ({figures['list_states']}), median of {a.repeat} fresh processes:")
     print(f"  list                {figures['list_s']:.2f} s   ({figures['list_requests']} list requests for {figures['list_rows']} runs)")
     print(f"  list -o json        {figures['list_json_s']:.2f} s")
-    print(f"  queues status       {figures['queues_status_s']:.2f} s   ({figures['queues_status_requests']} requests, {figures['queues_pending_rows']} waiting runs)")
+    print(
+        f"  queues status       {figures['queues_status_s']:.2f} s   ({figures['queues_status_requests']} requests, {figures['queues_pending_rows']} waiting runs)"
+    )
     print(f"  list --wide         {figures['list_wide_s']:.2f} s   ({figures['list_wide_logs_read']} logs read, one run)")
     print(f"  load average        {' '.join(f'{x:.1f}' for x in figures['load_average'])}")
 

@@ -47,7 +47,7 @@ DIMS = ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim",
 _LAYER = re.compile(r"^decoder\.layers_(\d+)\.")
 # a file's name relative to the checkpoint's items directory ("../x": its step's) -> its bytes, None when there is no such file
 Read = Callable[[str], "bytes | None"]
-_PATH = re.compile(r"^(gs://[a-z0-9][a-z0-9._-]{1,220}[a-z0-9](/[A-Za-z0-9._=+-]+)*/?|/[A-Za-z0-9._=+/-]*)$")
+_PATH = re.compile(r"^(gs://[a-z0-9][a-z0-9._-]*(/[A-Za-z0-9._=+-]+)*/?|/[A-Za-z0-9._=+/-]*)$")
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ BACKOFF_LIMIT = 2
 
 
 def labels(c: Conversion) -> dict[str, str]:
-    return {"app.kubernetes.io/managed-by": names.TGK, "app.kubernetes.io/name": "convert", CONVERT_LABEL: c.name}
+    return {names.K8S_MANAGED_BY_LABEL: names.TGK, names.K8S_APP_NAME_LABEL: "convert", CONVERT_LABEL: c.name}
 
 
 def hf_mount_options(c: Conversion) -> str:
