@@ -34,7 +34,7 @@ out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
 rng = random.Random(0)
 colors = ["red", "green", "blue", "yellow", "black", "white", "orange", "purple"]
 rows = []
-for _ in range(600):
+for _ in range(3000):
     a, b = rng.sample(colors, 2)
     rows.append([{"role": "user", "content": f"mix {a} and {b}"}, {"role": "assistant", "content": f"{a} {b} {a} {b}"}])
 pq.write_table(pa.table({"messages": rows}), out / "chat-00000.parquet")
@@ -84,7 +84,7 @@ def test_a_tiny_fine_tuning_run_from_converted_weights_learns_the_conversations(
         up = cli("workloads", "data", "upload", data, "--dataset", "chat", "--spec", sp, "-o", "json", env=env)
         assert up.returncode == 0, up.stderr
         done = cli(
-            "workloads", "run-local", "llama3.1-8b-sft", "--tiny", "--steps", "15", "--out", out, "--spec", sp, "--dataset", "chat",
+            "workloads", "run-local", "llama3.1-8b-sft", "--tiny", "--steps", "12", "--out", out, "--spec", sp, "--dataset", "chat",
             "--load-parameters", ckpt, "--set", "scan_layers=false", "--set", "learning_rate=0.003", "-o", "json",
             env=env,
         )  # fmt: skip
@@ -97,7 +97,7 @@ def test_a_tiny_fine_tuning_run_from_converted_weights_learns_the_conversations(
     assert "Config param use_sft: True" in log and "Config param sft_train_on_completion_only: True" in log
     assert f"restoring params from {Path(ckpt).parent}" in log
     losses = [json.loads(line)["learning/loss"] for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert len(losses) == 15
+    assert len(losses) == 12  # packed 3000 conversations last ~48 steps of 32 sequences: the data does not run out
     assert losses[-1] < 0.75 * losses[0], losses  # it learned the conversations' answers
     print(f"\n[maxtext tier] tiny SFT from converted weights: loss {losses[0]:.3f} -> {losses[-1]:.3f} over {len(losses)} steps")
 
