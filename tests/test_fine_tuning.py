@@ -8,7 +8,8 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import cli, example_doc, spec_from
+from tests.support.cli import cli
+from tests.support.specs import example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads import runs
 from workloads.planning.planner import Overrides

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import emulator_client
+from tests.support.cli import cli
+from tests.support.gcs_emulator import emulator_client
+from tests.support.paths import REPO
+from tests.support.specs import example_doc, spec_from
 from toolkit.errors import FieldError
 from workloads import runs
 from workloads.planning import checkpoint_shapes as cs

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import cli, spec_from
+from tests.support.cli import cli
+from tests.support.specs import spec_from
 from toolkit.errors import Forbidden, NotFound, Unreachable
 from workloads.cluster import queue_status as qs
 from workloads.cluster import run_list as rl

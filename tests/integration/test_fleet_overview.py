@@ -18,11 +18,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cli, run_module
-from tests.integration.conftest import own_state_dir, wait_for
 from tests.integration.test_fleet import write_fleet
-
-pytestmark = pytest.mark.integration
+from tests.support.cli import cli, run_module
+from tests.support.local_cluster import own_state_dir, wait_for
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,14 @@ import pytest
 import yaml
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import cli
-from tests.integration.conftest import wait_for
+from tests.support.cli import cli
+from tests.support.local_cluster import wait_for
 from toolkit.names import TGK_FIELD_MANAGER
 from workloads import runs
 from workloads.cluster.client import Cluster
 from workloads.local import certs
 from workloads.runs import hooks
 
-pytestmark = pytest.mark.integration
 MEMBER = "tgk-test-team-member"
 
 

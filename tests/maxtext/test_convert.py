@@ -17,20 +17,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, run_module
+from tests.support.cli import run_module
+from tests.support.hf_weights import write_hf
+from tests.support.paths import REPO
 from workloads.maxtext import env as maxtext_env
 from workloads.planning import checkpoint_shapes as cs
 
-WRITER = Path(__file__).parent / "write_hf_llama.py"
 TINY_VOCAB = 256  # run_local.TINY_MODEL's
 FIXTURE = REPO / "tests" / "data" / "checkpoints" / "converted-tiny-llama"
-
-
-def write_hf(venv: Path, out: Path, **dims: int) -> Path:
-    args = [str(maxtext_env.python(venv)), str(WRITER), str(out), *(f"--{k.replace('_', '-')}={v}" for k, v in dims.items())]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return out
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import cli, example_doc, run_module, spec_from
-from tests.gcs_emulator import running_emulator
-from tests.maxtext.test_convert import write_hf
+from tests.support.cli import cli, run_module
+from tests.support.gcs_emulator import running_emulator
+from tests.support.hf_weights import write_hf
+from tests.support.specs import example_doc, spec_from
 from workloads.data import tokenizer
 from workloads.local import bucket as local_bucket
 from workloads.maxtext import env as maxtext_env
