@@ -42,9 +42,10 @@ def test_list_and_queues_status_show_every_run_and_who_waits(kubeconfig: Path, c
     tag = secrets.token_hex(2)
     live = Cluster.connect(kubeconfig, "tgk-local", timeout=30)
     plans = [
-        runs.plan("maxtext-6b", spec, runs.Overrides(name=f"ov-run-{tag}", slices=2)),  # the whole quota
-        runs.plan("hello-tpu", spec, runs.Overrides(name=f"ov-job-{tag}", runtime="job")),
-        runs.plan("maxtext-6b", spec, runs.Overrides(name=f"ov-urgent-{tag}", slices=1, priority="very-high")),
+        # The whole quota, at the highest priority of the three: nothing preempts it (the team's queue preempts lower priorities).
+        runs.plan("maxtext-6b", spec, runs.Overrides(name=f"ov-run-{tag}", slices=2, priority="high")),
+        runs.plan("hello-tpu", spec, runs.Overrides(name=f"ov-job-{tag}", runtime="job", priority="low")),
+        runs.plan("maxtext-6b", spec, runs.Overrides(name=f"ov-urgent-{tag}", slices=1, priority="medium")),
     ]
     ns = plans[0].target.namespace
     try:
@@ -69,7 +70,7 @@ def test_list_and_queues_status_show_every_run_and_who_waits(kubeconfig: Path, c
         (flavor,) = [f for f in status["flavors"] if f["cluster_queue"] == "research-cq"]
         assert (flavor["team"], flavor["nominal"], flavor["in_use"], flavor["borrowed"]) == ("research", 32, 32, 0)
         waiting = [p for p in status["pending"] if tag in p["run"]]
-        # Kueue's order: the very-high run first, though it was submitted after the Job.
+        # Kueue's order: the medium-priority run first, though it was submitted after the low-priority Job.
         assert [(p["run"], p["position"], p["position_source"]) for p in waiting] == [(plans[2].name, 0, "estimated"), (plans[1].name, 1, "estimated")]
         assert all("insufficient unused quota" in p["message"] for p in waiting)
         assert any("visibility" in n for n in status["notes"])
