@@ -8,9 +8,10 @@
 2. submits ``--runs`` one-slice maxtext-6b runs through the run service (``runs.apply``: the
    rehearsal's decoration, the identity written to the cluster's bucket), as ``submit
    --no-wait`` does: the team's quota admits two at a time, the rest queue in Kueue;
-3. times, each in a fresh process (a user's command is one), the median of ``--repeat``:
-   ``python -m workloads list``, ``list -o json`` (with its request count), ``queues status``
-   and ``list --wide`` (one log read per started run);
+3. times, each in a fresh process (a user's command is one), the median of ``--repeat``, wall
+   and CPU: ``python -m workloads list``, ``list -o json`` (with its request count), ``queues
+   status`` and ``list --wide`` (one log read per started run); then the service calls alone in
+   this process, and ``list --help`` (what starting the interpreter and the CLI costs);
 4. takes the cluster down (``--keep`` leaves it, and the runs, up).
 
 The request count is the point as much as the time: it must not grow with the runs
@@ -41,17 +42,50 @@ def log(msg: str) -> None:
     sys.stderr.flush()
 
 
-def timed(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, str]:
-    """Median wall seconds of ``repeat`` fresh processes, and the last one's stdout."""
-    times, out = [], ""
+def timed(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, float, str]:
+    """Median wall and CPU (user + system) seconds of ``repeat`` fresh processes, and the last one's stdout.
+
+    CPU time is the process's own (``wait4``): a loaded machine stretches the wall time far
+    more than the work, so both are printed.
+    """
+    import tempfile
+
+    walls, cpus, out = [], [], ""
     for _ in range(repeat):
-        t0 = time.monotonic()
-        done = subprocess.run([sys.executable, "-m", "workloads", *argv], env=env, capture_output=True, text=True, cwd=REPO, check=False)
-        times.append(time.monotonic() - t0)
-        if done.returncode != 0:
-            raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
-        out = done.stdout
-    return statistics.median(times), out
+        with tempfile.TemporaryFile() as so, tempfile.TemporaryFile() as se:
+            t0 = time.monotonic()
+            proc = subprocess.Popen([sys.executable, "-m", "workloads", *argv], env=env, stdout=so, stderr=se, cwd=REPO)
+            _, status, usage = os.wait4(proc.pid, 0)
+            walls.append(time.monotonic() - t0)
+            cpus.append(usage.ru_utime + usage.ru_stime)
+            so.seek(0)
+            se.seek(0)
+            rc = os.waitstatus_to_exitcode(status)
+            if rc != 0:
+                raise SystemExit(f"{' '.join(argv)} failed ({rc}): {se.read().decode(errors='replace')[-2000:]}")
+            out = so.read().decode()
+    return statistics.median(walls), statistics.median(cpus), out
+
+
+def in_process(kubeconfig: Path, repeat: int) -> dict[str, float]:
+    """The service calls alone (no interpreter start, no imports): median seconds of ``list_runs`` and ``queue_status``."""
+    from workloads.cluster.client import Cluster
+    from workloads.runs import overview
+
+    cluster = Cluster.connect(kubeconfig)
+    sc = overview.scope(load_spec(DEFAULT_SPEC_PATH))
+    out: dict[str, float] = {}
+    for name, call in (
+        ("list_runs_s", lambda: overview.list_runs(cluster, sc, now=time.time())),
+        ("queue_status_s", lambda: overview.queue_status(cluster, sc)),
+    ):
+        times = []
+        for _ in range(repeat):
+            t0 = time.monotonic()
+            call()
+            times.append(time.monotonic() - t0)
+        out[name] = statistics.median(times)
+    return out
 
 
 def submit_many(kubeconfig: Path, runs: int) -> float:
@@ -95,18 +129,20 @@ def main() -> None:
         log(f"{a.runs} runs there ({submitted:.0f} s to submit the missing ones)")
         time.sleep(5)  # Kueue has made every Workload and admitted what fits
         figures: dict[str, object] = {"runs": a.runs, "repeat": a.repeat}
-        figures["list_s"], _ = timed(["list"], env, a.repeat)
-        figures["list_json_s"], out = timed(["list", "-o", "json"], env, a.repeat)
+        figures["list_s"], figures["list_cpu_s"], _ = timed(["list"], env, a.repeat)
+        figures["list_json_s"], _, out = timed(["list", "-o", "json"], env, a.repeat)
         doc = json.loads(out)
         figures["list_rows"] = len(doc["runs"])
         figures["list_requests"] = doc["requests"]
         figures["list_states"] = {s: sum(r["state"] == s for r in doc["runs"]) for s in sorted({r["state"] for r in doc["runs"]})}
-        figures["queues_status_s"], out = timed(["queues", "status", "-o", "json"], env, a.repeat)
+        figures["queues_status_s"], figures["queues_status_cpu_s"], out = timed(["queues", "status", "-o", "json"], env, a.repeat)
         q = json.loads(out)
         figures["queues_status_requests"] = q["requests"]
         figures["queues_pending_rows"] = len(q["pending"])
-        figures["list_wide_s"], out = timed(["list", "--wide", "-o", "json"], env, 1)
+        figures["list_wide_s"], _, out = timed(["list", "--wide", "-o", "json"], env, 1)
         figures["list_wide_logs_read"] = sum(r["state"] not in ("Queued", "Suspended") for r in json.loads(out)["runs"])
+        figures.update(in_process(lc.kubeconfig, a.repeat))
+        figures["help_s"], figures["help_cpu_s"], _ = timed(["list", "--help"], env, a.repeat)  # the interpreter and the CLI alone
         figures["load_average"] = os.getloadavg()
     finally:
         if not a.keep:
