@@ -18,6 +18,7 @@ from infra.spec import load_spec
 from tests.support.cli import cli
 from tests.support.gcs_emulator import emulator_client
 from tests.support.paths import REPO
+from tests.support.recording_cluster import RecordingCluster
 from tests.support.specs import example_doc, spec_from
 from toolkit.errors import FieldError
 from workloads import runs
@@ -133,19 +134,6 @@ def _upload(client, bucket: str, prefix: str) -> str:
     return f"gs://{bucket}/{prefix}/0/items"
 
 
-class _Cluster:
-    context = "gke_p_us-west4_c"
-
-    def __init__(self) -> None:
-        self.applied: list[dict] = []
-
-    def find_run(self, namespace, name):
-        return None
-
-    def apply(self, objects, **_):
-        self.applied.extend(objects)
-
-
 def _tiny_plan(path: str, *sets: str):
     given = {s.split("=", 1)[0] for s in sets}
     sizes = [f"{k}={v}" for k, v in TINY.items() if k not in given]
@@ -162,12 +150,12 @@ def test_submit_refuses_a_missing_or_mismatched_checkpoint_before_anything_is_ap
         (_tiny_plan(path), "scan_layers=false"),
         (_tiny_plan(path, "scan_layers=false", "vocab_size=512"), "256x64, the model's is 512x64"),
     ):
-        cluster = _Cluster()
+        cluster = RecordingCluster()
         with pytest.raises(FieldError) as e:
             runs.apply(cluster, plan)
         assert e.value.field == "--load-parameters" and said in str(e.value)
         assert cluster.applied == []
-    cluster = _Cluster()
+    cluster = RecordingCluster()
     runs.apply(cluster, ok)
     assert [o["kind"] for o in cluster.applied] == ["JobSet"]
 
