@@ -215,6 +215,7 @@ BASE = {
     ("workloads", "report"): ["report", str(TINY_LOG), "--out", "/nonexistent/never-written"],
     ("workloads", "preflight"): ["preflight", "maxtext-6b", "--kubeconfig", "/nonexistent"],
     ("workloads", "run-local"): ["run-local", "maxtext-6b"],
+    ("workloads", "convert"): ["convert", "llama3.1-8b", "--from", "gs://my-hf/x", "--kubeconfig", "/nonexistent"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from infra.spec import load_spec
 from tests.support import REPO
 from tests.support.gcs_emulator import emulator_client
+from tests.support.recording_cluster import RecordingCluster
 from toolkit.errors import FieldError
 from workloads import runs
 from workloads.planning.planner import Overrides
@@ -36,27 +37,12 @@ def gcs():
         yield client
 
 
-class Cluster:
-    """A real cluster's context (no hook), with nothing under the name: records what is applied."""
-
-    context = "gke_p_us-west4_c"
-
-    def __init__(self) -> None:
-        self.applied: list[dict] = []
-
-    def find_run(self, namespace, name):
-        return None
-
-    def apply(self, objects, **_):
-        self.applied.extend(objects)
-
-
 def _plan(recipe: str, name: str, bucket: str, **kw):
     return runs.plan(recipe, SPEC, Overrides(name=name, sets=(f"base_output_directory=gs://{bucket}/runs",), **kw))
 
 
-def _submit(plan, resume: bool = False) -> tuple[Cluster, object]:
-    cluster = Cluster()
+def _submit(plan, resume: bool = False) -> tuple[RecordingCluster, object]:
+    cluster = RecordingCluster()
     try:
         return cluster, runs.apply(cluster, plan, resume=resume)
     except FieldError as e:
@@ -145,7 +131,7 @@ def test_a_run_that_keeps_no_checkpoints_is_not_checked(gcs, bucket: str) -> Non
 
 
 def test_a_missing_bucket_is_one_line_and_nothing_applied(gcs) -> None:
-    cluster = Cluster()
+    cluster = RecordingCluster()
     with pytest.raises(Exception) as e:
         runs.apply(cluster, _plan("maxtext-6b", "exp6", f"nope-{uuid.uuid4().hex[:6]}"))
     assert "does not exist" in str(e.value) and "\n" not in str(e.value) and cluster.applied == []
@@ -153,7 +139,7 @@ def test_a_missing_bucket_is_one_line_and_nothing_applied(gcs) -> None:
 
 def test_a_foreign_identity_file_is_refused(gcs, bucket: str) -> None:
     gcs.bucket(bucket).blob(f"runs/exp7/{ident.IDENTITY}").upload_from_string(b'{"hello": 1}')
-    cluster = Cluster()
+    cluster = RecordingCluster()
     with pytest.raises(Exception, match="is not a run identity the toolkit wrote"):
         runs.apply(cluster, _plan("maxtext-6b", "exp7", bucket))
     assert cluster.applied == []

@@ -294,6 +294,8 @@ def submit(
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)
+            if runs.parameters_note(plan):
+                typer.echo(runs.parameters_note(plan), err=True)
         return
 
     from workloads.cluster.client import Cluster
@@ -458,6 +460,21 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
     else:
         for name, state in active.items():
             typer.echo(f"worker {name}: MultiKueueCluster active: {state}")
+
+
+@queues_app.command("status")
+def queues_status(
+    team: Annotated[Optional[str], typer.Option("--team", help="only this team's queue (its namespace's LocalQueues and their ClusterQueue)")] = None,
+    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="only the queues and runs of this namespace")] = None,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    spec: SpecOpt = None,
+) -> None:
+    """Per team and flavor: nominal TPU quota, in use, borrowed; each waiting run with Kueue's reason and its position (a fleet: every member)."""
+    from workloads.cli.overview import queues_status as show
+
+    show(team, namespace, output, spec, kubeconfig, context)
 
 
 @queues_app.command("manager-config")

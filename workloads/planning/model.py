@@ -23,6 +23,7 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import RECREATE, DatasetSpec
+from workloads.planning.checkpoint_shapes import LoadParameters
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -185,7 +186,7 @@ class Program:
     """
 
     recipe: str
-    kind: str  # "maxtext" or "command"
+    kind: str  # "maxtext", "sft" (MaxText's fine-tuning trainer) or "command"
     image: str
     command: tuple[str, ...]
     args: tuple[str, ...]
@@ -198,12 +199,14 @@ class Program:
     assumed_mfu: float | None = None
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
     dataset: DatasetSpec | None = None  # --dataset / the recipe's dataset: (read-only GCS FUSE mount); None: the recipe's data args
+    load_parameters: LoadParameters | None = None  # --load-parameters / the recipe's load_parameters_path: checked before apply
     # What the plan may trip over without being wrong (printed once as `warning:` lines).
     warnings: tuple[str, ...] = ()
 
     @property
     def is_maxtext(self) -> bool:
-        return self.kind == "maxtext"
+        """A MaxText program: pre-training or fine-tuning (the same model, mesh, checkpoints and log)."""
+        return self.kind in ("maxtext", "sft")
 
     @property
     def estimated_run_seconds(self) -> float | None:
@@ -365,6 +368,8 @@ class RunPlan:
         }
         if p.dataset is not None:
             out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
+        if p.load_parameters is not None:
+            out["load_parameters"] = {"path": p.load_parameters.path, "model": p.load_parameters.describe()}
         if self.policy.multi_tier is not None:
             out["multi_tier_checkpointing"] = self.policy.multi_tier.as_dict()
         if p.estimated_step_seconds is not None:

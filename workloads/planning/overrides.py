@@ -222,6 +222,14 @@ class Overrides:
         "default: the recipe's dataset:, else synthetic data",
         metavar="NAME",
     )
+    # a MaxText checkpoint the run starts from (MaxText's load_parameters_path); None: the recipe's, else fresh weights
+    load_parameters: str | None = _flag(
+        None,
+        "--load-parameters",
+        "start from the parameters of this MaxText checkpoint (gs://BUCKET/PATH/0/items, e.g. what `convert` wrote); "
+        "checked before anything is applied: it exists, holds a checkpoint, and its shapes are the recipe's model's",
+        metavar="PATH",
+    )
     # where checkpoints go; None: the recipe's checkpoint_storage, else gcs
     checkpoint_storage: str | None = _flag(
         None,

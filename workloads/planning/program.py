@@ -7,10 +7,13 @@ From the earlier stages' results, one frozen ``Program``:
 - the environment: the recipe's ``env`` and its ``LIBTPU_INIT_ARGS`` for the generation;
 - a plain command as the recipe writes it (the flags that only mean something to MaxText
   are refused for it);
-- a MaxText run's ``python3 -m <trainer> <config> key=value ...``: identity, model, the
+- a MaxText run's ``python3 -m <trainer> <config> key=value ...`` (the pre-training trainer, or
+  with ``kind: sft`` the fine-tuning one, ``fine_tuning``): identity, model, the
   recipe's args, batch, steps, checkpointing, mesh, then ``--set`` (in place or appended);
-  then the dataset's Grain flags (the policy's dataset), multi-tier checkpointing's, the
-  checkpoint storage's output directory, and the profiler's
+  then the dataset's Grain flags (the policy's dataset; an SFT run's conversation column and
+  chat template, ``fine_tuning.sft_args``), the checkpoint to start from (``--load-parameters``,
+  ``load_parameters``), multi-tier checkpointing's, the checkpoint storage's output
+  directory, and the profiler's
   (``--profile``, uploaded to the spec's Vertex AI TensorBoard as the pods' identity);
 - every word and environment value checked to be one a program can be given (``program_text``), and no
   credential among them as a plain value; the recipe's ``secret_env`` and ``--secret-env`` as Secret
@@ -26,16 +29,18 @@ from typing import Any
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
 from workloads.planning import mounts, program_text, secret_env
+from workloads.planning.checkpoint_shapes import DIMS, LoadParameters, path_problem
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
-from workloads.planning.images import MAXTEXT_TRAIN_MODULE
+from workloads.planning.fine_tuning import sft_args
+from workloads.planning.images import MAXTEXT_SFT_MODULE, MAXTEXT_TRAIN_MODULE
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, mesh_key
 from workloads.planning.maxtext_sets import arg_text
 from workloads.planning.model import ASSUMED_MFU, RUNTIME_RAY, Checkpointing, Profiling, Program
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, PolicyChoice
-from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
+from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
 from workloads.planning.sizing import Sizing
 from workloads.planning.target import Placement
 
@@ -83,6 +88,9 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
     dataset = chosen.dataset
     if dataset is not None:
         args.update(maxtext_data_args(dataset))
+    if recipe.kind is Kind.SFT:
+        args.update(sft_args(dataset, recipe=recipe.name, where="--dataset" if o.dataset else f"recipe {recipe.name} dataset", sets=sets))
+    load = load_parameters(args, sizing, mt, o)
     if policy.multi_tier is not None:
         args.update(policy.multi_tier.maxtext_args())
     if storage is not None:
@@ -111,7 +119,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         args.update(profile.maxtext_args())
         common = {**common, "env": (*common["env"], *profile.env().items())}
     return Program(
-        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
+        command=("python3", "-m", MAXTEXT_SFT_MODULE if recipe.kind is Kind.SFT else MAXTEXT_TRAIN_MODULE),
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
         output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
         sizing=sizing.summary(),
@@ -119,6 +127,7 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         assumed_mfu=ASSUMED_MFU,
         profile=profile,
         dataset=dataset,
+        load_parameters=load,
         warnings=tuple(notes),
         **common,
     )
@@ -165,6 +174,39 @@ def _maxtext_args(
             continue  # already resolved above
         args[key] = value
     return args
+
+
+def load_parameters(args: dict[str, str], sizing: Sizing, mt: MaxTextSpec, o: Overrides) -> LoadParameters | None:
+    """``--load-parameters`` into ``args`` (MaxText's load_parameters_path), and what the check before apply compares it to.
+
+    The path a recipe or ``--set`` gives is checked the same way; giving it twice is refused.
+    """
+    if o.load_parameters is not None:
+        if "load_parameters_path" in sizing.sets.text:
+            raise PlanError("--set", "load_parameters_path is set by --load-parameters", "drop --set load_parameters_path=..., or drop --load-parameters")
+        args["load_parameters_path"] = o.load_parameters
+    path = args.get("load_parameters_path", "")
+    if not path:
+        return None
+    where = (
+        "--load-parameters"
+        if o.load_parameters is not None
+        else ("--set" if "load_parameters_path" in sizing.sets.text else "maxtext.args.load_parameters_path")
+    )
+    bad = path_problem(path)
+    if bad:
+        raise PlanError(where, bad, "pass the checkpoint's items directory, e.g. gs://BUCKET/_base/NAME/0/items (what `convert` prints)")
+    model = sizing.model
+    return LoadParameters(
+        path=path,
+        model_name=mt.model_name,
+        dims=tuple((k, int(getattr(model, k))) for k in DIMS),
+        scan_layers=args.get("scan_layers", "true").strip().lower() in ("true", "1"),
+        tied_embedding=model.tied_embedding,
+        dense=model.num_experts == 1,
+        gated=model.mlp_matrices == 3,
+        field=where,
+    )
 
 
 def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:

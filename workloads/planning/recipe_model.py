@@ -32,7 +32,8 @@ class _Model(BaseModel):
 
 
 class Kind(str, Enum):
-    MAXTEXT = "maxtext"
+    MAXTEXT = "maxtext"  # MaxText's pre-training trainer
+    SFT = "sft"  # MaxText's supervised fine-tuning trainer, on a conversation dataset of the spec
     COMMAND = "command"
 
 
@@ -275,8 +276,8 @@ class Recipe(_Model):
 
     @model_validator(mode="after")
     def _kind(self) -> Recipe:
-        if self.kind is Kind.MAXTEXT and (self.maxtext is None or self.command is not None):
-            raise ValueError("kind maxtext needs a maxtext block and no command")
+        if self.kind in (Kind.MAXTEXT, Kind.SFT) and (self.maxtext is None or self.command is not None):
+            raise ValueError(f"kind {self.kind.value} needs a maxtext block and no command")
         if self.kind is Kind.COMMAND and (self.command is None or self.maxtext is not None):
             raise ValueError("kind command needs a command and no maxtext block")
         return self

@@ -71,7 +71,7 @@ def place_run(recipe: Recipe, spec: EnvSpec, o: Overrides, *, now: datetime, ran
     target = _target(spec, choice, slices, team, priority)
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
-    image = _image(recipe, spec, o.image, runtime)
+    image = image_ref(recipe, spec, o.image, runtime)
     return Placement(recipe, runtime, team, target, name, image, recipe.steps if o.steps is None else o.steps)
 
 
@@ -196,7 +196,8 @@ def _check_ray_shape(target: Target, o: Overrides) -> None:
     )
 
 
-def _image(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str) -> str:
+def image_ref(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str) -> str:
+    """The image a run of ``recipe`` pulls: ``--image``, else the recipe's reference, else its name in the spec's Artifact Registry."""
     if image is not None:
         bad = image_problem(image)
         if bad:

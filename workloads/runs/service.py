@@ -188,6 +188,8 @@ def apply(
 
     With ``spec``, a run that reads a dataset has it checked first in the cluster's buckets
     (``data_check``): a dataset the run could not read is refused before anything is applied.
+    So is a checkpoint to start from (``--load-parameters``) that is not there or not the
+    run's model (``parameters_check``).
 
     On a cluster whose context has a hook (the local cluster) the objects are decorated
     first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
@@ -224,6 +226,8 @@ def apply(
         capability_check(cluster, plan)
     if spec is not None:
         data_check(cluster, plan, spec)
+    if plan.program.load_parameters is not None:
+        parameters_check(cluster, plan)
     verdict = None
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
@@ -263,6 +267,23 @@ def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
     from workloads.data import checks
 
     return checks.check_dataset(_buckets(cluster, spec.project), spec, d, access.run_member(spec, spec.team(plan.target.team), False))
+
+
+def parameters_check(cluster: Cluster, plan: RunPlan) -> Any:
+    """The checkpoint the run starts from (``--load-parameters``), in the buckets its cluster's runs read: there, a
+    checkpoint, of the run's model (``workloads.runs.load_parameters``); a FieldError naming the flag otherwise."""
+    from workloads.runs import load_parameters
+
+    assert plan.program.load_parameters is not None
+    return load_parameters.on_cluster(plan.program.load_parameters, _buckets(cluster))
+
+
+def parameters_note(plan: RunPlan) -> str | None:
+    """What a real submit checks about ``--load-parameters``, for ``--dry-run`` (None: the run starts from fresh weights)."""
+    lp = plan.program.load_parameters
+    if lp is None:
+        return None
+    return f"would check {lp.path} holds a MaxText checkpoint of {lp.describe()} before applying"
 
 
 def _buckets(cluster: Cluster, project: str | None = None) -> Any:
