@@ -26,7 +26,7 @@ BAD = sorted((REPO / "tests" / "bad_fleets").glob("*.yaml"))
 
 
 def expected_field(path: Path) -> str:
-    m = re.fullmatch(r"# expect: (\S+)", path.read_text().splitlines()[0].strip())
+    m = re.fullmatch(r"# expect: (\S+(?: \S+)?)", path.read_text().splitlines()[0].strip())
     assert m, path
     return m.group(1)
 
@@ -34,6 +34,49 @@ def expected_field(path: Path) -> str:
 def test_corpus_covers_the_issue_s_bad_inputs():
     names = {p.stem for p in BAD}
     assert {"worker_named_twice", "manager_is_a_worker", "team_namespace_differs", "worker_without_a_slice_for_a_team"} <= names
+    # A fleet is its members, each distinct: state, cluster, network and buckets, between workers and with the manager.
+    assert {
+        "cluster_name_shared_across_regions",
+        "state_prefix_shared_by_two_workers",
+        "manager_state_is_a_worker_s",
+        "network_shared_by_two_workers",
+        "bucket_shared_by_two_workers",
+        "fleet_bucket_is_a_worker_s",
+        "too_many_workers",
+    } <= names
+
+
+SHARED = [p for p in BAD if p.stem.endswith(("_shared_by_two_workers", "_is_a_worker_s", "_shared_across_regions"))]
+
+
+@pytest.mark.parametrize("path", SHARED, ids=[p.stem for p in SHARED])
+def test_a_name_two_members_share_is_refused_naming_both(path: Path):
+    with pytest.raises(SpecError) as e:
+        load_fleet(path)
+    assert e.value.field == expected_field(path)
+    line = str(e.value)
+    assert re.search(r"of (worker \w+|the manager [\w-]+) is also worker \w+'s \(workers\[\d\]\.spec [\w.\[\]]+\)", line), line
+
+
+def test_aliased_workers_are_refused_before_any_spec_is_read(monkeypatch):
+    import infra.fleet as fleet_mod
+
+    read = []
+    monkeypatch.setattr(fleet_mod, "load_spec", lambda p: read.append(p))
+    with pytest.raises(SpecError, match="at most 20"):
+        load_fleet(REPO / "tests" / "bad_fleets" / "too_many_workers.yaml")
+    assert read == []
+
+
+def test_a_spec_two_workers_name_is_read_once(tmp_path: Path, monkeypatch):
+    import infra.fleet as fleet_mod
+
+    calls = []
+    real = fleet_mod.load_spec
+    monkeypatch.setattr(fleet_mod, "load_spec", lambda p: calls.append(p) or real(p))
+    with pytest.raises(SpecError):
+        load_fleet(REPO / "tests" / "bad_fleets" / "same_cluster_twice.yaml")
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
@@ -44,7 +87,7 @@ def test_queues_apply_refuses_a_bad_fleet(path: Path):
     assert proc.stdout == "", "nothing may be printed as applied"
     lines = proc.stderr.splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    assert lines[0].startswith(f"error: {field}"), lines[0]
+    assert lines[0].startswith(f"error: {field}: "), lines[0]
     problem, sep, fix = lines[0].partition(" — ")
     assert sep and len(fix) >= 8, lines[0]
 
@@ -82,14 +125,19 @@ def test_the_manager_is_a_model_of_its_own_not_an_environment_spec():
     f = load_fleet(EXAMPLE)
     m = f.manager
     assert isinstance(m, FleetManager) and not isinstance(m, EnvSpec)
-    assert not hasattr(m, "tpu_pools") and not hasattr(m, "buckets"), "the manager's cluster has no TPU pool and no bucket"
+    assert not hasattr(m, "tpu_pools") and not hasattr(m, "datasets"), "the manager's cluster has no TPU pool and no dataset"
+    assert [b.name for b in m.buckets] == ["my-tpu-project-tpu-fleet-ckpt"] and m.bucket_locations == ("US",)  # the fleet's, in both workers' multi-region
+    # Its own Terraform state and VPC, whatever the first worker's say.
+    assert m.state_prefix == "tpu-gke-toolkit/tpu-fleet-mgr" and m.network_name == "tpu-fleet-mgr-net"
     assert (m.name, m.region, m.zones) == ("tpu-fleet-mgr", "us-central1", ("us-central1-a",))
     assert [p.name for p in m.pools] == ["west-v5e-16", "east-v5e-16"]  # what its queues cover, not its nodes
     assert m.tpu_nodes == 0 and m.cidrs.nodes == "10.0.0.0/22"
     view = f.manager_env()
     assert isinstance(view, EnvSpec) and view.tpu_pools == list(m.pools) and view.teams == list(m.teams)
-    assert view.buckets == f.workers[0].spec.buckets, "the view's run sections are the first worker's, as its docstring says"
-    assert [type(x) for x in members(f)] == [EnvSpec, EnvSpec, FleetManager]  # deploy order: workers, then the manager
+    # A run through the manager writes the fleet's buckets (granted to every worker), never one worker's.
+    assert [b.name for b in view.buckets] == ["my-tpu-project-tpu-fleet-ckpt"] and view.datasets == [] and view.lustre is None
+    assert view.xpk == f.workers[0].spec.xpk, "the sections a manager has no part in are the first worker's"
+    assert [type(x.model) for x in members(f)] == [EnvSpec, EnvSpec, FleetManager]  # deploy order: workers, then the manager
 
 
 def test_one_function_says_spec_or_fleet():
