@@ -146,3 +146,37 @@ def test_synth_fleet_starts_jsii_as_one_stack_does(tmp_path: Path):
     (line,) = [x for x in proc.stderr.splitlines() if "tgk-lazy-provider: loaded" in x]
     loaded, total = map(int, re.search(r"loaded (\d+) of (\d+) namespaces", line).groups())
     assert total > 1000 and 0 < loaded <= 30, line
+
+
+JSII_PACKAGES = ("cdktn", "cdktn_provider_google", "constructs", "jsii")
+
+
+def _runtime_imports(path: Path) -> list[str]:
+    """The jsii packages ``path`` imports at run time (anywhere but under ``if TYPE_CHECKING:``)."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped |= {id(n) for b in node.body for n in ast.walk(b)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+        found += [n for n in names if n.split(".")[0] in JSII_PACKAGES]
+    return found
+
+
+def test_the_jsii_runtime_is_started_only_through_infra_stack_or_modules():
+    """modules/_jsii_env.configure must run before the first import of cdktn (it sets the cached Node and the lazy
+    provider index): infra.stack calls it first, and importing the modules package does. Any other module that imported
+    cdktn first started jsii on the machine's Node with every provider namespace (synth --fleet did: 4.9 s, ~700 MB)."""
+    allowed = {REPO / "infra" / "stack.py"}
+    offenders = {}
+    for path in [*sorted((REPO / "infra").rglob("*.py")), *sorted((REPO / "scripts").glob("*.py")), *sorted((REPO / "workloads").rglob("*.py"))]:
+        if path not in allowed and (found := _runtime_imports(path)):
+            offenders[str(path.relative_to(REPO))] = found
+    assert offenders == {}, f"import cdktn through infra.stack (or a modules/ construct) instead: {offenders}"
+    assert _runtime_imports(REPO / "infra" / "stack.py"), "the scan reads imports (infra/stack.py imports cdktn)"
