@@ -317,7 +317,9 @@ def parse_fleet(data: Any, *, base: Path, source: Path) -> Fleet:
         raise SpecError("", f"{source}: a fleet file must be a YAML mapping, got {type(data).__name__}", "start from examples/fleet/fleet.yaml")
     listed = data.get("workers")
     if isinstance(listed, list) and len(listed) > MAX_WORKERS:
-        raise SpecError("workers", f"{len(listed)} workers, and a MultiKueueConfig holds at most {MAX_WORKERS} clusters", "split the fleet, or list fewer workers")
+        raise SpecError(
+            "workers", f"{len(listed)} workers, and a MultiKueueConfig holds at most {MAX_WORKERS} clusters", "split the fleet, or list fewer workers"
+        )
     try:
         doc = FleetSpec.model_validate(data)
     except ValidationError as e:
@@ -356,7 +358,9 @@ def _check_names(doc: FleetSpec) -> None:
     names: dict[str, int] = {}
     for i, w in enumerate(doc.workers):
         if w.name in names:
-            raise SpecError(f"workers[{i}].name", f"worker {shown(w.name)} is named twice (also workers[{names[w.name]}])", "give each worker a name of its own")
+            raise SpecError(
+                f"workers[{i}].name", f"worker {shown(w.name)} is named twice (also workers[{names[w.name]}])", "give each worker a name of its own"
+            )
         names[w.name] = i
         if w.name == doc.manager.cluster:
             raise SpecError(
@@ -450,7 +454,9 @@ def _check_buckets(doc: FleetSpec, workers: tuple[Worker, ...]) -> None:
     seen: dict[str, int] = {}
     for i, b in enumerate(doc.buckets):
         if b.name in seen:
-            raise SpecError(f"buckets[{i}].name", f"bucket {shown(b.name)} is listed twice (also buckets[{seen[b.name]}])", "bucket names are global; list each once")
+            raise SpecError(
+                f"buckets[{i}].name", f"bucket {shown(b.name)} is listed twice (also buckets[{seen[b.name]}])", "bucket names are global; list each once"
+            )
         seen[b.name] = i
         if b.purpose is BucketPurpose.DATA:
             raise SpecError(

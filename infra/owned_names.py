@@ -89,7 +89,9 @@ def owned_names(member: EnvSpec | FleetManager) -> list[OwnedName]:
     policies = {s.workload_policy_name(pool) for pool in s.tpu_pools} - {None}
     out += [_named("workload policy", "google_compute_resource_policy", n, "cluster.name", p, r) for n in sorted(n for n in policies if n)]
     if s.artifact_registry.enabled:
-        out.append(_named("Artifact Registry repository", "google_artifact_registry_repository", s.artifact_registry.repository, "artifact_registry.repository", p, r))
+        out.append(
+            _named("Artifact Registry repository", "google_artifact_registry_repository", s.artifact_registry.repository, "artifact_registry.repository", p, r)
+        )
     if s.tensorboard.enabled:
         field = "tensorboard.display_name" if s.tensorboard.display_name else "cluster.name"
         out.append(_named("Vertex AI TensorBoard", "google_vertex_ai_tensorboard", tensorboard_name(s), field, p, s.tensorboard_region))

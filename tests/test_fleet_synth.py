@@ -114,9 +114,7 @@ def test_the_manager_grants_the_fleet_s_buckets_to_every_worker(tmp_path: Path):
     (bucket,) = resources(mgr)["google_storage_bucket"].values()
     assert (bucket["name"], bucket["location"]) == ("my-tpu-project-tpu-fleet-ckpt", "US")
     grants = {(g["role"], g["member"]) for g in resources(mgr)["google_storage_bucket_iam_member"].values()}
-    assert grants == {
-        ("roles/storage.objectAdmin", f"serviceAccount:tpu-{w}-t-research@my-tpu-project.iam.gserviceaccount.com") for w in ("west", "east")
-    }
+    assert grants == {("roles/storage.objectAdmin", f"serviceAccount:tpu-{w}-t-research@my-tpu-project.iam.gserviceaccount.com") for w in ("west", "east")}
     assert grants == {(r, m) for r, m in f.bucket_bindings()["my-tpu-project-tpu-fleet-ckpt"]}
     # Each worker's own stack creates exactly that member's account.
     for w in f.workers:

@@ -450,14 +450,38 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
         return
     from workloads.cluster.client import Cluster
 
-    manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)
-    workers = {w.name: Cluster.connect(w.kubeconfig or kubeconfig, w.context) for w in fleet.workers}
+    manager, workers = queues.connect_fleet(fleet, kubeconfig)  # every member its own cluster, the workers on TLS: else nothing is applied
     res, active = queues.apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.json:
         print_json({**res.to_dict(), "active": active})
     else:
         for name, state in active.items():
             typer.echo(f"worker {name}: MultiKueueCluster active: {state}")
+
+
+@queues_app.command("rotate-credentials")
+def queues_rotate_credentials(
+    fleet: Annotated[Path, typer.Option("--fleet", help="the fleet file whose manager's credentials on its workers to replace")],
+    worker: Annotated[Optional[list[str]], typer.Option("--worker", help="a worker of the fleet (repeatable; default: every worker)")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Replace the manager's token on each worker: a new token, the manager's Secret rewritten, its MultiKueueCluster Active, then the old token revoked."""
+    from infra.fleet import load_spec_or_fleet
+    from toolkit.clikit import confirm
+    from workloads.runs import queues
+
+    f = load_spec_or_fleet(fleet, want="fleet")
+    names = [f.worker(n).name for n in worker or []]  # an unknown worker is refused before anything is reached
+    manager, workers = queues.connect_fleet(f, kubeconfig)
+    confirm(f"Replace the manager's token on {', '.join(names or [w.name for w in f.workers])} and revoke the old one(s)?", yes=yes)
+    done = queues.rotate_fleet(f, manager, workers, names or None, progress=lambda m: sys.stderr.write(m + "\n"))
+    if output is OutputFormat.json:
+        print_json({"rotated": [r.to_dict() for r in done]})
+    else:
+        for r in done:
+            typer.echo(f"worker {r.worker}: token Secret {r.token_secret}; revoked {', '.join(r.revoked) or 'none'}; MultiKueueCluster active: {r.active}")
 
 
 @queues_app.command("manager-config")
@@ -469,12 +493,12 @@ def queues_manager_config(
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
-    """Kueue's controller settings from the spec (waitForPodsReady), alone or merged into a configuration file."""
+    """Kueue's controller settings from the spec (waitForPodsReady), alone or merged into a configuration file; a fleet file's manager's with multiKueue."""
     from workloads.render import yamlio
     from workloads.runs import queues
 
-    env, _ = _spec(spec)
-    config = queues.manager_config(env, merge)
+    env, fleet = _spec(spec)
+    config = queues.manager_config(fleet or env, merge)
     if output is OutputFormat.json:
         print_json(config)
     else:

@@ -5,7 +5,9 @@
                                         (+ xpk's, the DCN network's): ``workloads.render.kueue``
     fleet_objects(fleet) -> [objects]   the manager's (MultiKueue), then each worker's
     apply(cluster, objects) -> [refs]   server-side apply, as the toolkit's field manager
+    connect_fleet(fleet, kubeconfig) -> (manager, {worker: client})   every member its own cluster, workers on TLS
     apply_fleet(fleet, manager, workers) -> (FleetApplied, {worker: Active})
+    rotate_fleet(fleet, manager, workers, names) -> [Rotated]   new worker tokens in, old ones revoked
     manager_config(spec, merge) -> dict   Kueue's controller settings, alone or laid over a file
 
 Nothing here prints; the CLI (``workloads.cli.runs``) reads the spec or fleet once and passes it in.
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from infra.fleet import Fleet
     from infra.spec import EnvSpec
     from workloads.cluster.client import Cluster
-    from workloads.runs.fleet import FleetApplied
+    from workloads.runs.fleet import FleetApplied, Rotated
 
 FLEET_ACTIVE_WAIT_S = 60.0  # how long `queues apply --fleet` waits for each MultiKueueCluster to be Active
 
@@ -42,7 +44,8 @@ def fleet_objects(fleet: Fleet) -> list[dict[str, Any]]:
 
     docs = [*multikueue.manager_objects(fleet)]
     for w in fleet.workers:
-        docs += multikueue.worker_objects(fleet, w)
+        # The identity's token Secret too: created on a worker that holds none yet (the token is the worker's to fill).
+        docs += [*multikueue.worker_objects(fleet, w), multikueue.token_secret()]
     return docs
 
 
@@ -66,12 +69,32 @@ def apply_fleet(
     return applied, wait_active(manager, fleet, timeout=FLEET_ACTIVE_WAIT_S)
 
 
-def manager_config(spec: EnvSpec, merge: Path | None = None) -> dict[str, Any]:
-    """Kueue's controller settings from the spec (waitForPodsReady), or ``merge`` (a Kueue Configuration file) with them laid over it."""
-    from workloads.render import yamlio
+def connect_fleet(fleet: Fleet, kubeconfig: Path | None) -> tuple[Cluster, dict[str, Cluster]]:
+    """The manager's and each worker's client, once every member is found to be a cluster of its own and every worker on TLS."""
+    from workloads.runs.fleet import connect
+
+    return connect(fleet, kubeconfig)
+
+
+def rotate_fleet(
+    fleet: Fleet, manager: Cluster, workers: dict[str, Cluster], names: list[str] | None, *, progress: Callable[[str], None] = lambda m: None
+) -> list[Rotated]:
+    """The manager's token on each named worker (default: all) replaced, and the old one revoked (``workloads.runs.fleet.rotate``)."""
+    from workloads.runs.fleet import rotate
+
+    return rotate(fleet, manager, workers, names, progress=progress)
+
+
+def manager_config(spec: EnvSpec | Fleet, merge: Path | None = None) -> dict[str, Any]:
+    """Kueue's controller settings from the spec (waitForPodsReady), or ``merge`` (a Kueue Configuration file) with them laid over it.
+
+    For a fleet, its manager's: the spec's part and ``multiKueue`` (``workloads.render.multikueue.manager_settings``).
+    """
+    from infra.fleet import Fleet
+    from workloads.render import multikueue, yamlio
     from workloads.render.kueue import manager_settings, merge_manager_config
 
-    settings = manager_settings(spec)
+    settings = multikueue.manager_settings(spec) if isinstance(spec, Fleet) else manager_settings(spec)
     if merge is None:
         return settings
     from toolkit.yamlfile import YamlFileError, read_capped
