@@ -448,7 +448,6 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
     if dry_run:
         _print_objects(queues.fleet_objects(fleet), output)
         return
-    from workloads.cluster.client import Cluster
 
     manager, workers = queues.connect_fleet(fleet, kubeconfig)  # every member its own cluster, the workers on TLS: else nothing is applied
     res, active = queues.apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
