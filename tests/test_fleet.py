@@ -18,7 +18,7 @@ import yaml
 from infra.fleet import Fleet, FleetManager, load_env, load_fleet, load_spec_or_fleet, maybe_fleet, members
 from infra.spec import EnvSpec, load_spec
 from tests.conftest import REPO, cli
-from toolkit.errors import SpecError
+from toolkit.errors import FieldError, SpecError
 from workloads.render import multikueue
 
 EXAMPLE = REPO / "examples" / "fleet" / "fleet.yaml"
@@ -199,8 +199,7 @@ def test_the_manager_s_identity_on_a_worker_is_least_privilege():
     (crb,) = by_kind(objs, "ClusterRoleBinding")
     assert crb["roleRef"]["name"] == multikueue.WATCH_ROLE
     assert {(b["metadata"]["namespace"], b["roleRef"]["name"]) for b in by_kind(objs, "RoleBinding")} == {("research", multikueue.WRITE_ROLE)}
-    (tok,) = by_kind(objs, "Secret")
-    assert tok["type"] == "kubernetes.io/service-account-token"
+    assert not by_kind(objs, "Secret"), "its token Secret is the flow's to create (workloads.runs.fleet.current_token_secret)"
 
 
 def test_the_kubeconfig_secret_is_one_kueue_accepts():
@@ -212,7 +211,8 @@ def test_the_kubeconfig_secret_is_one_kueue_accepts():
     (user,) = doc["users"]
     assert user["user"] == {"token": "tok"}  # no tokenFile, exec plugin or auth provider: Kueue refuses those
     sec = multikueue.kubeconfig_secret("west", config)
-    assert sec["metadata"] == {"name": "west-multikueue", "namespace": "kueue-system"}
+    assert (sec["metadata"]["name"], sec["metadata"]["namespace"]) == ("west-multikueue", "kueue-system")
+    assert sec["metadata"]["annotations"] == {multikueue.TOKEN_SOURCE_ANNOTATION: multikueue.IDENTITY}  # which worker token Secret it holds
     assert base64.b64decode(sec["data"]["kubeconfig"]).decode() == config
 
 
@@ -258,3 +258,116 @@ def test_each_member_runs_only_what_its_role_needs():
     w = worker_role(f, f.workers[0], "http://127.0.0.1:1")
     assert w.tpu_nodes and set(w.skip) == {"gcs", "provisioner"} and w.gcs_url == "http://127.0.0.1:1"
     assert w.kueue_settings is None  # a worker's Kueue is configured as a lone cluster's
+
+
+# ------------------------------------------------------------------ every member its own cluster, workers over TLS
+
+
+def gke_kubeconfig(path: Path, servers: dict[str, str]) -> Path:
+    """A kubeconfig with gcloud's context name for each cluster (``gke_<project>_<region>_<cluster>``) -> its server."""
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": n, "cluster": {"server": url, "certificate-authority-data": "Y2E="}} for n, url in servers.items()],
+        "users": [{"name": "u", "user": {"token": "user-token-not-the-identity-s"}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": "u"}} for n in servers],
+        "current-context": next(iter(servers)),
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+MEMBERS = {
+    "mgr": "gke_my-tpu-project_us-central1_tpu-fleet-mgr",
+    "west": "gke_my-tpu-project_us-west4_tpu-west",
+    "east": "gke_my-tpu-project_us-east5_tpu-east",
+}
+
+
+def apply_fleet(kubeconfig: Path):
+    return cli("workloads", "queues", "apply", "--fleet", str(EXAMPLE), "--kubeconfig", str(kubeconfig))
+
+
+def one_line_refusal(proc, field: str) -> str:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stdout == ""
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: {field}: "), line
+    return line
+
+
+def test_members_without_a_context_are_reached_by_gcloud_s_name_for_their_cluster_never_the_current_one(tmp_path: Path):
+    """The shipped example names no context: each member is its own gke_<project>_<region>_<cluster>, so a kubeconfig with only
+    the current context is refused (exit 2, the port behind it never asked) instead of applying all three to one cluster."""
+    kc = gke_kubeconfig(tmp_path / "kc", {"somewhere": "https://127.0.0.1:9"})
+    line = one_line_refusal(apply_fleet(kc), "manager.context")
+    assert MEMBERS["mgr"] in line and "gcloud container clusters get-credentials tpu-fleet-mgr --region us-central1 --project my-tpu-project" in line
+
+
+def test_two_members_reaching_one_api_server_are_refused(tmp_path: Path):
+    kc = gke_kubeconfig(
+        tmp_path / "kc", {MEMBERS["mgr"]: "https://127.0.0.1:9", MEMBERS["west"]: "https://127.0.0.1:9/", MEMBERS["east"]: "https://127.0.0.1:8"}
+    )
+    line = one_line_refusal(apply_fleet(kc), "workers[0].context")
+    assert "worker west" in line and "the manager" in line and "cluster of its own" in line
+
+
+def test_a_worker_reached_over_plain_http_is_refused_before_anything_is_applied(tmp_path: Path):
+    url = "http://admin:s3cret@127.0.0.1:9"
+    kc = gke_kubeconfig(tmp_path / "kc", {MEMBERS["mgr"]: "https://127.0.0.1:7", MEMBERS["west"]: "https://127.0.0.1:8", MEMBERS["east"]: url})
+    line = one_line_refusal(apply_fleet(kc), "workers[1].context")
+    assert "worker east is reached at http://127.0.0.1:9, not https://" in line
+    assert "s3cret" not in line and "admin" not in line, "a password in the URL is never repeated"
+
+
+def test_the_kubeconfig_secret_is_built_for_https_only():
+    with pytest.raises(FieldError, match="not https://"):
+        multikueue.kubeconfig("west", "http://10.0.0.1", b"-----BEGIN CERTIFICATE-----\n", "tok")
+    with pytest.raises(FieldError, match="not https://"):
+        multikueue.kubeconfig("west", "127.0.0.1:6443", b"-----BEGIN CERTIFICATE-----\n", "tok")
+
+
+def test_rotation_of_an_unknown_worker_is_refused_before_any_cluster_is_reached(tmp_path: Path):
+    proc = cli("workloads", "queues", "rotate-credentials", "--fleet", str(EXAMPLE), "--worker", "north", "--kubeconfig", str(tmp_path / "none"), "--yes")
+    line = one_line_refusal(proc, "--worker")
+    assert "use one of west, east" in line
+
+
+def test_the_identity_s_token_secret_is_never_among_the_applied_objects():
+    """Re-applying a fleet must not revive a token a rotation revoked: the flow creates one only where none is current."""
+    f = load_fleet(EXAMPLE)
+    for w in f.workers:
+        assert not [o for o in multikueue.worker_objects(f, w) if o["kind"] == "Secret"]
+    tok = multikueue.token_secret("tgk-multikueue-abc123")
+    assert tok["type"] == "kubernetes.io/service-account-token" and tok["metadata"]["labels"][multikueue.TOKEN_LABEL] == multikueue.IDENTITY
+    assert "data" not in tok, "the worker's token controller fills it"
+
+
+class _OneSecret:
+    """A worker answering one token Secret (the boundary ``worker_token`` reads through)."""
+
+    def __init__(self, data: dict[str, str]) -> None:
+        self.data = data
+
+    def resource(self, api_version: str, kind: str) -> object:
+        return object()
+
+    def get(self, info: object, name: str, namespace: str) -> dict:
+        return {"data": self.data}
+
+
+@pytest.mark.parametrize(
+    "data, problem",
+    [
+        ({"token": "not base64!", "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not base64 text"),
+        ({"token": base64.b64encode(b"eyJhbGciOi.secret-part").decode(), "ca.crt": base64.b64encode(b"\x00\x01binary").decode()}, "no service account token"),
+        ({"token": base64.b64encode(b"\xff\xfe").decode(), "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not base64 text"),
+    ],
+)
+def test_a_malformed_worker_token_secret_is_one_line_and_never_shown(data: dict[str, str], problem: str):
+    from toolkit.errors import ClusterError
+    from workloads.runs.fleet import worker_token
+
+    with pytest.raises(ClusterError, match=problem) as e:
+        worker_token(_OneSecret(data), timeout=1)  # type: ignore[arg-type]
+    assert data["token"] not in str(e.value) and "secret-part" not in str(e.value) and "\n" not in str(e.value)

@@ -35,6 +35,9 @@ from workloads.render import multikueue
 
 TOKEN_WAIT_S = 60.0
 ROTATE_ACTIVE_WAIT_S = 120.0
+# kube-apiserver keeps a token's authentication result for 10 s (its token cache), and reads
+# token Secrets through an informer: a deleted token is refused within seconds, not at once.
+REVOKE_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,10 @@ def rotate(
     For each: a new token Secret on the worker; the manager's kubeconfig Secret rewritten
     with its token (Kueue reloads a MultiKueueCluster's Secret when it changes); the
     MultiKueueCluster Active again; then every older token Secret of the identity deleted,
-    which revokes those tokens. A worker whose cluster does not come back Active keeps its
-    old token (nothing is revoked) and the rotation stops there with a ClusterError.
+    which revokes those tokens, and the token the manager held before tried against the
+    worker until the worker refuses it. A worker whose cluster does not come back Active
+    keeps its old token (nothing is revoked) and the rotation stops there with a
+    ClusterError; so does an old token the worker still takes after ``REVOKE_WAIT_S``.
     """
     chosen = [fleet.worker(n) for n in names] if names else list(fleet.workers)
     for w in chosen:
@@ -245,6 +250,7 @@ def rotate(
     for w in chosen:
         kube = workers[w.name]
         old = [s["metadata"]["name"] for s in token_secrets(kube)]
+        held = manager_kubeconfig(manager, w.name)  # the credential being replaced
         new = f"{multikueue.IDENTITY}-{secrets.token_hex(3)}"
         kube.create(multikueue.token_secret(new), field_manager=TGK_FIELD_MANAGER)
         progress(f"worker {w.name}: new token Secret {multikueue.KUEUE_NAMESPACE}/{new}")
@@ -259,10 +265,45 @@ def rotate(
         info = _secret_info(kube)
         for name in old:
             kube.delete(info, name, multikueue.KUEUE_NAMESPACE)
-        progress(f"worker {w.name}: revoked {', '.join(old) or 'nothing (no older token)'}")
+        if held is not None:
+            try:
+                wait_for(lambda h=held: token_refused(h), timeout=REVOKE_WAIT_S, what=f"worker {w.name} refusing the old token", interval=1.0)
+            except WaitTimeout:
+                raise ClusterError(
+                    f"worker {w.name} still accepts the manager's old token {REVOKE_WAIT_S:.0f}s after its Secret was deleted — check the API server runs with --service-account-lookup"
+                ) from None
+        progress(f"worker {w.name}: revoked {', '.join(old) or 'nothing (no older token)'}; the worker refuses the old token")
         # Active again once the old token is gone: the manager's Kueue holds the new one.
         done.append(Rotated(w.name, new, tuple(old), _wait_one_active(manager, w.name, active_timeout)))
     return done
+
+
+def manager_kubeconfig(manager: Cluster, worker: str) -> str | None:
+    """The kubeconfig the manager's Kueue holds for ``worker`` (its Secret), None when there is none readable."""
+    sec = manager.get(_secret_info(manager), Fleet.secret_name(worker), multikueue.KUEUE_NAMESPACE) or {}
+    try:
+        return base64.b64decode(str((sec.get("data") or {})["kubeconfig"]), validate=True).decode()
+    except (KeyError, binascii.Error, ValueError):
+        return None
+
+
+def token_refused(config: str, *, timeout: float = 10) -> bool:
+    """Whether the worker refuses the credential in ``config`` (a kubeconfig as ``multikueue.kubeconfig`` writes it): 401."""
+    import yaml
+
+    from workloads.cluster import kubeconfig as kc
+
+    try:
+        doc = yaml.safe_load(config)
+        (user,), (cluster,) = doc["users"], doc["clusters"]
+        ctx = kc.KubeconfigContext(Path("."), doc["current-context"], "default", cluster["cluster"], user["user"], doc, user["name"])
+    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+        return False  # not one the flow wrote: nothing to try
+    try:
+        Cluster(kc.kube_client_transport(ctx, timeout)).server_version()
+    except ClusterError as e:
+        return e.status == 401
+    return False
 
 
 def _wait_one_active(manager: Cluster, name: str, timeout: float) -> str:
