@@ -102,6 +102,13 @@ def test_findings_are_exactly_the_suppressions(synthesized):
     assert not stale, "suppressions for checks that now pass (remove them):\n" + "\n".join(map(str, stale))
 
 
+def test_the_fleet_manager_s_stack_is_scanned(synthesized):
+    _root, docs = synthesized
+    managers = [d for f, d in docs.items() if f.startswith("/fleet/") and f.split("/")[3] == "tpu-fleet-mgr"]
+    (mgr,) = managers
+    assert "google_storage_bucket_iam_member" in mgr["resource"], "the fleet buckets' grants to the workers are in the scan"
+
+
 def test_zero_failures_with_the_generated_baseline(synthesized, tmp_path):
     root, docs = synthesized
     merged = {"failed_checks": [entry for file, doc in docs.items() for entry in baseline(doc, file)["failed_checks"]]}
