@@ -1,6 +1,6 @@
 """`python -m infra` with a fleet file: every member in the stated order, or a one-line refusal naming what to run instead.
 
-Run as a user runs it (tests/conftest.py cli), with real synthesis and a terraform that logs
+Run as a user runs it (tests/support/cli.py), with real synthesis and a terraform that logs
 each call (``TGK_TERRAFORM``): create is every worker then the manager, destroy the reverse,
 each member's terraform in its own stack directory.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 
 FLEET = REPO / "examples" / "fleet" / "fleet.yaml"
 CREATE = ["tpu-west", "tpu-east", "tpu-fleet-mgr"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 
 pytestmark = pytest.mark.synth
 
@@ -68,7 +68,7 @@ def every_stack(tmp_path_factory) -> dict[str, tuple[object, dict]]:
     from infra.fleet import load_fleet
     from infra.spec import load_spec
     from infra.stack import App, build_manager_stack, build_stack
-    from tests.conftest import EXAMPLE_FILES
+    from tests.support import EXAMPLE_FILES
 
     out = tmp_path_factory.mktemp("owned")
     app = App(outdir=str(out), stack_traces=False)
