@@ -20,15 +20,31 @@ fleet's check.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from infra import naming
+from infra.spec import BucketSpec, ClusterSpec, EnvSpec, NetworkSpec, StateSpec, TeamSpec
 
-if TYPE_CHECKING:
-    from infra.fleet import FleetManager
-    from infra.spec import EnvSpec
+
+class Manager(Protocol):
+    """What a fleet's manager (``infra.fleet.FleetManager``) has that its stack names: a cluster, and the fleet's buckets."""
+
+    project: str
+    region: str
+    cluster: ClusterSpec
+    network: NetworkSpec
+    state: StateSpec
+    teams: Sequence[TeamSpec]
+    buckets: Sequence[BucketSpec]
+
+    @property
+    def network_name(self) -> str: ...
+    @property
+    def state_bucket(self) -> str: ...
+    @property
+    def state_prefix(self) -> str: ...
 
 STATE = "terraform_backend_gcs"  # not a resource: the backend block of the stack
 
@@ -53,7 +69,7 @@ def _named(kind: str, tf_type: str, name: str, field: str, *scope: str) -> Owned
     return OwnedName(kind, tf_type, (tf_type, *scope, name), name, field)
 
 
-def _cluster_names(m: EnvSpec | FleetManager) -> Iterator[OwnedName]:
+def _cluster_names(m: EnvSpec | Manager) -> Iterator[OwnedName]:
     """What every member's stack has: its state, VPC and its parts, cluster and service accounts."""
     p, r, c = m.project, m.region, m.cluster.name
     yield _named("GKE cluster", "google_container_cluster", c, "cluster.name", p)
@@ -75,13 +91,12 @@ def _cluster_names(m: EnvSpec | FleetManager) -> Iterator[OwnedName]:
         yield _named("service account", "google_service_account", naming.team_service_account_id(c, t.name), f"teams[{i}].name", p)
 
 
-def owned_names(member: EnvSpec | FleetManager) -> list[OwnedName]:
-    """Every name ``member``'s stack (``infra.stack``) creates that GCP holds one of."""
+def owned_names(member: EnvSpec | Manager) -> list[OwnedName]:
+    """Every name ``member``'s stack (``infra.stack``) creates that GCP holds one of: an environment's, or a fleet manager's."""
     from infra.access import tensorboard_name
-    from infra.fleet import FleetManager
 
     out = list(_cluster_names(member))
-    if isinstance(member, FleetManager):
+    if not isinstance(member, EnvSpec):
         out += [_named("bucket", "google_storage_bucket", b.name, f"buckets[{i}].name") for i, b in enumerate(member.buckets)]
         return out
     s, p, r = member, member.project, member.region
