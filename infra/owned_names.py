@@ -46,6 +46,7 @@ class Manager(Protocol):
     @property
     def state_prefix(self) -> str: ...
 
+
 STATE = "terraform_backend_gcs"  # not a resource: the backend block of the stack
 
 
