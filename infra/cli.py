@@ -111,7 +111,10 @@ def synth(
 
 @app.command()
 def plan(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, dry_run: DryRun = False) -> None:
-    """Synthesize, terraform init (GCS backend from the spec) and terraform plan; a fleet's members workers first, then the manager."""
+    """Synthesize, terraform init (GCS backend from the spec) and terraform plan.
+
+    A fleet file: every member, the workers first, then the manager.
+    """
     from infra import fleet_service, service
 
     spec_obj = _load(spec)
@@ -144,7 +147,10 @@ def _cloud_checks(spec_obj, endpoint: str, dry_run: bool, *, echo=None) -> None:
 
 @app.command()
 def check(spec: SpecOpt = None, endpoint: EndpointOpt = "", dry_run: DryRun = False, output: Output = OutputFormat.text) -> None:
-    """Before a deploy: the zones offer the TPU machine types, the TPU quota covers the pools, the reservations fit and are READY (a fleet: each worker's)."""
+    """Before a deploy: the zones offer the TPU machine types, the TPU quota covers the pools, the reservations fit and are READY.
+
+    A fleet file: each worker's (the manager has no TPU pool).
+    """
     from infra import service
 
     spec_obj = _load(spec)
@@ -254,7 +260,10 @@ def _deploy_fleet(fleet, out: Path, yes: bool, dry_run: bool, no_checks: bool, e
 
 @app.command()
 def destroy(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, dry_run: DryRun = False) -> None:
-    """Destroy everything the stack created (asks first unless --yes); a fleet's members the manager first, then the workers."""
+    """Destroy everything the stack created (asks first unless --yes).
+
+    A fleet file: every member, the manager first, then the workers in reverse.
+    """
     from infra import service
 
     spec_obj = _load(spec)
@@ -295,7 +304,10 @@ def _destroy_fleet(fleet, out: Path, yes: bool, dry_run: bool) -> None:
 
 @app.command()
 def outputs(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, output: Output = OutputFormat.text) -> None:
-    """Show the stack's outputs from the Terraform state (a fleet: each member's, workers then manager)."""
+    """Show the stack's outputs from the Terraform state.
+
+    A fleet file: each member's, the workers then the manager.
+    """
     from infra import fleet_service, service
 
     spec_obj = _load(spec)
@@ -327,7 +339,10 @@ def _print_outputs(cluster: str, data: dict) -> None:
 
 @app.command()
 def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
-    """Validate a spec and show what it resolves to, and what its TPU pools cost (no CDK involved); a fleet: each member."""
+    """Validate a spec and show what it resolves to, and what its TPU pools cost (no CDK involved).
+
+    A fleet file: each member, the workers then the manager.
+    """
     from infra import fleet_service, service
 
     found = _load(spec)
