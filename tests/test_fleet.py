@@ -371,3 +371,9 @@ def test_a_malformed_worker_token_secret_is_one_line_and_never_shown(data: dict[
     with pytest.raises(ClusterError, match=problem) as e:
         worker_token(_OneSecret(data), timeout=1)  # type: ignore[arg-type]
     assert data["token"] not in str(e.value) and "secret-part" not in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_worker_url_with_a_password_is_refused_without_repeating_it():
+    with pytest.raises(FieldError) as e:
+        multikueue.kubeconfig("west", "https://admin:s3cret@10.0.0.1", b"-----BEGIN CERTIFICATE-----\n", "tok")
+    assert "s3cret" not in str(e.value) and "admin" not in str(e.value) and "https://10.0.0.1" in str(e.value)

@@ -159,13 +159,19 @@ def token_secret(name: str = IDENTITY) -> dict[str, Any]:
 def check_tls(worker: str, server: str, field: str) -> None:
     """A worker is reached over TLS only: the manager's Secret carries its long-lived token to ``server``."""
     url = urlsplit(server)
+    # Scheme, host and port only: a user:password@ in the URL is not repeated.
+    shown_url = f"{url.scheme}://{url.netloc.rpartition('@')[2]}"
     if url.scheme.lower() != "https" or not url.hostname:
-        # Scheme, host and port only: a user:password@ in the URL is not repeated.
-        shown_url = f"{url.scheme}://{url.netloc.rpartition('@')[2]}"
         raise FieldError(
             field,
             f"worker {worker} is reached at {shown_url}, not https://: its long-lived token would cross the network in the clear",
             "reach the worker's API server over https (GKE's endpoints are), with its CA in the kubeconfig",
+        )
+    if "@" in url.netloc:
+        raise FieldError(
+            field,
+            f"worker {worker}'s server URL {shown_url} carries a user name or password, which the manager's Secret would copy (and Kueue refuses)",
+            "remove user:password@ from the cluster's server in the kubeconfig",
         )
 
 
