@@ -382,3 +382,20 @@ def test_a_worker_url_with_a_password_is_refused_without_repeating_it():
     with pytest.raises(FieldError) as e:
         multikueue.kubeconfig("west", "https://admin:s3cret@10.0.0.1", b"-----BEGIN CERTIFICATE-----\n", "tok")
     assert "s3cret" not in str(e.value) and "admin" not in str(e.value) and "https://10.0.0.1" in str(e.value)
+
+
+@pytest.mark.parametrize("flag, value", [("--dataset", "c4-en"), ("--checkpoint-storage", "lustre")])
+def test_a_run_through_the_manager_may_not_use_what_one_worker_alone_has(flag: str, value: str):
+    """A dataset or a Lustre instance is one worker's; MultiKueue may run the job on another, whose identity cannot reach it."""
+    proc = cli("workloads", "submit", "maxtext-6b", "--spec", str(EXAMPLE), flag, value, "--dry-run", "--name", "fl-one")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"error: {flag}: ") and "another" in line, line
+
+
+def test_a_run_through_the_manager_checkpoints_to_the_fleet_s_bucket():
+    proc = cli("workloads", "submit", "maxtext-6b", "--spec", str(EXAMPLE), "--dry-run", "--name", "fl-ckpt")
+    assert proc.returncode == 0, proc.stderr
+    (js,) = [d for d in yaml.safe_load_all(proc.stdout) if d and d["kind"] == "JobSet"]
+    args = " ".join(a for c in js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"] for a in c.get("args", []))
+    assert "base_output_directory=gs://my-tpu-project-tpu-fleet-ckpt" in args and "tpu-west-ckpt" not in args

@@ -282,6 +282,8 @@ def submit(
     from workloads import runs
 
     env, fleet = _spec(spec)
+    if fleet is not None:
+        runs.fleet_options(options)  # what one worker has and another does not, refused before planning
     plan = _plan(recipe, env, options)
     rendered = runs.render(plan)
     if fleet is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
