@@ -278,14 +278,14 @@ def _generation(name: str) -> Generation:
     return gen
 
 
-_TOPO_RE = re.compile(r"^\d+(x\d+){1,2}$")
+_TOPO_RE = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
 
 
 def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> SliceShape:
     """Resolve an explicit generation + topology (and optionally chips per VM)."""
     gen = _generation(generation)
     topo = topology.strip().lower()
-    if not _TOPO_RE.match(topo):
+    if not _TOPO_RE.fullmatch(topo):
         raise CatalogError(f"topology {topology!r} is not of the form AxB or AxBxC; valid for {gen.name}: {_topology_summary(gen)}")
     dims = tuple(int(d) for d in topo.split("x"))
     if len(dims) != gen.dims:
@@ -317,7 +317,7 @@ def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> Sl
     raise CatalogError(f"{gen.name} has no {topo} slice; valid: {_topology_summary(gen)}")
 
 
-_NAME_RE = re.compile(r"^([a-z0-9]+?)-(\d+)$")
+_NAME_RE = re.compile(r"^([a-z0-9]+?)-([0-9]+)$")
 
 
 def _prefix_map() -> dict[str, Generation]:
@@ -340,7 +340,7 @@ def _default_topology_by_chips(gen_name: str) -> dict[int, str]:
 def accelerator_type(name: str) -> SliceShape:
     """Resolve an accelerator-type name: v5litepod-16, v6e-16, v4-16, v5p-16, tpu7x-128."""
     raw = name.strip().lower()
-    m = _NAME_RE.match(raw)
+    m = _NAME_RE.fullmatch(raw)
     prefixes = _prefix_map()
     valid_names = ", ".join(f"{g.canonical_prefix}-N" for g in GENERATIONS.values())
     if not m or m.group(1) not in prefixes:
@@ -388,12 +388,12 @@ def resolve(
     raise CatalogError("give a TPU type name (e.g. v5litepod-16) or both generation and topology")
 
 
-GKE_VERSION = r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$"  # 1.31.2-gke.1115000, 1.34.1, 1.34
+GKE_VERSION = r"^([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:-gke\.([0-9]+))?$"  # 1.31.2-gke.1115000, 1.34.1, 1.34
 
 
 def gke_version_tuple(version: str) -> tuple[int, ...]:
     """'1.31.2-gke.1115000' -> (1, 31, 2, 1115000); '1.34' -> (1, 34, 0, 0)."""
-    m = re.match(GKE_VERSION, version.strip())
+    m = re.fullmatch(GKE_VERSION, version.strip())
     if not m:
         raise CatalogError(f"GKE version {version!r} is not of the form 1.31.2-gke.1115000")
     return tuple(int(g) if g else 0 for g in m.groups())
@@ -432,7 +432,7 @@ TPU_VM_SIZES: dict[str, MachineSize] = {
 }
 # GiB of memory per vCPU of the general-purpose families' variants (e2/n2/n2d/c3-standard-8 ...).
 GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
-_GENERAL_PURPOSE_RE = re.compile(r"^[a-z0-9]+-(standard|highmem|highcpu)-(\d+)$")
+_GENERAL_PURPOSE_RE = re.compile(r"^[a-z0-9]+-(standard|highmem|highcpu)-([0-9]+)$")
 
 # What a caller assumes for a machine type machine_size() does not know; each use has its own:
 # - a Kueue ClusterQueue's cpu/memory quota (workloads.render.kueue): at least as large as
@@ -450,7 +450,7 @@ def machine_size(machine_type: str, default: MachineSize | None = None) -> Machi
     """
     if machine_type in TPU_VM_SIZES:
         return TPU_VM_SIZES[machine_type]
-    m = _GENERAL_PURPOSE_RE.match(machine_type)
+    m = _GENERAL_PURPOSE_RE.fullmatch(machine_type)
     if m:
         vcpu = int(m.group(2))
         return MachineSize(vcpu, vcpu * GIB_PER_VCPU[m.group(1)])

@@ -68,7 +68,7 @@ class DatasetSpec(BaseModel):
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not re.match(OBJECT_PREFIX, v):
+        if not re.fullmatch(OBJECT_PREFIX, v):
             raise ValueError(
                 f"{v!r} is not a plain object prefix; write it like c4/en/3.0.1 (segments of letters, digits, . _ = + -, no '..', no leading or trailing /)"
             )
@@ -78,9 +78,9 @@ class DatasetSpec(BaseModel):
     @classmethod
     def _tokenizer(cls, v: str) -> str:
         if v.startswith("assets/"):
-            if not re.match(MAXTEXT_ASSET, v):
+            if not re.fullmatch(MAXTEXT_ASSET, v):
                 raise ValueError(f"{v!r} is not one of MaxText's bundled tokenizers; write it like assets/tokenizers/tokenizer.llama2")
-        elif not re.match(OBJECT_PREFIX, v):
+        elif not re.fullmatch(OBJECT_PREFIX, v):
             raise ValueError(f"{v!r} is neither assets/tokenizers/<name> nor a file under the dataset's path; write it like tokenizer.model")
         return v
 

@@ -80,8 +80,6 @@ _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
 # Kueue's own defaults (config.kueue.x-k8s.io/v1beta2 MultiKueue): 15 min and 1 min.
 DEFAULT_WORKER_LOST_TIMEOUT_SECONDS = 900
 DEFAULT_GC_INTERVAL_SECONDS = 60
-# A MultiKueueConfig lists at most 20 clusters (Kueue v0.17.1's CRD, spec.clusters maxItems).
-MAX_WORKERS = 20
 # Cloud Storage's multi-regions, by the first word of the regions they span.
 MULTI_REGIONS = {"us": "US", "europe": "EU", "asia": "ASIA"}
 BUCKET_LOCATION = r"^[A-Za-z][A-Za-z0-9-]{1,40}$"
@@ -116,6 +114,11 @@ class FleetWorkerSpec(_Model):
 class MultiKueueSpec(_Model):
     worker_lost_timeout_seconds: int = Field(DEFAULT_WORKER_LOST_TIMEOUT_SECONDS, ge=1, le=7 * 86400)
     gc_interval_seconds: int = Field(DEFAULT_GC_INTERVAL_SECONDS, ge=0, le=86400)
+
+
+# Kueue v0.17.1's MultiKueueConfig takes at most 20 clusters (its CRD: spec.clusters maxItems 20). Checked on the
+# fleet file before any worker's spec is read: a file of thousands of aliased workers is one line, not thousands of loads.
+MAX_WORKERS = 20
 
 
 class FleetSpec(_Model):
@@ -525,7 +528,7 @@ def derive_manager(doc: FleetSpec, workers: tuple[Worker, ...], base: Path) -> F
     region = manager.region or first.region
     zones = manager.zones or (first.zones if region == first.region else [f"{region}-a"])
     for z in zones:
-        if not z.startswith(region) or not re.match(ZONE, z):
+        if not z.startswith(region) or not re.fullmatch(ZONE, z):
             raise SpecError("manager.zones", f"zone {shown(z)} is not in the manager's region {region}", f"use zones of {region}")
     state = manager.state or StateSpec(bucket=first.state_bucket)
     teams = tuple(first.teams)

@@ -45,7 +45,7 @@ _GENERATIONS: tuple[tuple[str, str], ...] = (
     ("v4", r"\bv4\b"),
 )
 # Capacity this table has no column for, or whose wording we cannot place: skipped.
-_SKIP_WORDS = re.compile(r"\b(dws|flex|calendar|dynamic workload|sole tenan)", re.IGNORECASE)
+_SKIP_WORDS = re.compile(r"\b(dws|flex|calendar|dynamic workload|sole tenan)", re.IGNORECASE | re.ASCII)
 
 
 class RefreshError(ValueError):

@@ -27,7 +27,7 @@ from toolkit.names import CapacityMode
 
 TABLE_PATH = Path(__file__).with_name("prices.yaml")
 MODES: tuple[str, ...] = tuple(m.value for m in CapacityMode)  # the order displays list them in
-DATE = r"^\d{4}-\d{2}-\d{2}$"  # YYYY-MM-DD, the day a price was taken
+DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"  # YYYY-MM-DD, the day a price was taken
 
 
 class _Model(BaseModel):

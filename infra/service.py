@@ -155,6 +155,9 @@ def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str,
     fallback.execute(spec, attempt, progress)
 
 
+OUTPUTS_MAX_BYTES = 16 * 1024 * 1024  # terraform output -json of one stack: a few KiB
+
+
 def outputs(spec: EnvSpec, out: Path) -> dict[str, Any]:
     """The stack's outputs as ``terraform output -json`` gives them (``{name: {value, sensitive, ...}}``)."""
     return outputs_at(synth_into(spec, out)[0])
@@ -164,7 +167,13 @@ def outputs_at(path: Path) -> dict[str, Any]:
     """The outputs of the synthesized stack at ``path`` (a fleet member's: ``infra.fleet_service.stacks``)."""
     tf = terraform(path, dry_run=False)
     tf.run(tf.init(), capture=True)
-    return json.loads(tf.run(tf.output_json(), capture=True) or "{}")
+    from toolkit.errors import ExternalToolError
+    from toolkit.jsontext import JsonTextError, load_json
+
+    try:
+        return load_json(tf.run(tf.output_json(), capture=True) or "{}", max_bytes=OUTPUTS_MAX_BYTES)
+    except JsonTextError as e:
+        raise ExternalToolError(f"`terraform output -json` printed an answer that {e.problem} — run it yourself in {path.parent} to see why") from None
 
 
 # ------------------------------------------------------------------ pools between campaigns

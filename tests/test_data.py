@@ -252,6 +252,68 @@ def test_upload_refuses_a_file_in_another_format_and_sends_nothing(server, tmp_p
     assert list(client.list_blobs(d.bucket)) == []
 
 
+@pytest.mark.parametrize("hostile", ["symlink-out", "fifo", "link-to-dev-zero", "device-node", "symlink-to-dir"])
+def test_upload_takes_regular_files_inside_the_directory_only(server, tmp_path: Path, hostile: str) -> None:
+    """A link out of SRC is refused, never followed; a FIFO or device named like a shard is refused without a read."""
+    import os
+
+    client, spec, d, doc = _fresh(server)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.array_record").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    secret = tmp_path / "id_rsa"
+    secret.write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())  # even a valid shard outside SRC is not taken
+    bad = src / "b.array_record"
+    if hostile == "symlink-out":
+        bad.symlink_to(secret)
+    elif hostile == "fifo":
+        os.mkfifo(bad)
+    elif hostile == "link-to-dev-zero":
+        bad.symlink_to("/dev/zero")
+    elif hostile == "device-node":
+        import stat
+
+        try:
+            os.mknod(bad, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's numbers
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD (the link to /dev/zero case covers the read)")
+    else:
+        bad.symlink_to(src)
+    done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), env=_env(server))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("error: SRC: "), done.stderr
+    assert "b.array_record" in done.stderr and done.stdout == ""
+    assert list(client.list_blobs(d.bucket)) == []
+
+
+def test_upload_takes_a_link_that_stays_inside_the_directory(server, tmp_path: Path) -> None:
+    client, spec, d, doc = _fresh(server)
+    src = tmp_path / "src"
+    (src / "shards").mkdir(parents=True)
+    (src / "shards" / "real.bin").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    (src / "a.array_record").symlink_to(src / "shards" / "real.bin")
+    done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), "-o", "json", env=_env(server))
+    assert done.returncode == 0, done.stderr
+    assert [b.name for b in client.list_blobs(d.bucket)] == ["text/v1/a.array_record"]
+
+
+def test_a_file_swapped_after_the_check_is_not_uploaded(tmp_path: Path) -> None:
+    """The plan's file or nothing: a link put in its place between plan and upload is refused at open."""
+    from workloads.data import upload
+
+    src = tmp_path / "src"
+    src.mkdir()
+    f = src / "a.array_record"
+    f.write_bytes(b"x" * 10)
+    path, st = upload.regular_inside(src, f)
+    item = upload.UploadItem(path, "text/v1/a.array_record", st.st_size, (st.st_dev, st.st_ino))
+    f.unlink()
+    f.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_bytes(b"y" * 10)
+    with pytest.raises(SpecError) as e:
+        upload._open_same(item)
+    assert e.value.field == "SRC"
+
+
 @pytest.mark.parametrize(
     ("args", "field"),
     [

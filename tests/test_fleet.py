@@ -364,9 +364,9 @@ class _OneSecret:
 @pytest.mark.parametrize(
     "data, problem",
     [
-        ({"token": "not base64!", "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not base64 text"),
-        ({"token": base64.b64encode(b"eyJhbGciOi.secret-part").decode(), "ca.crt": base64.b64encode(b"\x00\x01binary").decode()}, "no service account token"),
-        ({"token": base64.b64encode(b"\xff\xfe").decode(), "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not base64 text"),
+        ({"token": "not base64!", "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not base64"),
+        ({"token": base64.b64encode(b"eyJhbGciOi.secret-part").decode(), "ca.crt": base64.b64encode(b"\x00\x01binary").decode()}, "no PEM certificate"),
+        ({"token": base64.b64encode(b"\xff\xfe").decode(), "ca.crt": base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()}, "not a token"),
     ],
 )
 def test_a_malformed_worker_token_secret_is_one_line_and_never_shown(data: dict[str, str], problem: str):

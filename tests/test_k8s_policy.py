@@ -92,11 +92,6 @@ class Accepted:
 
 
 _RUN = "a run's pods (TPU workers of the JobSet, the Job and the RayJob's worker group; the Ray head and submitter)"
-_MAXTEXT_ROOT = (
-    "the toolkit's MaxText image (and the Ray image built FROM it) runs as root, and GKE's TPU docs show TPU pods only as their image's "
-    "user; a team that sets run_as_user runs as that UID (runAsNonRoot) and its namespace enforces Pod Security restricted. Root here "
-    "holds no capabilities, cannot escalate, and runs under RuntimeDefault seccomp"
-)
 _DAEMONSET = "the DCN TCP-tuning DaemonSet (workloads/render/multinetwork.py, network.dcn)"
 _PRIVILEGED = (
     f"{_DAEMONSET}: its init container writes net.ipv4.tcp_rmem in the host's network namespace, which needs hostNetwork and "
@@ -162,8 +157,6 @@ ACCEPTED: tuple[Accepted, ...] = (
         )
         for kind in ("Job", "Pod")
     ),
-    *(Accepted("CKV_K8S_23", kind, f"{_RUN}: {_MAXTEXT_ROOT}") for kind in ("Job", "Pod")),
-    *(Accepted("CKV_K8S_40", kind, f"{_RUN}: {_MAXTEXT_ROOT} (a run_as_user above 10000 passes this check too)") for kind in ("Job", "Pod")),
     Accepted(
         "CKV_K8S_14",
         "Job",

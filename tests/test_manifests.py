@@ -159,7 +159,7 @@ def test_kueue_objects_two_teams() -> None:
         "research": "trillium-t-research@my-tpu-project.iam.gserviceaccount.com",
     }
     psa = {ns["metadata"]["name"]: ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for ns in _by_kind(objs, "Namespace")}
-    assert psa == {"pretrain": "privileged", "research": "baseline"}  # only pretrain opted in to hostNetwork runs
+    assert psa == {"pretrain": "privileged", "research": "restricted"}  # only pretrain opted in to hostNetwork runs; research runs as non-root
 
 
 def test_quota_is_per_shape_sum_of_slices() -> None:

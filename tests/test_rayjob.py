@@ -72,7 +72,7 @@ def test_rayjob_follows_the_plan(slices: int) -> None:
     assert pod["tolerations"] == [dict(names.TPU_TOLERATION)]
     (worker,) = pod["containers"]
     assert worker["resources"] == {"requests": {names.TPU_RESOURCE: 4}, "limits": {names.TPU_RESOURCE: 4}}
-    assert {e["name"]: e["value"] for e in worker["env"]} == dict(plan.program.env)
+    assert {e["name"]: e["value"] for e in worker["env"]} == {**dict(plan.program.env), "HOME": "/tmp"}  # non-root: a HOME it can write
     assert group["template"]["metadata"]["labels"][names.TGK_RUN_LABEL] == plan.name  # how status finds them
 
     head = cluster["headGroupSpec"]["template"]["spec"]

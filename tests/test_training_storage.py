@@ -77,7 +77,7 @@ def test_the_jobset_mounts_the_dataset_read_only_through_gcs_fuse() -> None:
     options = vol["csi"]["volumeAttributes"]["mountOptions"].split(",")
     assert "only-dir=c4/en/3.0.1" in options and "implicit-dirs" in options and "metadata-cache:ttl-secs:-1" in options
     assert not any(o.startswith("file-cache:") for o in options)  # no file cache: see workloads/render/volumes.py
-    assert not any(o.startswith(("uid=", "gid=")) for o in options)  # the team runs as the image's user
+    assert options[-2:] == ["uid=10001", "gid=10001"]  # the team's pods run as non-root by default: the mount is theirs
     (mount,) = [m for m in template["spec"]["containers"][0]["volumeMounts"] if m["name"] == volumes.DATASET_VOLUME]
     assert mount == {"name": "dataset", "mountPath": "/data/c4-en", "readOnly": True}
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import reprlib
 
+from toolkit.credentials import redact
+
 # The longest error line: a value quoted in a message (a YAML value, a flag, a server's
 # answer) can be megabytes, and a line the user cannot read helps nobody.
 MAX_MESSAGE_CHARS = 1000
@@ -47,12 +49,13 @@ def shown(value: object, limit: int = 100) -> str:
 
 
 class ToolkitError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user (``clip``ped to MAX_MESSAGE_CHARS)."""
+    """Base class: ``str(err)`` is the one line shown to the user (``clip``ped to MAX_MESSAGE_CHARS, credentials
+    redacted: ``toolkit.credentials``, so a message carried in JSON or a report holds none either)."""
 
     exit_code = 2
 
     def __str__(self) -> str:
-        return clip(super().__str__())
+        return clip(redact(super().__str__()))
 
 
 class FieldError(ToolkitError):

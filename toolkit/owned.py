@@ -43,8 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from toolkit.errors import FieldError
+from toolkit.inputfile import InputKind, read_bounded
+from toolkit.jsontext import load_json
 
 MANIFEST = ".tgk-files.json"
+_MANIFEST_KIND = InputKind("file manifest of the toolkit", 16 * 1024 * 1024)  # a digest per file: far below this
 LOCK = ".tgk.lock"
 SCRATCH_PREFIX = ".tgk-tmp-"
 WRITER = "tpu-gke-toolkit"
@@ -135,7 +138,7 @@ def _read_manifest(unit: Path, flag: str) -> tuple[dict[str, str], dict[str, str
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(flag, path, "is not a regular file", fix)
     try:
-        doc = json.loads(path.read_bytes()[: 16 * 1024 * 1024])
+        doc = load_json(read_bounded(path, _MANIFEST_KIND), max_bytes=_MANIFEST_KIND.limit)
     except (OSError, ValueError) as e:
         raise _refuse(flag, path, f"cannot be read ({getattr(e, 'strerror', None) or e.__class__.__name__})", fix) from None
     files, previous = (doc.get("files"), doc.get("previous") or {}) if isinstance(doc, dict) else (None, None)

@@ -121,7 +121,7 @@ class EnvFields(ClusterDerived, Section):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for k, val in v.items():
-            if not re.match(gcp_names.LABEL_KEY, k) or not re.match(gcp_names.LABEL_VALUE, str(val)):
+            if not re.fullmatch(gcp_names.LABEL_KEY, k) or not re.fullmatch(gcp_names.LABEL_VALUE, str(val)):
                 raise ValueError(f"label {k}={val} is not a GCP label; use lowercase letters, digits, - and _")
             if k in STACK_LABEL_KEYS:
                 raise ValueError(f"label {k} is one the stack sets itself (its value would be replaced); use another key")

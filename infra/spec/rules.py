@@ -375,7 +375,7 @@ def check_derived_names(spec: EnvFields) -> None:
     accounts = ["nodes", "workload"] + (["ci"] if spec.cloud_build.enabled else [])
     for suffix in accounts:
         account = naming.service_account_id(spec.cluster.name, suffix)
-        if not re.match(GCP_ID, account):
+        if not re.fullmatch(GCP_ID, account):
             raise SpecError(
                 "cluster.name",
                 f"makes the {suffix} service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} characters",

@@ -29,14 +29,14 @@ if TYPE_CHECKING:
     from workloads.cluster.api import DeleteResult
     from workloads.cluster.client import Cluster
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_DURATION_S = 3650 * 86400.0  # ten years: no run or checkpoint retention needs more
 
 
 def parse_duration(text: str, flag: str = "--older-than") -> float:
     """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` -> seconds."""
-    m = _DURATION.match(text.strip())
+    m = _DURATION.fullmatch(text.strip())
     if not m:
         raise FieldError(flag, f"{text[:40]!r} is not a duration", "write a number and a unit: 30m, 12h, 7d or 2w")
     seconds = float(m.group(1)) * _UNIT[m.group(2)]  # 400 digits are inf: the ceiling refuses them too

@@ -61,7 +61,7 @@ IDLE_POLL_S = 1.0  # while there are none: a pass costs a LIST, on 2 shared core
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 KWOK_API = "kwok.x-k8s.io/v1alpha1"
-_STEP_RE = re.compile(r"completed step: (\d+),")
+_STEP_RE = re.compile(r"completed step: (\d+),", re.ASCII)
 
 
 def ready_file(state_dir: Path) -> Path:

@@ -62,10 +62,10 @@ COMMAND_NAME = "command.txt"
 CHECKPOINTS_NAME = "checkpoints"  # default checkpoint directory, under --out
 
 # MaxText 0.2.5 (maxtext/common/checkpointing.py) when it resumes, and Orbax when the load is done.
-RESTORE_LINE = re.compile(r"restoring from this run's directory step (\d+)")
+RESTORE_LINE = re.compile(r"restoring from this run's directory step (\d+)", re.ASCII)
 RESTORE_START = "checkpoint manager exists so trying to load this run's existing checkpoint"
 RESTORE_DONE = re.compile(r"Finished load in [0-9.]+ seconds")
-_ABSL_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
+_ABSL_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ", re.ASCII)
 
 
 class LocalRunError(ExternalToolError):

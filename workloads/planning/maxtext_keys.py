@@ -9,6 +9,8 @@
   and one ``dcn_<axis>_parallelism`` (across slices) per axis.
 - ``MODEL_KEYS``: the dimensions the planner sizes a model by (``ModelDims``); ``PLANNER_KEYS``:
   the keys the planner writes itself (the run's name, steps and topology).
+- ``secret_keys()``: the keys that hold a credential (``hf_access_token``), never given a plain
+  value (``program_text``); ``secret_env_name(key)``: the environment variable MaxText reads it from.
 """
 
 from __future__ import annotations
@@ -67,3 +69,19 @@ def maxtext_keys() -> frozenset[str]:
 def numeric_keys() -> frozenset[str]:
     """The MaxText keys that take a number (their base.yml default is one): their values are held to ``number_problem``."""
     return frozenset(load_yaml(MAXTEXT_NUMBERS_FILE.read_text())["numeric"])
+
+
+@lru_cache(maxsize=1)
+def secret_keys() -> frozenset[str]:
+    """The MaxText keys that hold a credential (``_maxtext_keys.yaml``'s ``secret_keys``)."""
+    return frozenset(load_yaml(MAXTEXT_KEYS_FILE.read_text())["secret_keys"])
+
+
+# MaxText 0.2.5 reads hf_access_token from HF_TOKEN when it is not set (pyconfig._resolve_or_infer_addl_config),
+# and any key from M_<KEY> (pyconfig's environment overrides, _MAX_PREFIX).
+_SECRET_ENV = {"hf_access_token": "HF_TOKEN"}
+
+
+def secret_env_name(key: str) -> str:
+    """The environment variable MaxText reads ``key`` from (the name a ``--secret-env`` should give)."""
+    return _SECRET_ENV.get(key, f"M_{key.upper()}")

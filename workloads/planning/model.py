@@ -105,7 +105,7 @@ class Target:
     service_account: str
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
-    run_as_user: int | None = None  # the team's non-root UID (TeamSpec.run_as_user); None = the image's user
+    run_as_user: int | None = None  # the team's non-root UID, GID and fsGroup (TeamSpec.pod_user); None = the image's user (run_as_root)
 
     @property
     def multislice(self) -> bool:
@@ -164,6 +164,19 @@ class Profiling:
 
 
 @dataclass(frozen=True)
+class SecretRef:
+    """The environment variable ``name`` holds key ``key`` of the Secret ``secret`` in the run's namespace
+    (``workloads.planning.secret_env``); rendered as a ``secretKeyRef``, never as the value."""
+
+    name: str
+    secret: str
+    key: str
+
+    def text(self) -> str:
+        return f"{self.name}={self.secret}/{self.key}"
+
+
+@dataclass(frozen=True)
 class Program:
     """What runs in every worker: the same image, command, args and env.
 
@@ -178,6 +191,7 @@ class Program:
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     steps: int
+    secret_env: tuple[SecretRef, ...] = ()  # environment variables from Kubernetes Secrets (secretKeyRef), after env
     output_dir: str | None = None
     sizing: MaxTextSizing | None = None
     estimated_step_seconds: float | None = None

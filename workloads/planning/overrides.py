@@ -125,6 +125,13 @@ class Overrides:
         "share a Kueue flavor, so Kueue may admit the run on any of them",
     )
     sets: tuple[str, ...] = _flag((), "--set", "MaxText key=value; repeatable")
+    secret_env: tuple[str, ...] = _flag(
+        (),
+        "--secret-env",
+        "NAME=SECRET/KEY: the workers' environment variable NAME from key KEY of the Kubernetes Secret SECRET in the team's namespace "
+        "(a secretKeyRef: the value is never in the manifest or the output), e.g. HF_TOKEN=hf-token/token for MaxText's hf_access_token; repeatable",
+        metavar="NAME=SECRET/KEY",
+    )
     steps: int | None = _flag(
         None,
         "--steps",

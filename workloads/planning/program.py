@@ -12,7 +12,9 @@ From the earlier stages' results, one frozen ``Program``:
   then the dataset's Grain flags (the policy's dataset), multi-tier checkpointing's, the
   checkpoint storage's output directory, and the profiler's
   (``--profile``, uploaded to the spec's Vertex AI TensorBoard as the pods' identity);
-- every word and environment value checked to be one a program can be given (``program_text``).
+- every word and environment value checked to be one a program can be given (``program_text``), and no
+  credential among them as a plain value; the recipe's ``secret_env`` and ``--secret-env`` as Secret
+  references (``secret_env``).
 
 Pure: no I/O.
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
-from workloads.planning import mounts, program_text
+from workloads.planning import mounts, program_text, secret_env
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
@@ -55,7 +57,10 @@ def build_program(placed: Placement, sizing: Sizing | None, chosen: PolicyChoice
     flags = recipe.libtpu_flags(placed.target.shape.generation.name)
     if flags:
         env["LIBTPU_INIT_ARGS"] = " ".join(flags)
-    common: dict[str, Any] = dict(recipe=recipe.name, kind=recipe.kind.value, image=placed.image, env=tuple(env.items()), steps=placed.steps)
+    secrets = secret_env.references(recipe.secret_env, o.secret_env, env)
+    common: dict[str, Any] = dict(
+        recipe=recipe.name, kind=recipe.kind.value, image=placed.image, env=tuple(env.items()), secret_env=secrets, steps=placed.steps
+    )
     program = _command_program(recipe, o, common) if sizing is None else _maxtext_program(placed, sizing, chosen, spec, o, common)
     _check_carried(program, placed.runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return program
@@ -93,6 +98,13 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
                 f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
                 "is this run's own (another run under this --name resumes from what is there)"
             )
+    uid = placed.target.run_as_user
+    if storage is not None and storage.kind == "lustre" and uid is not None:
+        # Lustre's CSI driver leaves ownership to the file system: fsGroup does not reach it.
+        notes.append(
+            f"--checkpoint-storage lustre: the run writes {storage.base_output}/ as UID {uid} (group {uid}); that directory on the "
+            "instance must be writable by it (docs/data-and-checkpoints.md: set it once)"
+        )
     notes += mounts.check_paths(recipe, args, sets, dataset=dataset, storage=storage, multi_tier=policy.multi_tier)
     profile = _profiling(spec, sets, o, placed.team, placed.steps)
     if profile is not None:
@@ -186,6 +198,15 @@ def _check_carried(program: Program, runtime: str, field: str) -> None:
         bad = program_text.problem(text)
         if bad:
             raise PlanError(field, f"a program argument {bad}", "remove it")
+    # Whatever path a key or variable came by (recipe, --set, an imported recipe): a credential is never a plain value.
+    for word in program.args if program.is_maxtext else ():
+        secret = program_text.secret_key_problem(word.partition("=")[0])
+        if secret:
+            raise PlanError(field, *secret)
+    for name, _ in program.env:
+        secret = program_text.secret_env_problem(name)
+        if secret:
+            raise PlanError(field, *secret)
     bad_command = program_text.command_problem(program.command, program.args, ray=runtime == RUNTIME_RAY)
     if bad_command:
         raise PlanError(field, *bad_command)

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
-from workloads.planning import program_text
+from workloads.planning import program_text, secret_env
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.image_reference import REGISTRY_IMAGE, image_problem
 from workloads.planning.images import MAXTEXT_VERSION, runs_pinned_maxtext
@@ -168,7 +168,7 @@ class SourceMount(_Model):
 
     kind: Literal["gcs", "lustre", "volume"]
     source: str = Field(..., max_length=300, description="as the script named it: gs://BUCKET, a volume or xpk storage name")
-    path: str | None = Field(None, pattern=r"^/", max_length=1000, description="where the container saw it (None: the script does not say)")
+    path: str | None = Field(None, pattern=r"^/[ -~]*$", max_length=1000, description="where the container saw it (None: the script does not say)")
     read_only: bool = False
 
 
@@ -182,7 +182,7 @@ class PublishedFigure(_Model):
     step: int | None = Field(None, ge=0, le=INT32_MAX, description="the step of the sample log line")
     basis: str = Field(..., max_length=300, description="what the figure was read from: a sample log line or a summary-table row")
     source: str = Field(..., max_length=300, description="the README it was read from")
-    date: str = Field(..., pattern=r"^\d{4}-\d{2}-\d{2}$", description="the day it was read (a README carries no date)")
+    date: str = Field(..., pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="the day it was read (a README carries no date)")
 
     def line(self) -> str:
         """One line for `recipes` and `submit --dry-run`."""
@@ -203,6 +203,11 @@ class Recipe(_Model):
     slices: int = Field(1, ge=1, le=INT32_MAX, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
     libtpu_init_args: dict[str, list[str]] = Field(default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest")
     env: dict[str, str] = Field(default_factory=dict)
+    secret_env: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=100,
+        description="NAME: SECRET/KEY — environment variables from Kubernetes Secrets in the team's namespace (as --secret-env; the flag wins)",
+    )
     fatal_exit_codes: list[int] = Field(
         default_factory=list, description="exit codes that end the run at once, besides 1 and 2 (program errors: a rerun cannot help)"
     )
@@ -294,6 +299,17 @@ class Recipe(_Model):
             bad = program_text.env_name_problem(key) or program_text.problem(key)
             if bad:
                 raise ValueError(f"env key {key[:60]!r} {bad}")
+            secret = program_text.secret_env_problem(key)
+            if secret:
+                raise ValueError(f"env.{secret[0]} — {secret[1]}")
+        for key in self.maxtext.args if self.maxtext is not None else ():
+            secret = program_text.secret_key_problem(key)
+            if secret:
+                raise ValueError(f"maxtext.args.{secret[0]} — {secret[1]}")
+        for name, ref in self.secret_env.items():
+            bad = secret_env.reference_problem(name, ref)
+            if bad:
+                raise ValueError(f"secret_env: {bad} — write it like HF_TOKEN: hf-token/token (a Secret in the team's namespace, and its key)")
         return self
 
     def libtpu_flags(self, generation: str) -> list[str]:

@@ -194,7 +194,7 @@ def estimate_hbm(
     offloaded = args.get("remat_policy") == "custom" and args.get("decoder_layer_input") == "offload"
     layers = min(_OFFLOADED_LAYERS, model.base_num_decoder_layers) if offloaded else model.base_num_decoder_layers
     tiling = args.get("num_vocab_tiling", "1")
-    tiles = int(tiling) if PLAIN_INT.match(tiling) and 0 < len(tiling) < 6 and int(tiling) > 0 else 1
+    tiles = int(tiling) if PLAIN_INT.fullmatch(tiling) and 0 < len(tiling) < 6 and int(tiling) > 0 else 1
     return HbmEstimate(
         state_bytes=int(16 * params / model_shards),
         activation_bytes=int(layers * tokens * model.base_emb_dim * 2 / act_shards),

@@ -144,7 +144,7 @@ def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: st
     if o.name is not None:
         name = o.name if o.suffix is None else f"{o.name}-{o.suffix}"
         flag = "--name" if o.suffix is None else "--name/--suffix"
-        if not DNS1035.match(name):
+        if not DNS1035.fullmatch(name):
             raise PlanError(flag, f"{name!r} is not a DNS-1035 label", "use lowercase letters, digits and '-', starting with a letter")
         if len(name) > budget:
             raise PlanError(flag, f"{name!r} is {len(name)} characters; pod names of this run allow at most {budget}", f"shorten it to {budget} characters")
@@ -152,7 +152,7 @@ def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: st
     tail = f"-{now:%m%d-%H%M}-{rand}" if o.suffix is None else f"-{o.suffix}"
     base = re.sub(r"[^-a-z0-9]", "-", recipe.name)[: max(1, budget - len(tail))].rstrip("-")
     name = base + tail
-    if not DNS1035.match(name) or len(name) > budget:
+    if not DNS1035.fullmatch(name) or len(name) > budget:
         raise PlanError(
             "--suffix", f"{name!r} is not a usable run name ({budget} characters at most, DNS-1035)", "use a short suffix of lowercase letters and digits"
         )
@@ -178,7 +178,7 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         cpu_pool=spec.cpu_pool.name,
         # Only across slices: DCN traffic is what the second network carries.
         dcn=DcnNetwork(spec.network.dcn.gke_network, spec.network.dcn.tcp_rmem) if spec.network.dcn and slices > 1 else None,
-        run_as_user=team.run_as_user,
+        run_as_user=team.pod_user,
     )
 
 

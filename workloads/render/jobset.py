@@ -49,7 +49,8 @@ from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.target import REPLICATED_JOB
 from workloads.render import exitguard, podsecurity, volumes
-from workloads.render.kubelet_escape import k8s_literal, k8s_literals
+from workloads.render.kubelet_escape import k8s_literals
+from workloads.render.program_env import program_env
 
 RUNTIME = RUNTIME_JOBSET
 MEGASCALE_PORT = 8080
@@ -103,7 +104,7 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env]
+    env: list[dict[str, Any]] = program_env(plan.program)
     if plan.target.multislice:
         env += [
             {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},

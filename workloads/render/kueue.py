@@ -80,16 +80,16 @@ def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
 def pod_security_labels(team: TeamSpec) -> dict[str, str]:
     """The Pod Security level a team's namespace enforces (and warns and audits at).
 
-    ``restricted`` when the team runs as a non-root UID (``run_as_user``): then every pod
-    the toolkit renders meets it (workloads/render/podsecurity.py). Else ``baseline``
-    (no hostNetwork, hostPath, privileged...), warning and auditing at ``restricted``: the
-    pods meet everything of it but runAsNonRoot (the MaxText image runs as root). A team
-    that opted in to hostNetwork runs gets ``privileged`` (hostNetwork is a baseline
-    violation), warned at ``baseline``.
+    ``restricted`` for a team whose pods run as a non-root UID (the default, ``TeamSpec.pod_user``):
+    every pod the toolkit renders meets it (workloads/render/podsecurity.py). A team that opted
+    into its image's user (``run_as_root``) gets ``baseline`` (no hostNetwork, hostPath,
+    privileged...), warning and auditing at ``restricted``: the pods meet everything of it but
+    runAsNonRoot. A team that opted in to hostNetwork runs gets ``privileged`` (hostNetwork is
+    a baseline violation), warned at ``baseline``.
     """
     if team.host_network:
         return {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}
-    if team.run_as_user is not None:
+    if team.pod_user is not None:
         return {K8S_PSA_ENFORCE_LABEL: "restricted"}
     return {K8S_PSA_ENFORCE_LABEL: "baseline", K8S_PSA_WARN_LABEL: "restricted", K8S_PSA_AUDIT_LABEL: "restricted"}
 

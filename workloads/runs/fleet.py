@@ -18,10 +18,8 @@ token Secret deleted (the worker's API server then refuses its token).
 
 from __future__ import annotations
 
-import base64
-import binascii
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from typing import Any
 from infra.fleet import Fleet, FleetManager, Worker
 from toolkit.errors import ClusterError, FieldError
 from toolkit.names import KUEUE_API, TGK_FIELD_MANAGER
+from workloads.cluster import secret_data
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitTimeout, wait_for
 from workloads.render import multikueue
@@ -163,9 +162,9 @@ def worker_token(worker: Cluster, name: str = multikueue.IDENTITY, *, timeout: f
     info = _secret_info(worker)
     where = f"{multikueue.KUEUE_NAMESPACE}/{name}"
 
-    def filled() -> dict[str, str] | None:
-        data = (worker.get(info, name, multikueue.KUEUE_NAMESPACE) or {}).get("data") or {}
-        return data if isinstance(data, dict) and data.get("token") and data.get("ca.crt") else None
+    def filled() -> Mapping[str, Any] | None:
+        data = secret_data.data_of(worker.get(info, name, multikueue.KUEUE_NAMESPACE))
+        return data if data and data.get("token") and data.get("ca.crt") else None
 
     try:
         data = wait_for(filled, timeout=timeout, what=f"the token of {where}", interval=0.5)
@@ -173,13 +172,9 @@ def worker_token(worker: Cluster, name: str = multikueue.IDENTITY, *, timeout: f
         raise ClusterError(
             f"the worker's token controller did not fill {where} within {timeout:.0f}s — check kube-controller-manager runs with a service account key"
         ) from None
-    try:
-        token = base64.b64decode(str(data["token"]), validate=True).decode("ascii")
-        ca = base64.b64decode(str(data["ca.crt"]), validate=True)
-    except (binascii.Error, ValueError):
-        raise ClusterError(f"the worker's {where} holds a token or CA that is not base64 text — delete the Secret and apply again") from None
-    if not token.isprintable() or not ca.startswith(b"-----BEGIN CERTIFICATE-----"):
-        raise ClusterError(f"the worker's {where} holds no service account token and CA certificate — delete the Secret and apply again")
+    token, ca = secret_data.value(data, "token", where, text=True), secret_data.value(data, "ca.crt", where)
+    if not ca.startswith(b"-----BEGIN CERTIFICATE-----"):
+        raise ClusterError(f"the Secret {where} holds a 'ca.crt' that is no PEM certificate — check the Secret {where} (delete it to have it filled again)")
     return token, ca
 
 
@@ -280,11 +275,13 @@ def rotate(
 
 def manager_kubeconfig(manager: Cluster, worker: str) -> str | None:
     """The kubeconfig the manager's Kueue holds for ``worker`` (its Secret), None when there is none readable."""
-    sec = manager.get(_secret_info(manager), Fleet.secret_name(worker), multikueue.KUEUE_NAMESPACE) or {}
-    try:
-        return base64.b64decode(str((sec.get("data") or {})["kubeconfig"]), validate=True).decode()
-    except (KeyError, binascii.Error, ValueError):
+    data = secret_data.data_of(manager.get(_secret_info(manager), Fleet.secret_name(worker), multikueue.KUEUE_NAMESPACE))
+    if not data:
         return None
+    try:
+        return secret_data.value(data, "kubeconfig", f"{multikueue.KUEUE_NAMESPACE}/{Fleet.secret_name(worker)}").decode()
+    except (ClusterError, UnicodeDecodeError):
+        return None  # not one the flow wrote: there is no old token to try
 
 
 def token_refused(config: str, *, timeout: float = 10) -> bool:

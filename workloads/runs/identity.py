@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolkit.errors import FieldError, ToolkitError
+from toolkit.jsontext import load_json
 from toolkit.owned import write_atomic
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ class Identity:
     @classmethod
     def decode(cls, raw: bytes, where: str) -> Identity:
         try:
-            d = json.loads(raw[: 1024 * 1024])
+            d = load_json(raw, max_bytes=1024 * 1024)
             if not isinstance(d, dict) or d.get("written_by") != WRITER:
                 raise ValueError("not written by the toolkit")
             model = d["model"]
