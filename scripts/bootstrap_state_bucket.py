@@ -10,6 +10,9 @@ weaker than the above they are tightened (location cannot change and is only rep
 
     python scripts/bootstrap_state_bucket.py [--spec FILE] [--dry-run] [--output json]
 
+``--spec`` may name a fleet file (``infra.fleet``): every distinct state bucket of its
+members (the workers', and the manager's), each as above, in the fleet's order.
+
 Honours STORAGE_EMULATOR_HOST (the google-cloud-storage client talks to an emulator).
 Exit codes: 0 done, 2 bad input (one ``error:`` line), 1 the storage API failed.
 """
@@ -100,19 +103,29 @@ def main(argv: list[str] | None = None, client: Any | None = None) -> int:
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
 
-    from infra.spec import load_spec
+    from infra.fleet import Fleet, load_spec_or_fleet, members
     from toolkit.errors import ToolkitError
 
     try:
-        spec = load_spec(args.spec)
+        found = load_spec_or_fleet(args.spec)
     except ToolkitError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    models = [m.model for m in members(found)] if isinstance(found, Fleet) else [found]
+    # Each state bucket once, in its first member's region (a fleet's members may share one).
+    targets = list(dict.fromkeys((m.state_bucket, m.project) for m in models))
+    regions = {(m.state_bucket, m.project): m.region for m in reversed(models)}
+    for bucket, project in targets:
+        rc = _bootstrap(bucket, project, regions[(bucket, project)], args, client)
+        if rc:
+            return rc
+    return 0
 
+
+def _bootstrap(bucket: str, project: str, location: str, args: argparse.Namespace, client: Any | None) -> int:
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
 
-    bucket, project, location = spec.state_bucket, spec.project, spec.region
     try:
         client = client or _client(project)
         existing = client.lookup_bucket(bucket)

@@ -256,6 +256,15 @@ def test_every_runtime_and_kind_is_scanned(scanned):
     assert any(ray_cpu_pod(o) and o["kind"] == "Job" for o in created), "no Ray submitter Job scanned"
 
 
+def test_the_fleet_s_own_objects_are_scanned(scanned):
+    """The manager's MultiKueue objects, its identity's RBAC and token Secret on each worker, and its kubeconfig Secrets."""
+    _root, objects = scanned
+    fleet = {o["kind"] for f, objs in objects.items() if f.startswith("/fleet/") for o in objs}
+    assert {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "ServiceAccount", "Secret", "MultiKueueCluster", "ClusterQueue"} <= fleet, fleet
+    secrets = [o for f, objs in objects.items() if f.startswith("/fleet/") for o in objs if o["kind"] == "Secret"]
+    assert {s.get("type") for s in secrets} == {"kubernetes.io/service-account-token", "Opaque"}  # token Secrets and kubeconfig Secrets
+
+
 @pytest.fixture(scope="module")
 def plain_report(scanned) -> dict[str, Any]:
     """Plain checkov over the tree, once: both tests below read the same findings."""

@@ -24,6 +24,7 @@ RUNS = [
     ("default", "maxtext-6b", Overrides(slices=2, name="golden")),
     ("default", "hello-tpu", Overrides(slices=2, name="golden")),
     ("fallback", "llama3-8b", Overrides(slices=2, name="golden")),
+    ("compute-class", "llama3-8b", Overrides(slices=2, name="golden")),
     ("flex-start", "llama3-8b", Overrides(slices=1, name="golden")),
     ("teams", "maxtext-6b", Overrides(slices=2, name="golden", team="research")),
     ("flex-start", "llama3-8b", Overrides(slices=4, name="golden", priority="very-high")),

@@ -8,6 +8,10 @@ scripts/k8s_policy_by_kind.py (the findings counted by kind). Per example spec:
   PriorityClasses, the DCN DaemonSet, and whatever else the spec renders);
 - ``tree/``: the Kustomize tree ``render`` writes (bases and one overlay per run);
 - ``built/``: what ``submit`` applies, each overlay built (JobSet; Service + Job; RayJob);
+- ``fleet/``: a fleet's own objects (examples/fleet/): the manager's MultiKueue objects and
+  queues, the manager's identity on each worker (its ServiceAccount, RBAC and token Secret),
+  and the manager's kubeconfig Secret per worker, with a token of the shape the worker's
+  token controller writes (the real one exists only on a cluster);
 - ``created/``: what the controllers create from those objects, which checkov has no
   model for: the JobSet controller's child Jobs (``replicatedJobs[].template`` verbatim),
   and KubeRay's head and worker pods and submitter Job (the RayJob's pod templates, with
@@ -40,6 +44,7 @@ from workloads.render.kustomize import build_overlay, render, write_tree
 EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.yaml"))
 RECIPE = {
     "default": "maxtext-6b",
+    "compute-class": "llama3-8b",
     "fallback": "llama3-8b",
     "flex-start": "llama3-8b",
     "teams": "maxtext-6b",
@@ -189,4 +194,27 @@ def write_scan_tree(root: Path) -> dict[str, list[dict[str, Any]]]:
         for rel, text in tree.items():
             if rel.endswith(".yaml"):
                 objects[f"/{example}/tree/{rel}"] = [o for o in yamlio.load_all(text) if isinstance(o, dict) and "kind" in o]
+    for rel, objs in fleet_objects().items():
+        put(rel, objs)
     return objects
+
+
+# A service account token as the token controller writes one (a JWT's three parts); not a real credential.
+PLACEHOLDER_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6a3VldWUtc3lzdGVtOnRnay1tdWx0aWt1ZXVlIn0.c2lnbmF0dXJl"
+PLACEHOLDER_CA = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+def fleet_objects() -> dict[str, list[dict[str, Any]]]:
+    """The fleet example's objects: {relative file: objects}, each side as ``queues apply --fleet`` applies it."""
+    from infra.fleet import load_fleet
+    from workloads.render import multikueue
+
+    fleet = load_fleet(EXAMPLES_DIR / "fleet" / "fleet.yaml")
+    out = {"fleet/manager/objects.yaml": multikueue.manager_objects(fleet)}
+    secrets = []
+    for w in fleet.workers:
+        out[f"fleet/worker-{w.name}/objects.yaml"] = [*multikueue.worker_objects(fleet, w), multikueue.token_secret()]
+        config = multikueue.kubeconfig(w.name, f"https://{w.spec.cluster.name}.example.internal", PLACEHOLDER_CA, PLACEHOLDER_TOKEN)
+        secrets.append(multikueue.kubeconfig_secret(w.name, config))
+    out["fleet/manager/secrets.yaml"] = secrets
+    return out

@@ -282,6 +282,8 @@ def submit(
     from workloads import runs
 
     env, fleet = _spec(spec)
+    if fleet is not None:
+        runs.fleet_options(options)  # what one worker has and another does not, refused before planning
     plan = _plan(recipe, env, options)
     rendered = runs.render(plan)
     if fleet is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
@@ -450,10 +452,8 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
     if dry_run:
         _print_objects(queues.fleet_objects(fleet), output)
         return
-    from workloads.cluster.client import Cluster
 
-    manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)
-    workers = {w.name: Cluster.connect(w.kubeconfig or kubeconfig, w.context) for w in fleet.workers}
+    manager, workers = queues.connect_fleet(fleet, kubeconfig)  # every member its own cluster, the workers on TLS: else nothing is applied
     res, active = queues.apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.json:
         print_json({**res.to_dict(), "active": active})
@@ -477,6 +477,31 @@ def queues_status(
     show(team, namespace, output, spec, kubeconfig, context)
 
 
+@queues_app.command("rotate-credentials")
+def queues_rotate_credentials(
+    fleet: Annotated[Path, typer.Option("--fleet", help="the fleet file whose manager's credentials on its workers to replace")],
+    worker: Annotated[Optional[list[str]], typer.Option("--worker", help="a worker of the fleet (repeatable; default: every worker)")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Replace the manager's token on each worker: a new token, the manager's Secret rewritten, its MultiKueueCluster Active, then the old token revoked."""
+    from infra.fleet import load_spec_or_fleet
+    from toolkit.clikit import confirm
+    from workloads.runs import queues
+
+    f = load_spec_or_fleet(fleet, want="fleet")
+    names = [f.worker(n).name for n in worker or []]  # an unknown worker is refused before anything is reached
+    manager, workers = queues.connect_fleet(f, kubeconfig)
+    confirm(f"Replace the manager's token on {', '.join(names or [w.name for w in f.workers])} and revoke the old one(s)?", yes=yes)
+    done = queues.rotate_fleet(f, manager, workers, names or None, progress=lambda m: sys.stderr.write(m + "\n"))
+    if output is OutputFormat.json:
+        print_json({"rotated": [r.to_dict() for r in done]})
+    else:
+        for r in done:
+            typer.echo(f"worker {r.worker}: token Secret {r.token_secret}; revoked {', '.join(r.revoked) or 'none'}; MultiKueueCluster active: {r.active}")
+
+
 @queues_app.command("manager-config")
 def queues_manager_config(
     merge: Annotated[
@@ -487,12 +512,12 @@ def queues_manager_config(
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
-    """A controller's settings from the spec (Kueue's waitForPodsReady; JobSet's in-place restart gate), alone or merged into its configuration file."""
+    """A controller's settings from the spec (Kueue's waitForPodsReady; JobSet's in-place restart gate), alone or merged into its configuration file; a fleet file's manager's (Kueue's with multiKueue)."""
     from workloads.render import yamlio
     from workloads.runs import queues
 
-    env, _ = _spec(spec)
-    config = queues.manager_config(env, merge, controller=controller)
+    env, fleet = _spec(spec)
+    config = queues.manager_config(fleet or env, merge, controller=controller)
     if output is OutputFormat.json:
         print_json(config)
     else:

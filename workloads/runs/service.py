@@ -136,6 +136,25 @@ def write(out: Path, rendered: RenderedRun) -> list[Path]:
     return write_tree(out, dict(rendered.files))
 
 
+def fleet_options(options: Overrides) -> None:
+    """Before a run through a fleet's manager is planned: what one worker has and the others do not is refused by name.
+
+    The manager plans against the fleet's buckets only (``infra.fleet.Fleet.manager_env``):
+    a dataset and a Managed Lustre instance are one worker's, and MultiKueue may run the
+    job on (or move it to) another worker, whose identity cannot read them.
+    """
+    if options.dataset is not None:
+        raise FieldError(
+            "--dataset",
+            "a dataset is one worker's (its spec's datasets:), and a fleet may dispatch the run to another worker, whose identity cannot read it",
+            "submit to that worker's own spec (--spec WORKER.yaml, --context WORKER), or run without --dataset",
+        )
+    storage = options.checkpoint_storage
+    if storage is not None and str(storage).split(":", 1)[0] == "lustre":
+        # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
+        raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
+
+
 def through_fleet(plan: RunPlan, rendered: RenderedRun) -> RenderedRun:
     """The run as submitted to a fleet's manager: its run object ``managedBy`` MultiKueue, which runs it on a worker.
 
