@@ -69,13 +69,17 @@ LAYERS: dict[str, Layer] = {
                 "workloads.render",
                 "workloads.cluster",
                 "workloads.observe.storage",
+                "workloads.observe.owned_objects",
                 "workloads.observe.history",
                 "workloads.data.checks",
                 "infra",
                 "toolkit",
             ),
         ),
-        Layer("workloads.data", ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "infra", "toolkit")),
+        Layer(
+            "workloads.data",
+            ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "workloads.observe.owned_objects", "infra", "toolkit"),
+        ),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

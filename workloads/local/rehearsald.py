@@ -52,8 +52,8 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import cloudlogging, disrupt, loopback, state
-from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
+from workloads.local import cloudlogging, disrupt, loopback, state, volumes
+from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
@@ -127,16 +127,23 @@ class Checkpoints:
             self._client = bucket.SERVICE.client(st.get("gcs_url") or loopback.url(st["ports"]["gcs"]))
         return self._client
 
-    def latest(self, uri: str) -> int | None:
-        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/), as MaxText's checkpoint manager finds it at a start."""
-        from workloads.local.bucket import split_gs
-
-        bucket, prefix = split_gs(uri)
+    def latest(self, uri: str, mounts: dict[str, str] | None = None) -> int | None:
+        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/, or an in-pod path on a mounted Lustre claim),
+        as MaxText's checkpoint manager finds it at a start."""
         steps = set()
-        for blob in self.client().list_blobs(bucket, prefix=prefix):
-            head = blob.name[len(prefix) :].split("/", 1)[0]
-            if is_decimal(head):
-                steps.add(int(head))
+        if uri.startswith("/"):
+            local = volumes.local_path(mounts or {}, uri)
+            if local is None:
+                raise OSError(f"{uri} is on no volume the pod mounts")
+            steps = {int(p.name) for p in local.iterdir() if p.is_dir() and is_decimal(p.name)} if local.is_dir() else set()
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            for blob in self.client().list_blobs(bucket, prefix=prefix):
+                head = blob.name[len(prefix) :].split("/", 1)[0]
+                if is_decimal(head):
+                    steps.add(int(head))
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]
 
@@ -148,15 +155,23 @@ class Checkpoints:
         body = "".join(json.dumps(rec) + "\n" for rec in records).encode()
         self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(body, content_type="text/plain")
 
-    def save(self, uri: str, step: int, run: str) -> None:
+    def save(self, uri: str, step: int, run: str, mounts: dict[str, str] | None = None) -> None:
         """Save ``step`` (each worker of a run reports the same saves: the first one writes)."""
-        from workloads.local.bucket import split_gs
-
         if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
             return
-        bucket, prefix = split_gs(uri)
         body = json.dumps({"rehearsal": run, "step": step}).encode()
-        self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+        if uri.startswith("/"):
+            local = volumes.local_path(mounts or {}, uri)
+            if local is None:
+                raise OSError(f"{uri} is on no volume the pod mounts")
+            item = local / str(step) / "items" / "rehearsal.json"
+            item.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(item, body)
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
         self._latest[uri] = step
 
 
@@ -226,13 +241,15 @@ class Rehearsals:
         self.checkpoints = Checkpoints(state_dir)
         self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
         self._stamps: dict[str | None, tuple[str, str, str]] = {}
+        self.helpers: set[str] = set()  # helper pods played (their uid)
+        self.mounts: dict[str, dict[str, str]] = {}  # run uid -> its pods' Lustre mounts (in-pod path -> local directory)
 
     def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
         """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
         if not r.checkpoint_dir:
             return book.saved
         try:
-            return self.checkpoints.latest(r.checkpoint_dir)
+            return self.checkpoints.latest(r.checkpoint_dir, self.mounts.get(book.path.stem))
         except Exception as e:  # the bucket server is down: MaxText would fail to start; here the run starts fresh
             _say(f"run {r.run}: cannot list {r.checkpoint_dir} ({e}); starting without a restore")
             return None
@@ -243,7 +260,7 @@ class Rehearsals:
         book.save_step(step)
         if r.checkpoint_dir:
             try:
-                self.checkpoints.save(r.checkpoint_dir, step, r.run)
+                self.checkpoints.save(r.checkpoint_dir, step, r.run, self.mounts.get(book.path.stem))
             except Exception as e:  # a failed save, as MaxText's can fail: the previous one stays the latest
                 _say(f"run {r.run}: saving step {step} to {r.checkpoint_dir} failed: {e}")
 
@@ -263,6 +280,9 @@ class Rehearsals:
         live: set[str] = set()
         groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any]]]] = defaultdict(list)
         for pod in pods:
+            if (pod["metadata"].get("annotations") or {}).get(VOLUME_HELPER_ANNOTATION):
+                self._helper(pod)
+                continue
             w = self._worker(pod)
             if w is None:
                 continue
@@ -305,6 +325,11 @@ class Rehearsals:
             agent=self.agent,
             source=self._source(pod),
         )
+        if w.run_uid not in self.mounts and r.checkpoint_dir.startswith("/"):
+            try:
+                self.mounts[w.run_uid] = volumes.pod_mounts(self.kube, self.state_dir, pod)
+            except ToolkitError as e:  # the claim cannot be read now: MaxText would fail to start on its mount
+                _say(f"{ns}/{name}: cannot resolve its volumes ({e})")
         resumed = _resume_point(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if resumed is not None:  # the daemon restarted mid-run: go on where the log ends
@@ -367,6 +392,19 @@ class Rehearsals:
             self.kube.create(obj, field_manager="tgk-rehearsal")
         except Conflict:
             pass  # made by an earlier pass
+
+    def _helper(self, pod: dict[str, Any]) -> None:
+        """A Lustre helper pod, once placed and Running: its request run, its log written, its end set (``workloads.local.volumes``)."""
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if uid in self.helpers or _phase(pod) != "running" or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        path = pod_log_file(self.state_dir, meta["namespace"], meta["name"])  # helper pods have names of their own (random)
+        volumes.play_helper(self.kube, self.state_dir, pod, path)
+        self._logs_object(pod, path)
+        self._finish_at(pod, iso(time.time()))
+        self.helpers.add(uid)
+        _say(f"{meta['namespace']}/{meta['name']}: Lustre helper answered")
 
     def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any]]], now: float) -> None:
         book = self.book(run_uid)

@@ -47,6 +47,7 @@ from toolkit.names import (
     K8S_PSA_WARN_LABEL,
     KUEUE_API,
     PRIORITY_CLASS_API,
+    TGK_RUN_LABEL,
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
@@ -313,7 +314,9 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     shrinks the timeouts for the local rehearsal, which runs GKE's timeline faster.
     In v1beta2 the block's presence turns the feature on; there is no ``enable`` field.
     """
-    out: dict[str, Any] = {}
+    # The run label onto every Workload Kueue makes for a run: once the run is gone, its label is
+    # the ownership ledger's proof that the Workload was a run of the toolkit's (toolkit.ledger.orphan_workload).
+    out: dict[str, Any] = {"integrations": {"labelKeysToCopy": [TGK_RUN_LABEL]}}
     if spec.fair_sharing:
         out["fairSharing"] = {"preemptionStrategies": list(spec.kueue.fair_sharing.preemption_strategies)}
     w = spec.kueue.wait_for_pods_ready
