@@ -269,13 +269,17 @@ class MemoryStore:
     def read(self, name: str) -> bytes | None:
         return self.objects.get(self.where + name)
 
-    def write(self, name: str, data: bytes, *, create: bool) -> None:
+    def write(self, name: str, data: bytes, *, create: bool) -> bool:
         if create and self.where + name in self.objects:
-            return
+            return False
         self.objects[self.where + name] = data
+        return True
 
     def has_any(self, prefix: str) -> bool:
         return any(k.startswith(self.where + prefix) for k in self.objects)
+
+    def entries(self) -> list[str]:
+        return sorted({k[len(self.where) :].split("/", 1)[0] + ("/" if "/" in k[len(self.where) :] else "") for k in self.objects if k.startswith(self.where)})
 
 
 @pytest.fixture

@@ -3,6 +3,11 @@
 scripts/setup-gcs-emulator.sh builds its venv in the cache once (pinned version); each test
 session starts one in-memory server process on a free loopback port (a new one if another
 process took it first) and stops it at the end.
+
+gcp-storage-emulator ignores generation preconditions (``ifGenerationMatch``), on which the
+toolkit's create-only writes and generation-checked replaces and deletes rest
+(``toolkit.ledger``). Those are tested against ``precondition_client``: fake-gcs-server
+(scripts/build-fake-gcs-server.sh), which checks them as Cloud Storage does.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import os
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tests.conftest import REPO
@@ -20,11 +25,11 @@ from workloads.local.procs import free_port
 ATTEMPTS = 3
 
 
-def _start(exe: str, timeout: float) -> tuple[subprocess.Popen[bytes], str] | None:
+def _start(exe: str, timeout: float, argv: Callable[[int], list[str]] | None = None) -> tuple[subprocess.Popen[bytes], str] | None:
     """One emulator on a fresh port, answering; None if its port was taken before it bound it."""
     port = free_port()
     proc = subprocess.Popen(
-        [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
+        argv(port) if argv else [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -95,3 +100,50 @@ def emulator_client(project: str = "test-project") -> Iterator[object]:
                 os.environ.pop(storage.EMULATOR_ENV, None)
             else:
                 os.environ[storage.EMULATOR_ENV] = old
+
+
+@contextmanager
+def running_precondition_server(timeout: float = 30) -> Iterator[str]:
+    """Yield the base URL of a fresh fake-gcs-server, which checks ifGenerationMatch as Cloud Storage does."""
+    build = subprocess.run(["bash", str(REPO / "scripts" / "build-fake-gcs-server.sh")], capture_output=True, text=True, timeout=1800)
+    if build.returncode != 0:
+        raise RuntimeError(f"build-fake-gcs-server.sh failed: {build.stderr.strip()[-500:]}")
+    exe = build.stdout.strip().splitlines()[-1]
+
+    def argv(port: int) -> list[str]:
+        return [
+            exe,
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-backend",
+            "memory",
+            "-public-host",
+            f"127.0.0.1:{port}",
+            "-log-level",
+            "error",
+        ]
+
+    for _ in range(ATTEMPTS):
+        started = _start(exe, timeout, argv)
+        if started:
+            break
+    else:
+        raise RuntimeError(f"fake-gcs-server: its port was taken {ATTEMPTS} times in a row")
+    proc, url = started
+    try:
+        yield url
+    finally:
+        _stop(proc)
+
+
+@contextmanager
+def precondition_client(project: str = "test-project") -> Iterator[object]:
+    """A google-cloud-storage client on a fresh fake-gcs-server (``running_precondition_server``)."""
+    from workloads.observe import storage
+
+    with running_precondition_server() as url:
+        yield storage.make_client(project=project, endpoint=url)

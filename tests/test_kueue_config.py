@@ -33,7 +33,17 @@ def test_time_scale_and_limit() -> None:
 
 
 def test_disabled_is_absent() -> None:
-    assert manager_settings(_spec(enabled=False)) == {}
+    assert "waitForPodsReady" not in manager_settings(_spec(enabled=False))
+
+
+def test_kueue_copies_the_run_label_onto_every_workload() -> None:
+    """Once a run is gone, the label on its Workload is the ownership ledger's proof that a run of the toolkit's made it."""
+    from toolkit.names import TGK_RUN_LABEL
+
+    for enabled in (True, False):
+        assert manager_settings(_spec(enabled=enabled))["integrations"] == {"labelKeysToCopy": [TGK_RUN_LABEL]}
+    merged = merge_manager_config({"integrations": {"frameworks": ["batch/job"]}}, manager_settings(_spec()))
+    assert merged["integrations"] == {"frameworks": ["batch/job"], "labelKeysToCopy": [TGK_RUN_LABEL]}  # the release's frameworks kept
 
 
 def test_merge_keeps_the_release_settings() -> None:

@@ -78,7 +78,15 @@ LAYERS: dict[str, Layer] = {
         ),
         Layer(
             "workloads.data",
-            ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "workloads.observe.owned_objects", "infra", "toolkit"),
+            (
+                "workloads.planning",
+                "workloads.render.volumes",
+                "workloads.maxtext",
+                "workloads.observe.storage",
+                "workloads.observe.owned_objects",
+                "infra",
+                "toolkit",
+            ),
         ),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),

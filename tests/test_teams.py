@@ -88,7 +88,8 @@ def test_fair_sharing_config_is_on_with_two_teams():
     assert "fairSharing" not in kueue.manager_settings(off)
     # without waitForPodsReady, fair sharing is still configured
     no_wait = spec_with(kueue={"wait_for_pods_ready": {"enabled": False}, "fair_sharing": {"preemption_strategies": ["LessThanInitialShare"]}})
-    assert kueue.manager_settings(no_wait) == {"fairSharing": {"preemptionStrategies": ["LessThanInitialShare"]}}
+    assert kueue.manager_settings(no_wait)["fairSharing"] == {"preemptionStrategies": ["LessThanInitialShare"]}
+    assert "waitForPodsReady" not in kueue.manager_settings(no_wait)
 
 
 def test_manager_config_cli_merges_fair_sharing(tmp_path: Path):

@@ -177,11 +177,12 @@ def _group(api_version: str) -> str:
     return api_version.split("/", 1)[0] if "/" in api_version else ""
 
 
-def run_object(obj: Mapping[str, Any], *, name: str | None = None) -> Verdict:
-    """May this top-level run object (and what it owns) be deleted? ``name``: the run asked for."""
+def run_object(obj: Mapping[str, Any], *, name: str | None = None, namespace: str | None = None) -> Verdict:
+    """May this top-level run object (and what it owns) be deleted? ``name``: the run asked for; ``namespace``: where it was read."""
     meta = obj.get("metadata") or {}
     kind = str(obj.get("kind") or "")
-    what = f"{kind} {meta.get('namespace') or ''}/{meta.get('name') or ''}"
+    ns = namespace if namespace is not None else str(meta.get("namespace") or "")
+    what = f"{kind} {ns}/{meta.get('name') or ''}"
     labels = meta.get("labels") or {}
     run = meta.get("name")
     if name is not None and run != name:
@@ -194,7 +195,7 @@ def run_object(obj: Mapping[str, Any], *, name: str | None = None) -> Verdict:
             f"carries no {names.K8S_MANAGED_BY_LABEL}={names.TGK} and {names.TGK_RUN_LABEL}={run} labels: not submitted by this toolkit "
             "(delete it with kubectl, or the tool that made it, if you mean to)",
         )
-    return _permit(Kind.RUN_OBJECT, f"{meta.get('namespace') or ''}/{run}", (), f"{kind} submitted by the toolkit")
+    return _permit(Kind.RUN_OBJECT, f"{ns}/{run}", (), f"{kind} submitted by the toolkit")
 
 
 def orphan_workload(wl: Mapping[str, Any], live_uids: set[str]) -> Verdict | None:

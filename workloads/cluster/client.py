@@ -154,7 +154,7 @@ class Cluster(KubeApi):
         obj = self.jobset(namespace, name)
         if obj is None:
             return DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)
-        verdict = ledger.run_object({"apiVersion": JOBSET_API, "kind": "JobSet", **obj}, name=name)
+        verdict = ledger.run_object({"apiVersion": JOBSET_API, "kind": "JobSet", **obj}, name=name, namespace=namespace)
         if not isinstance(verdict, ledger.Permit):
             return DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)
         return self.delete_owned(verdict, self.resource(JOBSET_API, "JobSet"), name, namespace, dry_run=dry_run)
@@ -172,7 +172,7 @@ class Cluster(KubeApi):
         out: list[DeleteResult] = []
         if found is not None:
             kind, obj = found
-            verdict = ledger.run_object({"apiVersion": kind.api_version, "kind": kind.kind, **obj}, name=name)
+            verdict = ledger.run_object({"apiVersion": kind.api_version, "kind": kind.kind, **obj}, name=name, namespace=namespace)
             if not isinstance(verdict, ledger.Permit):
                 raise NotOwned(f"{verdict.what} {verdict.why}")
             out.append(self.delete_owned(verdict, self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run))
@@ -180,7 +180,7 @@ class Cluster(KubeApi):
             svc_info = self.resource("v1", "Service")
             svc = self.get(svc_info, name, namespace)
             if svc is not None:
-                verdict = ledger.run_object({"apiVersion": "v1", "kind": "Service", **svc}, name=name)
+                verdict = ledger.run_object({"apiVersion": "v1", "kind": "Service", **svc}, name=name, namespace=namespace)
                 if isinstance(verdict, ledger.Permit):
                     out.append(self.delete_owned(verdict, svc_info, name, namespace, dry_run=dry_run))
         return out or [DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)]

@@ -222,7 +222,7 @@ def apply(
         data_check(cluster, plan, spec)
     verdict = None
     if identity.guarded(plan):
-        verdict = identity.claim(store or checkpoint_store(cluster, plan, spec), plan, resume=resume, submission=rendered.digest)
+        verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
 
@@ -248,7 +248,7 @@ def _buckets(cluster: Cluster, project: str | None = None) -> Any:
     return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
-def checkpoint_store(cluster: Cluster, plan: RunPlan, spec: EnvSpec | None = None) -> Store:
+def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
     """The run's output directory: in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage;
     ``gcs`` and ``gcsfuse`` storage alike), or on the team's Lustre, through a helper pod on the cluster."""
     from workloads.runs.identity import GcsStore, lustre_dir
@@ -259,8 +259,8 @@ def checkpoint_store(cluster: Cluster, plan: RunPlan, spec: EnvSpec | None = Non
 
         st = plan.policy.checkpoint_storage
         assert st is not None and st.claim is not None
-        run_as = spec.team(plan.target.team).run_as_user if spec is not None else None
-        return VolumeStore(cluster, Volume(plan.target.namespace, st.claim, st.mount_dir, st.location.removesuffix(f"{plan.target.namespace}/"), run_as), rel)
+        location = st.location.removesuffix(f"{plan.target.namespace}/")
+        return VolumeStore(cluster, Volume(plan.target.namespace, st.claim, st.mount_dir, location, plan.target.run_as_user), rel)
     assert plan.program.output_dir is not None
     return GcsStore(_buckets(cluster), plan.program.output_dir)
 
