@@ -92,11 +92,11 @@ def play_helper(kube: Any, state_dir: Path, pod: Mapping[str, Any], log_path: Pa
             line = dirops.result_line(dirops.handle(request, mounts))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as f:
-        f.write(line)
+        f.write(f"{cri_time(time.time())} stdout F {line}")  # one CRI record, as a kubelet's log file holds it
     return line
 
 
-def now_iso() -> str:
+def cri_time(t: float) -> str:
     from datetime import UTC, datetime
 
-    return datetime.fromtimestamp(time.time(), UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
