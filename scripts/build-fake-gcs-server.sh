@@ -7,7 +7,7 @@
 # generation read, a checkpoint object deleted only at the generation listed
 # (toolkit/ledger.py). gcp-storage-emulator (scripts/setup-gcs-emulator.sh, the server
 # the other storage tests and the local cluster use) ignores ifGenerationMatch, so tests of
-# those guarantees run against this server (tests/gcs_emulator.py precondition_client).
+# those guarantees run against this server (tests/support/gcs_emulator.py precondition_client).
 # fake-gcs-server v1.56.1 checks ifGenerationMatch on every upload path and deletes a named
 # generation only while it is the live one; ~1-2 min cold on 2 cores.
 #

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli, example_doc
-from tests.gcs_emulator import precondition_client
+from tests.support import EXAMPLES, REPO, cli, example_doc
+from tests.support.gcs_emulator import precondition_client
 from toolkit import ledger, names
 from toolkit.errors import FieldError
 from workloads.cluster import cleanup as cl
@@ -114,7 +114,7 @@ def test_a_named_finished_run_goes_whatever_its_age() -> None:
 
 
 def test_runs_the_toolkit_did_not_submit_are_kept_whatever_their_state() -> None:
-    """The issue's case: a finished JobSet or Job without the toolkit's labels (xpk's, a user's) was deleted."""
+    """A finished JobSet or Job without the toolkit's labels (xpk's, a user's) is never deleted: once it was."""
     runs = [
         cl.run_from(o) for o in (_jobset("mine", "ok", 9e5), _jobset("xpk-run", "ok", 9e5, ours=False), _jobset("hand", "failed", 9e5, kind="Job", ours=False))
     ]
@@ -142,7 +142,7 @@ def test_orphaned_finished_workloads() -> None:
     o = cl.orphan_from(wl, set())
     assert cl.choose([], [o], now=NOW, older_than=3600).orphans == (o,)
     assert cl.choose([], [o], now=NOW, older_than=3 * 3600).orphans == ()
-    # The issue's cases: a Workload whose owner is a kind cleanup does not list, or one without the run label, stays.
+    # A Workload whose owner is a kind cleanup does not list, or one without the run label, stays (both were deleted once).
     lws = {**wl, "metadata": {**wl["metadata"], "ownerReferences": [{**owner, "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}]}}
     unlabelled = {**wl, "metadata": {**wl["metadata"], "labels": {}}}
     plan = cl.choose([], [cl.orphan_from(lws, set()), cl.orphan_from(unlabelled, set())], now=NOW, older_than=0)
@@ -234,7 +234,7 @@ def test_unreachable_cluster_is_exit_3(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def gcs_client():
-    """fake-gcs-server: it checks the generation a delete names, as Cloud Storage does (tests/gcs_emulator.py)."""
+    """fake-gcs-server: it checks the generation a delete names, as Cloud Storage does (tests/support/gcs_emulator.py)."""
     with precondition_client() as client:
         yield client
 
@@ -291,7 +291,7 @@ def test_a_deletion_stops_when_the_identity_changed_since_the_listing(gcs_client
 
 
 def test_an_older_toolkits_adopted_base_checkpoint_is_never_deleted(gcs_client) -> None:
-    """The issue's case: `submit --resume` beside a converted checkpoint wrote an identity (format 1), and cleanup deleted it."""
+    """An earlier toolkit's `submit --resume` beside a converted checkpoint wrote an identity (format 1), and cleanup deleted the checkpoint."""
     import json
     import time
 

@@ -15,8 +15,8 @@ import yaml
 
 from infra import access
 from infra.datasets import DatasetFormat
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import emulator_client
+from tests.support import REPO, cli, example_doc, spec_from
+from tests.support.gcs_emulator import emulator_client
 from toolkit.errors import SpecError
 from workloads.data import checks, formats, mount, tokenizer
 from workloads.local import bucket as local_bucket
@@ -244,7 +244,7 @@ def test_upload_puts_the_files_then_refuses_to_replace_them(server, tmp_path: Pa
     }
     again = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
     assert again.returncode == 2 and again.stderr.count("\n") == 1 and "never added to" in again.stderr, again.stderr
-    # The case: a later upload of one more file into the prefix runs already read.
+    # A later upload of one more file into the prefix runs already read: refused.
     (src / "t.array_record-2").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
     more = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
     assert more.returncode == 2 and more.stderr.startswith("error: datasets[0].path: gs://") and "a new path" in more.stderr, more.stderr

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit import ledger, names
 
 # ------------------------------------------------------------------ the permit itself
@@ -136,7 +136,7 @@ def test_an_orphaned_workload_goes_only_when_a_run_of_the_toolkits_owned_it(owne
         assert v is None  # not an orphan at all: it goes with its owner, or Kueue is still at it
 
 
-def test_the_issues_workload_of_a_kind_cleanup_does_not_list_is_kept() -> None:
+def test_a_workload_of_a_kind_cleanup_does_not_list_is_kept() -> None:
     wl = {
         "metadata": {
             "name": "lws-x",
@@ -190,7 +190,7 @@ def test_a_dataset_prefix_is_written_once(wanted, existing, record) -> None:
         assert all(existing[n] == wanted[n] for n in existing)
 
 
-def test_the_issues_second_upload_into_a_prefix_runs_read_is_refused() -> None:
+def test_a_second_upload_into_a_prefix_runs_read_is_refused() -> None:
     done = ledger.PrefixRecord("c4", {"p/a": 1}, True)
     v = ledger.prefix_upload("gs://b/p/", {"p/b": 2}, {"p/a": 1}, done)
     assert isinstance(v, ledger.Kept) and "never added to" in v.why

@@ -98,7 +98,7 @@ def test_the_store_is_the_runs_directory_on_the_teams_lustre(tmp_path: Path) -> 
     assert ident.lustre_dir(plan) == "llm/exp1/" and ident.guarded(plan)
 
 
-def test_the_issues_case_on_lustre_another_run_under_the_name_is_refused(tmp_path: Path) -> None:
+def test_on_lustre_another_run_under_the_name_is_refused(tmp_path: Path) -> None:
     cluster = Playing(tmp_path)
     sub = runs.apply(cluster, _plan())
     assert sub.checkpoints.state == "new" and cluster.applied

@@ -1,7 +1,7 @@
-"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/conftest.py cli).
+"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/support/cli.py).
 
 Offline paths use the real MaxText test data; cluster paths use a kubeconfig that points at
-an unreachable port, or at a small recording HTTP server on loopback (tests/fake_apiserver.py)
+an unreachable port, or at a small recording HTTP server on loopback (tests/support/fake_apiserver.py)
 so the real kubernetes client is exercised end to end.
 """
 
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import cli
-from tests.fake_apiserver import serve
+from tests.support import cli
+from tests.support.fake_apiserver import serve
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 LOG = str(DATA / "tiny_cpu.log")
@@ -126,7 +126,7 @@ def test_report_writes_files(tmp_path: Path) -> None:
 def test_report_upload_to_the_spec_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each upload is a new prefix, every object created only where none is (fake-gcs-server checks the precondition):
     a second report, or another run's under a reused name, never replaces the first."""
-    from tests.gcs_emulator import running_precondition_server
+    from tests.support.gcs_emulator import running_precondition_server
     from workloads.observe import storage
 
     with running_precondition_server() as url:

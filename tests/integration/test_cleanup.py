@@ -12,16 +12,12 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
-from tests.integration.conftest import wait_for
+from tests.support import run_module
+from tests.support.local_cluster import wait_for
 from toolkit.names import TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
-
-pytestmark = pytest.mark.integration
 
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
@@ -82,7 +78,7 @@ def test_cleanup_removes_finished_runs_and_refuses_running_ones(cluster, kubecon
 
 
 def test_cleanup_keeps_what_the_toolkit_did_not_submit(cluster, kubeconfig, tpu_quota) -> None:
-    """The issue's cases: a finished JobSet without the toolkit's labels (xpk's, a user's), and a finished Workload
+    """Once deleted, now kept: a finished JobSet without the toolkit's labels (xpk's, a user's), and a finished Workload
     owned by a kind cleanup does not list, were deleted; now each is listed as kept, and naming one is one line, exit 2."""
     import secrets
 
