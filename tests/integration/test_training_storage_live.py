@@ -220,7 +220,7 @@ def test_a_runs_lustre_directory_is_its_own_through_the_helper_pod(cluster, kube
         first = runs.submit(live, plan(), timeout=120, rehearse_seconds=5)
         assert first.checkpoints.state == "new" and first.admission.admitted, first
         assert json.loads((root / ns / run / "tgk-run.json").read_text())["recipe"] == "maxtext-6b"
-        assert helpers() == []  # the helper pods went: the ledger let this command delete the ones it made
+        wait_for(lambda: not helpers(), 60, "the helper pods to go")  # the ledger let this command delete the ones it made
         assert wait_for(lambda: _finished(cluster, run), 240, "the first run to finish") == "Completed"
         saved = sorted(int(p.name) for p in (root / ns / run / "checkpoints").iterdir())
         assert saved and saved[-1] == 19, saved  # the rehearsal saved on the claim's volume, as MaxText would
@@ -256,7 +256,7 @@ def test_a_runs_lustre_directory_is_its_own_through_the_helper_pod(cluster, kube
         assert files and svc.delete_lustre(live, v, plan_.checkpoints[0]) == len(files) == dirs[run].objects
         assert not (root / ns / run / "checkpoints").exists() and (root / ns / run / "tgk-run.json").exists()
         assert (base / "checkpoint").read_bytes() == b"converted weights"
-        assert helpers() == []
+        wait_for(lambda: not helpers(), 60, "the helper pods to go")
     finally:
         for name in (run, "llama-base"):
             cluster.delete_jobset(ns, name)
