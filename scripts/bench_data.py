@@ -66,8 +66,8 @@ def bench_upload(url: str, venv: Path, mib: int, repeats: int) -> dict:
             client = local_bucket.SERVICE.client(url)
             d = spec.datasets[0]
             plan = up.plan_upload(spec, d, src)
-            up.refuse_existing(client, spec, d, plan)
-            rates.append(up.upload(client, d, plan).mib_per_s)
+            decision = up.decide(client, spec, d, plan)
+            rates.append(up.upload(client, d, plan, decision).mib_per_s)
     return {"bytes": size, "files": 4, "mib_per_s_median": round(statistics.median(rates), 1), "mib_per_s": [round(r, 1) for r in rates]}
 
 

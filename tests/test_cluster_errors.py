@@ -67,6 +67,8 @@ def test_each_verb_names_its_own_rbac_verb(loopback) -> None:
     answer(api, "GET", pods, 403, 'pods is forbidden: User "bob" cannot list resource "pods"')
     with pytest.raises(Forbidden, match=r"to list pods in namespace team-a: .*can-i list pods -n team-a\)$"):
         cluster.pods("team-a", "r1")
+    ours = {"labels": {"app.kubernetes.io/managed-by": "tpu-gke-toolkit", "tpu-gke-toolkit/run": "r1"}}
+    api.routes[("GET", JS_PATH)] = lambda q, b: (200, {**jobset(ns="team-a"), "metadata": {"name": "r1", "namespace": "team-a", **ours}})
     answer(api, "DELETE", JS_PATH, 403, "nope")
     with pytest.raises(Forbidden, match=r"to delete jobsets.jobset.x-k8s.io in namespace team-a"):
         cluster.delete_jobset("team-a", "r1")

@@ -236,9 +236,19 @@ def test_upload_puts_the_files_then_refuses_to_replace_them(server, tmp_path: Pa
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["bytes"] == 2 * (FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).stat().st_size and got["mib_per_s"] > 0
-    assert sorted(b.name for b in client.list_blobs(d.bucket)) == ["text/v1/t.array_record-0", "text/v1/t.array_record-1"]
+    assert sorted(b.name for b in client.list_blobs(d.bucket)) == ["text/v1.tgk-dataset.json", "text/v1/t.array_record-0", "text/v1/t.array_record-1"]
+    record = json.loads(client.bucket(d.bucket).blob("text/v1.tgk-dataset.json").download_as_bytes())
+    assert record["complete"] is True and record["files"] == {
+        "text/v1/t.array_record-0": got["files"][0]["bytes"],
+        "text/v1/t.array_record-1": got["files"][1]["bytes"],
+    }
     again = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
-    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "never replaces" in again.stderr, again.stderr
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "never added to" in again.stderr, again.stderr
+    # A later upload of one more file into the prefix runs already read: refused.
+    (src / "t.array_record-2").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    more = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
+    assert more.returncode == 2 and more.stderr.startswith("error: datasets[0].path: gs://") and "a new path" in more.stderr, more.stderr
+    assert "text/v1/t.array_record-2" not in [b.name for b in client.list_blobs(d.bucket)]  # nothing uploaded
 
 
 def test_upload_refuses_a_file_in_another_format_and_sends_nothing(server, tmp_path: Path) -> None:

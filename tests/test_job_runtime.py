@@ -361,7 +361,7 @@ def test_find_pod_of_a_job_run_ignores_the_slice() -> None:
 
 
 def _svc(run_label: str | None = "jr") -> dict:
-    labels = {names.TGK_RUN_LABEL: run_label} if run_label else {}
+    labels = {names.K8S_MANAGED_BY_LABEL: names.TGK, names.TGK_RUN_LABEL: run_label} if run_label else {}
     return {"kind": "Service", "metadata": {"name": "jr", "labels": labels}}
 
 

@@ -261,7 +261,7 @@ def test_checkpoints_to_lustre_through_the_teams_claim() -> None:
     args = _args_dict(plan.program.args)
     assert args["base_output_directory"] == "/checkpoints/llm"  # the team's own directory
     assert plan.program.output_dir is None and plan.checkpoint_dir == "lustre:ironwood-ckpt/llm/t/checkpoints/"
-    assert any("does not check" in w for w in plan.program.warnings)  # the identity check cannot reach Lustre
+    assert not any("does not check" in w for w in plan.program.warnings)  # the identity check reaches Lustre (tests/test_lustre_identity.py)
     template = _pod(jobset.jobset(plan))
     (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == volumes.CHECKPOINT_VOLUME]
     assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "tpu-gke-toolkit-lustre"}}

@@ -42,6 +42,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from toolkit import ledger
 from toolkit.errors import FieldError
 from toolkit.inputfile import InputKind, read_bounded
 from toolkit.jsontext import load_json
@@ -440,10 +441,26 @@ def update_files(root: Path, unit_rel: str, files: Mapping[str, str | bytes], fl
             p.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(p, data[rel])
         for rel in pruned:
-            (unit / rel).unlink(missing_ok=True)
+            path = unit / rel
+            verdict = ledger.owned_file(str(path), recorded=s.owned[rel], current=_digest_of(path))
+            if isinstance(verdict, ledger.Permit):
+                _remove_owned(verdict, path)
     if changed or pruned or _read_manifest(unit, flag) != (final, {}):
         _atomic_write(unit / MANIFEST, _manifest_bytes(final))
     return [unit / rel for rel in data]
+
+
+def _digest_of(path: Path) -> str | None:
+    try:
+        return digest(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _remove_owned(permit: ledger.Permit, path: Path) -> None:
+    """Remove a file the ledger permitted (the toolkit wrote it, unchanged since): the one way a unit's file goes."""
+    ledger.require(permit, ledger.Kind.FILE, str(path))
+    path.unlink(missing_ok=True)
 
 
 def owned_files(unit: Path) -> list[Path]:

@@ -3,6 +3,11 @@
 scripts/setup-gcs-emulator.sh builds its venv in the cache once (pinned version); each test
 session starts one in-memory server process on a free loopback port (a new one if another
 process took it first) and stops it at the end.
+
+gcp-storage-emulator ignores generation preconditions (``ifGenerationMatch``), on which the
+toolkit's create-only writes and generation-checked replaces and deletes rest
+(``toolkit.ledger``). Those are tested against ``precondition_client``: fake-gcs-server
+(scripts/build-fake-gcs-server.sh), which checks them as Cloud Storage does.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import os
 import subprocess
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from tests.support.paths import REPO
@@ -20,11 +25,11 @@ from workloads.local.procs import free_port
 ATTEMPTS = 3
 
 
-def _start(exe: str, timeout: float) -> tuple[subprocess.Popen[bytes], str] | None:
-    """One emulator on a fresh port, answering; None if its port was taken before it bound it."""
+def _start(exe: str, timeout: float, argv: Callable[[int], list[str]]) -> tuple[subprocess.Popen[bytes], str] | None:
+    """One server on a fresh port, answering; None if its port was taken before it bound it."""
     port = free_port()
     proc = subprocess.Popen(
-        [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"],
+        argv(port),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -59,24 +64,33 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @contextmanager
-def running_emulator(timeout: float = 30) -> Iterator[str]:
-    """Yield the emulator's base URL (the value for STORAGE_EMULATOR_HOST)."""
-    setup = subprocess.run(["bash", str(REPO / "scripts" / "setup-gcs-emulator.sh")], capture_output=True, text=True, timeout=600)
+def _serving(script: str, what: str, timeout: float, argv: Callable[[str, int], list[str]]) -> Iterator[str]:
+    """A server built by ``scripts/<script>`` (its executable on the last line), on a fresh loopback port; its base URL."""
+    setup = subprocess.run(["bash", str(REPO / "scripts" / script)], capture_output=True, text=True, timeout=1800)
     if setup.returncode != 0:
-        raise RuntimeError(f"setup-gcs-emulator.sh failed: {setup.stderr.strip()[-500:]}")
+        raise RuntimeError(f"{script} failed: {setup.stderr.strip()[-500:]}")
     exe = setup.stdout.strip().splitlines()[-1]
-    # The port is a flag: picked free, it can be taken before the emulator binds it; then a new one.
+    # The port is a flag: picked free, it can be taken before the server binds it; then a new one.
     for _ in range(ATTEMPTS):
-        started = _start(exe, timeout)
+        started = _start(exe, timeout, lambda port: argv(exe, port))
         if started:
             break
     else:
-        raise RuntimeError(f"gcs emulator: its port was taken {ATTEMPTS} times in a row")
+        raise RuntimeError(f"{what}: its port was taken {ATTEMPTS} times in a row")
     proc, url = started
     try:
         yield url
     finally:
         _stop(proc)
+
+
+@contextmanager
+def running_emulator(timeout: float = 30) -> Iterator[str]:
+    """Yield the emulator's base URL (the value for STORAGE_EMULATOR_HOST)."""
+    with _serving(
+        "setup-gcs-emulator.sh", "gcs emulator", timeout, lambda exe, port: [exe, "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory", "--quiet"]
+    ) as url:
+        yield url
 
 
 @contextmanager
@@ -95,3 +109,37 @@ def emulator_client(project: str = "test-project") -> Iterator[object]:
                 os.environ.pop(storage.EMULATOR_ENV, None)
             else:
                 os.environ[storage.EMULATOR_ENV] = old
+
+
+@contextmanager
+def running_precondition_server(timeout: float = 30) -> Iterator[str]:
+    """Yield the base URL of a fresh fake-gcs-server, which checks ifGenerationMatch as Cloud Storage does."""
+
+    def argv(exe: str, port: int) -> list[str]:
+        return [
+            exe,
+            "-scheme",
+            "http",
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-backend",
+            "memory",
+            "-public-host",
+            f"127.0.0.1:{port}",
+            "-log-level",
+            "error",
+        ]
+
+    with _serving("build-fake-gcs-server.sh", "fake-gcs-server", timeout, argv) as url:
+        yield url
+
+
+@contextmanager
+def precondition_client(project: str = "test-project") -> Iterator[object]:
+    """A google-cloud-storage client on a fresh fake-gcs-server (``running_precondition_server``)."""
+    from workloads.observe import storage
+
+    with running_precondition_server() as url:
+        yield storage.make_client(project=project, endpoint=url)

@@ -12,10 +12,20 @@ class MemoryStore:
     def read(self, name: str) -> bytes | None:
         return self.objects.get(self.where + name)
 
-    def write(self, name: str, data: bytes, *, create: bool) -> None:
+    def write(self, name: str, data: bytes, *, create: bool) -> bool:
         if create and self.where + name in self.objects:
-            return
+            return False
         self.objects[self.where + name] = data
+        return True
 
     def has_any(self, prefix: str) -> bool:
         return any(k.startswith(self.where + prefix) for k in self.objects)
+
+    def entries(self) -> list[str]:
+        """The names directly in the directory (directories end in ``/``)."""
+        out = set()
+        for k in self.objects:
+            if k.startswith(self.where):
+                head, sep, _ = k[len(self.where) :].partition("/")
+                out.add(head + sep)
+        return sorted(out)

@@ -378,7 +378,7 @@ def _resilience(plan: RunPlan) -> str:
 def _profile_note(plan: RunPlan) -> str:
     p = plan.program.profile
     assert p is not None
-    where = f"uploaded to Vertex AI TensorBoard {p.tensorboard!r} (experiment {plan.name})" if p.tensorboard else "no TensorBoard in the spec: not uploaded"
+    where = f"uploaded to Vertex AI TensorBoard {p.tensorboard!r} (experiment {p.experiment})" if p.tensorboard else "no TensorBoard in the spec: not uploaded"
     return f"profiling steps {p.first_step}-{p.first_step + p.steps - 1} (xplane) to {plan.program.output_dir}tensorboard/, {where}"
 
 

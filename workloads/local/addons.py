@@ -51,6 +51,10 @@ FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
 # kwok's complete stage fires at that time, not before.
 REHEARSAL_LABEL = f"{TGK_LOCAL_PREFIX}/rehearsal"
 REHEARSAL_ANNOTATION = REHEARSAL_LABEL
+# A Lustre helper pod (workloads.render.volume_helper) on the local cluster carries REHEARSAL_LABEL
+# (it ends when the daemon writes FINISH_AT_ANNOTATION) and this annotation: the rehearsal
+# daemon runs its request against the directory that plays the claim (workloads.local.volumes).
+VOLUME_HELPER_ANNOTATION = f"{TGK_LOCAL_PREFIX}/volume-helper"
 # On a RayJob: how long the stand-in Ray job runs (workloads/local/kuberay.py); set by
 # ``submit`` on the local cluster from the rehearsal time, like REHEARSAL_ANNOTATION.
 RAY_JOB_SECONDS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/ray-job-seconds"

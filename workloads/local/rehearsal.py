@@ -108,7 +108,9 @@ class Rehearsal:
     params: int | None = None
     config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
     command: str = ""  # a plain command, shown in its log
-    checkpoint_dir: str = ""  # gs://<bucket>/<run>/checkpoints/: where saves go and a (re)start restores from, as MaxText does
+    # gs://<bucket>/<run>/checkpoints/ or /checkpoints/<ns>/<run>/checkpoints/ (Lustre): where saves go and a
+    # (re)start restores from, as MaxText does
+    checkpoint_dir: str = ""
     save_seconds: float = 0.0  # an async save's time to be complete in the bucket (infra.recovery.SAVE, scaled)
     # Multi-tier checkpointing (None: off): RAM-disk saves every ``mtc_local_period`` steps on every
     # slice's VMs, backups to the bucket every ``mtc_backup_period`` steps; a restart restores from a
@@ -164,12 +166,20 @@ class Rehearsal:
             tokens_per_step=sizing.global_batch_size * seq if sizing else None,
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]
-            checkpoint_dir=f"{p.output_dir}checkpoints/" if c and p.output_dir else "",
+            checkpoint_dir=_checkpoint_dir(plan) if c else "",
             # Never longer than half the time between saves: a save completes before the next begins.
             save_seconds=round(min(recovery.SAVE.seconds * factor, period_wall / 2), 3) if c else 0.0,
             **mtc,
             **common,
         )
+
+
+def _checkpoint_dir(plan: RunPlan) -> str:
+    """Where MaxText saves: the run's bucket directory, or the in-pod path on the team's Lustre claim (the daemon resolves its mount)."""
+    st = plan.policy.checkpoint_storage
+    if st is not None and st.kind == "lustre":
+        return f"{st.base_output}/{plan.name}/checkpoints/"
+    return f"{plan.program.output_dir}checkpoints/" if plan.program.output_dir else ""
 
 
 def decorate(objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | None = None) -> list[dict[str, Any]]:

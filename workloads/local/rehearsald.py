@@ -54,8 +54,8 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import agents, cloudlogging, disrupt, loopback, state
-from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
+from workloads.local import agents, cloudlogging, disrupt, loopback, state, volumes
+from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
     Rehearsal,
@@ -168,16 +168,23 @@ class Checkpoints:
             self._client = bucket.SERVICE.client(st.get("gcs_url") or loopback.url(st["ports"]["gcs"]))
         return self._client
 
-    def latest(self, uri: str) -> int | None:
-        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/), as MaxText's checkpoint manager finds it at a start."""
-        from workloads.local.bucket import split_gs
-
-        bucket, prefix = split_gs(uri)
+    def latest(self, uri: str, mounts: dict[str, str] | None = None) -> int | None:
+        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/, or an in-pod path on a mounted Lustre claim),
+        as MaxText's checkpoint manager finds it at a start."""
         steps = set()
-        for blob in self.client().list_blobs(bucket, prefix=prefix):
-            head = blob.name[len(prefix) :].split("/", 1)[0]
-            if is_decimal(head):
-                steps.add(int(head))
+        if uri.startswith("/"):
+            local = volumes.local_path(mounts or {}, uri)
+            if local is None:
+                raise OSError(f"{uri} is on no volume the pod mounts")
+            steps = {int(p.name) for p in local.iterdir() if p.is_dir() and is_decimal(p.name)} if local.is_dir() else set()
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            for blob in self.client().list_blobs(bucket, prefix=prefix):
+                head = blob.name[len(prefix) :].split("/", 1)[0]
+                if is_decimal(head):
+                    steps.add(int(head))
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]
 
@@ -189,25 +196,44 @@ class Checkpoints:
         body = "".join(json.dumps(rec) + "\n" for rec in records).encode()
         self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(body, content_type="text/plain")
 
-    def begin(self, uri: str, step: int, run: str) -> None:
+    def _local(self, uri: str, mounts: dict[str, str] | None) -> Path:
+        """A Lustre checkpoint directory (an in-pod path) as the local directory the pod's claim stands for."""
+        local = volumes.local_path(mounts or {}, uri)
+        if local is None:
+            raise OSError(f"{uri} is on no volume the pod mounts")
+        return local
+
+    def begin(self, uri: str, step: int, run: str, mounts: dict[str, str] | None = None) -> None:
         """A save of ``step`` has started: Orbax writes into ``<step>.orbax-checkpoint-tmp/`` first, which a restore never reads."""
+        body = json.dumps({"rehearsal": run, "step": step, "complete": False}).encode()
+        if uri.startswith("/"):
+            item = self._local(uri, mounts) / f"{step}{TMP_SUFFIX}" / "items" / "rehearsal.json"
+            item.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(item, body)
+            return
         from workloads.local.bucket import split_gs
 
         bucket, prefix = split_gs(uri)
-        body = json.dumps({"rehearsal": run, "step": step, "complete": False}).encode()
         self.client().bucket(bucket).blob(f"{prefix}{step}{TMP_SUFFIX}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
 
-    def save(self, uri: str, step: int, run: str) -> None:
-        """``step`` complete in the bucket (each worker of a run reports the same saves: the first one writes); its tmp directory goes."""
-        from workloads.local.bucket import split_gs
-
+    def save(self, uri: str, step: int, run: str, mounts: dict[str, str] | None = None) -> None:
+        """``step`` complete (each worker of a run reports the same saves: the first one writes); its tmp directory goes."""
         if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
             return
-        bucket, prefix = split_gs(uri)
         body = json.dumps({"rehearsal": run, "step": step}).encode()
-        self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
-        for blob in self.client().list_blobs(bucket, prefix=f"{prefix}{step}{TMP_SUFFIX}"):
-            blob.delete()
+        if uri.startswith("/"):
+            local = self._local(uri, mounts)
+            item = local / str(step) / "items" / "rehearsal.json"
+            item.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(item, body)
+            shutil.rmtree(local / f"{step}{TMP_SUFFIX}", ignore_errors=True)
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+            for blob in self.client().list_blobs(bucket, prefix=f"{prefix}{step}{TMP_SUFFIX}"):
+                blob.delete()
         self._latest[uri] = step
 
 
@@ -281,13 +307,15 @@ class Rehearsals:
         self._pools: dict[str, str] = {}  # node -> its GKE node pool
         self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
         self._stamps: dict[str | None, tuple[str, str, str]] = {}
+        self.helpers: set[str] = set()  # helper pods played (their uid)
+        self.mounts: dict[str, dict[str, str]] = {}  # run uid -> its pods' Lustre mounts (in-pod path -> local directory)
 
     def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
         """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
         if not r.checkpoint_dir:
             return book.saved
         try:
-            return self.checkpoints.latest(r.checkpoint_dir)
+            return self.checkpoints.latest(r.checkpoint_dir, self.mounts.get(book.path.stem))
         except Exception as e:  # the bucket server is down: MaxText would fail to start; here the run starts fresh
             _say(f"run {r.run}: cannot list {r.checkpoint_dir} ({e}); starting without a restore")
             return None
@@ -299,7 +327,7 @@ class Rehearsals:
         book.save_step(step)
         if r.checkpoint_dir:
             try:
-                self.checkpoints.save(r.checkpoint_dir, step, r.run)
+                self.checkpoints.save(r.checkpoint_dir, step, r.run, self.mounts.get(book.path.stem))
             except Exception as e:  # a failed save, as MaxText's can fail: the previous one stays the latest
                 _say(f"run {r.run}: saving step {step} to {r.checkpoint_dir} failed: {e}")
 
@@ -310,7 +338,7 @@ class Rehearsals:
             return
         if r.checkpoint_dir:
             try:
-                self.checkpoints.begin(r.checkpoint_dir, step, r.run)
+                self.checkpoints.begin(r.checkpoint_dir, step, r.run, self.mounts.get(book.path.stem))
             except Exception as e:
                 _say(f"run {r.run}: starting the save of step {step} failed: {e}")
         book.pending.append({"step": step, "attempt": attempt, "done_at": done_at})
@@ -364,6 +392,9 @@ class Rehearsals:
         live: set[str] = set()
         groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any], str]]] = defaultdict(list)
         for pod in pods:
+            if (pod["metadata"].get("annotations") or {}).get(VOLUME_HELPER_ANNOTATION):
+                self._helper(pod)
+                continue
             members = self._in_place_workers(pod) if agents.is_agent_pod(pod) else [(self._worker(pod), _phase(pod))]
             for w, phase in members:
                 if w is None:
@@ -440,6 +471,11 @@ class Rehearsals:
             agent=self.agent,
             source=self._source(pod),
         )
+        if w.run_uid not in self.mounts and r.checkpoint_dir.startswith("/"):
+            try:
+                self.mounts[w.run_uid] = volumes.pod_mounts(self.kube, self.state_dir, pod)
+            except ToolkitError as e:  # the claim cannot be read now: MaxText would fail to start on its mount
+                _say(f"{ns}/{name}: cannot resolve its volumes ({e})")
         if fresh_log and path.exists():
             # A restarted container's log starts empty (kubectl logs --previous has the last one's).
             write_atomic(path.with_name(path.name + ".previous"), path.read_bytes())
@@ -506,6 +542,19 @@ class Rehearsals:
             self.kube.create(obj, field_manager="tgk-rehearsal")
         except Conflict:
             pass  # made by an earlier pass
+
+    def _helper(self, pod: dict[str, Any]) -> None:
+        """A Lustre helper pod, once placed and Running: its request run, its log written, its end set (``workloads.local.volumes``)."""
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if uid in self.helpers or _phase(pod) != "running" or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        path = pod_log_file(self.state_dir, meta["namespace"], meta["name"])  # helper pods have names of their own (random)
+        volumes.play_helper(self.kube, self.state_dir, pod, path)
+        self._logs_object(pod, path)
+        self._finish_at(pod, iso(time.time()))
+        self.helpers.add(uid)
+        _say(f"{meta['namespace']}/{meta['name']}: Lustre helper answered")
 
     def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any], str]], now: float) -> None:
         book = self.book(run_uid)

@@ -89,10 +89,10 @@ def storage_call(what: str, bucket: str, fn: Any) -> Any:
 
 
 def upload(report_dir: Path, bucket: str, prefix: str, *, files: list[Path] | None = None, client: Any = None, project: str | None = None) -> list[Uploaded]:
-    """Upload ``files`` (default: every file under ``report_dir``) to gs://bucket/prefix/<path relative to report_dir>.
+    """Upload ``files`` (default: every file under ``report_dir``) to gs://bucket/prefix/<path relative to report_dir>, each a new object.
 
     ``report --upload`` passes the report's own files: whatever else the user keeps in the
-    directory is not theirs to publish."""
+    directory is not theirs to publish. Nothing is replaced (``ifGenerationMatch=0``)."""
     report_dir = Path(report_dir)
     if not report_dir.is_dir():
         raise StorageError(f"{report_dir} is not a directory — write the report first (report --out DIR)")
@@ -113,7 +113,10 @@ def upload(report_dir: Path, bucket: str, prefix: str, *, files: list[Path] | No
         name = "/".join(x for x in (prefix, f.relative_to(report_dir).as_posix()) if x)
         ctype = content_type_for(f)
         try:
-            b.blob(name).upload_from_filename(str(f), content_type=ctype)
+            # Create-only: an upload never replaces an object, another run's report least of all (toolkit.ledger).
+            b.blob(name).upload_from_filename(str(f), content_type=ctype, if_generation_match=0)
+        except gexc.PreconditionFailed:
+            raise StorageError(f"gs://{bucket}/{name} already exists, and an upload never replaces an object — upload under another prefix") from None
         except gexc.NotFound:
             raise StorageError(f"bucket gs://{bucket} does not exist — create it (python -m infra deploy) or fix buckets[purpose=artifacts]") from None
         except gexc.Forbidden as e:

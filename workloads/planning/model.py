@@ -143,7 +143,11 @@ class Profiling:
 
     Traces land in ``<output_dir>tensorboard/`` in the run's bucket; with a Vertex AI
     TensorBoard in the spec (``tensorboard``: its display name) MaxText also creates an
-    experiment named after the run in it and uploads them, as the pods' identity.
+    experiment in it and uploads them, as the pods' identity. The experiment is named after
+    the run *and its output directory* (``experiment``: ``<run>-<8 hex>``), not after the run
+    alone as MaxText would: the TensorBoard is the project's, so two runs under one name in
+    different buckets (teams, or a reused name) would otherwise upload into one experiment.
+    One output directory is one run's (``workloads.runs.identity``), so its experiment is too.
     """
 
     first_step: int
@@ -151,6 +155,7 @@ class Profiling:
     tensorboard: str | None = None
     project: str | None = None
     region: str | None = None
+    experiment: str | None = None
 
     def maxtext_args(self) -> dict[str, str]:
         args = {"profiler": "xplane", "skip_first_n_steps_for_profiler": str(self.first_step), "profiler_steps": str(self.steps)}
@@ -161,7 +166,9 @@ class Profiling:
     def env(self) -> dict[str, str]:
         # MaxText finds (or creates) the instance by display name; without this it would
         # look for "<project>-tb-instance" and make a second TensorBoard.
-        return {"TENSORBOARD_NAME": self.tensorboard} if self.tensorboard else {}
+        if not self.tensorboard:
+            return {}
+        return {"TENSORBOARD_NAME": self.tensorboard, **({"EXPERIMENT_NAME": self.experiment} if self.experiment else {})}
 
 
 @dataclass(frozen=True)

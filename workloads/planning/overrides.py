@@ -201,7 +201,7 @@ class Overrides:
         None,
         "--profile",
         "record STEPS steps with MaxText's xplane profiler and upload them to the spec's Vertex AI TensorBoard "
-        "(an experiment named after the run); traces also stay in <output>/<run>/tensorboard/",
+        "(an experiment named <run>-<digest of its output directory>); traces also stay in <output>/<run>/tensorboard/",
         metavar="STEPS",
         bounds=STEPS._replace(floor=("must be at least 1 step, got {value}", "pass e.g. --profile 3")),
     )

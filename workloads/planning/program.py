@@ -24,6 +24,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem
@@ -101,11 +102,6 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
             notes.append(
                 f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); step figures are in the logs"
             )
-        if storage.kind == "lustre":
-            notes.append(
-                f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
-                "is this run's own (another run under this --name resumes from what is there)"
-            )
     uid = placed.target.run_as_user
     if storage is not None and storage.kind == "lustre" and uid is not None:
         # Lustre's CSI driver leaves ownership to the file system: fsGroup does not reach it.
@@ -114,7 +110,8 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
             "instance must be writable by it (docs/data-and-checkpoints.md: set it once)"
         )
     notes += mounts.check_paths(recipe, args, sets, dataset=dataset, storage=storage, multi_tier=policy.multi_tier)
-    profile = _profiling(spec, sets, o, placed.team, placed.steps)
+    out_location = f"{storage.location}{name}/" if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/"
+    profile = _profiling(spec, sets, o, placed.team, placed.steps, experiment=experiment_name(name, out_location))
     if profile is not None:
         args.update(profile.maxtext_args())
         common = {**common, "env": (*common["env"], *profile.env().items())}
@@ -209,7 +206,12 @@ def load_parameters(args: dict[str, str], sizing: Sizing, mt: MaxTextSpec, o: Ov
     )
 
 
-def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:
+def experiment_name(run: str, output: str) -> str:
+    """The run's Vertex AI TensorBoard experiment: its name and a digest of its output directory (``Profiling``)."""
+    return f"{run}-{hashlib.sha256(output.encode()).hexdigest()[:8]}"
+
+
+def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int, *, experiment: str | None = None) -> Profiling | None:
     """--profile N [--profile-start K]: MaxText's xplane profiler for steps K..K+N-1, uploaded to the
     spec's Vertex AI TensorBoard as the pods' identity (the traces stay in the bucket without one)."""
     if o.profile_steps is None:
@@ -231,7 +233,9 @@ def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec
         raise PlanError("--profile", f"the traces cannot be uploaded to the TensorBoard: {problem}", "run on the pod network (drop --host-network)")
     if problem:
         return Profiling(first_step=start, steps=o.profile_steps)
-    return Profiling(first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.tensorboard_region)
+    return Profiling(
+        first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.tensorboard_region, experiment=experiment
+    )
 
 
 def _check_carried(program: Program, runtime: str, field: str) -> None:

@@ -48,6 +48,7 @@ from toolkit.names import (
     K8S_PSA_WARN_LABEL,
     KUEUE_API,
     PRIORITY_CLASS_API,
+    TGK_RUN_LABEL,
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
@@ -320,7 +321,9 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     so a spec that turns it off says so with Kueue's ``DisableWaitForPodsReady`` gate.
     The timeouts are the spec's or, by default, what its pools need (``EnvFields.wait_for_pods_ready``).
     """
-    out: dict[str, Any] = {}
+    # The run label onto every Workload Kueue makes for a run: once the run is gone, its label is
+    # the ownership ledger's proof that the Workload was a run of the toolkit's (toolkit.ledger.orphan_workload).
+    out: dict[str, Any] = {"integrations": {"labelKeysToCopy": [TGK_RUN_LABEL]}}
     if spec.fair_sharing:
         out["fairSharing"] = {"preemptionStrategies": list(spec.kueue.fair_sharing.preemption_strategies)}
     w = spec.kueue.wait_for_pods_ready

@@ -219,7 +219,7 @@ def apply(
     """
     from workloads.runs import identity
 
-    if resume and not identity.guarded(plan):
+    if resume and not identity.resumable(plan):
         raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
     rendered = render(plan) if rendered is None else rendered
     objects = list(rendered.objects)
@@ -311,26 +311,38 @@ def _buckets(cluster: Cluster, project: str | None = None) -> Any:
 
 
 def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
-    """The run's output directory, in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage)."""
-    from workloads.runs.identity import GcsStore
+    """The run's output directory: in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage;
+    ``gcs`` and ``gcsfuse`` storage alike), or on the team's Lustre, through a helper pod on the cluster."""
+    from workloads.runs.identity import GcsStore, lustre_dir
 
+    rel = lustre_dir(plan)
+    if rel is not None:
+        from workloads.runs.volume_store import Volume, VolumeStore
+
+        st = plan.policy.checkpoint_storage
+        assert st is not None and st.claim is not None
+        location = st.location.removesuffix(f"{plan.target.namespace}/")
+        return VolumeStore(cluster, Volume(plan.target.namespace, st.claim, st.mount_dir, location, plan.target.run_as_user), rel)
     assert plan.program.output_dir is not None
     return GcsStore(_buckets(cluster), plan.program.output_dir)
 
 
 def checkpoint_check(plan: RunPlan, *, resume: bool = False) -> str | None:
     """What a real submit checks about the run's checkpoint directory, for ``--dry-run`` (None: the run keeps no checkpoints)."""
-    from workloads.runs.identity import CHECKPOINTS, IDENTITY, guarded
+    from workloads.runs.identity import CHECKPOINTS, IDENTITY, guarded, resumable
 
+    if resume and not resumable(plan):
+        raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
     if not guarded(plan):
-        if resume:
-            raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
         return None
-    where = plan.program.output_dir
-    then = (
-        "continue from the checkpoints there (same model shape required)" if resume else "refuse the submit if another run (or unrecorded checkpoints) is there"
-    )
-    return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS} before applying, write the run's identity there, and {then}"
+    ckpt = plan.checkpoint_dir or f"{plan.program.output_dir}{CHECKPOINTS}"
+    where = ckpt.removesuffix(CHECKPOINTS)
+    how = " (through a helper pod that mounts the team's Lustre claim)" if where.startswith("lustre:") else ""
+    if resume:
+        then = "continue from the checkpoints there (same model shape required; checkpoints no toolkit run recorded are read, not adopted)"
+    else:
+        then = "write the run's identity there, and refuse the submit if another run (or files it did not record) is there"
+    return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS}{how} before applying, {then}"
 
 
 def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]], digest: str | None) -> list[dict[str, Any]] | ExistingRun:
