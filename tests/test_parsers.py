@@ -60,6 +60,7 @@ OWN_INPUT = {
     "workloads/maxtext/env.py": "the JSON lines of the toolkit's own driver (workloads/maxtext/driver.py) in the MaxText venv",
     "workloads/maxtext/driver.py": "the cases file the toolkit wrote for it",
     "workloads/ray/entrypoint.py": "the entrypoint word the toolkit encoded, at most workloads.ray.entrypoint.MAX_BYTES",
+    "toolkit/dirops.py": "the request the toolkit wrote into the helper pod's arguments (its whole program runs in that pod)",
     "workloads/local/": "the local cluster's own daemons: their state files, annotations and requests, all the toolkit's",
 }
 

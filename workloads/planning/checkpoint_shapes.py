@@ -29,7 +29,6 @@ always is (every MaxText decoder has one).
 from __future__ import annotations
 
 import base64
-import json
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import FieldError
+from toolkit.jsontext import load_json
 
 METADATA = "_METADATA"
 ARRAY_METADATA = "array_metadatas/process_0"
@@ -116,8 +116,8 @@ class MetadataError(ValueError):
 
 def _json(raw: bytes, name: str) -> Any:
     try:
-        return json.loads(raw[: 64 * 2**20])
-    except (ValueError, UnicodeDecodeError) as e:
+        return load_json(raw, max_bytes=64 * 2**20)
+    except ValueError as e:
         raise MetadataError(f"{name} is not JSON ({e})") from None
 
 
@@ -155,7 +155,7 @@ def global_shapes(array_metadata: bytes, sharding: bytes | None) -> dict[str, tu
         raw = _json(sharding, SHARDING)
         for k, v in raw.items() if isinstance(raw, dict) else ():
             try:
-                shard_specs[base64.b64decode(k).decode()] = json.loads(v) if isinstance(v, str) else v
+                shard_specs[base64.b64decode(k).decode()] = load_json(v, max_bytes=2**20) if isinstance(v, str) else v
             except (ValueError, UnicodeDecodeError):
                 continue
     out: dict[str, tuple[tuple[int, ...], ...]] = {}

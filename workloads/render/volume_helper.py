@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit import dirops, names
+from toolkit.jsontext import load_json
 from workloads.render import podsecurity
 from workloads.render.volumes import CHECKPOINT_VOLUME
 
@@ -83,7 +84,7 @@ def request_of(pod: dict[str, Any]) -> dict[str, Any] | None:
         (c,) = pod["spec"]["containers"]
         if c.get("command") != ["python3", "-c", program_source()]:
             return None
-        doc = json.loads(c["args"][0])
+        doc = load_json(c["args"][0], max_bytes=1024 * 1024)
         return doc if isinstance(doc, dict) else None
     except (KeyError, ValueError, TypeError, IndexError):
         return None

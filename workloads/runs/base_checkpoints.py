@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolkit.errors import FieldError, ToolkitError
+from toolkit.jsontext import load_json
 from workloads.planning.conversion import BASE_PREFIX, Conversion
 from workloads.planning.images import MAXTEXT_VERSION
 from workloads.runs.identity import WRITER, Store
@@ -72,7 +73,7 @@ class BaseRecord:
     @classmethod
     def decode(cls, raw: bytes, where: str) -> BaseRecord:
         try:
-            d = json.loads(raw[: 1024 * 1024])
+            d = load_json(raw, max_bytes=1024 * 1024)
             if not isinstance(d, dict) or d.get("written_by") != WRITER or d.get("kind") != KIND:
                 raise ValueError("not a base checkpoint record the toolkit wrote")
             return cls(

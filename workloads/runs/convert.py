@@ -17,11 +17,11 @@ the Job as it plays any pod (it completes) but runs no MaxText: ``convert --loca
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
+from toolkit.jsontext import load_json
 from toolkit.names import JOB_API, TGK_FIELD_MANAGER
 from workloads.planning.conversion import Conversion, plan_conversion
 from workloads.runs import base_checkpoints, hooks
@@ -66,7 +66,7 @@ def source_check(client: Any, c: Conversion) -> list[str]:
     if SAFETENSORS_INDEX in names:
         raw = storage_call(f"read {c.source}{SAFETENSORS_INDEX}", c.source_bucket, names[SAFETENSORS_INDEX].download_as_bytes)
         try:
-            shards = sorted(set((json.loads(raw[: 64 * 2**20]).get("weight_map") or {}).values()))
+            shards = sorted(set((load_json(raw, max_bytes=64 * 2**20).get("weight_map") or {}).values()))
         except (ValueError, AttributeError):
             raise FieldError(
                 "--from", f"{c.source}{SAFETENSORS_INDEX} is not a safetensors index", "upload the model's files as Hugging Face publishes them"

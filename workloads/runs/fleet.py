@@ -286,15 +286,14 @@ def manager_kubeconfig(manager: Cluster, worker: str) -> str | None:
 
 def token_refused(config: str, *, timeout: float = 10) -> bool:
     """Whether the worker refuses the credential in ``config`` (a kubeconfig as ``multikueue.kubeconfig`` writes it): 401."""
-    import yaml
-
+    from toolkit.yamlfile import YamlFileError, load_yaml
     from workloads.cluster import kubeconfig as kc
 
     try:
-        doc = yaml.safe_load(config)
+        doc = load_yaml(config)
         (user,), (cluster,) = doc["users"], doc["clusters"]
         ctx = kc.KubeconfigContext(Path("."), doc["current-context"], "default", cluster["cluster"], user["user"], doc, user["name"])
-    except (yaml.YAMLError, KeyError, TypeError, ValueError):
+    except (YamlFileError, KeyError, TypeError, ValueError):
         return False  # not one the flow wrote: nothing to try
     try:
         Cluster(kc.kube_client_transport(ctx, timeout)).server_version()
