@@ -182,8 +182,9 @@ def test_an_unreachable_server_is_unavailable_not_a_traceback() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(HistoryUnavailable, match="unreachable|answered"):
+    with pytest.raises(HistoryUnavailable, match=r"^Cloud Logging \(POST http://127\.0\.0\.1:\d+/v2/entries:list\): cannot connect") as failed:
         read(make_client("p", endpoint=loopback.url(port)), SCOPE, limit_bytes=1 << 20)
+    assert failed.value.exit_code == 3 and "\n" not in str(failed.value)
 
 
 def test_an_attempt_that_never_reached_a_step_stays_an_attempt() -> None:

@@ -75,7 +75,18 @@ LAYERS: dict[str, Layer] = {
                 "toolkit",
             ),
         ),
-        Layer("workloads.data", ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "infra", "toolkit")),
+        Layer(
+            "workloads.data",
+            (
+                "workloads.planning",
+                "workloads.render.volumes",
+                "workloads.maxtext",
+                "workloads.observe.storage",
+                "workloads.observe.google_http",
+                "infra",
+                "toolkit",
+            ),
+        ),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

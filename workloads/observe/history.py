@@ -16,22 +16,20 @@ as the client otherwise reads only the last 24 hours.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.errors import Forbidden, ToolkitError
+from toolkit.errors import Forbidden, GoogleApiError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, WORKLOAD_CONTAINER
 
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 PAGE_SIZE = 1000  # the API's largest page
+OLDEST_FIRST = "timestamp asc"  # entries:list's orderBy (google.cloud.logging.ASCENDING)
 EPOCH = "1970-01-01T00:00:00Z"
 
 
-class HistoryUnavailable(ToolkitError):
-    """Cloud Logging could not be asked (no credentials, unreachable, an error answer)."""
-
-    exit_code = 3
+class HistoryUnavailable(GoogleApiError):
+    """Cloud Logging could not be asked (no credentials, unreachable, an error or unusable answer): exit 3."""
 
 
 @dataclass(frozen=True)
@@ -108,17 +106,17 @@ def worker_filter(scope: LogScope) -> str:
 
 
 def make_client(project: str, *, endpoint: str | None = None) -> Any:
-    """Google's Logging client over REST: anonymous against a loopback server (``endpoint``), ADC otherwise."""
-    from google.cloud import logging as cloud_logging
+    """Google's Logging client over REST on the bounded transport (``workloads.observe.google_http``):
+    anonymous against a loopback server (``endpoint``), Application Default Credentials otherwise."""
+    from workloads.observe import google_http
 
     if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return cloud_logging.Client(project=project, credentials=AnonymousCredentials(), _use_grpc=False, client_options={"api_endpoint": endpoint})
+        return google_http.logging_client(project, google_http.anonymous(), endpoint=endpoint)
     try:
-        return cloud_logging.Client(project=project, _use_grpc=False)
+        credentials, _ = google_http.default_credentials()
     except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
         raise HistoryUnavailable(f"no Google credentials for Cloud Logging ({_one_line(e, 120)}) — run gcloud auth application-default login") from None
+    return google_http.logging_client(project, credentials)
 
 
 def _one_line(e: BaseException, limit: int = 160) -> str:
@@ -132,15 +130,12 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
     """
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
-    from google.cloud import logging as cloud_logging
 
     lines: list[str] = []
     pods: list[str] = []
     size = 0
     try:
-        entries = client.list_entries(
-            resource_names=[f"projects/{scope.project}"], filter_=worker_filter(scope), order_by=cloud_logging.ASCENDING, page_size=PAGE_SIZE
-        )
+        entries = client.list_entries(resource_names=[f"projects/{scope.project}"], filter_=worker_filter(scope), order_by=OLDEST_FIRST, page_size=PAGE_SIZE)
         for entry in entries:
             text = _text(entry.payload)
             if text is None:
@@ -158,8 +153,8 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
         raise HistoryUnavailable(f"no usable Google credentials for Cloud Logging ({_one_line(e, 120)}) — run gcloud auth application-default login") from None
     except gexc.GoogleAPICallError as e:
         raise HistoryUnavailable(f"Cloud Logging answered {_one_line(e)}") from None
-    except OSError as e:  # refused connection, DNS, TLS
-        raise HistoryUnavailable(f"Cloud Logging unreachable ({os.environ.get('TGK_LOGGING_ENDPOINT') or 'logging.googleapis.com'}): {_one_line(e)}") from None
+    except GoogleApiError as e:  # the transport's bounds: unreachable, too slow, too long, endless pages, unusable JSON
+        raise HistoryUnavailable(str(e)) from None
     return History(tuple(lines), tuple(pods), scope.where)
 
 

@@ -69,6 +69,7 @@ class Submission:
     note: str = ""  # the cluster hook's line (the local rehearsal's length); "" elsewhere
     admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
     checkpoints: Verdict | None = None  # whose checkpoint directory it is (workloads.runs.identity); None: the run keeps none
+    dataset_access: str = ""  # why the dataset check could not prove the run may read its data (a warning); "" proven or no dataset
 
     @property
     def refs(self) -> list[dict[str, str]]:
@@ -218,13 +219,12 @@ def apply(
     objects = _checked(cluster, plan, objects, digest)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
-    if spec is not None:
-        data_check(cluster, plan, spec)
+    facts = data_check(cluster, plan, spec) if spec is not None else None
     verdict = None
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
-    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict, dataset_access=getattr(facts, "access_note", ""))
 
 
 def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
