@@ -306,6 +306,7 @@ def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], sto
     """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
     import sys
 
+    from toolkit.errors import GoogleApiError
     from toolkit.inputfile import LOG
     from workloads.observe import bucket_metrics
     from workloads.observe.storage import StorageError, make_client
@@ -316,47 +317,50 @@ def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], sto
     try:
         client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, env().project)
         text, files = bucket_metrics.read(client, directory, limit_bytes=LOG.limit)
-    except StorageError as e:
+    except (StorageError, GoogleApiError) as e:  # refused, or unreachable or misbehaving (the bounded transport's line)
         sys.stderr.write(f"warning: the run's metrics files are unread: {e}\n")
         return None, ""
     return (text or None), f"{files} metrics file(s) in {directory}"
 
 
 def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
-    """(worker 0's entries from Cloud Logging, else None and why none) — for JobSet runs, or runs no longer there.
+    """(the run's own entries from Cloud Logging, every attempt, else None and why none), for every runtime.
 
-    Runs of the other runtimes (a Job, a RayJob) are read from their pod: their restarts
-    keep no whole-run attempt the way a JobSet's do.
+    A run still there is read as its runtime (``history.worker_filter``); one that is gone as
+    each runtime in turn, the first with entries.
     """
     import sys
 
     from toolkit.errors import Forbidden
     from toolkit.inputfile import LOG
-    from workloads.observe.history import HistoryUnavailable, LogScope, make_client, read
+    from workloads.observe.history import RUNTIMES, HistoryUnavailable, LogScope, make_client, read
 
     kind, obj = found if found else (None, None)
-    if kind is not None and kind.kind != "JobSet":
-        return None, None
     spec = env()
     meta = (obj or {}).get("metadata") or {}
-    scope = LogScope(
-        project=spec.project,
-        location=spec.region,
-        cluster=spec.cluster.name,
-        namespace=ns,
-        run=run,
-        run_uid=meta.get("uid"),
-        since=meta.get("creationTimestamp"),
-    )
+    scopes = [
+        LogScope(
+            project=spec.project,
+            location=spec.region,
+            cluster=spec.cluster.name,
+            namespace=ns,
+            run=run,
+            run_uid=meta.get("uid") if runtime != "ray" else None,
+            since=meta.get("creationTimestamp"),
+            runtime=runtime,
+        )
+        for runtime in ([kind.runtime] if kind is not None else RUNTIMES)
+    ]
     try:
         client = (logging_client or (lambda _cluster, project: make_client(project)))(cluster, spec.project)
-        hist = read(client, scope, limit_bytes=LOG.limit)
+        for scope in scopes:
+            hist = read(client, scope, limit_bytes=LOG.limit)
+            if hist.lines:
+                return hist, None
     except (HistoryUnavailable, Forbidden) as e:
         sys.stderr.write(f"warning: earlier attempts unknown: {e}\n")
         return None, f"Cloud Logging could not be read ({e})"
-    if not hist.lines:
-        return None, f"no entries for it in {scope.where}"
-    return hist, None
+    return None, f"no entries for it in {scopes[0].where}"
 
 
 def _per_pod(hist: History) -> tuple[str, ...] | None:
@@ -386,8 +390,8 @@ def timeline(cluster, ns: str, run: str, found=None):
 
     ``found``: the run's (kind, object) when the caller has it. Unknown without the run's
     CRD or Kueue; also when the identity may not read them (the log it did read is still
-    analysed), which a warning line on stderr says. Restarts are a JobSet's (the other
-    runtimes keep no whole-run restart count).
+    analysed), which a warning line on stderr says. Restarts: the attempts before the current
+    one, as each runtime counts them (``earlier_attempts``).
     """
     import sys
     from datetime import datetime
@@ -421,9 +425,31 @@ def timeline(cluster, ns: str, run: str, found=None):
     return Timeline(
         created=epoch((js.get("metadata") or {}).get("creationTimestamp")),
         admitted=admitted,
-        restarts=int(st.get("restarts") or 0),
+        restarts=earlier_attempts(found[0].kind if found else "JobSet", js, wl),
         restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
     )
+
+
+def earlier_attempts(kind: str, run_object: Mapping[str, Any], workload: Mapping[str, Any] | None) -> int:
+    """How many attempts the run had before its current one, by what each runtime's controller counts.
+
+    A JobSet counts its restarts; a Job's attempts are Kueue's evictions of its Workload (the
+    Job suspended, its pods gone, new pods at re-admission); KubeRay counts a RayJob's failed
+    attempts it retried (``status.failed``; the one running now is not failed yet).
+    """
+    st = run_object.get("status") or {}
+    if kind == "JobSet":
+        return _count(st.get("restarts"))
+    if kind == "RayJob":
+        return _count(st.get("failed"))
+    evictions = ((((workload or {}).get("status") or {}).get("schedulingStats") or {}).get("evictions")) or []
+    if not isinstance(evictions, list):
+        return 0
+    return sum(_count(e.get("count")) for e in evictions if isinstance(e, Mapping))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000 else 0
 
 
 def profiler_window(log: RunLog, first: int | None, steps: int | None):

@@ -250,16 +250,19 @@ def _listing_key(request: Any) -> tuple[tuple[str, ...], bool]:
 
 
 def _read_capped(raw: Any, limit: int) -> tuple[bytes, bool]:
-    """The body as sent (not decoded), at most ``limit`` bytes, and whether there was more."""
-    chunks: list[bytes] = []
+    """The body as sent (not decoded), at most ``limit`` bytes, and whether there was more.
+
+    Into one growing buffer, handed over without a copy: the memory an answer takes is about
+    its size (at most the cap), not the cap for every answer nor twice the answer."""
+    buf = io.BytesIO()
     got = 0
     while got <= limit:
         chunk = raw.read(min(1 << 16, limit + 1 - got), decode_content=False)
         if not chunk:
             break
-        chunks.append(chunk)
+        buf.write(chunk)
         got += len(chunk)
-    return b"".join(chunks), got > limit
+    return buf.getvalue(), got > limit
 
 
 def _replay(raw: Any, body: bytes) -> Any:
@@ -375,7 +378,13 @@ def storage_client(project: str | None, credentials: Any, *, endpoint: str | Non
     from google.cloud import storage
 
     options = {"api_endpoint": endpoint} if endpoint else None
-    return storage.Client(project=project, credentials=credentials, _http=session(STORAGE, credentials, bounds=bounds), client_options=options)
+    client = storage.Client(project=project, credentials=credentials, _http=session(STORAGE, credentials, bounds=bounds), client_options=options)
+    # google-cloud-storage 3.x fetches a bucket's metadata on a background thread at the first call
+    # naming it, for OpenTelemetry span attributes the toolkit never exports: a second request per
+    # bucket (needing storage.buckets.get) that no caller waits for. Off.
+    if getattr(client, "_bucket_metadata_cache", None) is not None:
+        client._bucket_metadata_cache = None
+    return client
 
 
 def logging_client(project: str, credentials: Any, *, endpoint: str | None = None, bounds: Bounds | None = None) -> Any:

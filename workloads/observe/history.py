@@ -7,11 +7,26 @@ labels. ``metrics``, ``report`` and goodput read worker 0 of a run from there â€
 it has had, in order â€” and fall back to the current pod's log (the last attempt alone,
 said on stderr) where Cloud Logging cannot answer.
 
-Worker 0 is the pod of job 0, completion index 0, of the run's JobSet; a JobSet uid, when
-the run is still there, keeps an earlier run under the same name out. The client is
-Google's (``google-cloud-logging``) over its REST transport, the one the local cluster's
-server plays (``workloads.local.cloudlogging``); the filter always bounds ``timestamp``,
-as the client otherwise reads only the last 24 hours.
+Whose lines are the run's, by runtime (``worker_filter``, from the pod labels each runtime's
+controller writes and the agent stamps):
+
+- **jobset**: worker 0 is the pod of job 0, completion index 0, of the run's JobSet; a
+  restart makes new pods. The JobSet's uid, when the run is still there, keeps an earlier
+  run under the same name out;
+- **job**: worker 0 is completion index 0 of the run's Indexed Job; its attempts are Kueue
+  evictions (the Job suspended, its pods deleted, new pods at re-admission). The Job's uid
+  (the Job controller's ``controller-uid`` label) keeps an earlier run out;
+- **ray**: the run's own log is its submitter pod's (K8sJobMode: ``ray job submit`` follows
+  the Ray job, so it holds what the JaxTrainer's workers print); a KubeRay retry
+  (``backoffLimit``) makes a new RayCluster and a new submitter pod. Its pods carry no label
+  with the RayJob's uid, so an earlier run under the same name is kept out by time only
+  (``since``, the RayJob's creation).
+
+A run no longer there is asked for as each runtime in turn (``RUNTIMES``). The client is
+Google's (``google-cloud-logging``) over its REST transport and the bounded transport
+(``workloads.observe.google_http``), the one the local cluster's server plays
+(``workloads.local.cloudlogging``); the filter always bounds ``timestamp``, as the client
+otherwise reads only the last 24 hours.
 """
 
 from __future__ import annotations
@@ -20,9 +35,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import Forbidden, GoogleApiError
-from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, WORKLOAD_CONTAINER
+from toolkit.names import (
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    K8S_COMPLETION_INDEX_LABEL,
+    K8S_JOB_NAME_LABEL,
+    RAY_SUBMITTER_CONTAINER,
+    WORKLOAD_CONTAINER,
+)
 
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"  # the Job controller's, on every pod of a Job
+RUNTIMES = ("jobset", "job", "ray")  # the planner's runtimes (workloads.planning.model.RUNTIMES), in the order a gone run is asked for
 PAGE_SIZE = 1000  # the API's largest page
 OLDEST_FIRST = "timestamp asc"  # entries:list's orderBy (google.cloud.logging.ASCENDING)
 EPOCH = "1970-01-01T00:00:00Z"
@@ -41,9 +65,17 @@ class LogScope:
     cluster: str
     namespace: str
     run: str
-    run_uid: str | None = None  # the JobSet's uid, when the run is still there
+    run_uid: str | None = None  # the JobSet's or Job's uid, when the run is still there (a RayJob's pods carry none)
     since: str | None = None  # RFC 3339: the run's creation
-    container: str = WORKLOAD_CONTAINER
+    runtime: str = "jobset"  # whose pods: jobset | job | ray
+
+    def __post_init__(self) -> None:
+        if self.runtime not in RUNTIMES:
+            raise ValueError(f"LogScope.runtime must be one of {', '.join(RUNTIMES)}, not {self.runtime!r}")
+
+    @property
+    def container(self) -> str:
+        return RAY_SUBMITTER_CONTAINER if self.runtime == "ray" else WORKLOAD_CONTAINER
 
     @property
     def where(self) -> str:
@@ -86,7 +118,7 @@ def pod_label(key: str) -> str:
 
 
 def worker_filter(scope: LogScope) -> str:
-    """The Logging query language filter for worker 0's entries of the run (pure)."""
+    """The Logging query language filter for the run's own entries, by runtime (pure; see the module)."""
     terms = [
         ("resource.type", "k8s_container"),
         ("resource.labels.project_id", scope.project),
@@ -94,12 +126,17 @@ def worker_filter(scope: LogScope) -> str:
         ("resource.labels.cluster_name", scope.cluster),
         ("resource.labels.namespace_name", scope.namespace),
         ("resource.labels.container_name", scope.container),
-        (pod_label(JOBSET_NAME_LABEL), scope.run),
-        (pod_label(JOBSET_JOB_INDEX_LABEL), "0"),
-        (pod_label(K8S_COMPLETION_INDEX_LABEL), "0"),
     ]
-    if scope.run_uid:
-        terms.append((pod_label(JOBSET_UID_LABEL), scope.run_uid))
+    if scope.runtime == "jobset":
+        terms += [(pod_label(JOBSET_NAME_LABEL), scope.run), (pod_label(JOBSET_JOB_INDEX_LABEL), "0"), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
+        if scope.run_uid:
+            terms.append((pod_label(JOBSET_UID_LABEL), scope.run_uid))
+    elif scope.runtime == "job":
+        terms += [(pod_label(K8S_JOB_NAME_LABEL), scope.run), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
+        if scope.run_uid:
+            terms.append((pod_label(JOB_UID_LABEL), scope.run_uid))
+    else:  # ray: the submitter Job carries the RayJob's name
+        terms.append((pod_label(K8S_JOB_NAME_LABEL), scope.run))
     out = [f"{field}={_quoted(value)}" for field, value in terms]
     out.append(f"timestamp>={_quoted(scope.since or EPOCH)}")
     return " AND ".join(out)
