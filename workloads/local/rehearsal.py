@@ -108,6 +108,7 @@ class Rehearsal:
     config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
     command: str = ""  # a plain command, shown in its log
     checkpoint_dir: str = ""  # gs://<bucket>/<run>/checkpoints/: where saves go and a (re)start restores from, as MaxText does
+    output_dir: str = ""  # gs://<bucket>/<run>/: the run's own directory in a bucket (directly, or under a GCS FUSE mount); "" on Lustre
 
     @property
     def wall_step_seconds(self) -> float:
@@ -145,6 +146,7 @@ class Rehearsal:
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]
             checkpoint_dir=f"{p.output_dir}checkpoints/" if c and p.output_dir else "",
+            output_dir=p.output_dir or "",
             **common,
         )
 
@@ -371,6 +373,14 @@ def gcs_metrics_dir(r: Rehearsal) -> str | None:
         return None
     base, name = config.get("base_output_directory", ""), config.get("run_name", r.run)
     return f"{base.rstrip('/')}/{name}/metrics/" if base.startswith("gs://") else None
+
+
+def tensorboard_dir(r: Rehearsal) -> str | None:
+    """Where process 0's TensorBoard event files go (``<output>/<run_name>/tensorboard/<run_name>/``, in the run's bucket whether
+    MaxText writes there directly or through a GCS FUSE mount), None when it writes none or they are on Lustre."""
+    if r.kind != "maxtext" or dict(r.config).get("enable_tensorboard", "true").lower() == "false" or not r.output_dir.startswith("gs://"):
+        return None
+    return f"{r.output_dir}tensorboard/{r.run}/"  # max_utils.initialize_summary_writer adds the run name
 
 
 def log_period(r: Rehearsal) -> int:

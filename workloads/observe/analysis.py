@@ -204,11 +204,21 @@ def looks_like_file(arg: str) -> bool:
 
 
 def read_log(path: Path, what: str) -> str:
-    """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device)."""
+    """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device).
+
+    A TensorBoard event file (MaxText's, copied out of a run) is read as the metrics file it
+    stands for (``tb_events``)."""
     from toolkit.inputfile import LOG, NotReadable, read_bounded
+    from workloads.observe import tb_events
 
     try:
-        return read_bounded(path, LOG).decode("utf-8", errors="replace")
+        raw = read_bounded(path, LOG)
+        if tb_events.is_event_file(raw):
+            try:
+                return tb_events.as_metrics_file(tb_events.steps([raw]))
+            except tb_events.BadEvents as e:
+                raise SpecError(what, f"{path} is a TensorBoard event file that cannot be read: {e}", "pass the event file MaxText wrote") from None
+        return raw.decode("utf-8", errors="replace")
     except NotReadable as e:
         raise SpecError(what, e.problem, e.fix) from None
     except FileNotFoundError:
@@ -303,7 +313,8 @@ def load_run(
 
 
 def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], storage_client: ClientFor | None) -> tuple[str | None, str]:
-    """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
+    """(the run's step figures outside its log as one metrics-file text, where) — MaxText's gcs_metrics files, else its
+    TensorBoard event files (``bucket_metrics``); None when it writes none or they cannot be read (said on stderr)."""
     import sys
 
     from toolkit.errors import GoogleApiError
@@ -311,16 +322,23 @@ def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], sto
     from workloads.observe import bucket_metrics
     from workloads.observe.storage import StorageError, make_client
 
-    directory = bucket_metrics.metrics_dir(list(_tpu_pod_specs(run_object)))
-    if directory is None:
+    place = bucket_metrics.metrics_place(list(_tpu_pod_specs(run_object)))
+    if place is None:
+        return None, ""
+    if place.kind == bucket_metrics.LUSTRE:
+        sys.stderr.write(
+            f"warning: the run's TensorBoard event files are on Lustre ({place.directory}), which the toolkit cannot read from here: "
+            "copy the newest ones out of a pod that mounts the claim and pass one as --metrics-file\n"
+        )
         return None, ""
     try:
         client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, env().project)
-        text, files = bucket_metrics.read(client, directory, limit_bytes=LOG.limit)
+        text, files = bucket_metrics.read_place(client, place, limit_bytes=LOG.limit)
     except (StorageError, GoogleApiError) as e:  # refused, or unreachable or misbehaving (the bounded transport's line)
-        sys.stderr.write(f"warning: the run's metrics files are unread: {e}\n")
+        sys.stderr.write(f"warning: the run's {'metrics' if place.kind == bucket_metrics.METRICS else 'TensorBoard event'} files are unread: {e}\n")
         return None, ""
-    return (text or None), f"{files} metrics file(s) in {directory}"
+    what = "metrics file(s)" if place.kind == bucket_metrics.METRICS else "TensorBoard event file(s)"
+    return (text or None), f"{files} {what} in {place.directory}"
 
 
 def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:

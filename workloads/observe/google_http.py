@@ -147,12 +147,12 @@ class BoundedAdapter(HTTPAdapter):
             resp = super().send(request, stream=True, timeout=(b.connect_timeout_s, b.read_timeout_s), verify=verify, cert=cert, proxies=proxies)
             body, over = _read_capped(resp.raw, b.max_bytes)
         except (requests.exceptions.ConnectTimeout, requests.exceptions.SSLError) as e:
-            raise self.fail(here, f"cannot connect ({_short(e)})") from None
+            raise self.fail(here, f"cannot connect ({_connect_reason(e, b)})") from None
         except requests.exceptions.ConnectionError as e:
             if dog.expired:
                 raise self.fail(here, f"no complete answer within {deadline:.3g} s", MISBEHAVING_FIX) from None
             if _is_connect_error(e):
-                raise self.fail(here, f"cannot connect ({_short(e)})") from None
+                raise self.fail(here, f"cannot connect ({_connect_reason(e, b)})") from None
             raise self.fail(here, f"the connection failed ({_short(e)})") from None
         except requests.exceptions.ReadTimeout:
             raise self.fail(here, f"no bytes for {b.read_timeout_s:g} s") from None
@@ -312,18 +312,28 @@ def _is_connect_error(e: BaseException) -> bool:
 
 
 def _short(e: BaseException) -> str:
-    """The innermost reason of a requests/urllib3 error, in one short line."""
+    """The innermost reason of a requests/urllib3 error, in one short line, without urllib3's object reprs."""
+    chain: list[Any] = []
     x: Any = e
     for _ in range(8):
+        chain.append(x)
         inner = getattr(x, "reason", None) or next((a for a in getattr(x, "args", ()) if isinstance(a, BaseException)), None)
         if inner is None or inner is x:
             break
         x = inner
-    text = " ".join(str(x).split())
-    # urllib3 prefixes its connection's repr ("<urllib3.connection.HTTPConnection object at 0x...>: ")
-    if text.startswith("<") and ">: " in text:
+    if any(isinstance(c, urllib3.exceptions.ConnectTimeoutError) and not isinstance(c, urllib3.exceptions.NewConnectionError) for c in chain):
+        return "timed out"
+    text = " ".join(str(chain[-1]).split())
+    # urllib3 words it "<HTTPConnection(host=..., port=...) ...>: Failed to establish a new connection: [Errno 111] ..."
+    text = text.split("Failed to establish a new connection: ", 1)[-1]
+    if text.startswith(("<", "(")) and ">: " in text:
         text = text.split(">: ", 1)[1]
-    return text[:160] or type(x).__name__
+    return text[:160] or type(chain[-1]).__name__
+
+
+def _connect_reason(e: BaseException, b: Bounds) -> str:
+    reason = _short(e)
+    return f"no answer within {b.connect_timeout_s:g} s" if reason == "timed out" else reason
 
 
 def _mib(n: int) -> str:
