@@ -338,6 +338,51 @@ def test_an_outside_eviction_behaves_like_preempt(cluster, kubeconfig, run_name)
         assert history[-1][0] == "DELETED"
 
 
+@pytest.mark.usefixtures("tpu_quota")
+def test_a_gcs_fuse_runs_event_files_hold_every_attempts_steps_when_cloud_logging_cannot_answer(cluster, kubeconfig, run_name) -> None:
+    """Checkpoints through GCS FUSE: MaxText's gcs_metrics is off (it uploads to a gs:// output only), and
+    process 0's TensorBoard event file of each attempt lands in the mounted bucket when its writer
+    closes (here: at the SIGTERM of an outside eviction, and at the end). With Cloud Logging off,
+    `metrics` reads the last pod's log and both event files, so every step is in the figures."""
+    pod_info = cluster.resource("v1", "Pod")
+    _submit(kubeconfig, run_name, 12.0, "--max-restarts", "0", "--checkpoint-storage", "gcsfuse")
+    first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
+    wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
+    for p in (p for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"):
+        name = p["metadata"]["name"]
+        cluster.request(
+            "POST", pod_info.path(NS, name, "eviction"), {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}}
+        )
+    wait_for(lambda: _all_running(cluster, run_name, "1", 8), 180, "all 8 workers of the restarted JobSet Running")
+    assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+    restored = RESTORED.search(_log(cluster, run_name))
+    assert restored, "the second attempt restored a checkpoint from the mounted bucket"
+
+    from infra.fleet import load_env
+    from workloads.cluster.client import Cluster
+    from workloads.observe import analysis
+    from workloads.observe.history import HistoryUnavailable
+    from workloads.runs import hooks
+
+    def no_logging(cluster, project):
+        raise HistoryUnavailable("Cloud Logging is off in this test")
+
+    got = analysis.load_run(
+        run_name,
+        spec=lambda: load_env(None),
+        cluster=lambda: Cluster.connect(kubeconfig, None),
+        metrics_file=None,
+        namespace=NS,
+        team=None,
+        logging_client=no_logging,
+        storage_client=lambda cluster, project: hooks.storage_client(hooks.for_context(cluster.context), cluster, project),
+    )
+    assert "2 TensorBoard event file(s) in gs://" in got.source and f"/{run_name}/tensorboard/{run_name}/" in got.source, got.source
+    # The first attempt's file holds every step it did (closed at its SIGTERM); the second's from the restored one on.
+    assert [s.step for s in got.log.steps] == list(range(100))
+    assert not any(f"completed step: {s}," in got.text for s in range(int(restored.group(1)) + 1))  # those come from the first file only
+
+
 # ------------------------------------------------------------------ bad input
 
 

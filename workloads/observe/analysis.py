@@ -204,10 +204,15 @@ def looks_like_file(arg: str) -> bool:
 
 
 def read_log(path: Path, what: str) -> str:
-    """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device).
+    """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device)."""
+    return read_input(path, what)[0]
+
+
+def read_input(path: Path, what: str) -> tuple[str, bool]:
+    """(the text of a log or metrics file, whether it is a metrics file), of a regular file of at most ``inputfile.LOG``'s cap.
 
     A TensorBoard event file (MaxText's, copied out of a run) is read as the metrics file it
-    stands for (``tb_events``)."""
+    stands for (``tb_events``); a ``.jsonl`` file is one as it is."""
     from toolkit.inputfile import LOG, NotReadable, read_bounded
     from workloads.observe import tb_events
 
@@ -215,10 +220,10 @@ def read_log(path: Path, what: str) -> str:
         raw = read_bounded(path, LOG)
         if tb_events.is_event_file(raw):
             try:
-                return tb_events.as_metrics_file(tb_events.steps([raw]))
+                return tb_events.as_metrics_file(tb_events.steps([raw])), True
             except tb_events.BadEvents as e:
                 raise SpecError(what, f"{path} is a TensorBoard event file that cannot be read: {e}", "pass the event file MaxText wrote") from None
-        return raw.decode("utf-8", errors="replace")
+        return raw.decode("utf-8", errors="replace"), path.suffix == ".jsonl"
     except NotReadable as e:
         raise SpecError(what, e.problem, e.fix) from None
     except FileNotFoundError:
@@ -265,8 +270,8 @@ def load_run(
     metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
     if looks_like_file(target):
         path = Path(target)
-        text = read_log(path, "LOGFILE")
-        if path.suffix == ".jsonl" and metrics_text is None:
+        text, metrics_only = read_input(path, "LOGFILE")
+        if metrics_only and metrics_text is None:
             log = m.load(None, text)  # a metrics file given as the only input
         else:
             log = m.load(text, metrics_text)
