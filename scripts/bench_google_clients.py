@@ -1,7 +1,7 @@
 """Worst-case time and memory of the Google clients the workloads side builds (Cloud Storage, Cloud
 Logging, the IAM reads; all over ``workloads.observe.google_http``) against a hostile loopback server.
 
-For each misbehaviour (tests/hostile_server.py, a few bodies no Google API sends, a refused and a
+For each misbehaviour (tests/support/hostile_server.py, a few bodies no Google API sends, a refused and a
 black-holed port), one fresh process asks one client with the shipped bounds
 (``toolkit.google_answers``) and reports how it ended, the wall time, the peak Python allocation
 (tracemalloc) and the process's peak RSS. Nothing is asserted here: the tests check each
@@ -39,7 +39,7 @@ def _gzip_bomb(size: int) -> bytes:
     return b"".join(parts)
 
 
-# name: (tests/hostile_server.py mode, its options, made when the case runs)
+# name: (tests/support/hostile_server.py mode, its options, made when the case runs)
 CASES: dict[str, tuple[str | None, object]] = {
     "trickle-body": ("trickle", lambda: {"interval": 0.05, "size": 100_000}),
     "trickle-headers": ("trickle-headers", lambda: {"interval": 0.05}),
@@ -73,15 +73,15 @@ def ask(client: str, url: str) -> None:
 
 
 def one(client: str, case: str) -> dict:
-    from tests.hostile_server import serve
+    from tests.support.hostile_server import serve
     from toolkit.errors import GoogleApiError
+    from workloads.data import iam as iam_reads
+    from workloads.observe import google_http as gh
 
-    # The libraries loaded first: the figures are the client's handling of the answer, not imports.
-    import google.cloud.logging  # noqa: F401
-    import google.cloud.storage  # noqa: F401
-
-    import workloads.data.iam  # noqa: F401
-    import workloads.observe.history  # noqa: F401
+    # Each client built once first (their libraries loaded): the figures are the handling of the answer, not imports.
+    gh.storage_client("p", gh.anonymous(), endpoint="http://127.0.0.1:9")
+    gh.logging_client("p", gh.anonymous(), endpoint="http://127.0.0.1:9")
+    iam_reads.GoogleIam(gh.anonymous(), "http://127.0.0.1:9")
 
     mode, make = CASES[case]
     options = make()  # type: ignore[operator]

@@ -50,7 +50,7 @@ def _dims(base: dict, preset: dict) -> dict | None:
         "tied_embedding": bool(c.get("logits_via_embedding", False)),
         "position_embeddings": max(0, int(c.get("trainable_position_size", -1))),
         "num_experts": experts,  # routed only: expert parallelism splits these (shared experts are ~1/N more)
-        # What one token runs through: the step-time estimate counts active parameters (issue 22).
+        # What one token runs through: the step-time estimate counts active parameters, not all experts'.
         "num_experts_per_tok": int(c.get("num_experts_per_tok", 1)) if moe else 1,
         "shared_experts": int(c.get("shared_experts", 0) or 0) if moe else 0,
         "max_target_length": c["max_target_length"],

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.gcs_emulator import emulator_client
+from tests.support.gcs_emulator import emulator_client
 from workloads.local import cloudlogging
 from workloads.local import rehearsal as rh
 from workloads.observe import bucket_metrics, storage
@@ -102,7 +102,8 @@ def _place(storage_kind: str | None, *sets: str):
 
     doc = load_spec(DEFAULT_SPEC_PATH)
     if storage_kind == "lustre":
-        from tests.conftest import example_doc, spec_from
+        from tests.support import spec_from
+        from tests.support.specs import example_doc
 
         d = example_doc("default")
         d["lustre"] = {"name": "ckpt", "capacity_gib": 18000, "ip": "10.0.0.2"}

@@ -5,7 +5,7 @@ binding, a folder binding, a custom role, the project's viewers through the buck
 roles; and the ones the check cannot prove (a group, a domain, a conditional binding, a policy
 it may not read), which pass with a warning. Against the real GCS-compatible server (the
 buckets, their policies and the dataset's files) behind a loopback Resource Manager and IAM
-(tests/google_iam_server.py), through ``checks.check_dataset`` and the ``data check`` CLI.
+(tests/support/google_iam_server.py), through ``checks.check_dataset`` and the ``data check`` CLI.
 The weighing itself (``workloads.data.grants``) is pure and tested on its own first.
 """
 
@@ -19,9 +19,10 @@ import pytest
 import yaml
 
 from infra import access
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import running_emulator
-from tests.google_iam_server import Hierarchy, serve
+from tests.support import REPO, cli, spec_from
+from tests.support.gcs_emulator import running_emulator
+from tests.support.google_iam_server import Hierarchy, serve
+from tests.support.specs import example_doc
 from toolkit.errors import SpecError
 from workloads.data import checks, grants
 from workloads.data import iam as iam_reads

@@ -4,7 +4,7 @@ and a server that misbehaves meets its bounds as one line naming the API, exit 3
 
 The structural test keeps it so across the repository: no other module imports an HTTP client
 library or builds a Google client. The others hold each bound against a loopback server that
-misbehaves on purpose (tests/hostile_server.py), through Google's own client libraries, and
+misbehaves on purpose (tests/support/hostile_server.py), through Google's own client libraries, and
 say which bound ended it by the message: no test here asserts how long anything took
 (scripts/bench_google_clients.py measures that).
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
-from tests.hostile_server import serve
+from tests.support import REPO, cli
+from tests.support.hostile_server import serve
 from toolkit.errors import GoogleApiError
 from toolkit.google_answers import MAX_DEPTH, BadJson, Bounds, decode_json
 from workloads.data import iam as iam_reads

@@ -83,7 +83,7 @@ def test_vocab_tiling_divides_the_logits_and_bad_values_are_ignored() -> None:
 
 
 def test_over_budget_inside_the_error_band_plans_with_a_warning_beyond_it_is_refused() -> None:
-    from tests.conftest import spec_from
+    from tests.support import spec_from
     from toolkit.errors import FieldError
     from workloads.planning.planner import HBM_ERROR_BAND, Overrides, plan_run
 

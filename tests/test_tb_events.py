@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 from workloads.observe import metrics as m
 from workloads.observe import tb_events as tb
 
