@@ -155,3 +155,52 @@ def test_event_files_are_read_in_attempt_order_a_redone_step_the_later_ones(clie
     b.blob("run-1/tensorboard/events.out.tfevents.1700000900.w0-c").upload_from_string(b"\x00" * 64)
     with pytest.raises(storage.StorageError, match="cannot be read: it does not begin with a whole TFRecord"):
         bucket_metrics.read_events(client, d, limit_bytes=1 << 20)
+
+
+def test_an_event_file_larger_than_one_answer_is_read_in_parts(client, monkeypatch) -> None:
+    from workloads.observe import tb_events as tb
+
+    monkeypatch.setattr(bucket_metrics, "PART", 1000)  # the transport's cap is 32 MiB; a long run's file is larger
+    bucket = f"bm-{uuid.uuid4().hex[:8]}"
+    client.create_bucket(bucket)
+    data = tb.encode(1.0, [tb.Scalars(k, 1.0 + k, {"learning/loss": 1.0, "perf/step_time_seconds": 0.5}) for k in range(200)])
+    assert len(data) > 10 * 1000
+    client.bucket(bucket).blob("r/tensorboard/r/events.out.tfevents.1.h").upload_from_string(data)
+    text, files = bucket_metrics.read_events(client, f"gs://{bucket}/r/tensorboard/r/", limit_bytes=1 << 20)
+    assert files == 1 and [s.step for s in m.parse_metrics_file(text)] == list(range(200))
+
+
+def test_a_lustre_run_says_in_one_line_where_its_event_files_are(capsys) -> None:
+    """Cloud Logging cannot answer and the run's files are on Lustre: its last pod's log is read, and one line says where the rest is."""
+    from workloads.cluster import runkinds
+    from workloads.observe import analysis
+    from workloads.observe.history import HistoryUnavailable
+
+    plan, place = _place("lustre")
+    (obj,) = manifests.run_objects(plan)
+
+    class Lustre:
+        context = "gke_p_us-west4_c"
+
+        def find_run(self, ns, run):
+            return runkinds.JOBSET, obj
+
+        def find_pod(self, ns, run, found=None):
+            return {"metadata": {"name": "bm-run-slice-0-0-x"}}
+
+        def workload_for(self, ns, o):
+            return None
+
+        def logs(self, ns, pod):
+            return iter(["I1127 10:00:00.000000 1 train.py:1] completed step: 7, seconds: 1.0"])
+
+    def no_logging(cluster, project):
+        raise HistoryUnavailable("Cloud Logging is off in this test")
+
+    got = analysis.load_run(
+        "bm-run", spec=lambda: load_spec(DEFAULT_SPEC_PATH), cluster=Lustre, metrics_file=None, namespace="research", team=None, logging_client=no_logging
+    )
+    assert [s.step for s in got.log.steps] == [7]
+    lines = capsys.readouterr().err.splitlines()
+    assert f"warning: the run's TensorBoard event files are on Lustre ({place.directory}), which the toolkit cannot read from here: " in lines[-1]
+    assert lines[-1].endswith("pass one as --metrics-file")

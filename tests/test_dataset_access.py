@@ -280,3 +280,37 @@ def test_a_bucket_server_that_is_not_googles_has_no_hierarchy(emulator: str, mon
     with pytest.raises(SpecError, match="may not read"):
         checks.check_dataset(storage.make_client("p"), spec, d, member)
     assert os.environ[storage.EMULATOR_ENV] == emulator
+
+
+class _Recording:
+    """A real cluster's context that records what is applied."""
+
+    context = "gke_p_us-west4_c"
+
+    def __init__(self) -> None:
+        self.applied: list[dict] = []
+
+    def find_run(self, namespace, name):
+        return None
+
+    def apply(self, objects, **_):
+        self.applied.extend(objects)
+
+
+@pytest.mark.parametrize("kind", ["group", "absent"])
+def test_submit_goes_ahead_with_a_warning_and_refuses_only_what_is_proven_absent(google, memory_buckets, kind: str) -> None:
+    from workloads import runs
+    from workloads.planning.overrides import Overrides
+
+    h, _, emulator = google
+    _, spec, d, member = _dataset(emulator, bucket_grant=False)
+    _arrange(h, KINDS[kind][0], member)
+    plan = runs.plan("maxtext-6b", spec, Overrides(name=f"acc-{kind}", dataset=d.name))
+    cluster = _Recording()
+    if kind == "absent":
+        with pytest.raises(SpecError, match="may not read"):
+            runs.apply(cluster, plan, spec=spec)
+        assert cluster.applied == [] and memory_buckets == {}  # nothing applied, no identity written
+        return
+    sub = runs.apply(cluster, plan, spec=spec)
+    assert cluster.applied and sub.dataset_access.startswith(f"cannot prove that {member.removeprefix('serviceAccount:')} may read it: ")

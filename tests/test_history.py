@@ -321,6 +321,21 @@ def test_each_runtimes_filter_names_its_own_pods() -> None:
         LogScope("p", "l", "c", "ns", "r", runtime="pods")
 
 
+def _load(run: str, env, cluster, url: str):
+    """``metrics RUN``'s loader, on ``cluster`` (a callable giving the fake), with the local Cloud Logging server at ``url``."""
+    from workloads.observe import analysis
+
+    return analysis.load_run(
+        run,
+        spec=lambda: env,
+        cluster=cluster,
+        metrics_file=None,
+        namespace="research",
+        team=None,
+        logging_client=lambda cluster, project: make_client(project, endpoint=url),
+    )
+
+
 class _RunThere:
     """A cluster where the run object is there (a Job or a RayJob) and its pod is the last attempt's."""
 
@@ -343,7 +358,6 @@ class _RunThere:
 def test_metrics_of_a_job_or_rayjob_run_reads_every_attempt(server, runtime: str) -> None:
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
     from workloads.cluster import runkinds
-    from workloads.observe import analysis
 
     store, url = server
     env = load_spec(DEFAULT_SPEC_PATH)
@@ -357,15 +371,7 @@ def test_metrics_of_a_job_or_rayjob_run_reads_every_attempt(server, runtime: str
             t0 + 100 * k,
         )
     there = _RunThere(kind, "job-uid-2", cl.rfc3339(t0 - 10))
-    got = analysis.load_run(
-        "llm-1",
-        spec=lambda: env,
-        cluster=lambda: there,
-        metrics_file=None,
-        namespace="research",
-        team=None,
-        logging_client=lambda cluster, project: make_client(project, endpoint=url),
-    )
+    got = _load("llm-1", env, lambda: there, url)
     assert got.attempts is not None and len(got.attempts) == 2, got.source
     assert got.source.startswith(f"Cloud Logging (project {env.project}") and [s.step for s in got.log.steps] == list(range(6))
 
@@ -373,22 +379,13 @@ def test_metrics_of_a_job_or_rayjob_run_reads_every_attempt(server, runtime: str
 @pytest.mark.parametrize("runtime", ["job", "ray"])
 def test_a_gone_job_or_rayjob_run_is_found_as_its_runtime(server, runtime: str) -> None:
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
-    from workloads.observe import analysis
 
     store, url = server
     env = load_spec(DEFAULT_SPEC_PATH)
     t0 = time.time() - 3600
     src = _job_source("llm-9-0-x", run="llm-9") if runtime == "job" else _submitter_source("llm-9-x", run="llm-9")
     store.ship(cl.Container(env.project, env.region, env.cluster.name, "research", src.pod, src.container, src.pod_labels), _steps(t0, range(4)), t0)
-    got = analysis.load_run(
-        "llm-9",
-        spec=lambda: env,
-        cluster=_GoneCluster,
-        metrics_file=None,
-        namespace="research",
-        team=None,
-        logging_client=lambda cluster, project: make_client(project, endpoint=url),
-    )
+    got = _load("llm-9", env, _GoneCluster, url)
     assert [s.step for s in got.log.steps] == [0, 1, 2, 3] and got.source.endswith(src.pod)
 
 
@@ -404,7 +401,6 @@ def test_where_earlier_attempts_cannot_be_had_one_line_says_so(server, capsys, r
     """Cloud Logging holds nothing of the run: the last attempt's pod log is read, and one warning line says what is missing."""
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
     from workloads.cluster import runkinds
-    from workloads.observe import analysis
 
     _, url = server
     env = load_spec(DEFAULT_SPEC_PATH)
@@ -421,15 +417,7 @@ def test_where_earlier_attempts_cannot_be_had_one_line_says_so(server, capsys, r
             return iter(_steps(time.time() - 60, range(5, 8)))
 
     there = Restarted(runkinds.BY_RUNTIME[runtime], "uid-x", cl.rfc3339(time.time() - 600))
-    got = analysis.load_run(
-        "llm-5",
-        spec=lambda: env,
-        cluster=lambda: there,
-        metrics_file=None,
-        namespace="research",
-        team=None,
-        logging_client=lambda cluster, project: make_client(project, endpoint=url),
-    )
+    got = _load("llm-5", env, lambda: there, url)
     assert [s.step for s in got.log.steps] == [5, 6, 7] and got.source == "research/llm-5-last"
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(

@@ -128,6 +128,29 @@ def run_name(cluster):
     wait_for(lambda: cluster.jobset(NS, name) is None and not cluster.pods(NS, name), 120, f"JobSet {name} and its pods to go")
 
 
+def _load_without_cloud_logging(kubeconfig: Path, run: str):
+    """What `metrics RUN` reads when Cloud Logging cannot answer: the run's current pod and its files in the local bucket server."""
+    from infra.fleet import load_env
+    from workloads.cluster.client import Cluster
+    from workloads.observe import analysis
+    from workloads.observe.history import HistoryUnavailable
+    from workloads.runs import hooks
+
+    def no_logging(cluster, project):
+        raise HistoryUnavailable("Cloud Logging is off in this test")
+
+    return analysis.load_run(
+        run,
+        spec=lambda: load_env(None),
+        cluster=lambda: Cluster.connect(kubeconfig, None),
+        metrics_file=None,
+        namespace=NS,
+        team=None,
+        logging_client=no_logging,
+        storage_client=lambda cluster, project: hooks.storage_client(hooks.for_context(cluster.context), cluster, project),
+    )
+
+
 def _submit(kubeconfig: Path, run: str, seconds: float, *extra: str) -> None:
     sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--rehearse-seconds", str(seconds), "--kubeconfig", str(kubeconfig), *extra)
     assert sub.returncode == 0, (sub.stdout, sub.stderr)
@@ -256,28 +279,7 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     # Without Cloud Logging: the new pod's log (its own attempt) and MaxText's metrics files in
     # the run's bucket, which worker 0 wrote every log_period steps in both attempts.
-    from infra.fleet import load_env
-    from workloads.cluster.client import Cluster
-    from workloads.observe import analysis
-    from workloads.observe.history import HistoryUnavailable
-    from workloads.runs import hooks
-
-    def no_logging(cluster, project):
-        raise HistoryUnavailable("Cloud Logging is off in this test")
-
-    def storage(cluster, project):
-        return hooks.storage_client(hooks.for_context(cluster.context), cluster, project)
-
-    got = analysis.load_run(
-        run_name,
-        spec=lambda: load_env(None),
-        cluster=lambda: Cluster.connect(kubeconfig, None),
-        metrics_file=None,
-        namespace=NS,
-        team=None,
-        logging_client=no_logging,
-        storage_client=storage,
-    )
+    got = _load_without_cloud_logging(kubeconfig, run_name)
     assert got.attempts is None and "metrics file(s) in gs://" in got.source, got.source
     # MaxText uploads every log_period (10) steps: the first attempt's whole periods are in the
     # files; the steps it did after its last upload were lost with it (checkpointed, not
@@ -356,25 +358,7 @@ def test_a_gcs_fuse_runs_event_files_hold_every_attempts_steps_when_cloud_loggin
     restored = RESTORED.search(_log(cluster, run_name))
     assert restored, "the second attempt restored a checkpoint from the mounted bucket"
 
-    from infra.fleet import load_env
-    from workloads.cluster.client import Cluster
-    from workloads.observe import analysis
-    from workloads.observe.history import HistoryUnavailable
-    from workloads.runs import hooks
-
-    def no_logging(cluster, project):
-        raise HistoryUnavailable("Cloud Logging is off in this test")
-
-    got = analysis.load_run(
-        run_name,
-        spec=lambda: load_env(None),
-        cluster=lambda: Cluster.connect(kubeconfig, None),
-        metrics_file=None,
-        namespace=NS,
-        team=None,
-        logging_client=no_logging,
-        storage_client=lambda cluster, project: hooks.storage_client(hooks.for_context(cluster.context), cluster, project),
-    )
+    got = _load_without_cloud_logging(kubeconfig, run_name)
     assert "2 TensorBoard event file(s) in gs://" in got.source and f"/{run_name}/tensorboard/{run_name}/" in got.source, got.source
     # The first attempt's file holds every step it did (closed at its SIGTERM); the second's from the restored one on.
     assert [s.step for s in got.log.steps] == list(range(100))

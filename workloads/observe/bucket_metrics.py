@@ -148,12 +148,27 @@ def read_events(client: Any, directory: str, *, limit_bytes: int) -> tuple[str, 
         size += int(b.size or 0)
         if size > limit_bytes:
             raise StorageError(f"the event files under {directory} are over {limit_bytes:,} bytes — copy the one you need and pass it as --metrics-file")
-        datas.append(storage_call(f"read gs://{bucket}/{b.name}", bucket, b.download_as_bytes))
+        datas.append(_download(b, bucket))
     try:
         by_step = tb_events.steps(datas)
     except tb_events.BadEvents as e:
         raise StorageError(f"an event file under {directory} cannot be read: {e}") from None
     return tb_events.as_metrics_file(by_step), len(found)
+
+
+PART = 16 * 1024 * 1024  # one ranged read: a long run's event file is larger than the transport takes in one answer
+
+
+def _download(blob: Any, bucket: str) -> bytes:
+    """The object's bytes in ranged reads of at most PART each (each one answer within the transport's byte cap)."""
+    from workloads.observe.storage import storage_call
+
+    size = int(blob.size or 0)
+    parts = [
+        storage_call(f"read gs://{bucket}/{blob.name}", bucket, lambda start=start: blob.download_as_bytes(start=start, end=min(size, start + PART) - 1))
+        for start in range(0, size, PART)
+    ]
+    return b"".join(parts)
 
 
 def read_place(client: Any, place: Place, *, limit_bytes: int) -> tuple[str, int]:
