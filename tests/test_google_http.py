@@ -2,8 +2,10 @@
 clients (and the dataset check's IAM reads) send passes through ``workloads.observe.google_http``,
 and a server that misbehaves meets its bounds as one line naming the API, exit 3.
 
-The structural test keeps it so across the repository: no other module imports an HTTP client
-library or builds a Google client. The others hold each bound against a loopback server that
+The structural test keeps it so across the repository's code (toolkit, infra, modules,
+workloads, scripts, cloudbuild, tools; the tests talk to loopback servers only): no other
+module imports an HTTP client library or builds a Google client, and those that speak HTTP to
+something else are a reviewed list, each with whom it speaks to. The others hold each bound against a loopback server that
 misbehaves on purpose (tests/support/hostile_server.py), through Google's own client libraries, and
 say which bound ended it by the message: no test here asserts how long anything took
 (scripts/bench_google_clients.py measures that).
