@@ -423,3 +423,29 @@ def test_where_earlier_attempts_cannot_be_had_one_line_says_so(server, capsys, r
     assert line.startswith(
         "warning: run 'llm-5' restarted 1 time(s); pod llm-5-last's log holds its own attempt only (earlier attempts: no entries for it in Cloud Logging"
     )
+
+
+def test_a_cloud_logging_that_misbehaves_is_a_warning_beside_a_pod_and_exit_3_without_one(capsys) -> None:
+    """An endless listing (tests/support/hostile_server.py): beside the run's pod, one warning and its log; with
+    nothing on the cluster, the service's failure is the answer, one line, exit 3."""
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from tests.support.hostile_server import serve
+    from workloads.cluster import runkinds
+
+    env = load_spec(DEFAULT_SPEC_PATH)
+
+    class WithPod(_RunThere):
+        def logs(self, ns: str, pod: str):
+            return iter(_steps(time.time() - 60, range(2)))
+
+    page = b'{"entries": [], "nextPageToken": "again"}'
+    with serve({"*": "json"}, body=page) as h:
+        got = _load("llm-7", env, lambda: WithPod(runkinds.JOBSET, "u", cl.rfc3339(time.time() - 600)), h.url)
+        (line,) = capsys.readouterr().err.splitlines()
+        assert [s.step for s in got.log.steps] == [0, 1] and got.source == "research/llm-7-last"
+        assert line.startswith("warning: earlier attempts unknown: Cloud Logging (POST http://127.0.0.1:") and "more than 1000 pages" in line
+        with pytest.raises(HistoryUnavailable) as failed:
+            _load("llm-7", env, _GoneCluster, h.url)
+    text = str(failed.value)
+    assert failed.value.exit_code == 3 and "\n" not in text and text.count(" — ") == 1
+    assert text.startswith("no history of run 'llm-7' in namespace 'research' (no run and no pod there): Cloud Logging (POST http://127.0.0.1:")

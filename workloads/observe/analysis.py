@@ -286,11 +286,18 @@ def load_run(
     shape = run_shape(found[1]) if found else None
     tl = timeline(kube, ns, target, found) if found else None
     # The spec only when a history source needs it (the project, region, cluster).
-    hist, missing = _history(kube, spec, ns, target, found, logging_client)
+    hist, missing, failure = _history(kube, spec, ns, target, found, logging_client)
     if hist is not None:
         texts = _per_pod(hist)
         source = f"{hist.where}: pod{'s' if len(hist.pods) > 1 else ''} {', '.join(hist.pods)}"
         return Loaded(target, source, m.load(hist.text, metrics_text), hist.text, tl, shape, texts)
+    if failure is not None:
+        if pod is None and found is None:
+            # Nothing on the cluster to fall back to: the service's failure is the answer (exit 3), in one line.
+            raise type(failure)(f"no history of run {target!r} in namespace {ns!r} (no run and no pod there): {failure}", status=failure.status)
+        import sys
+
+        sys.stderr.write(f"warning: earlier attempts unknown: {failure}\n")
     if pod is None:
         if found is None and missing is not None:
             raise SpecError(
@@ -346,13 +353,12 @@ def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], sto
     return (text or None), f"{files} {what} in {place.directory}"
 
 
-def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
-    """(the run's own entries from Cloud Logging, every attempt, else None and why none), for every runtime.
+def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None, Any]:
+    """(the run's own entries from Cloud Logging, every attempt, else None and why none, and the failure when it could not be read), for every runtime.
 
     A run still there is read as its runtime (``history.worker_filter``); one that is gone as
     each runtime in turn, the first with entries.
     """
-    import sys
 
     from toolkit.errors import Forbidden
     from toolkit.inputfile import LOG
@@ -379,11 +385,10 @@ def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client:
         for scope in scopes:
             hist = read(client, scope, limit_bytes=LOG.limit)
             if hist.lines:
-                return hist, None
+                return hist, None, None
     except (HistoryUnavailable, Forbidden) as e:
-        sys.stderr.write(f"warning: earlier attempts unknown: {e}\n")
-        return None, f"Cloud Logging could not be read ({e})"
-    return None, f"no entries for it in {scopes[0].where}"
+        return None, f"Cloud Logging could not be read ({e})", e
+    return None, f"no entries for it in {scopes[0].where}", None
 
 
 def _per_pod(hist: History) -> tuple[str, ...] | None:
