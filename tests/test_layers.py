@@ -60,7 +60,16 @@ LAYERS: dict[str, Layer] = {
         Layer("workloads.observe", ("workloads.planning", "workloads.cluster", "infra", "toolkit")),
         Layer(
             "workloads.local",
-            ("workloads.cluster", "workloads.render", "workloads.planning", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
+            (
+                "workloads.cluster",
+                "workloads.render",
+                "workloads.planning",
+                "workloads.observe.storage",
+                "workloads.observe.history",
+                "workloads.observe.tb_events",
+                "infra",
+                "toolkit",
+            ),
         ),
         Layer(
             "workloads.runs",
@@ -84,6 +93,7 @@ LAYERS: dict[str, Layer] = {
                 "workloads.maxtext",
                 "workloads.observe.storage",
                 "workloads.observe.owned_objects",
+                "workloads.observe.google_http",
                 "infra",
                 "toolkit",
             ),

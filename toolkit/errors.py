@@ -129,3 +129,14 @@ class Unreachable(ClusterError):
 class Rejected(ClusterError):
     """Any other refusal the server answered with: an invalid object (400/422), an admission
     webhook or Pod Security (403 that is not RBAC), throttling (429), a server failure (5xx)."""
+
+
+class GoogleApiError(ToolkitError):
+    """A Google service could not be reached in time, or answered what cannot be used: the cloud
+    side failed, not the input (exit 3). The message names the API and the request."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

@@ -9,6 +9,7 @@
 - ``fake_apiserver``: a recording Kubernetes API server on loopback, for the cluster client;
 - ``hostile_server``: a loopback server that misbehaves on purpose (trickles, or never stops talking);
 - ``gcs_emulator``: a real GCS-compatible server on loopback;
+- ``google_iam_server``: Cloud Resource Manager and IAM on loopback, Cloud Storage passed through to the emulator;
 - ``k8s_scan``: every example's rendered objects laid out as files, for checkov;
 - ``shell_layers``: what stands between a rendered object and the program's argv (the kubelet's
   expansion, KubeRay's submitter, recording shims), run for real where it can be;

@@ -7,7 +7,8 @@ Written on raw sockets (``http.server`` would frame its answers properly). Modes
 - ``trickle-headers``: the status line and headers themselves, a byte at a time;
 - ``endless``: a 200 with no length whose body never ends, as fast as the client reads;
 - ``endless-line``: the same, without a line break (a watch or log stream with no end of line);
-- ``json``: ``body`` at once (a well-behaved answer, e.g. for ``/version``).
+- ``json``: ``body`` at once (a well-behaved answer, e.g. for ``/version``), with ``status``
+  (200 unless given) and ``headers`` (extra header lines, e.g. a ``Content-Encoding``).
 
 ``routes`` maps a path to a mode (``"*"`` for any other path). Every handler stops when
 the client goes away or the server is closed.
@@ -29,8 +30,18 @@ _HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
 
 
 class Hostile:
-    def __init__(self, routes: dict[str, str], *, interval: float = 0.2, size: int = 1000, body: bytes = b'{"gitVersion": "v1.34.2"}') -> None:
+    def __init__(
+        self,
+        routes: dict[str, str],
+        *,
+        interval: float = 0.2,
+        size: int = 1000,
+        body: bytes = b'{"gitVersion": "v1.34.2"}',
+        status: int = 200,
+        headers: tuple[str, ...] = (),
+    ) -> None:
         self.routes, self.interval, self.size, self.body = routes, interval, size, body
+        self.status, self.headers = status, headers
         self.stop = threading.Event()
         self.port = 0
         self.requests: list[str] = []
@@ -58,7 +69,8 @@ class Hostile:
     def answer(self, conn: socket.socket, path: str) -> None:
         mode = self.routes.get(path.split("?")[0], self.routes.get("*", "json"))
         if mode == "json":
-            conn.sendall(_HEAD + f"Content-Length: {len(self.body)}\r\n\r\n".encode() + self.body)
+            head = f"HTTP/1.1 {self.status} X\r\nContent-Type: application/json\r\nConnection: close\r\n" + "".join(f"{h}\r\n" for h in self.headers)
+            conn.sendall(head.encode() + f"Content-Length: {len(self.body)}\r\n\r\n".encode() + self.body)
         elif mode == "trickle":
             conn.sendall(_HEAD + f"Content-Length: {self.size}\r\n\r\n".encode())
             self._drip(conn, b"x" * self.size)
@@ -92,6 +104,17 @@ def serve(routes: dict[str, str], **kw) -> Iterator[Hostile]:
                 if not more:
                     return
                 data += more
+            head, _, rest = data.partition(b"\r\n\r\n")
+            # Read a request's body before answering: closing a socket with unread bytes resets it.
+            length = next(
+                (int(v) for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")[1:]) if k.strip().lower() == b"content-length" and v.strip().isdigit()),
+                0,
+            )
+            while len(rest) < min(length, 1 << 20):
+                more = conn.recv(65536)
+                if not more:
+                    return
+                rest += more
             line = data.split(b"\r\n", 1)[0].decode(errors="replace")
             h.requests.append(line)
             try:

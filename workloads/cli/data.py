@@ -126,7 +126,7 @@ def check(
         print_json({**facts.to_dict(), "tokenizer_load": tok.to_dict() if tok else None})
         return
     print(f"dataset {d.name}: {facts.files} file(s), {facts.bytes} bytes at {facts.uri} ({d.format.value}; sampled {len(facts.sampled)})")
-    print(f"  read access: {facts.reader.removeprefix('serviceAccount:')} may read it" if facts.reader else f"  read access: not checked — {facts.access_note}")
+    print(f"  read access: {facts.reader.removeprefix('serviceAccount:')} may read it" if facts.reader else f"  read access: warning: {facts.access_note}")
     if tok is not None:
         print(f"  tokenizer: {facts.tokenizer} loads with MaxText's loader ({tok.vocab_size} ids)")
     else:

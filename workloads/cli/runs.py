@@ -323,6 +323,8 @@ def submit(
             typer.echo(f"  {sub.note}", err=True)
         if sub.checkpoints:
             typer.echo(f"  {sub.checkpoints.line()}", err=True)
+    if sub.dataset_access:
+        typer.echo(f"warning: dataset {plan.program.dataset.name if plan.program.dataset else ''}: {sub.dataset_access}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
@@ -330,6 +332,8 @@ def submit(
         data: dict = {"run": plan.name, "namespace": t.namespace, "applied": sub.refs, "plan": runs.summary(plan, env)}
         if sub.checkpoints:
             data["checkpoints"] = {"state": sub.checkpoints.state, "directory": sub.checkpoints.where, "restorable": sub.checkpoints.checkpoints}
+        if sub.dataset_access:
+            data["dataset_access"] = sub.dataset_access
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted,

@@ -119,6 +119,7 @@ class Rehearsal:
     mtc_backup_period: int | None = None
     restore_peer_seconds: float = 0.0
     restore_bucket_seconds: float = 0.0
+    output_dir: str = ""  # gs://<bucket>/<run>/: the run's own directory in a bucket (directly, or under a GCS FUSE mount); "" on Lustre
 
     @property
     def wall_step_seconds(self) -> float:
@@ -170,6 +171,7 @@ class Rehearsal:
             # Never longer than half the time between saves: a save completes before the next begins.
             save_seconds=round(min(recovery.SAVE.seconds * factor, period_wall / 2), 3) if c else 0.0,
             **mtc,
+            output_dir=p.output_dir or "",
             **common,
         )
 
@@ -412,6 +414,14 @@ def gcs_metrics_dir(r: Rehearsal) -> str | None:
         return None
     base, name = config.get("base_output_directory", ""), config.get("run_name", r.run)
     return f"{base.rstrip('/')}/{name}/metrics/" if base.startswith("gs://") else None
+
+
+def tensorboard_dir(r: Rehearsal) -> str | None:
+    """Where process 0's TensorBoard event files go (``<output>/<run_name>/tensorboard/<run_name>/``, in the run's bucket whether
+    MaxText writes there directly or through a GCS FUSE mount), None when it writes none or they are on Lustre."""
+    if r.kind != "maxtext" or dict(r.config).get("enable_tensorboard", "true").lower() == "false" or not r.output_dir.startswith("gs://"):
+        return None
+    return f"{r.output_dir}tensorboard/{r.run}/"  # max_utils.initialize_summary_writer adds the run name
 
 
 def log_period(r: Rehearsal) -> int:

@@ -22,7 +22,11 @@
   Storage server (``workloads.local.bucket``): a save every ``checkpoint_period`` steps,
   at a SIGTERM with autocheckpoint (a disrupted or deleted pod), and at the end. A
   restarted attempt — or a new JobSet under the same name, as on GKE — restores the
-  latest there and continues from the step after it, and its log says so. The daemon's
+  latest there and continues from the step after it, and its log says so. Worker 0 also
+  leaves what MaxText's process 0 leaves in the run's bucket: its gcs_metrics files every
+  ``log_period`` steps (a gs:// output), and at the end of each attempt (completed, or
+  stopped by SIGTERM) its TensorBoard event file (``<run>/tensorboard/``, directly or through
+  a GCS FUSE mount: ``workloads.observe.tb_events``). The daemon's
   own book of a run (``<state>/rehearsal/runs/<jobset uid>.json``) keeps its attempts'
   clocks.
 - replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
@@ -66,6 +70,7 @@ from workloads.local.rehearsal import (
     saved_steps,
     step_end,
     steps_done_by,
+    tensorboard_dir,
 )
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
@@ -188,6 +193,13 @@ class Checkpoints:
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]
 
+    def upload_events(self, directory: str, name: str, data: bytes) -> None:
+        """One of MaxText's TensorBoard event files, as its writer leaves it when closed."""
+        from workloads.local.bucket import split_gs
+
+        bucket, prefix = split_gs(directory)
+        self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(data, content_type="application/octet-stream")
+
     def upload_metrics(self, directory: str, name: str, records: list[dict[str, Any]]) -> None:
         """One of MaxText's gcs_metrics files: a JSON document per line."""
         from workloads.local.bucket import split_gs
@@ -257,6 +269,8 @@ class Worker:
     next_step: int | None = None
     ended: bool = False
     metrics: list[dict[str, Any]] = field(default_factory=list)  # gcs_metrics records not uploaded yet (process 0's)
+    events: list[Any] = field(default_factory=list)  # process 0's TensorBoard scalars of this attempt (tb_events.Scalars), written at its end
+    t0: float = 0.0  # when this attempt's clock started (the event file's name)
 
     def write(self, lines: list[str]) -> None:
         if lines:
@@ -638,6 +652,8 @@ class Rehearsals:
                     self.save(r, book, final)
                 self.finish_saves(r, book, now, all_done=True)  # MaxText waits for its async saves before it exits
                 w.ended = True
+            if w.ended:
+                self._close_events(w)
 
     def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int, attempt: str = "", pools: set[str] | None = None) -> None:
         start = w.next_step if w.next_step is not None else first
@@ -649,6 +665,7 @@ class Rehearsals:
         w.write(lines)
         w.next_step = done
         self._gcs_metrics(w, first, start, done)
+        self._tensorboard(w, t0, first, start, done)
         if w.log.worker != 0:
             return  # every worker reports the same saves: process 0 keeps the books
         for step in saved_steps(w.r, start, done):
@@ -672,6 +689,31 @@ class Rehearsals:
             except Exception as e:  # MaxText's upload failing fails the run; here the rehearsal says so and goes on
                 _say(f"run {w.r.run}: uploading {directory}{name} failed: {e}")
             w.metrics = []
+
+    def _tensorboard(self, w: Worker, t0: float, first: int, start: int, done: int) -> None:
+        """Process 0 keeps each step's scalars in its TensorBoard writer (tensorboardX), written out when the attempt ends."""
+        if tensorboard_dir(w.r) is None or w.log.worker != 0:
+            return
+        from workloads.observe.tb_events import Scalars
+
+        w.t0 = w.t0 or t0
+        for step in range(start, done):
+            rec = w.log.metrics_record(step, first)
+            w.events.append(Scalars(step, step_end(w.r, t0, first, step), {k: float(v) for k, v in rec.items() if k not in ("step", "run_name")}))
+
+    def _close_events(self, w: Worker) -> None:
+        """The attempt's end (completed, crashed or stopped by SIGTERM): MaxText closes its writer, and through a mount the file appears."""
+        directory = tensorboard_dir(w.r)
+        if directory is None or w.log.worker != 0 or not w.events:
+            return
+        from workloads.observe.tb_events import encode
+
+        name = f"events.out.tfevents.{int(w.t0)}.{w.name}"
+        try:
+            self.checkpoints.upload_events(directory, name, encode(w.t0, w.events))
+        except Exception as e:  # the bucket server is down: the run's figures are in its log still
+            _say(f"run {w.r.run}: writing {directory}{name} failed: {e}")
+        w.events = []
 
     def _finish_at(self, pod: dict[str, Any], finish: str) -> None:
         meta = pod["metadata"]

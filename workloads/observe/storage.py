@@ -1,8 +1,11 @@
 """Cloud Storage: uploads, and the calls the run service makes (a run's identity, cleanup's listings).
 
-``google-cloud-storage`` is imported lazily. With ``STORAGE_EMULATOR_HOST`` set (tests, a
-local emulator) the client talks to that endpoint with anonymous credentials, so no Google
-credentials are looked up; otherwise Application Default Credentials are used as usual.
+``google-cloud-storage`` is imported lazily, and every client is built on the bounded
+transport of ``workloads.observe.google_http`` (a deadline, a byte cap and a page cap per
+request; an unreachable or misbehaving server is one line naming Cloud Storage, exit 3).
+With ``STORAGE_EMULATOR_HOST`` set (tests, a local emulator) the client talks to that
+endpoint with anonymous credentials, so no Google credentials are looked up; otherwise
+Application Default Credentials are used as usual.
 """
 
 from __future__ import annotations
@@ -48,21 +51,19 @@ def content_type_for(path: Path) -> str:
 
 
 def make_client(project: str | None = None, *, endpoint: str | None = None) -> Any:
-    """A storage.Client; anonymous against an emulator (``endpoint``, else $STORAGE_EMULATOR_HOST), ADC otherwise."""
-    from google.cloud import storage
+    """A storage.Client over the bounded transport (``workloads.observe.google_http``); anonymous against an
+    emulator (``endpoint``, else $STORAGE_EMULATOR_HOST), Application Default Credentials otherwise."""
+    from workloads.observe import google_http
 
     if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint})
-    if os.environ.get(EMULATOR_ENV):
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials())
+        return google_http.storage_client(project or "emulator", google_http.anonymous(), endpoint=endpoint)
+    if os.environ.get(EMULATOR_ENV):  # the library reads the variable for the endpoint itself
+        return google_http.storage_client(project or "emulator", google_http.anonymous())
     try:
-        return storage.Client(project=project)
+        credentials, found = google_http.default_credentials()
     except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
         raise StorageError(f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login") from None
+    return google_http.storage_client(project or found, credentials)
 
 
 def storage_call(what: str, bucket: str, fn: Any) -> Any:

@@ -99,9 +99,12 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         if args.get("gcs_metrics") == "true":
             # MaxText uploads these with its GCS client to <base_output_directory>, which is now a mount path.
             args["gcs_metrics"] = "false"
-            notes.append(
-                f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); step figures are in the logs"
+            where = (
+                f"metrics reads its TensorBoard event files from {storage.location}{name}/tensorboard/{name}/ when Cloud Logging cannot answer"
+                if storage.kind == "gcsfuse"
+                else f"its TensorBoard event files stay on Lustre ({storage.base_output}/{name}/tensorboard/{name}/), which metrics cannot read from here"
             )
+            notes.append(f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); {where}")
     uid = placed.target.run_as_user
     if storage is not None and storage.kind == "lustre" and uid is not None:
         # Lustre's CSI driver leaves ownership to the file system: fsGroup does not reach it.

@@ -71,6 +71,7 @@ class Submission:
     note: str = ""  # the cluster hook's line (the local rehearsal's length); "" elsewhere
     admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
     checkpoints: Verdict | None = None  # whose checkpoint directory it is (workloads.runs.identity); None: the run keeps none
+    dataset_access: str = ""  # why the dataset check could not prove the run may read its data (a warning); "" proven or no dataset
 
     @property
     def refs(self) -> list[dict[str, str]]:
@@ -243,15 +244,14 @@ def apply(
         return Submission(plan, existing=objects, note=note)
     if not any((o.get("spec") or {}).get("managedBy") for o in objects):  # a fleet's manager runs nothing itself
         capability_check(cluster, plan)
-    if spec is not None:
-        data_check(cluster, plan, spec)
+    facts = data_check(cluster, plan, spec) if spec is not None else None
     if plan.program.load_parameters is not None:
         parameters_check(cluster, plan)
     verdict = None
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
-    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict, dataset_access=getattr(facts, "access_note", ""))
 
 
 def capability_check(cluster: Cluster, plan: RunPlan) -> None:
