@@ -241,7 +241,7 @@ def plan_cost_lines(plan: Any, cost: RunCost | None) -> list[str]:
         return [f"estimated cost: none — {plan.program.recipe} is a plain command, so the plan has no step-time estimate"]
     p = plan.program
     head = (
-        f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step (at {100 * (p.assumed_mfu or 0):.0f}% MFU) "
+        f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step ({100 * (p.estimated_mfu or 0):.0f}% MFU) "
         f"x {cost.chips} {cost.generation} chips = {cost.seconds / 3600:,.2f} h in {cost.region}; compile and restarts not included"
     )
     return [head, *cost.lines()[1:]]

@@ -34,11 +34,6 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     PROGRAM_ERROR_EXIT_CODES,
 )
 
-# Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
-# report, on purpose. A slower real step makes checkpoints *more* frequent in time than
-# asked (the period is in steps), never less.
-ASSUMED_MFU = 0.35
-
 # The ways a plan can run (each a renderer in workloads.render, registered in
 # kustomize.RUNTIMES): a JobSet (slices restart together), a plain Indexed Job with a
 # headless Service (GKE's TPU tutorial; one slice), a KubeRay RayJob (Ray Train JaxTrainer).
@@ -167,8 +162,10 @@ class Profiling:
 class Program:
     """What runs in every worker: the same image, command, args and env.
 
-    ``estimated_step_seconds``: the planner's step time, from the catalog's peak FLOP/s
-    at ``assumed_mfu`` (None for a plain command: nothing to estimate).
+    ``estimated_step_seconds``: the planner's step time (``workloads.planning.step_time``; None
+    for a plain command: nothing to estimate), ``estimated_mfu`` what MaxText would report for
+    it (its model FLOPs over the step at the bf16 peak), and ``step_error`` the measured error
+    of that estimate on published runs of its kind (published / estimated, least and most).
     """
 
     recipe: str
@@ -181,7 +178,9 @@ class Program:
     output_dir: str | None = None
     sizing: MaxTextSizing | None = None
     estimated_step_seconds: float | None = None
-    assumed_mfu: float | None = None
+    estimated_mfu: float | None = None
+    step_kind: str | None = None  # "dense, bf16", "dense, quantized" or "mixture of experts"
+    step_error: tuple[float, float] | None = None  # None: no published figure measures the generation
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
     dataset: DatasetSpec | None = None  # --dataset / the recipe's dataset: (read-only GCS FUSE mount); None: the recipe's data args
     # What the plan may trip over without being wrong (printed once as `warning:` lines).
@@ -353,7 +352,10 @@ class RunPlan:
         if p.estimated_step_seconds is not None:
             out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
             out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
-            out["assumed_mfu"] = p.assumed_mfu
+            out["estimated_mfu"] = round(p.estimated_mfu or 0.0, 3)
+            out["step_time_error"] = (
+                {"kind": p.step_kind, "published_over_estimate": list(p.step_error)} if p.step_error else {"kind": p.step_kind, "measured": False}
+            )
         if p.profile:
             out["profile"] = {"first_step": p.profile.first_step, "steps": p.profile.steps, "vertex_tensorboard": p.profile.tensorboard}
         if p.sizing:

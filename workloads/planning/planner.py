@@ -33,7 +33,7 @@ from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, DATASET_KEYS, LUSTRE_CLAIM, MULTI_TIER_KEYS, choose_policy
 from workloads.planning.program import PROFILE_KEYS, build_program
 from workloads.planning.recipes import load_recipe
-from workloads.planning.sizing import HBM_ERROR_BAND, HBM_OFFLOAD_ERROR_BAND, estimate_hbm, estimate_step_seconds, hbm_error_band, size_run, step_seconds
+from workloads.planning.sizing import HBM_ERROR_BAND, HBM_OFFLOAD_ERROR_BAND, estimate_hbm, hbm_error_band, size_run
 from workloads.planning.target import REPLICATED_JOB, name_budget, place_run
 
 # The names callers import from here: the entry point, its inputs and errors, and each stage's public figures.
@@ -52,12 +52,10 @@ __all__ = [
     "PlanError",
     "RunPlan",
     "estimate_hbm",
-    "estimate_step_seconds",
     "hbm_error_band",
     "name_budget",
     "parse_sets",
     "plan_run",
-    "step_seconds",
 ]
 
 

@@ -65,14 +65,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.catalog import GIB, SliceShape
+from workloads.planning import step_time
 from workloads.planning.errors import PlanError
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS
 from workloads.planning.maxtext_numbers import PLAIN_INT
 from workloads.planning.maxtext_sets import MaxTextSets, arg_text, parse_sets, read_sets
-from workloads.planning.mesh import Mesh, check_fsdp_limit, check_sharding, resolve_mesh, shape_warning
-from workloads.planning.model import ASSUMED_MFU, HbmEstimate, MaxTextSizing, Target
+from workloads.planning.mesh import Mesh, check_sharding, resolve_mesh, shape_warning
+from workloads.planning.model import HbmEstimate, MaxTextSizing
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
+from workloads.planning.step_time import StepEstimate
 from workloads.planning.target import Placement
 
 HBM_ERROR_BAND = 0.30  # the estimate's largest measured error without host offload (see the module doc)
@@ -95,8 +97,12 @@ class Sizing:
     global_batch: int
     params: int
     hbm: HbmEstimate
-    step_seconds: float  # estimated, at ASSUMED_MFU
+    step: StepEstimate
     warnings: tuple[str, ...]
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step.seconds
 
     def summary(self) -> MaxTextSizing:
         """The part the plan keeps (``Program.sizing``): the mesh as MaxText is given it, batch, parameters, HBM."""
@@ -126,7 +132,6 @@ def size_run(placed: Placement, o: Overrides) -> Sizing | None:
     shape = placed.target.shape
     mesh = resolve_mesh(recipe, mt, sets, shape, placed.target.slices)
     totals = mesh.totals
-    check_fsdp_limit(mt.model_name, totals, mesh.sources.get("ici_fsdp_parallelism", f"recipe {recipe.name}"))
     tuned = shape_warning(recipe.name, recipe.shapes, shape.key, {a: mesh.ici[a] for a in MESH_AXES})
     notes += [tuned] if tuned else []
     seq = sets.ints.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))
@@ -136,8 +141,8 @@ def size_run(placed: Placement, o: Overrides) -> Sizing | None:
     params = model.params()
     run_args = {**{k: arg_text(v) for k, v in mt.args.items()}, **sets.text}
     hbm = _checked_hbm(model, params, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
-    step_s = estimate_step_seconds(model, global_batch * seq, seq, placed.target)
-    return Sizing(sets, model, mesh, seq, pdb, global_batch, params, hbm, step_s, tuple(notes))
+    step = step_time.estimate(model, global_batch * seq / placed.target.devices, seq, shape.generation, run_args, totals["expert"])
+    return Sizing(sets, model, mesh, seq, pdb, global_batch, params, hbm, step, tuple(notes))
 
 
 def _model(mt: MaxTextSpec, sets: MaxTextSets) -> ModelDims:
@@ -252,25 +257,3 @@ def _checked_hbm(
             + "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
         )
     return hbm
-
-
-# ------------------------------------------------------------------ step time
-
-
-def estimate_step_seconds(model: ModelDims, tokens: int, seq: int, target: Target) -> float:
-    """Seconds per training step of the whole run (model FLOPs at ASSUMED_MFU; see the module doc).
-
-    The FLOPs follow the parameters a token is active in, not all that HBM holds: a mixture
-    of experts runs each token through a few of its experts.
-    """
-    return step_seconds(model, tokens, seq, target.chips, target.shape.peak_tflops_per_chip)
-
-
-def step_flops(model: ModelDims, tokens: int, seq: int) -> float:
-    """Model FLOPs of one training step: 6 x active parameters per token, plus causal attention's."""
-    attention = 6 * model.base_num_decoder_layers * seq * model.base_num_query_heads * model.head_dim
-    return float((6 * model.active_params() + attention) * tokens)
-
-
-def step_seconds(model: ModelDims, tokens: int, seq: int, chips: int, peak_tflops_per_chip: float, mfu: float = ASSUMED_MFU) -> float:
-    return step_flops(model, tokens, seq) / (chips * peak_tflops_per_chip * 1e12 * mfu)
