@@ -202,6 +202,9 @@ class RunCost:
     def lines(self) -> list[str]:
         """Human lines: the modes side by side, the pool's own marked, each with its price's date."""
         out = [f"{self.basis} cost: {self.chips} {self.generation} chips x {self.seconds / 3600:,.2f} h in {self.region}"]
+        reasons = {c.why_none for c in self.costs if c.rate is None}
+        if all(c.rate is None for c in self.costs) and len(reasons) == 1:  # one reason for every mode: said once
+            return [*out, f"  every mode: {reasons.pop()}"]
         for c in self.costs:
             mark = "  <- the pool's" if c.mode in self.pool_modes else ""
             if c.rate is None:

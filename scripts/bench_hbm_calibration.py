@@ -143,21 +143,39 @@ def _spec(c: Config) -> Any:
     return parse_spec(doc)
 
 
-def plan(c: Config, recipes_dir: Path) -> Any:
-    """The configuration's RunPlan (a ToolkitError if the planner refuses it)."""
+def _recipe_and_sets(c: Config, recipes_dir: Path) -> tuple[str, tuple[str, ...]]:
     import yaml
 
     from workloads.planning import recipes
+
+    if not c.recipe.startswith("preset:"):
+        return c.recipe, c.sets
+    r = _preset_recipe(c)
+    (recipes_dir / f"{r['name']}.yaml").write_text(yaml.safe_dump(r, sort_keys=False))
+    recipes.load_recipe.cache_clear()
+    return r["name"], (*_cut(c.layers), *c.sets)
+
+
+def plan(c: Config, recipes_dir: Path) -> Any:
+    """The configuration's RunPlan (a ToolkitError if the planner refuses it)."""
     from workloads.planning.planner import Overrides, plan_run
 
-    name = c.recipe
-    sets = c.sets
-    if c.recipe.startswith("preset:"):
-        r = _preset_recipe(c)
-        (recipes_dir / f"{r['name']}.yaml").write_text(yaml.safe_dump(r, sort_keys=False))
-        recipes.load_recipe.cache_clear()
-        name, sets = r["name"], (*_cut(c.layers), *c.sets)
+    name, sets = _recipe_and_sets(c, recipes_dir)
     return plan_run(name, _spec(c), Overrides(name="hbm-cal", sets=sets, slices=c.slices))
+
+
+def sizing(c: Config, recipes_dir: Path) -> Any:
+    """The planner's sizing stage for the configuration: the model, mesh, batch and args the HBM estimate reads."""
+    from datetime import datetime
+
+    from workloads.planning.overrides import Overrides
+    from workloads.planning.recipes import load_recipe
+    from workloads.planning.sizing import size_run
+    from workloads.planning.target import place_run
+
+    name, sets = _recipe_and_sets(c, recipes_dir)
+    o = Overrides(name="hbm-cal", sets=sets, slices=c.slices)
+    return size_run(place_run(load_recipe(name), _spec(c), o, now=datetime(2000, 1, 1), rand="x0x"), o)
 
 
 def command_key(p: Any) -> str:

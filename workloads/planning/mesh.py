@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from infra.catalog import SliceShape
 from workloads.planning.errors import PlanError
-from workloads.planning.maxtext_keys import FILL, MESH_AXES, MODEL_KEYS, mesh_key
+from workloads.planning.maxtext_keys import FILL, MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS, mesh_key
 from workloads.planning.maxtext_sets import MaxTextSets
 from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
 
@@ -60,7 +60,7 @@ def resolve_mesh(recipe: Recipe, mt: MaxTextSpec, sets: MaxTextSets, shape: Slic
     for level in ("ici", "dcn"):
         for axis in rules[level]:
             sources[f"{level}_{axis}_parallelism"] = f"{recipe_where} parallelism.{level}.{axis}"
-    for key in sets.text.keys() & (MODEL_KEYS | {"max_target_length"}):
+    for key in sets.text.keys() & (MODEL_KEYS | STRUCTURE_KEYS.keys() | {"max_target_length"}):
         sources[key] = "--set"  # a model dimension the sharding checks may blame
     for key in sets.text:
         mk = mesh_key(key)

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import DatasetSpec
+
+if TYPE_CHECKING:
+    from workloads.planning.hbm import HbmEstimate
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -41,36 +44,6 @@ RUNTIME_JOBSET = "jobset"
 RUNTIME_JOB = "job"
 RUNTIME_RAY = "ray"
 RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
-
-
-@dataclass(frozen=True)
-class HbmEstimate:
-    """Lower-bound memory per device (the model and its calibration: ``workloads.planning.sizing``)."""
-
-    state_bytes: int
-    activation_bytes: int
-    logits_bytes: int
-    available_bytes: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.state_bytes + self.activation_bytes + self.logits_bytes
-
-    @property
-    def fits(self) -> bool:
-        return self.total_bytes <= self.available_bytes
-
-    def as_dict(self) -> dict[str, float]:
-        def gib(b: int) -> float:
-            return round(b / GIB, 2)
-
-        return {
-            "estimate_gib": gib(self.total_bytes),
-            "state_gib": gib(self.state_bytes),
-            "activations_gib": gib(self.activation_bytes),
-            "logits_gib": gib(self.logits_bytes),
-            "available_gib": gib(self.available_bytes),
-        }
 
 
 @dataclass(frozen=True)
@@ -128,7 +101,7 @@ class MaxTextSizing:
     per_device_batch_size: float
     global_batch_size: int
     params: int
-    hbm: HbmEstimate
+    hbm: HbmEstimate  # workloads.planning.hbm
 
 
 @dataclass(frozen=True)

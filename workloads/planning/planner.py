@@ -27,13 +27,14 @@ from infra.spec import EnvSpec
 from toolkit import names
 from workloads.planning.defaults import DEFAULT_PROFILE_START, DEFAULT_TTL_SECONDS
 from workloads.planning.errors import PlanError
+from workloads.planning.hbm import HBM_ERROR, estimate_hbm
 from workloads.planning.maxtext_sets import parse_sets
 from workloads.planning.model import RunPlan
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, DATASET_KEYS, LUSTRE_CLAIM, MULTI_TIER_KEYS, choose_policy
 from workloads.planning.program import PROFILE_KEYS, build_program
 from workloads.planning.recipes import load_recipe
-from workloads.planning.sizing import HBM_ERROR_BAND, HBM_OFFLOAD_ERROR_BAND, estimate_hbm, hbm_error_band, size_run
+from workloads.planning.sizing import size_run
 from workloads.planning.target import REPLICATED_JOB, name_budget, place_run
 
 # The names callers import from here: the entry point, its inputs and errors, and each stage's public figures.
@@ -42,8 +43,7 @@ __all__ = [
     "DATASET_KEYS",
     "DEFAULT_PROFILE_START",
     "DEFAULT_TTL_SECONDS",
-    "HBM_ERROR_BAND",
-    "HBM_OFFLOAD_ERROR_BAND",
+    "HBM_ERROR",
     "LUSTRE_CLAIM",
     "MULTI_TIER_KEYS",
     "PROFILE_KEYS",
@@ -52,7 +52,6 @@ __all__ = [
     "PlanError",
     "RunPlan",
     "estimate_hbm",
-    "hbm_error_band",
     "name_budget",
     "parse_sets",
     "plan_run",
