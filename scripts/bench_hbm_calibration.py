@@ -29,7 +29,6 @@ checks the estimate against every recorded one (tests/test_hbm.py).
 from __future__ import annotations
 
 import argparse
-import copy
 import hashlib
 import json
 import os
@@ -161,7 +160,8 @@ def plan(c: Config, recipes_dir: Path) -> Any:
     from workloads.planning.planner import Overrides, plan_run
 
     name, sets = _recipe_and_sets(c, recipes_dir)
-    return plan_run(name, _spec(c), Overrides(name="hbm-cal", sets=sets, slices=c.slices))
+    # The matrix crosses the line on purpose: the compiler, not the estimate, decides here.
+    return plan_run(name, _spec(c), Overrides(name="hbm-cal", sets=sets, slices=c.slices), hbm_verdict=False)
 
 
 def sizing(c: Config, recipes_dir: Path) -> Any:
@@ -175,19 +175,31 @@ def sizing(c: Config, recipes_dir: Path) -> Any:
 
     name, sets = _recipe_and_sets(c, recipes_dir)
     o = Overrides(name="hbm-cal", sets=sets, slices=c.slices)
-    return size_run(place_run(load_recipe(name), _spec(c), o, now=datetime(2000, 1, 1), rand="x0x"), o)
+    return size_run(place_run(load_recipe(name), _spec(c), o, now=datetime(2000, 1, 1), rand="x0x"), o, hbm_verdict=False)
 
 
-def command_key(p: Any) -> str:
-    """What the compile depends on: the rendered MaxText args and env, the topology."""
-    text = json.dumps([list(p.program.args), sorted(p.program.env), p.target.shape.key, p.target.slices])
+# Args that name or schedule the run but do not change the compiled step (the checkpoint period follows
+# the step-time estimate, the run's name and paths its identity).
+_NOT_COMPILED = frozenset(["run_name", "base_output_directory", "steps", "checkpoint_period", "max_num_checkpoints_to_keep", "log_period", "gcs_metrics"])
+
+
+def command_key(args: tuple[str, ...] | list[str], env: Any, shape: str, slices: int) -> str:
+    """What the compile depends on: the rendered MaxText args (less ``_NOT_COMPILED``) and env, the topology."""
+    kept = [a for a in args if a.partition("=")[0] not in _NOT_COMPILED]
+    text = json.dumps([kept, sorted(map(list, env)), shape, slices])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def estimate_row(c: Config, p: Any) -> dict[str, Any]:
+def plan_key(p: Any) -> str:
+    return command_key(p.program.args, p.program.env, p.target.shape.key, p.target.slices)
+
+
+def estimate_row(c: Config, p: Any, recipes_dir: Path) -> dict[str, Any]:
     from infra.catalog import GIB
+    from workloads.planning import hbm
 
     h = p.program.sizing.hbm
+    s = sizing(c, recipes_dir)
     return {
         "name": c.name,
         "planned": True,
@@ -196,7 +208,8 @@ def estimate_row(c: Config, p: Any) -> dict[str, Any]:
         "kind": h.kind,
         "estimate_gib": round(h.total_bytes / GIB, 3),
         "parts_gib": {k: round(v / GIB, 3) for k, v in h.parts().items()},
-        "command": command_key(p),
+        "command": plan_key(p),
+        "features": hbm.features(s.model, s.per_device_batch, s.seq, s.mesh.totals, dict(s.args)),
     }
 
 
@@ -259,7 +272,7 @@ def main() -> None:
         except ToolkitError as e:
             rows.append({"name": c.name, "planned": False, "refused": str(e)})
             continue
-        row = estimate_row(c, p)
+        row = estimate_row(c, p, user)
         if a.from_results:
             rec = recorded.get(c.name)
             if rec is None or rec["command"] != row["command"]:
@@ -284,10 +297,50 @@ def main() -> None:
                 json.dumps({"maxtext": MAXTEXT_VERSION, "recorded": time.strftime("%Y-%m-%d"), "configs": {**old, **records}}, indent=1, sort_keys=True) + "\n"
             )
     summary = _summary(rows)
+    fitted = _fit(rows)
+    for r in rows:
+        r.pop("features", None)
     if a.output == "json":
-        print(json.dumps({"rows": rows, "summary": summary}, indent=2))
+        print(json.dumps({"rows": rows, "summary": summary, "fit": fitted}, indent=2))
         return
     _print(rows, summary)
+    _print_fit(fitted)
+
+
+def _fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The coefficients fitted to these compiles, each configuration held out, the error by kind (hbm_fit)."""
+    from dataclasses import asdict
+
+    from infra.catalog import GIB
+    from workloads.planning import hbm, hbm_fit
+
+    done = [hbm_fit.Compiled(r["name"], r["kind"], r["features"], r["compiled_gib"] * GIB) for r in rows if "error" in r]
+    if len(done) < 2:
+        return None
+    held = hbm_fit.leave_one_out(done, hbm.FITTED)
+    return {
+        "fitted": asdict(hbm_fit.fit(done)),
+        "shipped": asdict(hbm.FITTED),
+        "held_out": {h.row.name: round(h.held_out / GIB, 3) for h in held},
+        "held_out_error": {h.row.name: round(h.held_out / h.row.compiled_bytes - 1, 3) for h in held},
+        "compiled_over_estimate_by_kind": hbm_fit.error_by_kind(held),
+        "shipped_hbm_error": hbm.HBM_ERROR,
+    }
+
+
+def _print_fit(f: dict[str, Any] | None) -> None:
+    if f is None:
+        return
+    errs = f["held_out_error"]
+    print(
+        f"\nheld out (each configuration estimated with coefficients fitted without it): |error| max {max(map(abs, errs.values())):.3f},"
+        f" median {statistics.median(map(abs, errs.values())):.3f}"
+    )
+    for name, e in errs.items():
+        print(f"  {name:<34}{f['held_out'][name]:>10.2f} GiB {e * 100:+.0f}%")
+    print(f"fitted to all:  {f['fitted']}")
+    print(f"shipped:        {f['shipped']}")
+    print(f"compiled / estimated by kind (held out): {f['compiled_over_estimate_by_kind']}   shipped HBM_ERROR: {f['shipped_hbm_error']}")
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:

@@ -65,15 +65,17 @@ def plan_run(
     *,
     now: datetime | None = None,
     rand: str = "x0x",
+    hbm_verdict: bool = True,
 ) -> RunPlan:
-    """Resolve and check a run. ``now``/``rand`` make generated names deterministic in tests."""
+    """Resolve and check a run. ``now``/``rand`` make generated names deterministic in tests;
+    ``hbm_verdict=False`` leaves the HBM verdict to the compiler (``sizing.size_run``)."""
     o = overrides or Overrides()
     recipe = load_recipe(recipe_name)
     bad = o.problem()  # every number within its declared bounds (overrides.Bounds): no stage checks them again
     if bad:
         raise PlanError(*bad)
     placed = place_run(recipe, spec, o, now=now or datetime(2000, 1, 1), rand=rand)
-    sizing = size_run(placed, o)
+    sizing = size_run(placed, o, hbm_verdict=hbm_verdict)
     chosen = choose_policy(placed, sizing, spec, o)
     program = build_program(placed, sizing, chosen, spec, o)
     return RunPlan(

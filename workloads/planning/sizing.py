@@ -79,8 +79,12 @@ class Sizing:
         )
 
 
-def size_run(placed: Placement, o: Overrides) -> Sizing | None:
-    """The run's sizing (None for a plain command); one PlanError naming the flag or recipe field otherwise."""
+def size_run(placed: Placement, o: Overrides, *, hbm_verdict: bool = True) -> Sizing | None:
+    """The run's sizing (None for a plain command); one PlanError naming the flag or recipe field otherwise.
+
+    ``hbm_verdict=False`` leaves the HBM verdict to the compiler (the estimate is still made): for the
+    calibration benchmark, which compiles configurations on both sides of the line.
+    """
     recipe = placed.recipe
     if recipe.kind is Kind.COMMAND:
         if o.sets:
@@ -102,7 +106,11 @@ def size_run(placed: Placement, o: Overrides) -> Sizing | None:
     global_batch = _global_batch(pdb, batch_where, shape.devices * placed.target.slices, totals)
     params = model.params()
     run_args = {**{k: arg_text(v) for k, v in mt.args.items()}, **sets.text}
-    hbm = _checked_hbm(model, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
+    hbm = (
+        _checked_hbm(model, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
+        if hbm_verdict
+        else estimate_hbm(model, pdb, seq, totals, shape.hbm_bytes_per_device, run_args)
+    )
     step = step_time.estimate(model, global_batch * seq / placed.target.devices, seq, shape.generation, run_args, totals["expert"])
     return Sizing(sets, model, mesh, seq, pdb, global_batch, params, hbm, step, tuple(notes), tuple(run_args.items()))
 

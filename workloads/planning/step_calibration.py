@@ -109,7 +109,7 @@ def _columns(parts: StepParts, generation: str, gens: Sequence[str], ratio: dict
     return [*(dense if generation == g else 0.0 for g in gens), parts.experts, parts.attention]
 
 
-def _solve(a: list[list[float]], b: list[float]) -> list[float]:
+def solve_least_squares(a: list[list[float]], b: list[float]) -> list[float]:
     """Least squares min |a x - b| through the normal equations (a handful of unknowns); unknowns no row touches stay 0."""
     n = len(a[0])
     used = [j for j in range(n) if any(row[j] for row in a)]
@@ -123,15 +123,17 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float]:
                 f = m[r][c] / m[c][c]
                 m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
     x = [0.0] * n
+    scale = max((abs(m[c][c]) for c in range(k)), default=0.0)
     for c, j in enumerate(used):
-        x[j] = m[c][k] / m[c][c]
+        # An unknown the rows cannot tell apart from the others (more unknowns than rows) stays 0.
+        x[j] = m[c][k] / m[c][c] if abs(m[c][c]) > 1e-12 * scale else 0.0
     return x
 
 
 def _fit_inverse(figs: Sequence[Figure], parts: Sequence[StepParts], gens: Sequence[str], ratio: dict[str, float]) -> tuple[list[float], float]:
     """(inverse efficiencies, relative squared error) for fixed quantized ratios."""
     rows = [[c / (f.step_seconds - p.all_to_all) for c in _columns(p, f.generation, gens, ratio)] for f, p in zip(figs, parts, strict=True)]
-    inv = _solve(rows, [1.0] * len(rows))
+    inv = solve_least_squares(rows, [1.0] * len(rows))
     return inv, sum((sum(c * x for c, x in zip(row, inv, strict=True)) - 1) ** 2 for row in rows)
 
 
