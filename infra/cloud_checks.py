@@ -12,11 +12,15 @@ What is read (documented response fields only):
 * machine types: Compute ``machineTypes.get`` in the pool's zone. A TPU VM machine type
   (ct5lp-hightpu-4t, ct6e-standard-4t, tpu7x-standard-4t...) names its generation, so a 404
   means the zone offers neither the machine type nor the generation (v6e in europe-west1-b).
-* quota: Cloud Quotas ``quotaInfos.get`` for the TPU quota each capacity option spends, its
-  ``dimensionsInfos[].details.value`` for the spec's region (a dimensionless entry is the
-  default). Cloud Quotas reports limits, not usage, so the check is "can the pools ever fit":
-  a limit below the chips the pools can hold at once refuses; a quota id the API does not know
-  (404) is reported, not refused (the table below is compiled by hand).
+* quota: for the TPU quota each capacity option spends (``infra.tpu_quotas.QUOTAS``, which
+  says where each id comes from), Cloud Quotas ``quotaInfos.get`` gives the limit
+  (``dimensionsInfos[].details.value`` for the spec's region; a dimensionless entry is the
+  default) and the quota's ``metric``; the usage comes from Compute Engine ``regions.get``
+  (v4, v5e) or Cloud Monitoring's allocation usage (the others). The chips the pools can
+  hold at once must fit in the limit less what is in use; where the pools' node pools
+  already exist (GKE ``nodePools.list``) their chips may be in that usage, so only the node
+  pools still to create must fit in what is free. A quota with no known id, an id the API
+  does not know (404), or a usage that cannot be read is one warning line, never silence.
 * reservations: Compute ``reservations.get`` in the option's zone (and owner project): it must
   exist, be in the pool's zone, hold the pool's machine type (``specificReservation``) or TPU
   hosts (``aggregateReservation``, TPU reservations), be ``status: READY``, and have room for
@@ -27,26 +31,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+from infra import tpu_quotas as tq
 from infra.gcp_api import ApiRequest
-from infra.spec import EnvSpec, FlexStart, OnDemand, Reservation, Spot, TpuPoolSpec
+from infra.spec import EnvSpec, Reservation, TpuPoolSpec
 from toolkit.errors import FieldError
 
 Get = Callable[[ApiRequest], "dict[str, Any] | None"]
+Pages = Callable[[ApiRequest], "list[dict[str, Any]]"]
 
-# The Cloud Quotas quota id (and its tpu_family dimension, for the generic family quota) each
-# kind of capacity spends, by generation. Spot and flex-start spend the preemptible quota; on-demand
-# the generation's own, or the family quota where a generation has none of its own (v6e, v4, tpu7x).
-# None: not known to the toolkit; the check says so instead of guessing.
-FAMILY_QUOTA = "TPUS-PER-TPU-FAMILY-per-project-region"
-QUOTA_IDS: dict[str, dict[str, tuple[str, str | None] | None]] = {
-    "v4": {"on-demand": (FAMILY_QUOTA, "CT4P"), "preemptible": None},
-    "v5e": {"on-demand": ("TPU-LITE-PODSLICE-V5-per-project-region", None), "preemptible": ("PREEMPTIBLE-TPU-LITE-PODSLICE-V5-per-project-region", None)},
-    "v5p": {"on-demand": ("TPU-V5P-per-project-region", None), "preemptible": ("PREEMPTIBLE-TPU-V5P-per-project-region", None)},
-    "v6e": {"on-demand": (FAMILY_QUOTA, "CT6E"), "preemptible": ("PREEMPTIBLE-TPU-V6E-per-project-region", None)},
-    "tpu7x": {"on-demand": (FAMILY_QUOTA, "TPU7X"), "preemptible": None},
-}
 HEALTHY_RESERVATION = "READY"
 
 
@@ -84,14 +79,6 @@ def machine_type_request(project: str, zone: str, machine_type: str) -> ApiReque
     return ApiRequest("compute", f"/compute/v1/projects/{project}/zones/{zone}/machineTypes/{machine_type}", f"does {zone} offer {machine_type}")
 
 
-def quota_request(project: str, quota_id: str) -> ApiRequest:
-    return ApiRequest(
-        "cloudquotas",
-        f"/v1/projects/{project}/locations/global/services/compute.googleapis.com/quotaInfos/{quota_id}",
-        f"the project's {quota_id} limit",
-    )
-
-
 def reservation_request(project: str, cap: Reservation) -> ApiRequest:
     owner = cap.project or project
     return ApiRequest(
@@ -99,31 +86,57 @@ def reservation_request(project: str, cap: Reservation) -> ApiRequest:
     )
 
 
-def _quota_kind(cap: Any) -> str | None:
-    if isinstance(cap, OnDemand):
-        return "on-demand"
-    if isinstance(cap, (Spot, FlexStart)):
-        return "preemptible"
-    return None  # a reservation is checked by its own request
+@dataclass(frozen=True)
+class _User:
+    """A pool option that spends a quota: its pool (and index), the chips it can hold at once, its node pools."""
+
+    index: int
+    pool: TpuPoolSpec
+    chips: int
+    node_pools: tuple[str, ...]
 
 
-def _quota_needs(spec: EnvSpec) -> dict[tuple[str, str | None], list[tuple[int, TpuPoolSpec, str, int]]]:
-    """Per (quota id, family): the (pool index, pool, generation, chips) that spend it. Every option's node
-    pools may hold VMs at once (Kueue admits on each flavor up to its slices), so all of them count."""
-    needs: dict[tuple[str, str | None], list[tuple[int, TpuPoolSpec, str, int]]] = {}
+def _quota_plan(spec: EnvSpec) -> tuple[dict[tq.Quota, list[_User]], list[Finding]]:
+    """Per quota, the pool options that spend it; and a line for every option that spends none the toolkit can check.
+
+    Every option's node pools may hold VMs at once (Kueue admits on each flavor up to its
+    slices), so all of them count; a compute class holds its slices once, from whichever
+    priority GKE could get.
+    """
+    needs: dict[tq.Quota, list[_User]] = {}
+    notes: list[Finding] = []
     for i, pool in enumerate(spec.tpu_pools):
         gen = pool.shape.generation.name
-        keys = []
+        chips = pool.slices * pool.shape.chips
+        spent: list[tuple[tq.Quota, tuple[str, ...]]] = []
         for option in pool.capacity_options():
-            kind = _quota_kind(option.capacity)
-            key = QUOTA_IDS.get(gen, {}).get(kind) if kind else None
-            if key is not None:
-                keys.append(key)
+            mode = str(option.capacity.mode)
+            quota = tq.QUOTAS.get(gen, {}).get(mode)
+            if quota == "reservation":
+                notes.append(
+                    Finding(
+                        "quota",
+                        f"{pool.name} {mode} {getattr(option.capacity, 'name', '')}".rstrip(),
+                        True,
+                        "the node pools take the reservation's VMs: its free count is checked (reservation)",
+                    )
+                )
+            elif not isinstance(quota, tq.Quota):
+                notes.append(
+                    Finding(
+                        "quota",
+                        f"{gen} {mode} chips in {spec.region}",
+                        False,
+                        f"no Cloud Quotas id is known for {gen} {mode}: {pool.name}'s {chips} chips not checked — compare them with IAM & Admin > Quotas by hand",
+                    )
+                )
+            else:
+                spent.append((quota, tuple(pool.option_node_pool_names(option))))
         if pool.compute_class is not None:
-            keys = list(dict.fromkeys(keys))  # a class holds its slices once, from whichever priority GKE could get
-        for key in keys:
-            needs.setdefault(key, []).append((i, pool, gen, pool.slices * pool.shape.chips))
-    return needs
+            spent = list({q: n for q, n in spent}.items())
+        for quota, node_pools in spent:
+            needs.setdefault(quota, []).append(_User(i, pool, chips, node_pools))
+    return needs, notes
 
 
 def _machine_types(spec: EnvSpec) -> dict[tuple[str, str], tuple[int, TpuPoolSpec]]:
@@ -143,10 +156,29 @@ def _reservations(spec: EnvSpec) -> list[tuple[TpuPoolSpec, str, Reservation]]:
     return out
 
 
-def requests(spec: EnvSpec) -> list[ApiRequest]:
-    """Every GET ``run`` makes, in the order it makes them."""
+def _quota_requests(spec: EnvSpec, now: datetime) -> list[ApiRequest]:
+    needs, _ = _quota_plan(spec)
+    if not needs:
+        return []
+    out = [tq.quota_info_request(spec.project, q.quota_id) for q in needs]
+    if any(q.compute_metric for q in needs):
+        out.append(tq.region_request(spec.project, spec.region))
+    if any(not q.compute_metric for q in needs):
+        out.append(tq.usage_request(spec.project, spec.region, now))
+    out.append(node_pools_request(spec))
+    return out
+
+
+def node_pools_request(spec: EnvSpec) -> ApiRequest:
+    from infra.pools import node_pools_request as request
+
+    return request(spec)
+
+
+def requests(spec: EnvSpec, now: datetime | None = None) -> list[ApiRequest]:
+    """Every GET ``run`` makes, in the order it makes them (``now``: the end of the usage window)."""
     out = [machine_type_request(spec.project, zone, mt) for zone, mt in _machine_types(spec)]
-    out += [quota_request(spec.project, qid) for qid, _ in _quota_needs(spec)]
+    out += _quota_requests(spec, now or tq.now())
     out += [reservation_request(spec.project, cap) for _, _, cap in _reservations(spec)]
     return list(dict.fromkeys(out))
 
@@ -154,8 +186,9 @@ def requests(spec: EnvSpec) -> list[ApiRequest]:
 # --------------------------------------------------------------------- checks
 
 
-def run(spec: EnvSpec, get: Get) -> list[Finding]:
-    return check_machine_types(spec, get) + check_quotas(spec, get) + check_reservations(spec, get)
+def run(spec: EnvSpec, get: Get, pages: Pages | None = None, now: datetime | None = None) -> list[Finding]:
+    """Every check; ``pages`` reads a paged listing (one page through ``get`` when not given)."""
+    return check_machine_types(spec, get) + check_quotas(spec, get, pages, now) + check_reservations(spec, get)
 
 
 def check_machine_types(spec: EnvSpec, get: Get) -> list[Finding]:
@@ -180,55 +213,79 @@ def check_machine_types(spec: EnvSpec, get: Get) -> list[Finding]:
     return out
 
 
-def _limit(info: dict[str, Any], region: str, family: str | None) -> int | None:
-    """The quota's value for ``region`` (and ``family``): the entry whose dimensions match, else the dimensionless default."""
-    default = None
-    for entry in info.get("dimensionsInfos") or []:
-        dims = entry.get("dimensions") or {}
-        try:
-            value = int((entry.get("details") or {}).get("value"))
-        except (TypeError, ValueError):
-            continue
-        if family is not None and dims.get("tpu_family") not in (None, family):
-            continue
-        if dims.get("region") == region:
-            return value
-        if "region" not in dims:
-            default = value
-    return default
-
-
-def check_quotas(spec: EnvSpec, get: Get) -> list[Finding]:
+def check_quotas(spec: EnvSpec, get: Get, pages: Pages | None = None, now: datetime | None = None) -> list[Finding]:
+    needs, notes = _quota_plan(spec)
+    if not needs:
+        return notes
+    list_pages = pages or (lambda req: [get(req) or {}])
+    region_doc = get(tq.region_request(spec.project, spec.region)) if any(q.compute_metric for q in needs) else None
+    usage_pages = list_pages(tq.usage_request(spec.project, spec.region, now or tq.now())) if any(not q.compute_metric for q in needs) else []
+    listed = get(node_pools_request(spec)) or {}
+    existing = {str(np.get("name")) for np in listed.get("nodePools") or [] if isinstance(np, dict)}
     out = []
-    for (qid, family), users in _quota_needs(spec).items():
-        need = sum(chips for *_, chips in users)
-        what = qid + (f" (tpu_family={family})" if family else "")
-        subject = f"{what} in {spec.region}"
-        info = get(quota_request(spec.project, qid))
-        if info is None:
-            out.append(Finding("quota", subject, False, f"Cloud Quotas does not know this quota id; {need} chips not checked"))
-            continue
-        limit = _limit(info, spec.region, family)
-        if limit is None:
-            out.append(Finding("quota", subject, False, f"no value for {spec.region} in the answer; {need} chips not checked"))
-        elif limit < need:
-            pools = sorted({i for i, *_ in users})
-            field = f"tpu_pools[{pools[0]}].slices" if len(pools) == 1 else "tpu_pools"
-            names = ", ".join(f"{p.name} ({c} chips)" for _, p, _, c in users)
-            out.append(
-                Finding(
-                    "quota",
-                    subject,
-                    False,
-                    f"the limit is {limit} chips but the pools can hold {need} at once ({names})",
-                    field=field,
-                    fix=f"request {need} chips of {qid} in {spec.region} (IAM & Admin > Quotas), or lower the slices",
-                    refuses=True,
-                )
-            )
-        else:
-            out.append(Finding("quota", subject, True, f"limit {limit} chips covers the {need} the pools can hold"))
-    return out
+    for quota, users in needs.items():
+        out.append(_check_quota(spec, quota, users, get, region_doc, usage_pages, existing))
+    return out + notes
+
+
+def _check_quota(spec: EnvSpec, quota: tq.Quota, users: list[_User], get: Get, region_doc, usage_pages, existing: set[str]) -> Finding:
+    need = sum(u.chips for u in users)
+    subject = f"{quota.label} in {spec.region}"
+    unverified = "" if quota.verified else " (this quota id is from field reports, not a Google page: check it in IAM & Admin > Quotas)"
+    names = ", ".join(f"{u.pool.name} ({u.chips} chips)" for u in users)
+    info = get(tq.quota_info_request(spec.project, quota.quota_id))
+    if info is None:
+        return Finding("quota", subject, False, f"Cloud Quotas does not know this quota id; {need} chips not checked{unverified}")
+    lim = tq.limit(info, spec.region, quota.family)
+    if lim is None:
+        return Finding("quota", subject, False, f"no value for {spec.region} in the answer; {need} chips not checked{unverified}")
+    pools = sorted({u.index for u in users})
+    field = f"tpu_pools[{pools[0]}].slices" if len(pools) == 1 else "tpu_pools"
+    if lim < need:
+        return Finding(
+            "quota",
+            subject,
+            False,
+            f"the limit is {lim} chips but the pools can hold {need} at once ({names}){unverified}",
+            field=field,
+            fix=f"request {need} chips of {quota.quota_id} in {spec.region} (IAM & Admin > Quotas), or lower the slices",
+            refuses=True,
+        )
+    usage = _usage(quota, info, region_doc, usage_pages)
+    if usage.chips is None:
+        return Finding(
+            "quota",
+            subject,
+            False,
+            f"limit {lim} chips covers the {need} the pools can hold, but the usage cannot be read ({usage.reason}): the chips free now are not checked{unverified}",
+        )
+    free = max(0, lim - usage.chips)
+    made = [u for u in users if u.node_pools and all(n in existing for n in u.node_pools)]
+    new = need - sum(u.chips for u in made)
+    state = f"limit {lim} chips, {usage.chips} in use, {free} free"
+    if new > free:
+        to_make = ", ".join(f"{u.pool.name} ({u.chips} chips)" for u in users if u not in made)
+        return Finding(
+            "quota",
+            subject,
+            False,
+            f"{state}, but the node pools to create can hold {new} at once ({to_make}){unverified}",
+            field=field,
+            fix=f"free {new - free} chips of {quota.quota_id} in {spec.region} (stop what holds them), request {lim + new - free} in IAM & Admin > Quotas, or lower the slices",
+            refuses=True,
+        )
+    held = f"; {need - new} of them in node pools that exist already (counted in the usage)" if made else ""
+    return Finding("quota", subject, True, f"{state}: covers the {need} chips the pools can hold{held}{unverified}")
+
+
+def _usage(quota: tq.Quota, info: dict[str, Any], region_doc: dict[str, Any] | None, usage_pages: list[dict[str, Any]]) -> tq.Usage:
+    if quota.compute_metric:
+        found = tq.compute_usage(region_doc or {}, quota.compute_metric)
+        return tq.Usage(None, f"regions.get lists no {quota.compute_metric}") if found is None else tq.Usage(found[1])
+    metric = info.get("metric")
+    if not isinstance(metric, str) or not metric:
+        return tq.Usage(None, "Cloud Quotas gives no metric for it")
+    return tq.monitoring_usage(usage_pages, metric, quota.family)
 
 
 def _count(value: Any) -> int:

@@ -1,18 +1,31 @@
-"""The one way the toolkit reads Google's REST APIs: GETs, JSON in, read-only.
+"""The one way the toolkit reads Google's REST APIs: GETs, JSON in, read-only, every answer bounded.
 
-Every HTTP request to a Google API goes through ``http_get`` here, with its ``Bounds`` (the
-per-read timeout, an overall deadline, the largest answer), and every paged listing through
-``each_page`` (its page cap): a bound the toolkit sets on Google's answers is set here, once.
-Two callers use it:
+Every HTTP request to a Google API goes through ``http_get`` here, with its ``Bounds``, and
+every paged listing through ``each_page``: a bound the toolkit sets on Google's answers is set
+here, once, and ``tests/test_gcp_api.py`` keeps other infra modules from talking HTTP another
+way. What a misbehaving (or unreachable) service meets:
 
-- ``Client`` (Compute Engine, GKE, Cloud Quotas): the capacity checks (``infra.cloud_checks``)
-  and ``infra pools status`` read a handful of documented resources; a client library per
-  API would be three heavy dependencies for six GETs. Every request is an ``ApiRequest``
-  first, so ``--dry-run`` prints exactly what a real run sends, and the host part of every
-  URL can be replaced (``$TGK_GOOGLE_API_ENDPOINT`` or ``--endpoint``): the tests point it at
-  a loopback server that answers in the documented shapes.
-- the price table's refresh from the Cloud Billing Catalog API (``infra.price_refresh``),
-  with an overall deadline per page and its own size cap.
+- **unreachable**: a connect timeout (``connect_timeout_s``), so a black-holed endpoint fails
+  in seconds, not at the kernel's TCP timeout;
+- **a trickle**: an overall deadline per request (``deadline_s``), which a per-read socket
+  timeout cannot give (it restarts with every byte: ``toolkit.deadline.Watchdog``);
+- **an endless body**: a byte cap per answer (``max_bytes``), read no further;
+- **endless pages**: a page cap per listing (``max_pages``), refused, never silently cut;
+- **hostile JSON**: ``decode_json`` refuses nesting deeper than ``max_depth``, NaN and
+  Infinity (not JSON), numbers out of a double's range (``1e400``) and integers longer than
+  an int64/uint64 is written.
+
+Each is one line naming the API and what to do, exit 3 (``ApiError``; the price refresh's
+``FetchError`` is one). Two callers use the client:
+
+- ``Client`` (Compute Engine, GKE, Cloud Quotas, Cloud Monitoring): the capacity checks
+  (``infra.cloud_checks``) and ``infra pools status`` read a handful of documented
+  resources; a client library per API would be four heavy dependencies for a few GETs. Every
+  request is an ``ApiRequest`` first, so ``--dry-run`` prints exactly what a real run sends,
+  and the host part of every URL can be replaced (``$TGK_GOOGLE_API_ENDPOINT`` or
+  ``--endpoint``): the tests point it at a loopback server that answers in the documented
+  shapes (and at ``tests/support/hostile_server.py``, which misbehaves on purpose).
+- the price table's refresh from the Cloud Billing Catalog API (``infra.price_refresh``).
 
 Auth is one lookup too: ``access_token`` (``$TGK_ACCESS_TOKEN`` when set, else
 ``gcloud auth print-access-token``, ``gcloud_token``); the catalog refresh, which takes an
@@ -22,6 +35,7 @@ API key first, asks gcloud alone.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,19 +52,34 @@ HOSTS = {
     "compute": "https://compute.googleapis.com",
     "container": "https://container.googleapis.com",
     "cloudquotas": "https://cloudquotas.googleapis.com",
+    "monitoring": "https://monitoring.googleapis.com",
+}
+# What an error calls each API.
+API_NAMES = {
+    "compute": "Compute Engine API",
+    "container": "GKE API",
+    "cloudquotas": "Cloud Quotas API",
+    "monitoring": "Cloud Monitoring API",
+    "cloudbilling": "Cloud Billing Catalog API",
 }
 MAX_BODY = 32 * 1024 * 1024  # a reservation or node pool list is KiBs; this bounds a runaway answer
-TIMEOUT_S = 60.0
-MAX_PAGES = 1000  # a paged listing stops after this many pages and one more
+CONNECT_TIMEOUT_S = 10.0  # a TCP (and TLS) handshake with a Google front end takes milliseconds
+TIMEOUT_S = 30.0  # each wait for bytes once connected
+DEADLINE_S = 60.0  # one whole answer, from connected to its last byte
+MAX_PAGES = 1000  # pages of one listing; more is refused
+MAX_DEPTH = 64  # JSON nesting; Google's answers read here are under 10 deep
 
 
 @dataclass(frozen=True)
 class Bounds:
     """What one GET may take. Every bound on a Google API's answer is one of these fields."""
 
-    read_timeout_s: float = TIMEOUT_S  # each wait for bytes (connecting, then every read)
-    deadline_s: float | None = None  # the whole answer, from connected to its last byte; None: only the read timeout
+    read_timeout_s: float = TIMEOUT_S  # each wait for bytes once connected
+    deadline_s: float | None = DEADLINE_S  # the whole answer, from connected to its last byte; None: only the read timeout
     max_bytes: int = MAX_BODY  # an answer longer than this is cut here and flagged (``Answer.over``)
+    connect_timeout_s: float = CONNECT_TIMEOUT_S  # the TCP (and TLS) handshake
+    max_pages: int = MAX_PAGES  # pages of one listing (``each_page``)
+    max_depth: int = MAX_DEPTH  # JSON nesting (``decode_json``)
 
 
 @dataclass(frozen=True)
@@ -61,11 +90,21 @@ class Answer:
 
 
 class GetFailed(Exception):
-    """No answer: the connection failed, or the deadline passed (``expired``). Each caller words it for its own users."""
+    """No answer: the connection failed (``connecting``), or the deadline passed (``expired``). Each caller words it for its own users."""
 
-    def __init__(self, where: str, error: BaseException | None, *, expired: bool) -> None:
+    def __init__(self, where: str, error: BaseException | None, *, expired: bool, connecting: bool = False) -> None:
         super().__init__(f"{where}: {error}")
-        self.where, self.error, self.expired = where, error, expired
+        self.where, self.error, self.expired, self.connecting = where, error, expired, connecting
+
+    def reason(self, bounds: Bounds) -> str:
+        """What went wrong, in words: no connection, the deadline, or the read timeout."""
+        if self.expired:
+            return f"no complete answer within {bounds.deadline_s:g} s"
+        if self.connecting:
+            return f"cannot connect ({self.error or 'timed out'})"
+        if isinstance(self.error, TimeoutError):
+            return f"no bytes for {bounds.read_timeout_s:g} s"
+        return f"the connection failed ({self.error})"
 
 
 def where(url: str) -> str:
@@ -83,14 +122,19 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
 
     u = urlsplit(url)
     cls = http.client.HTTPSConnection if u.scheme == "https" else http.client.HTTPConnection
-    conn = cls(u.hostname or "", u.port, timeout=bounds.read_timeout_s)
+    conn = cls(u.hostname or "", u.port, timeout=bounds.connect_timeout_s)
     dog = None
     try:
-        conn.connect()
+        try:
+            conn.connect()
+        except (OSError, http.client.HTTPException) as e:
+            raise GetFailed(where(url), e, expired=False, connecting=True) from None
+        if conn.sock is not None:
+            conn.sock.settimeout(bounds.read_timeout_s)
         dog = Watchdog(bounds.deadline_s, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
         conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=dict(headers))
         resp = conn.getresponse()
-        body = resp.read(bounds.max_bytes + 1)
+        body = _read_capped(resp, bounds.max_bytes + 1)
     except (OSError, http.client.HTTPException) as e:
         raise GetFailed(where(url), e, expired=dog is not None and dog.expired) from None
     finally:
@@ -102,20 +146,87 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
     return Answer(resp.status, body, len(body) > bounds.max_bytes)
 
 
-def each_page(get_page: Callable[[str], dict[str, Any]], *, max_pages: int = MAX_PAGES) -> list[dict[str, Any]]:
-    """Every page of a listing: ``get_page(page_token)`` ("" first) until a page has no ``nextPageToken`` (or past ``max_pages``)."""
+def _read_capped(resp: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of the body, read in chunks: memory follows what came, not the cap
+    (``resp.read(n)`` allocates ``n`` bytes up front, 32 MiB for every small answer)."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < limit:
+        chunk = resp.read(min(1 << 16, limit - got))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+class BadJson(ValueError):
+    """An answer (or a saved one) that is not JSON the toolkit will read: the reason, in words."""
+
+
+def decode_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """UTF-8 JSON, within the number domain a double and an int64/uint64 have and ``max_depth`` deep; BadJson otherwise.
+
+    ``json.loads`` alone takes NaN and Infinity (not JSON), turns ``1e400`` into inf, reads a
+    100,000-digit integer for seconds, and raises RecursionError (a traceback) past ~1000 levels.
+    """
+
+    def constant(word: str) -> Any:
+        raise BadJson(f"{word} is not a JSON number")
+
+    def real(text: str) -> float:
+        x = float(text)
+        if not math.isfinite(x):
+            raise BadJson(f"the number {text[:24]} is out of a double's range")
+        return x
+
+    def integer(text: str) -> int:
+        if len(text.lstrip("-")) > 20:
+            raise BadJson(f"the integer {text[:24]}… is longer than any 64-bit one")
+        return int(text)
+
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=constant, parse_float=real, parse_int=integer)
+    except RecursionError:
+        raise BadJson(f"it is nested more than {max_depth} deep") from None
+    except UnicodeDecodeError:
+        raise BadJson("it is not UTF-8 text") from None
+    except BadJson:
+        raise
+    except ValueError as e:
+        raise BadJson(f"it is not JSON ({str(e).splitlines()[0][:80]})") from None
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise BadJson(f"it is nested more than {max_depth} deep")
+        if isinstance(node, dict):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+    return doc
+
+
+def each_page(get_page: Callable[[str], dict[str, Any]], *, what: str, max_pages: int = MAX_PAGES) -> list[dict[str, Any]]:
+    """Every page of a listing: ``get_page(page_token)`` ("" first) until a page has no ``nextPageToken``.
+
+    More than ``max_pages`` pages is refused (ApiError naming ``what``), never cut short: a
+    listing read in part would be a wrong answer that looks right.
+    """
     pages: list[dict[str, Any]] = []
     token = ""
     while True:
         page = get_page(token)
         pages.append(page)
         token = str(page.get("nextPageToken") or "")
-        if not token or len(pages) > max_pages:
+        if not token:
             return pages
+        if len(pages) >= max_pages:
+            raise ApiError(f"{what}: more than {max_pages} pages, more than this listing ever is — check the endpoint (or ${ENDPOINT_ENV_VAR})")
 
 
 class ApiError(ToolkitError):
-    """The API refused or could not be reached: the cloud side failed, not the input (exit 3)."""
+    """The API refused, could not be reached or answered what cannot be used: the cloud side failed, not the input (exit 3)."""
 
     exit_code = 3
 
@@ -133,9 +244,10 @@ class ApiRequest:
     why: str
     query: tuple[tuple[str, str], ...] = ()
 
-    def url(self, endpoint: str | None = None) -> str:
+    def url(self, endpoint: str | None = None, *, page_token: str = "") -> str:
         base = (endpoint or HOSTS[self.api]).rstrip("/")
-        return base + self.path + (f"?{urlencode(self.query)}" if self.query else "")
+        query = self.query + ((("pageToken", page_token),) if page_token else ())
+        return base + self.path + (f"?{urlencode(query)}" if query else "")
 
     def render(self, endpoint: str | None = None) -> str:
         return f"GET {self.url(endpoint)}  # {self.why}"
@@ -175,39 +287,46 @@ class Client:
 
     endpoint: str | None = None
     token: Callable[[], str] = access_token
-    bounds: Bounds = Bounds()
+    bounds: Bounds = field(default_factory=lambda: Bounds(TIMEOUT_S, DEADLINE_S, MAX_BODY, CONNECT_TIMEOUT_S, MAX_PAGES, MAX_DEPTH))
     _token: str | None = field(default=None, init=False)
 
-    def get(self, req: ApiRequest) -> dict[str, Any] | None:
-        url = req.url(self.endpoint)
+    def get(self, req: ApiRequest, *, page_token: str = "") -> dict[str, Any] | None:
+        url = req.url(self.endpoint, page_token=page_token)
+        api = f"{API_NAMES.get(req.api, req.api)} ({where(url)})"
         if self._token is None:
             self._token = self.token()
         try:
             answer = http_get(url, {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}, self.bounds)
         except GetFailed as e:
-            raise ApiError(f"{e.where}: {e.error} — check the network (or {ENDPOINT_ENV_VAR})") from None
-        here = where(url)
+            raise ApiError(f"{api}: {e.reason(self.bounds)} — check the network (or ${ENDPOINT_ENV_VAR})") from None
         if answer.over:
-            raise ApiError(f"{here}: the answer is over {self.bounds.max_bytes // (1024 * 1024)} MiB, more than this resource ever is")
+            raise ApiError(f"{api}: the answer is over {self.bounds.max_bytes // (1024 * 1024)} MiB, more than this resource ever is — check the endpoint")
         if answer.status == 404:
             return None
         if answer.status != 200:
             raise ApiError(
-                f"{here}: HTTP {answer.status} {_error_message(answer.body)} — check the project, your gcloud login and its permissions", status=answer.status
+                f"{api}: HTTP {answer.status} {_error_message(answer.body)} — check the project, your gcloud login and its permissions", status=answer.status
             )
         try:
-            doc = json.loads(answer.body)
-        except ValueError:
-            raise ApiError(f"{here}: the answer is not JSON") from None
+            doc = decode_json(answer.body, self.bounds.max_depth)
+        except BadJson as e:
+            raise ApiError(f"{api}: the answer cannot be used: {e} — check the endpoint") from None
         if not isinstance(doc, dict):
-            raise ApiError(f"{here}: the answer is not a JSON object")
+            raise ApiError(f"{api}: the answer is not a JSON object — check the endpoint")
         return doc
+
+    def pages(self, req: ApiRequest) -> list[dict[str, Any]]:
+        """Every page of a listing (``pageToken`` / ``nextPageToken``), at most ``bounds.max_pages``; a 404 is an empty listing."""
+        what = f"{API_NAMES.get(req.api, req.api)} ({where(req.url(self.endpoint))})"
+        return each_page(lambda token: self.get(req, page_token=token) or {}, what=what, max_pages=self.bounds.max_pages)
 
 
 def _error_message(body: bytes) -> str:
     """Google's error body is {"error": {"code", "message", "status"}}: its status and message, else nothing."""
     try:
-        err = json.loads(body).get("error") or {}
-        return f"{err.get('status', '')}: {str(err.get('message', ''))[:200]}".strip(": ")
+        err = decode_json(body[:65536]).get("error") or {}
+        text = f"{err.get('status', '')}: {str(err.get('message', ''))[:200]}".strip(": ")
     except (ValueError, AttributeError):
         return ""
+    # the server's words go to a terminal in one line: no line breaks, no control sequences
+    return "".join(c if c.isprintable() else " " for c in text)

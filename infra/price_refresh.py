@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from infra.gcp_api import ApiError
 from infra.price_table import MAX_USD_PER_CHIP_HOUR, MODES, PriceTable, parse_table
 from toolkit.errors import ToolkitError
 from toolkit.names import CapacityMode
@@ -80,15 +81,10 @@ def _generation(description: str) -> str | None:
 
 
 def parse_json(raw: bytes) -> Any:
-    """A saved or fetched response: UTF-8 JSON, without the NaN/Infinity JSON does not have; ValueError otherwise."""
+    """A saved or fetched response: UTF-8 JSON within the client's depth and number bounds (``infra.gcp_api.decode_json``); ValueError otherwise."""
+    from infra.gcp_api import decode_json
 
-    def refuse(word: str) -> Any:
-        raise ValueError(f"{word} is not a JSON number")
-
-    try:
-        return json.loads(raw.decode("utf-8"), parse_constant=refuse)
-    except RecursionError:  # arrays nested tens of thousands deep
-        raise ValueError("it is nested too deeply to be a skus response") from None
+    return decode_json(raw)
 
 
 def _amount(value: Any) -> float | None:
@@ -267,13 +263,12 @@ def skus_url(endpoint: str = ENDPOINT, service: str = COMPUTE_SERVICE) -> str:
     return f"{endpoint.rstrip('/')}/v1/services/{service}/skus"
 
 
-class FetchError(ToolkitError):
-    """The catalog could not be fetched (no answer, a refusal, an answer past its bounds)."""
-
-    exit_code = 1
+class FetchError(ApiError):
+    """The catalog could not be fetched (no answer, a refusal, an answer past its bounds): exit 3, as every Google API failure."""
 
 
 PAGE_DEADLINE_S = 120.0  # one page of up to 5000 SKUs, from connecting to its last byte
+API = "Cloud Billing Catalog API"
 
 
 def _get(url: str, headers: dict[str, str], timeout: float) -> bytes:
@@ -282,15 +277,13 @@ def _get(url: str, headers: dict[str, str], timeout: float) -> bytes:
     from toolkit.inputfile import PRICE_RESPONSE, human_bytes
 
     bounds = gcp_api.Bounds(read_timeout_s=min(timeout, PAGE_DEADLINE_S), deadline_s=PAGE_DEADLINE_S, max_bytes=PRICE_RESPONSE.limit)
+    here = f"{API} ({gcp_api.where(url)})"
     try:
         answer = gcp_api.http_get(url, headers, bounds)
     except gcp_api.GetFailed as e:
-        if e.expired:
-            raise FetchError(f"{e.where}: no complete answer within {PAGE_DEADLINE_S:g} s — try again, or refresh --from-file a saved response") from None
-        raise FetchError(f"{e.where}: {e.error} — check the network, or refresh --from-file a saved response") from None
-    here = gcp_api.where(url)
+        raise FetchError(f"{here}: {e.reason(bounds)} — check the network and try again, or refresh --from-file a saved response") from None
     if answer.over:
-        raise FetchError(f"{here}: one page is over {human_bytes(PRICE_RESPONSE.limit)}, more than a skus page ever is")
+        raise FetchError(f"{here}: one page is over {human_bytes(PRICE_RESPONSE.limit)}, more than a skus page ever is — refresh --from-file a saved response")
     if answer.status != 200:
         raise FetchError(f"{here}: HTTP {answer.status} — check $TGK_BILLING_API_KEY or your gcloud login")
     return answer.body
@@ -300,11 +293,12 @@ def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | Non
     """GET every page of ``url`` (``infra.gcp_api.each_page``: pageToken / nextPageToken), with an API key or a bearer token."""
     import urllib.parse
 
-    from infra.gcp_api import each_page
+    from infra import gcp_api
 
     headers = {"Accept": "application/json"}
     if api_key is None and token is not None:
         headers["Authorization"] = f"Bearer {token()}"
+    here = f"{API} ({gcp_api.where(url)})"
 
     def page(page_token: str) -> dict[str, Any]:
         query = {"currencyCode": "USD", "pageSize": "5000"}
@@ -315,12 +309,15 @@ def fetch_pages(url: str, *, api_key: str | None, token: Callable[[], str] | Non
         try:
             doc = parse_json(_get(f"{url}?{urllib.parse.urlencode(query)}", headers, timeout))
         except ValueError as e:
-            raise FetchError(f"{url}: the answer is not JSON ({str(e).splitlines()[0][:120]})") from None
+            raise FetchError(f"{here}: the answer cannot be used: {e} — try again, or refresh --from-file a saved response") from None
         if not isinstance(doc, dict):
-            raise FetchError(f"{url}: the answer is not a skus page (a JSON object)")
+            raise FetchError(f"{here}: the answer is not a skus page (a JSON object) — try again, or refresh --from-file a saved response")
         return doc
 
-    return each_page(page)
+    return gcp_api.each_page(page, what=here, max_pages=MAX_PAGES)
+
+
+MAX_PAGES = 100  # the Compute Engine service's SKUs fit in a few pages of 5000
 
 
 def gcloud_token() -> str:

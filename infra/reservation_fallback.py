@@ -14,6 +14,13 @@ Two parts, so the order can be tested without a cloud:
 * ``execute``: the loop, over an injected ``attempt`` (synthesize with a choice, plan,
   apply) that returns an ``Outcome``. ``infra.service.apply`` passes the terraform one; tests pass a
   fake that fails the first N.
+
+Terraform's output is read error by error (``errors``): each ``Error:`` block names the
+resource it is about (``with <address>,``), so a RESOURCE_EXHAUSTED is charged to the node
+pool in its own block, never to a pool another block (or a warning) happens to name. A
+pool moves to its next reservation only for its own capacity error; any other error, or a
+capacity error of a node pool with no reservation left to try, stops the loop with one line
+naming the pool (or resource) and the error.
 """
 
 from __future__ import annotations
@@ -63,13 +70,65 @@ def advance(spec: EnvSpec, choice: Choice, pool: str) -> Choice | None:
     return None if k >= len(chain.reservations) else {**choice, pool: chain.reservations[k]}
 
 
-def exhausted_pool(spec: EnvSpec, output: str) -> str | None:
-    """The fallback pool whose node pool creation ran out of capacity, from terraform's output (None: another failure)."""
-    if not EXHAUSTED.search(output):
-        return None
+@dataclass(frozen=True)
+class TfError:
+    """One ``Error:`` block of terraform's output: its summary, the resource it names (``with <address>,``), its text."""
+
+    summary: str
+    address: str  # "" when the block names no resource
+    text: str
+
+    @property
+    def capacity(self) -> bool:
+        return bool(EXHAUSTED.search(self.text))
+
+
+# Terraform frames each diagnostic in box-drawing characters ("╷", "│ ", "╵") when it prints them.
+_FRAME = re.compile(r"^[\s│╷╵]*")
+_WITH = re.compile(r"^with ([A-Za-z0-9_.\-\[\]\"]+),\s*$")
+
+
+def errors(output: str) -> list[TfError]:
+    """Terraform's ``Error:`` blocks, each with the resource address its ``with`` line names."""
+    blocks: list[list[str]] = []
+    current: list[str] | None = None
+    for raw in output.splitlines():
+        line = _FRAME.sub("", raw).rstrip()
+        if line.startswith("Error: "):
+            current = [line]
+            blocks.append(current)
+        elif line.startswith("Warning: "):
+            current = None  # a warning's lines belong to no error
+        elif current is not None:
+            current.append(line)
+    out = []
+    for block in blocks:
+        address = next((m.group(1) for ln in block if (m := _WITH.match(ln.strip()))), "")
+        out.append(TfError(block[0].removeprefix("Error: ").strip(), address, "\n".join(block)))
+    return out
+
+
+def node_pool_of(spec: EnvSpec, err: TfError) -> str | None:
+    """The TPU node pool an error block is about: by the resource address it names, else by GKE's path in its text."""
     for chain in chains(spec):
-        if any(_names_node_pool(output, n) for n in chain.node_pools):
-            return chain.pool
+        for n in chain.node_pools:
+            if err.address and _names_node_pool(err.address, n):
+                return n
+            if not err.address and re.search(rf"nodePools/{re.escape(n)}(?![\w-])", err.text):
+                return n
+    return None
+
+
+def pool_of_node_pool(spec: EnvSpec, node_pool: str) -> str | None:
+    return next((c.pool for c in chains(spec) if node_pool in c.node_pools), None)
+
+
+def exhausted_pool(spec: EnvSpec, output: str) -> str | None:
+    """The first fallback pool whose own error block is a capacity refusal (None: none is)."""
+    for err in errors(output):
+        n = node_pool_of(spec, err) if err.capacity else None
+        if n is not None:
+            return pool_of_node_pool(spec, n)
     return None
 
 
@@ -105,10 +164,21 @@ class ApplyFailed(ToolkitError):
     exit_code = 1
 
 
-def execute(spec: EnvSpec, attempt: Callable[[Choice], Outcome], echo: Callable[[str], None]) -> Choice:
-    """Apply with the first choice; on RESOURCE_EXHAUSTED of a fallback pool, move it to its next reservation and apply again.
+def _what(spec: EnvSpec, err: TfError) -> str:
+    """What an error block is about, for a message: the spec's pool and its node pool, else the resource address."""
+    n = node_pool_of(spec, err)
+    if n is not None:
+        return f"{pool_of_node_pool(spec, n)} (node pool {n})"
+    return err.address or "no resource named"
 
-    Returns the choice that applied. One line per attempt through ``echo``.
+
+def execute(spec: EnvSpec, attempt: Callable[[Choice], Outcome], echo: Callable[[str], None]) -> Choice:
+    """Apply with the first choice; on a fallback pool's own RESOURCE_EXHAUSTED, move it to its next reservation and apply again.
+
+    Each error block of terraform's output is charged to the node pool it names. Any error
+    that is not a capacity refusal stops (ApplyFailed naming its pool and the error), as does
+    a capacity refusal of a node pool with no other reservation (or none named). Returns the
+    choice that applied. One line per attempt through ``echo``.
     """
     choice = first_choice(spec)
     n = 0
@@ -119,25 +189,36 @@ def execute(spec: EnvSpec, attempt: Callable[[Choice], Outcome], echo: Callable[
         if outcome.ok:
             echo(f"attempt {n} ({label}): applied")
             return choice
-        pool = exhausted_pool(spec, outcome.output)
-        last = _last_line(outcome.output)
-        if pool is None:
-            echo(f"attempt {n} ({label}): failed: {last}")
-            why = (
-                "out of capacity, but not for node pools with another reservation to try"
-                if EXHAUSTED.search(outcome.output)
-                else "not a capacity refusal, so no other reservation is tried"
-            )
-            raise ApplyFailed(f"terraform apply failed ({last}); {why}")
-        nxt = advance(spec, choice, pool)
-        if nxt is None:
-            echo(f"attempt {n} ({label}): {pool} RESOURCE_EXHAUSTED; no reservation left")
-            chain = next(c for c in chains(spec) if c.pool == pool)
-            raise FallbackExhausted(
-                f"{chain.field}: every reservation of {pool} ({', '.join(chain.reservations)}) refused the node pools for lack of capacity — "
-                "wait for capacity, add a reservation or an on-demand/spot/flex-start option to the list"
-            )
-        echo(f"attempt {n} ({label}): {pool} RESOURCE_EXHAUSTED; next: reservation {nxt[pool]}")
+        found = errors(outcome.output)
+        other = next((e for e in found if not e.capacity), None)
+        if not found or other is not None:
+            summary = other.summary[:300] if other is not None else _last_line(outcome.output)
+            about = f"{_what(spec, other)}: " if other is not None else ""
+            echo(f"attempt {n} ({label}): failed: {about}{summary}")
+            raise ApplyFailed(f"terraform apply failed: {about}{summary} — not a capacity refusal, so no other reservation is tried; fix it and deploy again")
+        exhausted: list[str] = []
+        for err in found:
+            node_pool = node_pool_of(spec, err)
+            if node_pool is None:
+                echo(f"attempt {n} ({label}): failed: {_what(spec, err)}: {err.summary[:300]}")
+                raise ApplyFailed(
+                    f"terraform apply failed: {_what(spec, err)}: {err.summary[:300]} — out of capacity, but not for node pools with another "
+                    "reservation to try: wait for capacity, or give that pool a capacity list"
+                )
+            exhausted.append(str(pool_of_node_pool(spec, node_pool)))
+        nxt = dict(choice)
+        for pool in dict.fromkeys(exhausted):
+            moved = advance(spec, nxt, pool)
+            if moved is None:
+                echo(f"attempt {n} ({label}): {pool} RESOURCE_EXHAUSTED; no reservation left")
+                chain = next(c for c in chains(spec) if c.pool == pool)
+                raise FallbackExhausted(
+                    f"{chain.field}: every reservation of {pool} ({', '.join(chain.reservations)}) refused the node pools for lack of capacity — "
+                    "wait for capacity, add a reservation or an on-demand/spot/flex-start option to the list"
+                )
+            nxt = moved
+        moves = "; ".join(f"{p} RESOURCE_EXHAUSTED; next: reservation {nxt[p]}" for p in dict.fromkeys(exhausted))
+        echo(f"attempt {n} ({label}): {moves}")
         choice = nxt
 
 

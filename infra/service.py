@@ -100,7 +100,8 @@ def check(spec: EnvSpec, endpoint: str = "") -> list[Finding]:
     from infra import cloud_checks
     from infra.gcp_api import Client, endpoint_override
 
-    findings = cloud_checks.run(spec, Client(endpoint=endpoint_override(endpoint)).get)
+    client = Client(endpoint=endpoint_override(endpoint))
+    findings = cloud_checks.run(spec, client.get, client.pages)
     err = cloud_checks.refusal(findings)
     if err is not None:
         raise err

@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from infra import access  # noqa: E402
 from infra.spec import parse_spec  # noqa: E402
-from tests.conftest import example_doc  # noqa: E402
-from tests.gcs_emulator import running_emulator  # noqa: E402
+from tests.support import example_doc  # noqa: E402
+from tests.support.gcs_emulator import running_emulator  # noqa: E402
 from workloads.data import local_read  # noqa: E402
 from workloads.data import upload as up  # noqa: E402
 from workloads.local import bucket as local_bucket  # noqa: E402

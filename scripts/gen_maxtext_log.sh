@@ -48,7 +48,7 @@ run() {  # name, extra args...
 }
 
 start=$(date +%s)
-# With the profiler window on (steps 5-6), as the playbook's runs do.
+# With the profiler window on (steps 5-6), as a profiled run of a published recipe has it.
 run tiny_cpu steps=10 profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=2
 # A plain run, profiler off.
 run tiny_cpu_noprof steps=12

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.gcs_emulator import emulator_client
+from tests.support.gcs_emulator import emulator_client
 from workloads.local import cloudlogging
 from workloads.local import rehearsal as rh
 from workloads.observe import bucket_metrics, storage

@@ -1,6 +1,8 @@
-"""The TPU catalog against the facts in shared/docs/facts/tpu-gke.md.
+"""The TPU catalog against the published facts: Cloud TPU's and GKE's documentation ("Plan TPUs
+in GKE", https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus, and the per-generation
+TPU pages), xpk's hardware table and the published tpu-recipes.
 
-The expected values below are transcribed from that table, not from catalog.py.
+The expected values below are transcribed from those sources, not from catalog.py.
 """
 
 from __future__ import annotations

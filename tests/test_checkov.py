@@ -27,7 +27,7 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec, parse_spec
 from modules._checkov import CHECK_ID, baseline, suppressions
-from tests.conftest import EXAMPLE_NAMES, example_doc
+from tests.support import EXAMPLE_NAMES, example_doc
 
 pytestmark = [pytest.mark.tools, pytest.mark.synth]
 

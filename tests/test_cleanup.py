@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli, example_doc
-from tests.gcs_emulator import emulator_client
+from tests.support import EXAMPLES, REPO, cli, example_doc
+from tests.support.gcs_emulator import emulator_client
 from toolkit.errors import FieldError
 from workloads.cluster import cleanup as cl
 from workloads.planning import model

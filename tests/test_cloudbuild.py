@@ -6,7 +6,7 @@ files and CLI commands that steps reference. Behavioural checks: steps are run l
 that the JobSet/Kueue versions the provision pipeline installs are the spec's, that the
 image pipeline pushes the tag the recipes pull, and that the CI test step runs .ci/run with
 Go and Node 22 on PATH. The bootstrap script runs against a real GCS-compatible emulator
-(gcp-storage-emulator, tests/gcs_emulator.py) on loopback.
+(gcp-storage-emulator, tests/support/gcs_emulator.py) on loopback.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli
-from tests.gcs_emulator import running_emulator
+from tests.support import EXAMPLES, REPO, cli
+from tests.support.gcs_emulator import running_emulator
 
 CB = REPO / "cloudbuild"
 CONFIGS = sorted(CB.glob("*.yaml"))
@@ -806,7 +806,7 @@ def test_bad_spec_is_one_line(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def gcs_emulator():
-    """A real GCS-compatible emulator process on loopback (tests/gcs_emulator.py, as the storage tests use).
+    """A real GCS-compatible emulator process on loopback (tests/support/gcs_emulator.py, as the storage tests use).
 
     It keeps buckets and PATCHed settings but drops some create-time fields (location,
     iamConfiguration, versioning), so those are checked on the request the client sent.

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_apiserver import serve
+from tests.support.fake_apiserver import serve
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport, jobset, workload
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 from workloads.cluster.api import LogsUnavailable
@@ -241,7 +241,7 @@ def test_admission_wait_polls_when_watching_is_refused_and_stops_when_the_server
     assert not res.admitted and res.state == "pending"
     gone = FakeTransport(routes, streams={wl_path: Unreachable("cannot reach the Kubernetes API server")})
     with pytest.raises(Unreachable):  # was swallowed: the wait polled on to its timeout
-        Cluster(gone).wait_admitted("team-a", "r1", timeout=5, poll=0.05)
+        Cluster(gone).wait_admitted("team-a", "r1", timeout=120, poll=0.05)
 
 
 def test_wait_admitted_on_a_missing_run_is_not_found() -> None:

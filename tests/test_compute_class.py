@@ -12,7 +12,7 @@ import pytest
 from infra import cloud_checks
 from infra.catalog import gke_version_tuple
 from infra.spec import COMPUTE_CLASS_MIN_GKE_VERSION
-from tests.conftest import cli, example_doc, spec_from
+from tests.support import cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from toolkit.names import GKE_COMPUTE_CLASS_LABEL
 from workloads.render.kueue import queue_objects
@@ -140,7 +140,7 @@ def test_the_cli_refuses_with_one_line_and_writes_nothing(tmp_path: Path):
 
 def test_quota_counts_the_class_slices_once_per_quota():
     spec = spec_from(class_doc())  # flex-start and spot both spend the preemptible quota: 32 chips at once, not 64
-    needs = {qid: sum(c for *_, c in users) for (qid, _), users in cloud_checks._quota_needs(spec).items()}
+    needs = {q.quota_id: sum(u.chips for u in users) for q, users in cloud_checks._quota_plan(spec)[0].items()}
     assert needs == {"TPUS-PER-TPU-FAMILY-per-project-region": 32, "PREEMPTIBLE-TPU-V6E-per-project-region": 32}
 
 

@@ -15,8 +15,8 @@ import yaml
 
 from infra import access
 from infra.datasets import DatasetFormat
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import emulator_client
+from tests.support import REPO, cli, example_doc, spec_from
+from tests.support.gcs_emulator import emulator_client
 from toolkit.errors import SpecError
 from workloads.data import checks, formats, mount, tokenizer
 from workloads.local import bucket as local_bucket

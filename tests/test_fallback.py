@@ -9,7 +9,7 @@ import pytest
 
 from infra import reservation_fallback as fallback
 from infra.spec import load_spec
-from tests.conftest import cli, example_doc, spec_from
+from tests.support import cli, example_doc, spec_from
 
 SPEC = load_spec("examples/fallback.yaml")  # v6e-16: trillium-res-1 > trillium-res-2 > on-demand > spot
 POOL = SPEC.tpu_pools[0]
@@ -87,9 +87,97 @@ def test_another_failure_is_not_a_reason_to_try_the_next():
         fallback.execute(SPEC, FakeApply(1, exhausted("cpu")), lines.append)
     assert "not for node pools with another reservation" in str(e.value)
     assert fallback.exhausted_pool(SPEC, exhausted(NODE_POOL)) == "v6e-16"
-    # GKE's own path names it too; a longer name that starts with it does not.
-    assert fallback.exhausted_pool(SPEC, f"RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}") == "v6e-16"
-    assert fallback.exhausted_pool(SPEC, f"RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}0") is None
+    # GKE's own path names it too (an error block with no `with` line); a longer name that starts with it does not.
+    assert fallback.exhausted_pool(SPEC, f"Error: RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}") == "v6e-16"
+    assert fallback.exhausted_pool(SPEC, f"Error: RESOURCE_EXHAUSTED creating clusters/fallback/nodePools/{NODE_POOL}0") is None
+
+
+# ------------------------------------------------------------------ attribution: each error block to its own node pool
+
+
+def two_pools():
+    """Two pools, each with two reservations: v6e-16 (trillium-res-1 > -2) and v6e-32 (big-res-1 > -2)."""
+    doc = copy.deepcopy(example_doc("fallback"))
+    second = copy.deepcopy(doc["tpu_pools"][0])
+    second |= {"name": "v6e-32", "type": "v6e-32", "slices": 1}
+    second["capacity"] = [{"mode": "reservation", "name": f"big-res-{k}", "zone": "us-east5-b"} for k in (1, 2)]
+    doc["tpu_pools"].append(second)
+    spec = spec_from(doc)
+    names = {p.name: p.option_node_pool_names(p.capacity_options()[0]) for p in spec.tpu_pools}
+    return spec, names
+
+
+def framed(summary: str, address: str, detail: str = "") -> str:
+    """One diagnostic as terraform 1.x prints it: framed in box-drawing characters, the resource on its `with` line."""
+    body = (
+        [f"Error: {summary}", ""]
+        + ([detail, ""] if detail else [])
+        + [f"  with {address},", f"  on cdk.tf.json line 412, in resource.{address}:", " 412:       },"]
+    )
+    return "╷\n" + "\n".join(f"│ {ln}".rstrip() for ln in body) + "\n╵\n"
+
+
+def node_pool_address(node_pool: str) -> str:
+    return f"google_container_node_pool.tpu-{node_pool}_pool_4E1ADA52"
+
+
+CAPACITY = "error creating NodePool: googleapi: Error 429: RESOURCE_EXHAUSTED: The zone 'us-east5-b' does not have enough resources available"
+
+
+def test_a_capacity_error_is_charged_to_its_own_pool_not_the_first_named():
+    spec, names = two_pools()
+    # The first block names v6e-16's node pool but is a warning; the capacity error is v6e-32's.
+    out = (
+        "╷\n│ Warning: Argument is deprecated\n│ \n│   with " + node_pool_address(names["v6e-16"][0]) + ",\n╵\n"
+        + framed(CAPACITY, node_pool_address(names["v6e-32"][0]))
+    )  # fmt: skip
+    assert [e.address for e in fallback.errors(out)] == [node_pool_address(names["v6e-32"][0])]
+    assert fallback.exhausted_pool(spec, out) == "v6e-32"
+    apply = FakeApply(1, out)
+    lines: list[str] = []
+    kept = fallback.execute(spec, apply, lines.append)
+    assert kept == {"v6e-16": "trillium-res-1", "v6e-32": "big-res-2"}  # v6e-16 stays on the reservation that worked
+    assert lines[0].endswith("v6e-32 RESOURCE_EXHAUSTED; next: reservation big-res-2")
+
+
+def test_capacity_errors_of_two_pools_move_both():
+    spec, names = two_pools()
+    out = framed(CAPACITY, node_pool_address(names["v6e-16"][1])) + framed(CAPACITY, node_pool_address(names["v6e-32"][0]))
+    apply = FakeApply(1, out)
+    lines: list[str] = []
+    assert fallback.execute(spec, apply, lines.append) == {"v6e-16": "trillium-res-2", "v6e-32": "big-res-2"}
+    assert len(apply.choices) == 2 and "v6e-16 RESOURCE_EXHAUSTED" in lines[0] and "v6e-32 RESOURCE_EXHAUSTED" in lines[0]
+
+
+def test_a_non_capacity_error_beside_a_capacity_one_stops_naming_its_pool():
+    spec, names = two_pools()
+    denied = (
+        "error creating NodePool: googleapi: Error 403: Required 'compute.reservations.use' permission for 'projects/p/zones/us-east5-b/reservations/big-res-1'"
+    )
+    out = framed(CAPACITY, node_pool_address(names["v6e-16"][0])) + framed(denied, node_pool_address(names["v6e-32"][0]))
+    apply = FakeApply(1, out)
+    lines: list[str] = []
+    with pytest.raises(fallback.ApplyFailed) as e:
+        fallback.execute(spec, apply, lines.append)
+    msg = str(e.value)
+    assert len(apply.choices) == 1 and "\n" not in msg  # stopped: no reservation moved, one line
+    assert f"v6e-32 (node pool {names['v6e-32'][0]})" in msg and "Error 403" in msg and "not a capacity refusal" in msg
+    assert "v6e-16" not in msg
+
+
+def test_a_capacity_error_of_a_resource_without_alternatives_stops_naming_it():
+    spec, names = two_pools()
+    cpu = "google_container_node_pool.cpu_pool_0A1B2C3D"
+    out = framed(CAPACITY, cpu) + framed(CAPACITY, node_pool_address(names["v6e-16"][0]))
+    with pytest.raises(fallback.ApplyFailed) as e:
+        fallback.execute(spec, FakeApply(1, out), [].append)
+    assert cpu in str(e.value) and "not for node pools with another reservation" in str(e.value)
+
+
+def test_a_failure_without_error_blocks_stops_with_its_last_line():
+    with pytest.raises(fallback.ApplyFailed) as e:
+        fallback.execute(SPEC, FakeApply(1, "terraform: signal: killed\n"), [].append)
+    assert "signal: killed" in str(e.value)
 
 
 def test_deploy_dry_run_prints_the_order(tmp_path: Path):

@@ -17,7 +17,7 @@ import yaml
 
 from infra.fleet import Fleet, FleetManager, load_env, load_fleet, load_spec_or_fleet, maybe_fleet, members
 from infra.spec import EnvSpec, load_spec
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 from toolkit.errors import SpecError
 from workloads.render import multikueue
 

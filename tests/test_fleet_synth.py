@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 
 pytestmark = pytest.mark.synth
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, spec_from
+from tests.support import EXAMPLES, spec_from
 from workloads.planning import hbm, hbm_fit
 from workloads.planning.import_recipe import model_presets
 from workloads.planning.recipe_model import ModelDims

@@ -127,7 +127,7 @@ def test_the_server_refuses_what_it_cannot_parse_as_the_api_does(server) -> None
     def post(body: dict) -> tuple[int, dict]:
         req = urllib.request.Request(f"{url}/v2/entries:list", json.dumps(body).encode(), {"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=5) as r:
+            with urllib.request.urlopen(req, timeout=60) as r:
                 return r.status, json.loads(r.read())
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read())

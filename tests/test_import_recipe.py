@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli, spec_from
+from tests.support import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError
 from workloads.planning import import_recipe as ir
 from workloads.planning import recipes as r
@@ -344,7 +344,7 @@ def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
     assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"
 
 
-# ------------------------------------------------------- playbook checks at plan time
+# ------------------------------------------------------- a recipe's mesh checked at plan time
 
 
 def _ds_recipe(user_recipes: Path) -> None:

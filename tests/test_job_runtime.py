@@ -1,4 +1,4 @@
-"""The ``job`` runtime (seed 000): a batch/v1 Indexed Job + headless Service from the RunPlan.
+"""The ``job`` runtime: a batch/v1 Indexed Job + headless Service from the RunPlan.
 
 Contract facts, goldens, the Kustomize round trip, the one-line refusals, and the
 cluster side (find the run, its pods, its status, delete it and its Service) against a
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli
+from tests.support import EXAMPLES, cli
+from tests.support.goldens import check_golden
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
-from tests.test_manifests import _check_golden
 from toolkit import names
 from workloads.cluster import status as st
 from workloads.cluster.client import Cluster
@@ -163,7 +163,7 @@ GOLDEN_RUNS = [
 @pytest.mark.parametrize("example, recipe, kw", GOLDEN_RUNS, ids=[f"{e}-{r}" for e, r, _ in GOLDEN_RUNS])
 def test_job_golden(example: str, recipe: str, kw: dict) -> None:
     plan = _plan(example, recipe, **{"name": "golden", **kw})
-    _check_golden(f"job-{example}-{recipe}-x1", job.run_objects(plan))
+    check_golden(f"job-{example}-{recipe}-x1", job.run_objects(plan))
 
 
 # ------------------------------------------------------------------ the Kustomize tree

@@ -2,7 +2,7 @@
 
 The Terraform is scanned in tests/test_checkov.py; this is the same for the
 Kubernetes side, with checkov 3.3.30's ``kubernetes`` framework over what
-tests/k8s_scan.py lays out per example: the cluster objects (``queues apply``: Kueue,
+tests/support/k8s_scan.py lays out per example: the cluster objects (``queues apply``: Kueue,
 Namespaces, KSAs, PriorityClasses, NetworkPolicies, the priority admission policies,
 the DCN DaemonSet), the Kustomize tree of every runtime, what ``submit`` applies (JobSet;
 Service + Job; RayJob), and what the controllers create from it (the JobSet's child
@@ -28,7 +28,7 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
 from modules._checkov import CHECK_ID
-from tests.k8s_scan import write_scan_tree
+from tests.support.k8s_scan import write_scan_tree
 from tests.test_checkov import run_checkov as checkov_report
 from toolkit.names import RAY_SUBMITTER_CONTAINER, TPU_RESOURCE
 from workloads.render.rayjob import HEAD_CONTAINER

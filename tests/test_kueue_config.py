@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli, spec_from
+from tests.support import EXAMPLES, cli, spec_from
 from toolkit.errors import SpecError
 from workloads.render.kueue import manager_settings, merge_manager_config
 

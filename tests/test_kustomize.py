@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, REPO, cli
+from tests.support import EXAMPLES, REPO, cli
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import yamlio
 from workloads.render.jobset import jobset

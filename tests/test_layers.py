@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PROJECT = ("toolkit", "modules", "infra", "workloads")
 DOC = REPO / "docs" / "architecture.md"

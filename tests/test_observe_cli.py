@@ -1,7 +1,7 @@
-"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/conftest.py cli).
+"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/support/cli.py).
 
 Offline paths use the real MaxText test data; cluster paths use a kubeconfig that points at
-an unreachable port, or at a small recording HTTP server on loopback (tests/fake_apiserver.py)
+an unreachable port, or at a small recording HTTP server on loopback (tests/support/fake_apiserver.py)
 so the real kubernetes client is exercised end to end.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import cli
-from tests.fake_apiserver import serve
-from tests.gcs_emulator import running_emulator
+from tests.support import cli
+from tests.support.fake_apiserver import serve
+from tests.support.gcs_emulator import running_emulator
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 LOG = str(DATA / "tiny_cpu.log")

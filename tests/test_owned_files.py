@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.spec import load_spec
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit import owned
 from toolkit.clikit import run
 from toolkit.errors import FieldError

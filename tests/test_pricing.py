@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra import price_table, pricing
-from tests.conftest import EXAMPLES, REPO, cli, spec_from
+from tests.support import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError, SpecError
 
 BASE = {

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli, run_module
+from tests.support import REPO, cli, run_module
 from toolkit import names
 from workloads.local import addons, kuberay
 from workloads.ray import RAY_ACCELERATOR_TYPES, ray_accelerator_type
@@ -152,16 +152,16 @@ def test_proxy_forwards_head_service_urls_to_the_standin_dashboard(monkeypatch):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({"http": f"http://127.0.0.1:{proxy.server_address[1]}"}))
     _Backend.seen.clear()
     try:
-        with opener.open("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/raysubmit_1?x=1", timeout=10) as r:
+        with opener.open("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/raysubmit_1?x=1", timeout=60) as r:
             assert json.loads(r.read()) == {"path": "/api/jobs/raysubmit_1?x=1"}
         req = urllib.request.Request("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/", data=b'{"entrypoint": "echo"}', method="POST")
-        with opener.open(req, timeout=10) as r:
+        with opener.open(req, timeout=60) as r:
             assert r.status == 200
         with pytest.raises(urllib.error.HTTPError) as e:
-            opener.open("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/missing", timeout=10)
+            opener.open("http://rj-head-svc.team-a.svc.cluster.local:8265/api/jobs/missing", timeout=60)
         assert e.value.code == 404  # the head's own answer comes back unchanged
         with pytest.raises(urllib.error.HTTPError) as e:
-            opener.open("http://example.com/api/jobs/", timeout=10)
+            opener.open("http://example.com/api/jobs/", timeout=60)
         assert e.value.code == 403
     finally:
         proxy.shutdown()

@@ -13,7 +13,7 @@ import yaml
 
 from infra import access
 from infra.spec import BucketPurpose, load_spec
-from tests.conftest import EXAMPLES, cli, example_doc, spec_from
+from tests.support import EXAMPLES, cli, example_doc, spec_from
 from workloads.planning import planner
 from workloads.planning.model import (
     DEFAULT_CHECKPOINT_MINUTES,
@@ -108,7 +108,7 @@ def test_rule_names_pass_jobset_webhook() -> None:
 
 
 def test_pod_condition_rule_always_has_status() -> None:
-    """Issue 15: a resubmit failed with 422 'onPodConditions[0].status: Required value'."""
+    """A resubmit once failed with 422 'onPodConditions[0].status: Required value'."""
     for example, recipe in [("default", "hello-tpu"), ("v4", "maxtext-6b")]:
         plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), Overrides(name="r"))
         for rule in js.pod_failure_policy(plan)["rules"]:

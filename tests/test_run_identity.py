@@ -1,8 +1,8 @@
-"""A run's checkpoint directory belongs to that run (issue 21, class 2): workloads/runs/identity.py.
+"""A run's checkpoint directory belongs to that run: workloads/runs/identity.py.
 
 `submit maxtext-6b --name exp1`, finished and gone; later `submit gpt3-6b --name exp1` would
 restore the first run's latest checkpoint (the same <bucket>/exp1/checkpoints/). Against a real
-GCS-compatible server (tests/gcs_emulator.py) and through the run service, as `submit` calls it:
+GCS-compatible server (tests/support/gcs_emulator.py) and through the run service, as `submit` calls it:
 another run under the name is refused before anything is applied unless it asks to --resume,
 and even then only into a model of the same shape.
 """
@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.spec import load_spec
-from tests.conftest import REPO
-from tests.gcs_emulator import emulator_client
+from tests.support import REPO
+from tests.support.gcs_emulator import emulator_client
 from toolkit.errors import FieldError
 from workloads import runs
 from workloads.planning.planner import Overrides

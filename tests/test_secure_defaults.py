@@ -1,4 +1,4 @@
-"""Secure defaults (issue 21, class 10), checked over what the toolkit renders and synthesizes.
+"""Secure defaults (docs/security.md), checked over what the toolkit renders and synthesizes.
 
 - every pod of every runtime and example: RuntimeDefault seccomp, no privilege
   escalation, every capability dropped (none added), no mounted service-account token,
@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, PRIORITY_CLASSES, TeamSpec, load_spec, parse_spec
-from tests.conftest import REPO
-from tests.k8s_scan import EXAMPLES, created, runs
+from tests.support import REPO
+from tests.support.k8s_scan import EXAMPLES, created, runs
 from toolkit.errors import SpecError
 from toolkit.names import K8S_NAMESPACE_NAME_LABEL, K8S_PSA_AUDIT_LABEL, K8S_PSA_ENFORCE_LABEL, K8S_PSA_WARN_LABEL, RAY_NODE_TYPE_LABEL
 from workloads.planning.planner import Overrides, PlanError, plan_run

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, pods_block_per_node
-from tests.conftest import EXAMPLES, spec_from
+from tests.support import EXAMPLES, spec_from
 from toolkit.errors import SpecError
 
 BASE = {
@@ -198,7 +198,7 @@ def test_node_pool_names_and_chips():
     assert spec.multislice
 
 
-# ------------------------------------------------------- bad input, by class (issue 15)
+# ------------------------------------------------------- bad input, by class
 
 
 def _refused(field: str, **changes) -> SpecError:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.spec import EnvFields, EnvSpec, parse_spec, rules
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit.errors import SpecError
 
 DEFAULT = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())

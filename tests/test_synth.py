@@ -20,7 +20,7 @@ import pytest
 
 from infra.catalog import Placement
 from infra.spec import EXAMPLES_DIR, BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, load_spec
-from tests.conftest import EXAMPLE_NAMES, REPO
+from tests.support import EXAMPLE_NAMES, REPO
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 SNAPSHOT_TYPES = (

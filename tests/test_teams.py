@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, load_spec
-from tests.conftest import cli, example_doc, spec_from
+from tests.support import cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads.render import kueue
 

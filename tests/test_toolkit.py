@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit import names, paths, tools
 from toolkit.errors import ExternalToolError, ToolkitError
 

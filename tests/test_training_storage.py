@@ -1,8 +1,8 @@
-"""Training on the spec's datasets and GKE's multi-tier checkpointing (issue 25 items 1 and 3): the plan, the pods, the cluster objects, IAM.
+"""Training on the spec's datasets and GKE's multi-tier checkpointing: the plan, the pods, the cluster objects, IAM.
 
 The bad inputs (exit 2, one line, nothing applied) are in tests/bad_runs/cases.yaml and
 tests/bad_specs/; the objects against the real API server in
-tests/integration/test_training_storage_live.py; checkov scans them through tests/k8s_scan.py.
+tests/integration/test_training_storage_live.py; checkov scans them through tests/support/k8s_scan.py.
 """
 
 from __future__ import annotations
@@ -315,7 +315,7 @@ def test_the_stack_creates_the_instance_its_peering_and_the_csi_driver(tmp_path:
 
 
 def test_infra_spec_shows_datasets_multi_tier_checkpointing_and_lustre() -> None:
-    from tests.conftest import cli
+    from tests.support import cli
 
     r = cli("infra", "spec", "--spec", str(V6E))
     assert r.returncode == 0, r.stderr

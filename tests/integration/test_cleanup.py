@@ -10,16 +10,12 @@ from __future__ import annotations
 import copy
 import json
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
-from tests.integration.conftest import wait_for
+from tests.support import run_module
+from tests.support.local_cluster import wait_for
 from toolkit.names import TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
-
-pytestmark = pytest.mark.integration
 
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 

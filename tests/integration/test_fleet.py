@@ -29,12 +29,10 @@ import pytest
 import yaml
 
 from infra.fleet import load_fleet
-from tests.conftest import run_module
-from tests.integration.conftest import own_spec, own_state_dir, wait_for
+from tests.support import run_module
+from tests.support.local_cluster import own_spec, own_state_dir, wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import JOBSET_API, KUEUE_API
-
-pytestmark = pytest.mark.integration
 
 NS = "research"
 

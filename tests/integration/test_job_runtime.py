@@ -14,13 +14,9 @@ import secrets
 import time
 from pathlib import Path
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
+from tests.support import run_module
 from toolkit.names import GKE_NODEPOOL_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, KUEUE_JOB_UID_LABEL, TPU_RESOURCE
-
-pytestmark = pytest.mark.integration
 
 
 def wl(*args: str, timeout: float = 300):

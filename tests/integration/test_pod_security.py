@@ -20,8 +20,6 @@ from workloads.planning.planner import Overrides, plan_run
 from workloads.render import kueue
 from workloads.render.jobset import run_objects
 
-pytestmark = pytest.mark.integration
-
 OPTED_IN_NS = "tgk-psa-opted-in"
 
 

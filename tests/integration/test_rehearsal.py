@@ -32,14 +32,12 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
-from tests.integration.conftest import wait_for
+from tests.support import run_module
+from tests.support.local_cluster import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL
 from workloads.local.addons import SIGTERM_EXIT_CODE
 from workloads.local.disrupt import replacements_dir
-
-pytestmark = pytest.mark.integration
 
 NS = "research"
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"

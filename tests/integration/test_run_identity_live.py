@@ -1,7 +1,7 @@
-"""A reused run name on the real local cluster and its real Cloud Storage server (issue 21, class 2).
+"""A reused run name on the real local cluster and its real Cloud Storage server: a run never reuses another run's checkpoints.
 
 The local cluster plays GKE's buckets with a real gcp-storage-emulator process (scripts/setup-gcs-emulator.sh,
-the server tests/gcs_emulator.py runs; workloads/local/bucket.py); the rehearsal daemon keeps a
+the server tests/support/gcs_emulator.py runs; workloads/local/bucket.py); the rehearsal daemon keeps a
 run's checkpoints in ``<bucket>/<run>/checkpoints/`` as MaxText does, so a new JobSet under a
 finished run's name would restore them, as on GKE. `submit` checks the run's identity there first:
 
@@ -21,10 +21,8 @@ import secrets
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, BucketPurpose, load_spec
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, RESTORED, STEP, _finished, _log, wl
-
-pytestmark = pytest.mark.integration
+from tests.support.local_cluster import wait_for
 
 
 def _bucket_client(cluster):

@@ -1,4 +1,4 @@
-"""The secure defaults (issue 21, class 10) against the real API server of the local cluster.
+"""The secure defaults (tests/test_secure_defaults.py) against the real API server of the local cluster.
 
 - The priority admission policy that ``local up`` applied for the default spec's team
   (through ``cluster_objects``, as ``queues apply`` and the provision pipeline do): a Pod,
@@ -26,15 +26,13 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, TeamSpec, load_spec, parse_spec
-from tests.integration.conftest import wait_for
-from tests.k8s_scan import EXAMPLES, created
+from tests.support.k8s_scan import EXAMPLES, created
+from tests.support.local_cluster import wait_for
 from toolkit.errors import Rejected
 from toolkit.names import KUEUE_PRIORITY_CLASS_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import admission, kueue, netpol
 from workloads.render.kustomize import RUNTIMES
-
-pytestmark = pytest.mark.integration
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 

@@ -1,4 +1,4 @@
-"""A run's dataset and multi-tier checkpointing objects against the real API server (issue 25).
+"""A run's dataset and multi-tier checkpointing objects against the real API server (tests/test_training_storage.py renders them).
 
 The JobSet with its GCS FUSE dataset volume and multi-tier checkpointing RAM disk goes through
 the real kube-apiserver and JobSet v0.10.1's webhook (server-side dry run), its pod through the
@@ -15,16 +15,14 @@ import pytest
 import yaml
 
 from infra.spec import parse_spec
-from tests.conftest import EXAMPLES, REPO
-from tests.integration.conftest import wait_for
+from tests.support import EXAMPLES, REPO
+from tests.support.local_cluster import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import checkpointing, volumes
 from workloads.render import jobset as js
-
-pytestmark = pytest.mark.integration
 
 
 def _spec(path: str = "c4/en/3.0.1"):

@@ -17,11 +17,9 @@ import time
 
 import pytest
 
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, Recorder, _cond, wl
+from tests.support.local_cluster import wait_for
 from workloads.local.disrupt import Replacement, replacements_dir
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.mark.usefixtures("tpu_quota")
@@ -47,8 +45,8 @@ def test_a_slice_that_never_comes_back_releases_quota_and_is_requeued(cluster, l
 
         w = wait_for(evicted, 150, "Kueue to evict the Workload for PodsReadyTimeout")
         waited = time.monotonic() - t0
-        # Not before the scaled recoveryTimeout (36 s), and not long after it.
-        assert 30 < waited < 120, waited
+        # Not before the scaled recoveryTimeout (36 s); the wait_for above bounds how long after (a hang guard, not a speed test).
+        assert waited > 30, waited
         uid = w["metadata"]["uid"]
 
         def requeued() -> dict | None:

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_module
+from tests.support import run_module
 
 GIB = 2**30
 

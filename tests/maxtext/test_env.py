@@ -4,7 +4,6 @@ running through the one runner (toolkit.tools.run), locating the venv, last_erro
 from __future__ import annotations
 
 import sys
-import time
 
 import pytest
 
@@ -43,9 +42,8 @@ def test_run_writes_named_files_and_measures_the_child(tmp_path):
 def test_run_timeout_kills_the_process_group(tmp_path):
     # A grandchild holding the files open would keep a plain kill waiting; the group goes.
     code = "import subprocess, time; subprocess.Popen(['sleep', '60']); time.sleep(60)"
-    start = time.monotonic()
     done = maxtext_env.run([sys.executable, "-c", code], {}, tmp_path, "slow", timeout=1)
-    assert done.timed_out and time.monotonic() - start < 30
+    assert done.timed_out  # the timeout, not the program's own end after 60 s, stopped it
 
 
 def test_a_program_that_cannot_start_exits_4(tmp_path):

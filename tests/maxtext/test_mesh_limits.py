@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import example_doc
+from tests.support import example_doc
 
 # (name, preset, slice, the dimension it is about, --set that puts the limit where this slice crosses it,
 #  the refused degrees as the planner is asked, the fix's degrees as the planner proposes them)

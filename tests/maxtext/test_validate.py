@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import parse_spec
-from tests.conftest import EXAMPLES, REPO, example_doc
+from tests.support import EXAMPLES, REPO, example_doc
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import Overrides, plan_run

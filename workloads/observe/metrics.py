@@ -21,7 +21,7 @@ is skipped; a loss or extra metric that is NaN or infinite (a diverged run print
 is left out of the figures. Both are counted in ``RunLog.skipped``/``dropped`` and said once
 (``RunLog.notes``), so no NaN or infinity ever reaches a summary, a report or JSON.
 
-The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
+The summary's rules: steady state from step 2 on (steps 0-1 include XLA
 compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
 MFU = TFLOP/s per device / peak per device (the fp8 peak when the logged config says the run
 quantized to fp8 and the generation has one: ``Hardware.from_shape(..., fp8=is_fp8(config))``).

@@ -28,18 +28,32 @@ NAME = "tgk-exit-guard"
 # The trap is set before the child starts: a SIGTERM that arrives while it starts (the
 # shell has not yet learned its pid) is remembered and passed on as soon as it has, instead
 # of ending the shell with the child left running unsignalled (killed at the grace period's
-# end without its save). `wait` returns early (>128) when a trapped signal arrives, so wait again until the
-# child is really gone; `kill -0` fails once it has been reaped. INT is passed on as
+# end without its save). A TERM sent to the child between its fork and its exec is lost: the
+# forked shell still has the trap's handler, which only notes the signal, and exec clears it.
+# So a TERM passed on while the child is still this shell's image (``/proc/<pid>/exe`` is
+# /bin/sh's) is sent again once the child runs the command. (Backquotes, not ``$(…)``, and no
+# ``$$``: the kubelet would expand those in a container's command.) `wait` returns early (>128) when a
+# trapped signal arrives, so wait again until the child is really gone. INT is passed on as
 # TERM: a non-interactive shell starts background children with SIGINT ignored.
 SCRIPT = """\
 stopped=0
 child=
-trap 'stopped=1; [ -z "$child" ] || kill -TERM "$child" 2>/dev/null' TERM INT
+early=0
+self=`readlink -f /bin/sh 2>/dev/null`
+starting() { exe=`readlink /proc/$child/exe 2>/dev/null`; [ -n "$self" ] && [ "$exe" = "$self" ]; }
+pass_on() { ! starting || early=1; kill -TERM "$child" 2>/dev/null; }
+trap 'stopped=1; [ -z "$child" ] || pass_on' TERM INT
 "$@" &
 child=$!
-[ "$stopped" = 0 ] || kill -TERM "$child" 2>/dev/null
-wait "$child"; rc=$?
-while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+[ "$stopped" = 0 ] || pass_on
+while :; do
+  if [ "$early" = 1 ] && kill -0 "$child" 2>/dev/null; then
+    if starting; then sleep 1; continue; fi
+    early=0; kill -TERM "$child" 2>/dev/null
+  fi
+  wait "$child"; rc=$?
+  kill -0 "$child" 2>/dev/null || break
+done
 if [ "$stopped" = 1 ] && [ "$rc" = 0 ]; then
   echo "tgk-exit-guard: stopped by SIGTERM before the run finished; exiting 143, not 0" >&2
   exit 143

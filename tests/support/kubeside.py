@@ -1,4 +1,4 @@
-"""Build and call ``tests/kubeside/main.go``: KubeRay v1.6.0's submitter command and the kubelet's
+"""Build and call ``tests/support/kubeside/main.go``: KubeRay v1.6.0's submitter command and the kubelet's
 ``$(NAME)`` expansion, computed by their own Go code (the module cache's sources, compiled here).
 
 The kubelet's expansion lives in the ``k8s.io/kubernetes`` module, which cannot be required as

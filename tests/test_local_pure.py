@@ -1,7 +1,7 @@
 """The pure parts of the local cluster (no processes): nodes, install rewriting, CLI wiring.
 
-These run in the default tier; they live here beside the integration tests of
-the same code.
+The fast tier; the same code against a real control plane is tested in
+tests/integration/test_local_cluster.py.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
-from tests.conftest import EXAMPLE_FILES
+from tests.support import EXAMPLE_FILES
 from toolkit.names import GKE_PLACEMENT_POLICY_LABEL, KWOK_NODE_ANNOTATION, TPU_RESOURCE
 from workloads.local import addons, nodes
 

@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 from workloads.local.procs import free_port
 
 ATTEMPTS = 3

@@ -13,7 +13,7 @@
 //	    -> {"command": [...], "args": [...], "env": {...}}: the K8sJobMode submitter
 //	       container KubeRay builds for it, after the kubelet's expansion
 //
-// Built by tests/kubeside.py against the module cache; nothing of either project is copied.
+// Built by tests/support/kubeside.py against the module cache; nothing of either project is copied.
 package main
 
 import (
