@@ -92,6 +92,9 @@ def _dims(name: str, base: dict, preset: dict) -> dict | None:
             dims["global_kv_heads"] = int(c["global_num_kv_heads"])
     if c.get("share_kv_projections") and not mla:
         dims["shared_kv"] = True
+    for key in ("fused_qkv", "fused_mlp"):  # which names the remat policy finds (qkv_proj / mlpwi, or each projection's)
+        if c.get(key):
+            dims[key] = True
     ints = [v for k, v in dims.items() if not isinstance(v, bool)]
     return dims if all(isinstance(v, int) and v >= 0 for v in ints) else None
 

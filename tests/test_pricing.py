@@ -615,3 +615,20 @@ def test_a_rate_field_per_capacity_mode():
     from toolkit.names import CapacityMode
 
     assert [f.alias or name for name, f in Rates.model_fields.items()] == list(CapacityMode) == list(price_table.MODES)
+
+
+@pytest.mark.parametrize("name", [p.stem for p in sorted(EXAMPLES.glob("*.yaml"))])
+def test_every_example_spec_gets_a_cost_line_for_every_pool_option(name):
+    """A figure, a documented range, or a dated public source saying there is none: never a bare gap."""
+    from infra.spec import load_spec
+
+    spec = load_spec(EXAMPLES / f"{name}.yaml")
+    doc = pricing.costs_document(spec)
+    lines = pricing.cost_lines(doc)
+    assert len(doc["pools"]) == sum(len(p.capacity_options()) for p in spec.tpu_pools) >= 1
+    for p, line in zip(doc["pools"], lines, strict=False):
+        assert p["pool"] in line
+        if p["usd_per_hour"] is None:
+            assert "no public list price" in p["no_price"] and "checked 20" in p["no_price"], line  # tpu7x: where it was checked
+        else:
+            assert "/h while running" in line and p["price_as_of"]

@@ -35,18 +35,20 @@ from dataclasses import dataclass
 
 from workloads.planning.maxtext_numbers import PLAIN_INT
 from workloads.planning.mesh import weight_dims
+from workloads.planning.model import HbmEstimate
 from workloads.planning.recipe_model import ModelDims
 from workloads.planning.remat import remat_of
 
-GIB = 1024**3
+# Known, not fitted: the fp32 gradient accumulators and the bf16 copy of the weights (4 + 2 B a
+# parameter held), and what the remat policy keeps, all layers once (the scan stacks it).
+GRADIENT_BYTES = 6.0
+EXACT = {"state": 1.0, "gradients": GRADIENT_BYTES, "saved": 1.0}
 
 
 @dataclass(frozen=True)
 class Coefficients:
     """How many buffers of each kind XLA allocates at once (fitted; see the module doc)."""
 
-    gradients: float = 6.0  # B per parameter held: fp32 gradients and the bf16 working copy
-    saved: float = 1.0  # x what the remat policy keeps, all layers
     offload_staging: float = 2.0  # x one layer of what the policy offloads, in flight on the device
     working_mlp: float = 6.0  # x tokens x MLP width (routed: experts per token) x 2 B
     working_embed: float = 14.0  # x tokens x embedding x 2 B
@@ -60,69 +62,6 @@ FITTED = Coefficients()
 # compiled / estimated, least and most, per kind of configuration (scripts/bench_hbm_calibration.py).
 HBM_ERROR: dict[str, tuple[float, float]] = {}
 UNMEASURED = (0.85, 1.15)  # a kind the matrix has no configuration of: the issue's target, not a measurement
-
-
-@dataclass(frozen=True)
-class HbmEstimate:
-    """Per-device bytes by part, the device's HBM, and the estimate's measured error for this kind of run."""
-
-    parts_bytes: tuple[tuple[str, int], ...]
-    available_bytes: int
-    kind: str
-    error: tuple[float, float]  # compiled / estimated, least and most
-    measured: bool  # False: no compiled configuration of this kind (error is then the target band)
-
-    def parts(self) -> dict[str, int]:
-        return dict(self.parts_bytes)
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(b for _, b in self.parts_bytes)
-
-    @property
-    def low_bytes(self) -> int:
-        return int(self.total_bytes * self.error[0])
-
-    @property
-    def high_bytes(self) -> int:
-        return int(self.total_bytes * self.error[1])
-
-    @property
-    def fits(self) -> bool:
-        return self.total_bytes <= self.available_bytes
-
-    # The three figures earlier plans reported, for the JSON summary's readers.
-    @property
-    def state_bytes(self) -> int:
-        p = self.parts()
-        return p.get("state", 0) + p.get("gradients", 0)
-
-    @property
-    def activation_bytes(self) -> int:
-        p = self.parts()
-        return p.get("saved", 0) + p.get("working", 0)
-
-    @property
-    def logits_bytes(self) -> int:
-        return self.parts().get("logits", 0)
-
-    def as_dict(self) -> dict[str, float | str | bool | list[float]]:
-        def gib(b: int) -> float:
-            return round(b / GIB, 2)
-
-        return {
-            "estimate_gib": gib(self.total_bytes),
-            **{f"{k}_gib": gib(v) for k, v in self.parts_bytes},
-            "available_gib": gib(self.available_bytes),
-            "kind": self.kind,
-            "compiled_over_estimate": list(self.error),
-            "error_measured": self.measured,
-        }
-
-    def range_text(self) -> str:
-        lo, hi = self.error
-        how = "compiled configurations of this kind came out" if self.measured else "no compiled configuration of this kind yet; the target is"
-        return f"{self.kind}: {how} {lo:g}-{hi:g}x the estimate, {self.low_bytes / GIB:.1f}-{self.high_bytes / GIB:.1f} GiB"
 
 
 def _tiles(args: Mapping[str, str]) -> int:
@@ -166,24 +105,30 @@ def _saved_per_token(m: ModelDims, args: Mapping[str, str]) -> tuple[float, floa
     q = m.base_num_query_heads * m.head_dim
     kv = m.base_num_kv_heads * m.head_dim
     moe, dense = m.layer_counts()
+    layers = m.base_num_decoder_layers
     width = m.dense_mlp_dim or m.base_mlp_dim
     k = min(m.num_experts, m.num_experts_per_tok)
+    # Only the names the model's layers give their tensors: fused projections are one name, else one each.
+    fused_qkv = args.get("fused_qkv", str(m.fused_qkv)).strip().lower() == "true"
+    fused_mlp = args.get("fused_mlp", str(m.fused_mlp)).strip().lower() == "true"
+    dense_share, moe_share = dense / layers, moe / layers  # of the layers, those with a dense MLP and those with experts
     sizes = {
         "decoder_layer_input": m.base_emb_dim,
-        "query_proj": q,
-        "key_proj": kv,
-        "value_proj": kv,
-        "kv_proj": kv,
-        "qkv_proj": q + 2 * kv,
-        "context": q,
+        "query_proj": 0 if fused_qkv else q,
+        "key_proj": 0 if fused_qkv or m.shared_kv else kv,
+        "value_proj": 0 if fused_qkv or m.shared_kv else kv,
+        "kv_proj": kv if m.shared_kv and not fused_qkv else 0,
+        "qkv_proj": q + 2 * kv if fused_qkv else 0,
+        "context": (m.v_head_dim or m.head_dim) * m.base_num_query_heads,
         "out_proj": m.base_emb_dim,
-        "mlpwi_0": width if dense else 0,
-        "mlpwi_1": width if dense and m.mlp_matrices == 3 else 0,
-        "mlpwi": width * (m.mlp_matrices - 1) if dense else 0,
-        "mlpwo": m.base_emb_dim,
-        "moe_mlpwi_0": k * m.base_mlp_dim if moe else 0,
-        "moe_mlpwi_1": k * m.base_mlp_dim if moe else 0,
-        "moe_mlpwo": k * m.base_emb_dim if moe else 0,
+        "mlpwi_0": 0 if fused_mlp else width * dense_share,
+        "mlpwi_1": 0 if fused_mlp or m.mlp_matrices < 3 else width * dense_share,
+        "mlpwi": width * (m.mlp_matrices - 1) * dense_share if fused_mlp else 0,
+        # An expert layer names its routed output mlpwo too (tokens x experts per token x embedding).
+        "mlpwo": m.base_emb_dim * (dense_share + k * moe_share),
+        "moe_mlpwi_0": k * m.base_mlp_dim * moe_share,
+        "moe_mlpwi_1": k * m.base_mlp_dim * moe_share if m.mlp_matrices == 3 else 0,
+        "moe_mlpwo": 0,  # the same tensor as its mlpwo
     }
     device = sum(sizes.get(n, 0) for n in r.device)
     offloaded = sum(sizes.get(n, 0) for n in r.offloaded)
@@ -219,7 +164,8 @@ def features(m: ModelDims, per_device_batch: float, seq: int, totals: Mapping[st
         "offload_staging": 2 * tokens * offloaded,
         "working_mlp": 2 * tokens * max(dense_width, expert_width),
         "working_embed": 2 * tokens * m.base_emb_dim,
-        "working_weights": 2 * (m.attention_params() + m.mlp_params(k)) / layers / tensor,
+        # a layer's weights gathered from their FSDP shards: every expert of it (the tokens may route to any)
+        "working_weights": 2 * (m.attention_params() + m.mlp_params()) / layers / (tensor * totals.get("expert", 1)),
         "logits": 2 * tokens * m.vocab_size / _tiles(args),
         "vocab_tables": 2 * m.vocab_size * m.base_emb_dim / tensor,
     }
@@ -245,7 +191,7 @@ def estimate_hbm(
     """``args``: the run's MaxText keys as text (recipe args with --set over them)."""
     parts: dict[str, float] = {}
     for name, b in features(m, per_device_batch, seq, totals, args).items():
-        parts[PART_OF[name]] = parts.get(PART_OF[name], 0.0) + b * (1.0 if name == "state" else getattr(coef, name))
+        parts[PART_OF[name]] = parts.get(PART_OF[name], 0.0) + b * (EXACT[name] if name in EXACT else getattr(coef, name))
     kind = kind_of(m, args)
     error = HBM_ERROR.get(kind)
     return HbmEstimate(

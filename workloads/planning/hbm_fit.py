@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from workloads.planning.hbm import Coefficients
+from workloads.planning.hbm import EXACT, Coefficients
 from workloads.planning.step_calibration import solve_least_squares
 
 NAMES = tuple(f.name for f in fields(Coefficients))
@@ -30,8 +30,13 @@ class Compiled:
     features: dict[str, float]
     compiled_bytes: float
 
+    @property
+    def exact(self) -> float:
+        """The parts that are not fitted: the train state, gradients and what the remat policy keeps."""
+        return sum(c * self.features[n] for n, c in EXACT.items())
+
     def estimate(self, coef: Coefficients) -> float:
-        return self.features["state"] + sum(getattr(coef, n) * self.features[n] for n in NAMES)
+        return self.exact + sum(getattr(coef, n) * self.features[n] for n in NAMES)
 
 
 def fit(rows: Sequence[Compiled]) -> Coefficients:
@@ -39,7 +44,7 @@ def fit(rows: Sequence[Compiled]) -> Coefficients:
     active = list(NAMES)
     while True:
         a = [[r.features[n] / r.compiled_bytes for n in active] for r in rows]
-        b = [1 - r.features["state"] / r.compiled_bytes for r in rows]
+        b = [1 - r.exact / r.compiled_bytes for r in rows]
         x = solve_least_squares(a, b)
         if all(v >= 0 for v in x) or not active:
             break

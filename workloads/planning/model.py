@@ -19,13 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import DatasetSpec
-
-if TYPE_CHECKING:
-    from workloads.planning.hbm import HbmEstimate
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -44,6 +41,69 @@ RUNTIME_JOBSET = "jobset"
 RUNTIME_JOB = "job"
 RUNTIME_RAY = "ray"
 RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
+
+
+@dataclass(frozen=True)
+class HbmEstimate:
+    """Per-device bytes by part (``workloads.planning.hbm`` estimates them), the device's HBM, and the estimate's measured error for this kind of run."""
+
+    parts_bytes: tuple[tuple[str, int], ...]
+    available_bytes: int
+    kind: str
+    error: tuple[float, float]  # compiled / estimated, least and most
+    measured: bool  # False: no compiled configuration of this kind (error is then the target band)
+
+    def parts(self) -> dict[str, int]:
+        return dict(self.parts_bytes)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(b for _, b in self.parts_bytes)
+
+    @property
+    def low_bytes(self) -> int:
+        return int(self.total_bytes * self.error[0])
+
+    @property
+    def high_bytes(self) -> int:
+        return int(self.total_bytes * self.error[1])
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.available_bytes
+
+    # The three figures earlier plans reported, for the JSON summary's readers.
+    @property
+    def state_bytes(self) -> int:
+        p = self.parts()
+        return p.get("state", 0) + p.get("gradients", 0)
+
+    @property
+    def activation_bytes(self) -> int:
+        p = self.parts()
+        return p.get("saved", 0) + p.get("working", 0)
+
+    @property
+    def logits_bytes(self) -> int:
+        return self.parts().get("logits", 0)
+
+    def as_dict(self) -> dict[str, float | str | bool | list[float]]:
+        def gib(b: int) -> float:
+            return round(b / GIB, 2)
+
+        return {
+            "estimate_gib": gib(self.total_bytes),
+            **{f"{k}_gib": gib(v) for k, v in self.parts_bytes},
+            "available_gib": gib(self.available_bytes),
+            "kind": self.kind,
+            "compiled_over_estimate": list(self.error),
+            "error_measured": self.measured,
+        }
+
+    def range_text(self) -> str:
+        lo, hi = self.error
+        how = "compiled configurations of this kind came out" if self.measured else "no compiled configuration of this kind yet; the target is"
+        return f"{self.kind}: {how} {lo:g}-{hi:g}x the estimate, {self.low_bytes / GIB:.1f}-{self.high_bytes / GIB:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -101,7 +161,7 @@ class MaxTextSizing:
     per_device_batch_size: float
     global_batch_size: int
     params: int
-    hbm: HbmEstimate  # workloads.planning.hbm
+    hbm: HbmEstimate  # workloads.planning.hbm estimates it
 
 
 @dataclass(frozen=True)

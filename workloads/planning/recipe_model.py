@@ -92,6 +92,8 @@ class ModelDims(_Model):
     global_head_dim: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' head width (0: head_dim)")
     global_kv_heads: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' key/value heads (0: base_num_kv_heads)")
     shared_kv: bool = Field(False, description="one projection serves keys and values (share_kv_projections)")
+    fused_qkv: bool = Field(False, description="one query/key/value projection (MaxText's fused_qkv: gpt3), named qkv_proj for remat")
+    fused_mlp: bool = Field(False, description="one MLP input projection (MaxText's fused_mlp), named mlpwi for remat")
 
     @property
     def mla(self) -> bool:

@@ -31,11 +31,11 @@ from dataclasses import dataclass
 from infra.catalog import GIB, SliceShape
 from workloads.planning import step_time
 from workloads.planning.errors import PlanError
-from workloads.planning.hbm import HbmEstimate, estimate_hbm
+from workloads.planning.hbm import estimate_hbm
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS
 from workloads.planning.maxtext_sets import MaxTextSets, arg_text, parse_sets, read_sets
 from workloads.planning.mesh import Mesh, check_sharding, resolve_mesh, shape_warning
-from workloads.planning.model import MaxTextSizing
+from workloads.planning.model import HbmEstimate, MaxTextSizing
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
 from workloads.planning.step_time import StepEstimate
