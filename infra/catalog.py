@@ -48,6 +48,10 @@ class Generation:
     max_chips: int
     min_gke_version: str | None  # GKE Standard floor for this generation
     multi_host_placement: Placement
+    # Cloud TPU system architecture pages (cloud.google.com/tpu/docs/<generation>): int8 peak where
+    # the chip has a faster int8 path (None: int8 runs at the bf16 rate), bidirectional ICI bandwidth.
+    peak_int8_tops_per_chip: float | None = None
+    ici_gbytes_per_s_per_chip: float = 0.0
 
     @property
     def canonical_prefix(self) -> str:
@@ -77,6 +81,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=4096,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=None,
+            ici_gbytes_per_s_per_chip=300,
         ),
         Generation(
             name="v5e",
@@ -93,6 +99,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=256,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=393,
+            ici_gbytes_per_s_per_chip=400,
         ),
         Generation(
             name="v5p",
@@ -109,6 +117,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=8960,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=918,
+            ici_gbytes_per_s_per_chip=600,
         ),
         Generation(
             name="v6e",
@@ -125,6 +135,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=256,
             min_gke_version="1.31.2-gke.1115000",
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=1836,
+            ici_gbytes_per_s_per_chip=800,
         ),
         Generation(
             name="tpu7x",
@@ -141,6 +153,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=9216,
             min_gke_version="1.34.0-gke.2201000",
             multi_host_placement=Placement.WORKLOAD_POLICY,
+            peak_int8_tops_per_chip=None,
+            ici_gbytes_per_s_per_chip=1200,
         ),
     )
 }

@@ -361,7 +361,9 @@ def test_fsdp_beyond_the_model_limit_is_refused_with_the_playbook_fix(user_recip
     with pytest.raises(FieldError) as e:
         plan_run("ds", big, Overrides())
     msg = str(e.value)
-    assert "deepseek3-671b shards FSDP 1024 ways" in msg and "at most 512 ways" in msg
+    # The limit comes from the model: multi-head latent attention's key/value rank (512) is split over fsdp.
+    assert "fsdp (ici x dcn) = 1024 cannot split the latent key/value rank" in msg and "of deepseek3-671b (512)" in msg
+    assert "at most 512 ways" in msg
     assert "--set ici_data_parallelism=2" in msg
     # The fix it names plans: FSDP 512, data 2.
     plan = plan_run("ds", big, Overrides(sets=("ici_data_parallelism=2",)))

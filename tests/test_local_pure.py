@@ -257,7 +257,7 @@ def test_rehearsal_log_is_maxtext_format_and_follows_the_plan():
     steady = [s for s in run.steps if s.step >= 44]
     summ = metrics.summarize(steady, hardware=Hardware.from_shape(plan.target.shape, 2), first_steady_step=44)
     assert summ.step_seconds_median == pytest.approx(plan.program.estimated_step_seconds, rel=0.02)
-    assert summ.mfu == pytest.approx(plan.program.assumed_mfu, rel=0.03)
+    assert summ.mfu == pytest.approx(plan.program.estimated_mfu, rel=0.03)
     # The clock: every step the same wall time; the attempt ends after the steps left.
     assert rehearsal.finish_time(r, t0, 42) == pytest.approx(t0 + 58 * r.wall_step_seconds)
     assert rehearsal.steps_done_by(r, t0, 42, t0 + 3.5 * r.wall_step_seconds) == 45

@@ -210,6 +210,7 @@ def render(
         typer.echo(str(p))
     typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
     _echo_storage(plan)
+    _echo_estimates(plan)
     _echo_cost(plan, env)
 
 
@@ -235,6 +236,26 @@ def _echo_storage(plan: RunPlan) -> None:
             f"local saves every {m.local_period_steps} steps to {m.directory}, backed up every {m.backup_minutes} min",
             err=True,
         )
+
+
+def _echo_estimates(plan: RunPlan) -> None:
+    """The plan's HBM and step-time estimates, each with the error measured for runs of its kind (stderr)."""
+    p = plan.program
+    if p.sizing is None or p.estimated_step_seconds is None:
+        return
+    h = p.sizing.hbm
+    parts = ", ".join(f"{k} {v / 2**30:.1f}" for k, v in h.parts().items())
+    typer.echo(
+        f"estimated HBM: {h.total_bytes / 2**30:.1f} GiB per device of {h.available_bytes / 2**30:g} ({parts} GiB); {h.range_text()}",
+        err=True,
+    )
+    if p.step_error is None:
+        measured = f"no published step time measures {plan.target.shape.generation.name}"
+    else:
+        measured = f"published {p.step_kind} runs took {p.step_error[0]:g}-{p.step_error[1]:g}x this model's estimate (leave-one-out)"
+    typer.echo(
+        f"estimated step: {p.estimated_step_seconds:.3g} s ({p.step_kind}, {100 * (p.estimated_mfu or 0):.0f}% MFU as MaxText counts it); {measured}", err=True
+    )
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
@@ -293,6 +314,7 @@ def submit(
         _print_objects(list(rendered.objects), output)
         if output is OutputFormat.text:
             _echo_storage(plan)
+            _echo_estimates(plan)
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)

@@ -163,7 +163,7 @@ class Rehearsal:
             checkpoint_period=c.period_steps if c else None,
             async_checkpoint=c.async_save if c else True,
             autocheckpoint=c.autocheckpoint if c else False,
-            tflops_per_device=t.shape.peak_tflops_per_device * (p.assumed_mfu or 0.0),
+            tflops_per_device=t.shape.peak_tflops_per_device * (p.estimated_mfu or 0.0),
             tokens_per_step=sizing.global_batch_size * seq if sizing else None,
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]

@@ -30,13 +30,13 @@ from workloads.planning import program_text
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.images import MAXTEXT_VERSION, runs_pinned_maxtext
-from workloads.planning.maxtext_keys import FILL, MODEL_KEYS, PLANNER_KEYS, maxtext_keys, mesh_key, numeric_keys
+from workloads.planning.maxtext_keys import ESTIMATE_KEYS, FILL, MODEL_KEYS, PLANNER_KEYS, STRUCTURE_KEYS, maxtext_keys, mesh_key, numeric_keys
 from workloads.planning.maxtext_numbers import PLAIN_INT, number_problem
 from workloads.planning.recipe_model import MaxTextSpec, Recipe
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 # The --set keys the planner reads as positive integers (the others go to MaxText as written).
-POSITIVE_INT_KEYS = MODEL_KEYS | {"max_target_length"}
+POSITIVE_INT_KEYS = MODEL_KEYS | ESTIMATE_KEYS | {"max_target_length"}
 _GCS_PATH = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/\S*)?$", re.ASCII)
 
 
@@ -120,7 +120,7 @@ def read_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], image: str)
         if key in PLANNER_KEYS:
             fix = {"run_name": "use --name", "steps": "use --steps", "num_slices": "use --slices"}.get(key, "the planner sets it from the target pool")
             raise PlanError("--set", f"{key} is set by the planner", fix)
-        if key in MODEL_KEYS and mt.model_name != "default" and sets.get("override_model_config", "").lower() != "true":
+        if (key in MODEL_KEYS or key in STRUCTURE_KEYS) and mt.model_name != "default" and sets.get("override_model_config", "").lower() != "true":
             raise PlanError(
                 "--set",
                 f"{key} changes preset model {mt.model_name}, which MaxText refuses without override_model_config=true",
@@ -145,6 +145,16 @@ def _in_domain(key: str, value: str) -> float | None:
             raise PlanError("--set", f"{key}={value} must be a positive integer", f"use a {key} of at least 1")
         if n > INT32_MAX:
             raise PlanError("--set", f"{key}={value} is beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
+        return n
+    if key in STRUCTURE_KEYS:
+        least = STRUCTURE_KEYS[key][1]
+        n = read_int(key, value, "--set")
+        if n < least or n > INT32_MAX:
+            raise PlanError(
+                "--set",
+                f"{key}={value} must be an integer from {least} to {INT32_MAX} (the estimates size the model by it)",
+                f"use a {key} of at least {least}",
+            )
         return n
     if key == "per_device_batch_size":
         try:

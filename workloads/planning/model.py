@@ -35,11 +35,6 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     PROGRAM_ERROR_EXIT_CODES,
 )
 
-# Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
-# report, on purpose. A slower real step makes checkpoints *more* frequent in time than
-# asked (the period is in steps), never less.
-ASSUMED_MFU = 0.35
-
 # The ways a plan can run (each a renderer in workloads.render, registered in
 # kustomize.RUNTIMES): a JobSet (slices restart together), a plain Indexed Job with a
 # headless Service (GKE's TPU tutorial; one slice), a KubeRay RayJob (Ray Train JaxTrainer).
@@ -51,32 +46,65 @@ RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
 
 @dataclass(frozen=True)
 class HbmEstimate:
-    """Lower-bound memory per device (the model and its calibration: ``workloads.planning.sizing``)."""
+    """Per-device bytes by part (``workloads.planning.hbm`` estimates them), the device's HBM, and the estimate's measured error for this kind of run."""
 
-    state_bytes: int
-    activation_bytes: int
-    logits_bytes: int
+    parts_bytes: tuple[tuple[str, int], ...]
     available_bytes: int
+    kind: str
+    error: tuple[float, float]  # compiled / estimated, least and most
+    measured: bool  # False: no compiled configuration of this kind (error is then the target band)
+
+    def parts(self) -> dict[str, int]:
+        return dict(self.parts_bytes)
 
     @property
     def total_bytes(self) -> int:
-        return self.state_bytes + self.activation_bytes + self.logits_bytes
+        return sum(b for _, b in self.parts_bytes)
+
+    @property
+    def low_bytes(self) -> int:
+        return int(self.total_bytes * self.error[0])
+
+    @property
+    def high_bytes(self) -> int:
+        return int(self.total_bytes * self.error[1])
 
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.available_bytes
 
-    def as_dict(self) -> dict[str, float]:
+    # The three figures earlier plans reported, for the JSON summary's readers.
+    @property
+    def state_bytes(self) -> int:
+        p = self.parts()
+        return p.get("state", 0) + p.get("gradients", 0)
+
+    @property
+    def activation_bytes(self) -> int:
+        p = self.parts()
+        return p.get("saved", 0) + p.get("working", 0)
+
+    @property
+    def logits_bytes(self) -> int:
+        return self.parts().get("logits", 0)
+
+    def as_dict(self) -> dict[str, float | str | bool | list[float]]:
         def gib(b: int) -> float:
             return round(b / GIB, 2)
 
         return {
             "estimate_gib": gib(self.total_bytes),
-            "state_gib": gib(self.state_bytes),
-            "activations_gib": gib(self.activation_bytes),
-            "logits_gib": gib(self.logits_bytes),
+            **{f"{k}_gib": gib(v) for k, v in self.parts_bytes},
             "available_gib": gib(self.available_bytes),
+            "kind": self.kind,
+            "compiled_over_estimate": list(self.error),
+            "error_measured": self.measured,
         }
+
+    def range_text(self) -> str:
+        lo, hi = self.error
+        how = "compiled configurations of this kind came out" if self.measured else "no compiled configuration of this kind yet; the target is"
+        return f"{self.kind}: {how} {lo:g}-{hi:g}x the estimate, {self.low_bytes / GIB:.1f}-{self.high_bytes / GIB:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -134,7 +162,7 @@ class MaxTextSizing:
     per_device_batch_size: float
     global_batch_size: int
     params: int
-    hbm: HbmEstimate
+    hbm: HbmEstimate  # workloads.planning.hbm estimates it
 
 
 @dataclass(frozen=True)
@@ -188,8 +216,10 @@ class SecretRef:
 class Program:
     """What runs in every worker: the same image, command, args and env.
 
-    ``estimated_step_seconds``: the planner's step time, from the catalog's peak FLOP/s
-    at ``assumed_mfu`` (None for a plain command: nothing to estimate).
+    ``estimated_step_seconds``: the planner's step time (``workloads.planning.step_time``; None
+    for a plain command: nothing to estimate), ``estimated_mfu`` what MaxText would report for
+    it (its model FLOPs over the step at the bf16 peak), and ``step_error`` the measured error
+    of that estimate on published runs of its kind (published / estimated, least and most).
     """
 
     recipe: str
@@ -203,7 +233,9 @@ class Program:
     output_dir: str | None = None
     sizing: MaxTextSizing | None = None
     estimated_step_seconds: float | None = None
-    assumed_mfu: float | None = None
+    estimated_mfu: float | None = None
+    step_kind: str | None = None  # "dense, bf16", "dense, quantized" or "mixture of experts"
+    step_error: tuple[float, float] | None = None  # None: no published figure measures the generation
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
     dataset: DatasetSpec | None = None  # --dataset / the recipe's dataset: (read-only GCS FUSE mount); None: the recipe's data args
     load_parameters: LoadParameters | None = None  # --load-parameters / the recipe's load_parameters_path: checked before apply
@@ -382,7 +414,10 @@ class RunPlan:
         if p.estimated_step_seconds is not None:
             out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
             out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
-            out["assumed_mfu"] = p.assumed_mfu
+            out["estimated_mfu"] = round(p.estimated_mfu or 0.0, 3)
+            out["step_time_error"] = (
+                {"kind": p.step_kind, "published_over_estimate": list(p.step_error)} if p.step_error else {"kind": p.step_kind, "measured": False}
+            )
         if p.profile:
             out["profile"] = {"first_step": p.profile.first_step, "steps": p.profile.steps, "vertex_tensorboard": p.profile.tensorboard}
         if p.sizing:

@@ -58,7 +58,6 @@ from workloads.planning.defaults import (
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.maxtext_sets import arg_text, read_int
 from workloads.planning.model import (
-    ASSUMED_MFU,
     CHECKPOINT_STORAGES,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
@@ -277,14 +276,14 @@ def _period_steps(every_minutes: float, step_s: float, steps: int, *, explicit: 
     if explicit and raw < 1:
         raise PlanError(
             "--checkpoint-every",
-            f"{every_minutes:g} min is shorter than one step (~{step_s:.1f} s estimated at {ASSUMED_MFU:.0%} MFU)",
+            f"{every_minutes:g} min is shorter than one step (~{step_s:.1f} s estimated)",
             f"pass at least {math.ceil(step_s / 60 * 100) / 100:g}",
         )
     run_minutes = steps * step_s / 60
     if explicit and math.floor(raw) > steps:
         raise PlanError(
             "--checkpoint-every",
-            f"{every_minutes:g} min is longer than the whole run (~{run_minutes:.1f} min: {steps} steps x ~{step_s:.1f} s at {ASSUMED_MFU:.0%} MFU)",
+            f"{every_minutes:g} min is longer than the whole run (~{run_minutes:.1f} min: {steps} steps x ~{step_s:.1f} s estimated)",
             f"pass at most {math.floor(run_minutes * 100) / 100:g}, or leave it out (a run always saves its last step)",
         )
     return min(max(1, math.floor(raw)), steps)

@@ -38,7 +38,7 @@ from workloads.planning.fine_tuning import sft_args
 from workloads.planning.images import MAXTEXT_SFT_MODULE, MAXTEXT_TRAIN_MODULE
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, mesh_key
 from workloads.planning.maxtext_sets import arg_text
-from workloads.planning.model import ASSUMED_MFU, RUNTIME_RAY, Checkpointing, Profiling, Program
+from workloads.planning.model import RUNTIME_RAY, Checkpointing, Profiling, Program
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, PolicyChoice
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
@@ -123,8 +123,10 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
         output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
         sizing=sizing.summary(),
-        estimated_step_seconds=sizing.step_seconds,
-        assumed_mfu=ASSUMED_MFU,
+        estimated_step_seconds=sizing.step.seconds,
+        estimated_mfu=sizing.step.mfu,
+        step_kind=sizing.step.kind,
+        step_error=sizing.step.error,
         profile=profile,
         dataset=dataset,
         load_parameters=load,
@@ -170,8 +172,12 @@ def _maxtext_args(
             if degrees[axis] != 1 or (level, axis) in (("ici", "fsdp"), ("dcn", "data")):
                 args[f"{level}_{axis}_parallelism"] = str(degrees[axis])
     for key, value in sets.items():
-        if mesh_key(key) or key in MODEL_KEYS or key in CHECKPOINT_KEYS or key in ("per_device_batch_size", "base_output_directory"):
+        if mesh_key(key) or key in CHECKPOINT_KEYS or key in ("per_device_batch_size", "base_output_directory"):
             continue  # already resolved above
+        if key in MODEL_KEYS and mt.model_name == "default":
+            continue  # written with the model above
+        # A preset's dimension (with override_model_config=true, read_sets' rule) goes to MaxText as given:
+        # the run must train the model the plan sized.
         args[key] = value
     return args
 
