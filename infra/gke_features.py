@@ -38,3 +38,15 @@ MTC_GENERATIONS = ("v4", "v5e", "v5p", "v6e")
 # (988) beside the GKE metadata server, so the instance needs no gke_support_enabled and the
 # driver no legacy port 6988 (GKE API, LustreCsiDriverConfig.enable_legacy_lustre_port).
 LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
+
+# GKE's slice controller add-on (addonsConfig.sliceControllerConfig; provider 7.43.0's
+# ContainerClusterAddonsConfigSliceControllerConfig), which forms tpu7x slices from Slice objects
+# (accelerator.gke.io/v1beta1). The only GKE page that says how to turn it on is dynamic slicing's
+# ("Use dynamic slicing with a custom scheduler": Standard, Rapid channel, 1.35.2-gke.1842000 or later),
+# so its floor is that one. The published TPU v7 training playbook lists it among multislice's prerequisites.
+SLICE_CONTROLLER_MIN_GKE_VERSION = "1.35.2-gke.1842000"
+# Dynamic slicing of tpu7x (GA; GKE docs "About dynamic slicing", "Use dynamic slicing in GKE with Kueue"):
+# Standard, Rapid channel, COS, an All Capacity mode reservation consumed as SPECIFIC_RESERVATION, node pools
+# of one 4x4x4 sub-block each whose workload policy has accelerator_topology_mode PROVISION_ONLY.
+DYNAMIC_SLICING_MIN_GKE_VERSION = "1.35.2-gke.1842000"
+DYNAMIC_SLICING_GENERATIONS = ("tpu7x",)

@@ -28,6 +28,7 @@ from infra.gke_features import (
 )
 from infra.naming import GCP_ID, REGION, ZONE
 from infra.price_table import PriceOverrides
+from infra.spec import ironwood
 from infra.spec.capacity import FlexStart, flex_start_words
 from infra.spec.cidrs import Cidrs, derive_cidrs
 from infra.spec.cluster import ClusterSpec, CpuPoolSpec
@@ -196,7 +197,7 @@ class EnvFields(ClusterDerived, Section):
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
-        return floors + cluster_floors(self.cluster)
+        return floors + ironwood.floors(self) + cluster_floors(self.cluster)
 
     @property
     def gke_version_floor(self) -> str | None:
@@ -240,6 +241,8 @@ class EnvFields(ClusterDerived, Section):
         """
         if pool.shape.placement is not catalog.Placement.WORKLOAD_POLICY:
             return None
+        if pool.dynamic_slicing:
+            return ironwood.provision_only_policy(self.cluster.name)
         if self.xpk.enabled:
             # xpk's pods select this exact name (xpk 1.13 core/scheduling.py get_placement_policy_name).
             return f"{pool.shape.accelerator_type}-{pool.shape.topology}-placement-policy"
