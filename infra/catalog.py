@@ -59,7 +59,7 @@ class Generation:
 
 # The tpu7x VM with an iRDMA NIC (Intel RDMA over a SmartNIC) for faster DCN transfers; not needed for
 # multislice, which runs on tpu7x-standard-4t too. Offered in some zones only: `infra check` reads
-# Compute Engine's machineTypes of the pool's zone. (The published TPU v7 training playbook's node pools.)
+# Compute Engine's machineTypes of the pool's zone.
 ULTRANET_MACHINE = "tpu7x-ultranet-4t"
 
 # Multislice across node pools on GKE Standard needs at least this version.

@@ -43,7 +43,7 @@ LUSTRE_MIN_GKE_VERSION = "1.33.2-gke.4655000"
 # ContainerClusterAddonsConfigSliceControllerConfig), which forms tpu7x slices from Slice objects
 # (accelerator.gke.io/v1beta1). The only GKE page that says how to turn it on is dynamic slicing's
 # ("Use dynamic slicing with a custom scheduler": Standard, Rapid channel, 1.35.2-gke.1842000 or later),
-# so its floor is that one. The published TPU v7 training playbook lists it among multislice's prerequisites.
+# so its floor is that one. Ironwood multislice training lists the add-on among its prerequisites.
 SLICE_CONTROLLER_MIN_GKE_VERSION = "1.35.2-gke.1842000"
 # Dynamic slicing of tpu7x (GA; GKE docs "About dynamic slicing", "Use dynamic slicing in GKE with Kueue"):
 # Standard, Rapid channel, COS, an All Capacity mode reservation consumed as SPECIFIC_RESERVATION, node pools

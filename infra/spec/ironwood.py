@@ -3,10 +3,10 @@
 - ``machine_type``: tpu7x multi-host pools run on ``tpu7x-standard-4t`` or ``tpu7x-ultranet-4t``
   (the same VM with an iRDMA NIC, ``infra.catalog.ULTRANET_MACHINE``). Whether the pool's zone
   offers it is a fact of the project's zone, read by ``infra check`` (``infra.cloud_checks``).
-- ``gvnic``: Google Virtual NIC on the pool's VMs; on by default for tpu7x, whose node pools in the
-  published TPU v7 training playbook are created with ``--enable-gvnic``.
+- ``gvnic``: Google Virtual NIC on the pool's VMs; on by default for tpu7x: Ironwood training node
+  pools are created with ``gcloud beta container node-pools create ... --enable-gvnic``.
 - ``cluster.slice_controller``: GKE's slice controller add-on. On by default where a tpu7x pool has
-  several slices (the playbook's multislice prerequisites name it) or uses dynamic slicing (GKE's
+  several slices (Ironwood multislice training lists it among its prerequisites) or uses dynamic slicing (GKE's
   dynamic slicing pages: the controller forms the slices).
 - ``dynamic_slicing``: GKE dynamic slicing (GA): the pool's node pools are 4x4x4 sub-blocks of an All
   Capacity mode reservation (the workload policy's ``accelerator_topology_mode: PROVISION_ONLY``,
@@ -22,7 +22,7 @@ Each feature's GKE floor is in ``infra.gke_features`` and joins ``EnvFields.gke_
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from infra import catalog, naming
 from infra.gke_features import DYNAMIC_SLICING_GENERATIONS, DYNAMIC_SLICING_MIN_GKE_VERSION, SLICE_CONTROLLER_MIN_GKE_VERSION
@@ -31,9 +31,10 @@ from infra.spec.messages import split_problem
 from infra.spec.section import FieldValueError
 from toolkit.errors import CatalogError, SpecError
 
-if TYPE_CHECKING:
-    from infra.spec.env import EnvFields
-    from infra.spec.tpu_pools import TpuPoolSpec
+# The spec's fields (infra.spec.env.EnvFields) and a pool (infra.spec.tpu_pools.TpuPoolSpec) come in as
+# Any: both import this module, and a type-only import back would be a cycle (tests/test_layers.py).
+EnvFields = Any
+TpuPoolSpec = Any
 
 GVNIC_DEFAULT_GENERATIONS = ("tpu7x",)
 SUB_BLOCK_TOPOLOGY = "4x4x4"  # a tpu7x sub-block: 16 hosts, 64 chips; one node pool each under dynamic slicing
