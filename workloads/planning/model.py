@@ -33,6 +33,7 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
+from workloads.planning.parallel_containers import layout as parallel_layout
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
 # report, on purpose. A slower real step makes checkpoints *more* frequent in time than
@@ -106,6 +107,16 @@ class Target:
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
     run_as_user: int | None = None  # the team's non-root UID (TeamSpec.run_as_user); None = the image's user
+    containers_per_vm: int = 1  # parallel containers (workloads.planning.parallel_containers): 2 on tpu7x, each with half the chips
+
+    @property
+    def chips_per_container(self) -> int:
+        return self.shape.chips_per_vm // self.containers_per_vm
+
+    @property
+    def processes(self) -> int:
+        """JAX processes of the whole run: one per container (MaxText's jax.process_count())."""
+        return self.nodes * self.containers_per_vm
 
     @property
     def multislice(self) -> bool:
@@ -346,6 +357,8 @@ class RunPlan:
             "program_error_exit_codes": list(self.policy.program_error_exit_codes),
             "checkpoint": self._checkpoint_summary(),
         }
+        if t.containers_per_vm > 1:
+            out["parallel_containers"] = parallel_layout(t)
         if p.dataset is not None:
             out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
         if self.policy.multi_tier is not None:

@@ -224,6 +224,14 @@ class Overrides:
         "the RAM disk is sized from the model and checked against the VM's memory",
     )
 
+    # GKE's multi-container setup on tpu7x (two NUMA nodes per VM): a container per NUMA node, each with half the chips
+    parallel_containers: bool = _flag(
+        False,
+        "--parallel-containers/--no-parallel-containers",
+        "tpu7x: two containers per VM, each holding 2 of its 4 chips and one NUMA node's CPUs and NIC (GKE's multi-container setup; "
+        "xpk's and Cluster Toolkit's default there): two JAX processes per VM, MaxText's process count doubles, its devices do not",
+    )
+
     def problem(self) -> tuple[str, str, str] | None:
         """(flag or field, problem, fix) for the first number outside its ``Bounds``, else None."""
         for f in fields(self):

@@ -24,6 +24,7 @@ Pure; ``now`` and ``rand`` come from the caller (the run service passes the cloc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -69,6 +70,8 @@ def place_run(recipe: Recipe, spec: EnvSpec, o: Overrides, *, now: datetime, ran
     choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
     name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes, runtime), now, rand)
     target = _target(spec, choice, slices, team, priority)
+    if o.parallel_containers:
+        target = dataclasses.replace(target, containers_per_vm=_parallel_containers(target, runtime))
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
     image = _image(recipe, spec, o.image, runtime)
@@ -180,6 +183,28 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         dcn=DcnNetwork(spec.network.dcn.gke_network, spec.network.dcn.tcp_rmem) if spec.network.dcn and slices > 1 else None,
         run_as_user=team.run_as_user,
     )
+
+
+def _parallel_containers(target: Target, runtime: str) -> int:
+    """``--parallel-containers``: the containers per VM its generation runs (workloads.planning.parallel_containers), or a refusal."""
+    from workloads.planning import parallel_containers as pc
+
+    gen = target.shape.generation.name
+    n = pc.containers_for(gen)
+    if n is None:
+        where = ", ".join(pc.GENERATIONS)
+        raise PlanError(
+            "--parallel-containers",
+            f"GKE's multi-container setup binds one container to each NUMA node of {where} VMs (two per VM); a {gen} VM runs one container",
+            "drop --parallel-containers",
+        )
+    if runtime not in pc.RUNTIMES:
+        raise PlanError(
+            "--parallel-containers", f"the {runtime} runtime lays out its own containers", f"drop --parallel-containers, or use --runtime {pc.RUNTIMES[0]}"
+        )
+    if target.shape.chips_per_vm % n:
+        raise PlanError("--parallel-containers", f"{target.shape.chips_per_vm} chips per VM do not split over {n} containers", "drop --parallel-containers")
+    return n
 
 
 def _check_ray_shape(target: Target, o: Overrides) -> None:

@@ -70,9 +70,11 @@ def disruption_message_pattern() -> str:
     return rf"^Pod \S+ has condition DisruptionTarget matching FailJob rule at index {DISRUPTION_INDEX}$"
 
 
-def program_error_message_pattern() -> str:
-    """RE2 for Kubernetes 1.34's message for a FailJob exit-code match of the workload container."""
-    return rf"^Container {names.WORKLOAD_CONTAINER} for pod \S+ failed with exit code \d+ matching FailJob rule at index {PROGRAM_ERROR_INDEX}$"
+def program_error_message_pattern(parallel: bool = False) -> str:
+    """RE2 for Kubernetes 1.34's message for a FailJob exit-code match of the workload container (with
+    ``parallel`` containers, of any of them: ``workload-2`` is the second)."""
+    name = f"{names.WORKLOAD_CONTAINER}(-\\d+)?" if parallel else names.WORKLOAD_CONTAINER
+    return rf"^Container {name} for pod \S+ failed with exit code \d+ matching FailJob rule at index {PROGRAM_ERROR_INDEX}$"
 
 
 def coordinator_address(plan: RunPlan) -> str:
@@ -104,6 +106,10 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env]
+    if plan.target.multislice and plan.target.containers_per_vm > 1:
+        # Two processes per pod cannot share one MegaScale port: GKE's TPU webhook sets each container's
+        # (workloads.planning.parallel_containers); the DCN interfaces are still the run's to name.
+        return _libtpu_args(env, MEGASCALE_GRPC_FLAG) if plan.target.dcn is not None else env
     if plan.target.multislice:
         env += [
             {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},
@@ -135,8 +141,23 @@ def pod_labels(plan: RunPlan) -> dict[str, str]:
     return dict(plan.labels)
 
 
+def containers(plan: RunPlan) -> list[dict[str, Any]]:
+    """The pod's training containers: one, or with parallel containers one per NUMA node, each with its share of the chips.
+
+    The second is ``workload-2``, the same program; it declares no ports (two processes of a pod
+    cannot hold the same ones, and GKE's TPU webhook gives each container its own).
+    """
+    first = container(plan)
+    out = [first]
+    for i in range(2, plan.target.containers_per_vm + 1):
+        c = {**first, "name": f"{names.WORKLOAD_CONTAINER}-{i}"}
+        c.pop("ports")
+        out.append(c)
+    return out
+
+
 def container(plan: RunPlan) -> dict[str, Any]:
-    program, tpu = plan.program, plan.target.shape.chips_per_vm
+    program, tpu = plan.program, plan.target.chips_per_container
     c: dict[str, Any] = {
         "name": names.WORKLOAD_CONTAINER,
         "image": program.image,
@@ -187,7 +208,7 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
-    spec["containers"] = [container(plan)]
+    spec["containers"] = containers(plan)
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)]
     return spec
 
@@ -200,14 +221,10 @@ def pod_failure_policy(plan: RunPlan) -> dict[str, Any]:
     """
     rules: list[dict[str, Any]] = [{}, {}]
     rules[DISRUPTION_INDEX] = {"action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-    rules[PROGRAM_ERROR_INDEX] = {
-        "action": "FailJob",
-        "onExitCodes": {
-            "containerName": names.WORKLOAD_CONTAINER,
-            "operator": "In",
-            "values": list(plan.policy.program_error_exit_codes),
-        },
-    }
+    codes: dict[str, Any] = {"containerName": names.WORKLOAD_CONTAINER, "operator": "In", "values": list(plan.policy.program_error_exit_codes)}
+    if plan.target.containers_per_vm > 1:
+        del codes["containerName"]  # any of the parallel containers (a rule without a name covers them all)
+    rules[PROGRAM_ERROR_INDEX] = {"action": "FailJob", "onExitCodes": codes}
     return {"rules": rules}
 
 
@@ -249,7 +266,7 @@ def failure_policy(plan: RunPlan) -> dict[str, Any]:
                 "name": PROGRAM_ERROR_RULE,
                 "action": "FailJobSet",
                 "onJobFailureReasons": [JOB_FAILURE_REASON],
-                "onJobFailureMessagePatterns": [program_error_message_pattern()],
+                "onJobFailureMessagePatterns": [program_error_message_pattern(plan.target.containers_per_vm > 1)],
             },
             {"name": OTHER_FAILURE_RULE, "action": "RestartJobSet"},
         ],
