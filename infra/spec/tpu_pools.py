@@ -270,6 +270,8 @@ class TpuPoolSpec(Section):
         shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
         if self.class_name is not None:
             return self.class_name  # one flavor for the class: GKE, not Kueue, picks the priority
+        if self.dynamic_slicing:
+            return self.name  # its own: its nodes are placed by a Kueue Topology of its own (workloads.render.dynamic_slicing)
         option = option or self.capacity_options()[0]
         return f"{self.name}-{option.tag}" if option.tag else self.shape.key
 

@@ -81,6 +81,7 @@ GKE_NETWORKING_CRDS = Path(__file__).parent / "crds" / "gke-networking.yaml"  # 
 PROVISIONING_REQUEST_CRD = Path(__file__).parent / "crds" / "provisioningrequests.yaml"  # DWS queued provisioning
 COMPUTE_CLASS_CRD = Path(__file__).parent / "crds" / "computeclasses.yaml"  # compute class pools' ComputeClasses
 CHECKPOINT_CONFIGURATION_CRD = Path(__file__).parent / "crds" / "checkpointconfigurations.yaml"  # multi-tier checkpointing
+SLICE_CRD = Path(__file__).parent / "crds" / "slices.yaml"  # dynamic slicing's Slice objects (workloads/local/slices.py)
 
 
 def gke_networking_crds() -> list[dict[str, Any]]:

@@ -42,7 +42,7 @@ def install(b: Boot, kube: Cluster) -> None:
         kube.apply(objs, field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)  # this tool owns them here
     # Before Kueue starts: its ProvisioningRequest admission check is set up only if the API exists then.
     b.daemons.progress("installing the ProvisioningRequest CRD (DWS queued provisioning)")
-    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD, addons.CHECKPOINT_CONFIGURATION_CRD):
+    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD, addons.CHECKPOINT_CONFIGURATION_CRD, addons.SLICE_CRD):
         kube.apply(addons.load_docs(crd), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
     if b.ray:  # before Kueue starts: it sets up only the integrations whose CRDs exist then
         b.daemons.progress(f"installing the KubeRay {kuberay.KUBERAY_VERSION} CRDs")

@@ -52,7 +52,7 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import cloudlogging, disrupt, loopback, state
+from workloads.local import cloudlogging, disrupt, loopback, slices, state
 from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
 
@@ -503,11 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = args.state_dir
     kube = state.client(state_dir)
     daemon = Rehearsals(state_dir, kube)
+    slice_controllers = slices.SliceControllers(kube, _say)  # dynamic slicing's admission and GKE's slice forming
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
     while True:
         now = time.time()
-        for step in (daemon.tick, daemon.replace_nodes):
+        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick):
             try:
                 step(now)
             except (ToolkitError, OSError) as e:

@@ -33,6 +33,7 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
+from workloads.planning.dynamic_slices import DynamicSlice
 from workloads.planning.parallel_containers import layout as parallel_layout
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
@@ -107,6 +108,7 @@ class Target:
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
     run_as_user: int | None = None  # the team's non-root UID (TeamSpec.run_as_user); None = the image's user
+    dynamic: DynamicSlice | None = None  # --topology on a dynamically sliced pool (workloads.planning.dynamic_slices)
     containers_per_vm: int = 1  # parallel containers (workloads.planning.parallel_containers): 2 on tpu7x, each with half the chips
 
     @property
@@ -359,6 +361,8 @@ class RunPlan:
         }
         if t.containers_per_vm > 1:
             out["parallel_containers"] = parallel_layout(t)
+        if t.dynamic is not None:
+            out["dynamic_slice"] = {"topology": t.dynamic.topology, "kind": t.dynamic.kind, "domain": t.dynamic.level, "health": t.dynamic.health_label}
         if p.dataset is not None:
             out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
         if self.policy.multi_tier is not None:

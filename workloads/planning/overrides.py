@@ -224,6 +224,14 @@ class Overrides:
         "the RAM disk is sized from the model and checked against the VM's memory",
     )
 
+    # a slice shape on a dynamically sliced pool (workloads.planning.dynamic_slices); None: the pool's own slices
+    topology: str | None = _flag(
+        None,
+        "--topology",
+        "dynamically sliced tpu7x pools only: the slice to run on, a sub-slice of one 4x4x4 sub-block (2x2x1, 2x2x2, 2x2x4, 2x4x4) "
+        "or a super-slice of several (4x4x8, 4x8x8, ...); Kueue's topology-aware scheduling and GKE's slice controller place it",
+        metavar="AxBxC",
+    )
     # GKE's multi-container setup on tpu7x (two NUMA nodes per VM): a container per NUMA node, each with half the chips
     parallel_containers: bool = _flag(
         False,

@@ -32,6 +32,7 @@ from datetime import datetime
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
+from workloads.planning import dynamic_slices
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.image_reference import image_problem
 from workloads.planning.images import MAXTEXT_IMAGE, RAY_IMAGE
@@ -67,9 +68,24 @@ def place_run(recipe: Recipe, spec: EnvSpec, o: Overrides, *, now: datetime, ran
     team = spec.team(o.team)
     _check_host_network(o, team)
     priority = _priority(o, team)
-    choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
-    name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes, runtime), now, rand)
+    if o.topology is not None:
+        # The slice is the run's to say: the pool is the first dynamically sliced one unless --pool names another.
+        named = o.pool or next((p.name for p in spec.tpu_pools if p.dynamic_slicing), None)
+        choice = select_pool(spec, recipe, pool=named, slices=1)
+        shape, dynamic = dynamic_slices.choose(choice.pool, o.topology, slices)
+        if runtime != RUNTIME_JOBSET:
+            raise PlanError("--topology", f"the {runtime} runtime has no slice controller integration here", "use --runtime jobset")
+    else:
+        choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
+        shape, dynamic = choice.shape, None
+    budget = name_budget(slices, shape.nodes, runtime)
+    if dynamic is not None:
+        budget = min(budget, dynamic_slices.run_name_budget(team.ns, slices))
+    name = _run_name(recipe, o, budget, now, rand)
     target = _target(spec, choice, slices, team, priority)
+    if dynamic is not None:
+        # Kueue and the slice controller place it: no node pool's topology or placement policy to select.
+        target = dataclasses.replace(target, shape=shape, dynamic=dynamic, placement_policy=None, dcn=target.dcn)
     if o.parallel_containers:
         target = dataclasses.replace(target, containers_per_vm=_parallel_containers(target, runtime))
     if runtime == RUNTIME_RAY:

@@ -48,7 +48,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.target import REPLICATED_JOB
-from workloads.render import exitguard, podsecurity, volumes
+from workloads.render import dynamic_slicing, exitguard, podsecurity, volumes
 from workloads.render.kubelet_escape import k8s_literal, k8s_literals
 
 RUNTIME = RUNTIME_JOBSET
@@ -125,7 +125,7 @@ def _env(plan: RunPlan) -> list[dict[str, Any]]:
 def pod_annotations(plan: RunPlan) -> dict[str, str]:
     """On the pod network, GKE multi-networking gives the pod the DCN NIC as eth1 (hostNetwork pods use the host's);
     a GCS FUSE volume (the dataset) asks GKE for the driver's sidecar (``volumes.pod_annotations``)."""
-    out = volumes.pod_annotations(plan)
+    out = {**volumes.pod_annotations(plan), **dynamic_slicing.pod_annotations(plan)}
     dcn = plan.target.dcn
     if dcn is None or plan.policy.host_network:
         return out
@@ -182,6 +182,8 @@ def container(plan: RunPlan) -> dict[str, Any]:
 def node_selector(plan: RunPlan) -> dict[str, str]:
     """The GKE labels every TPU VM of the target shape carries (and only those VMs)."""
     t = plan.target
+    if t.dynamic is not None:
+        return dynamic_slicing.node_selector(plan)  # Kueue and GKE's slice controller place it (workloads.render.dynamic_slicing)
     selector = {names.GKE_TPU_ACCELERATOR_LABEL: t.shape.accelerator_label, names.GKE_TPU_TOPOLOGY_LABEL: t.shape.topology}
     if t.placement_policy:
         selector[names.GKE_PLACEMENT_POLICY_LABEL] = t.placement_policy
@@ -207,6 +209,8 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
         sysctls = [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
+    if (aff := dynamic_slicing.affinity(plan)) is not None:
+        spec["affinity"] = aff
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     spec["containers"] = containers(plan)
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)]
@@ -282,7 +286,8 @@ def jobset(plan: RunPlan) -> dict[str, Any]:
             "name": plan.name,
             "namespace": plan.target.namespace,
             "labels": run_labels(plan),
-            "annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL},
+            # One slice per node pool; dynamic slices share node pools or span several, and Kueue places them.
+            **({} if plan.target.dynamic else {"annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL}}),
         },
         "spec": {
             "ttlSecondsAfterFinished": plan.policy.ttl_seconds,
