@@ -213,11 +213,19 @@ class SliceControllers:
 
     # Kueue's slice controller: Slices from the topology assignment, and the admission check's state
     def _kueue(self, info: Any, slices: dict[str, dict[str, Any]], nodes: dict[str, dict[str, Any]]) -> None:
-        checks = {
-            c["metadata"]["name"]
-            for c in self.kube.list(self.kube.resource(KUEUE_V1BETA1, "AdmissionCheck"))
-            if (c.get("spec") or {}).get("controllerName") == SLICE_CONTROLLER
-        }
+        ac_info = self.kube.resource(KUEUE_V1BETA1, "AdmissionCheck")
+        mine = [c for c in self.kube.list(ac_info) if (c.get("spec") or {}).get("controllerName") == SLICE_CONTROLLER]
+        for c in mine:  # the controller keeps its checks Active, as every admission check controller does
+            if not any(x.get("type") == "Active" and x.get("status") == "True" for x in (c.get("status") or {}).get("conditions") or []):
+                cond = {"type": "Active", "status": "True", "reason": "Active", "message": "The admission check is active", "lastTransitionTime": _now_iso()}
+                self.kube.request(
+                    "PATCH",
+                    ac_info.path(None, c["metadata"]["name"]) + "/status",
+                    body={"status": {"conditions": [cond]}},
+                    content_type="application/merge-patch+json",
+                )
+                self.say(f"admission check {c['metadata']['name']}: Active")
+        checks = {c["metadata"]["name"] for c in mine}
         if not checks:
             return
         wls = self.kube.list(self.kube.resource(KUEUE_V1BETA1, "Workload"))
