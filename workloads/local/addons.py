@@ -50,6 +50,8 @@ FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
 # rehearsal daemon has written FINISH_AT_ANNOTATION (an RFC 3339 time) on it, and
 # kwok's complete stage fires at that time, not before.
 REHEARSAL_LABEL = f"{TGK_LOCAL_PREFIX}/rehearsal"
+# On a Pathways run's pods beside the rehearsal facts: its elastic slices (workloads/local/pathways_rehearsal.py plays them).
+PATHWAYS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/pathways"
 REHEARSAL_ANNOTATION = REHEARSAL_LABEL
 # On a RayJob: how long the stand-in Ray job runs (workloads/local/kuberay.py); set by
 # ``submit`` on the local cluster from the rehearsal time, like REHEARSAL_ANNOTATION.

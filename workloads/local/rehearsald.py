@@ -52,8 +52,8 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import cloudlogging, disrupt, loopback, slices, state
-from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
+from workloads.local import cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state
+from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, gcs_metrics_dir, metrics_file_name, saved_steps, step_end, steps_done_by
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
@@ -281,6 +281,8 @@ class Rehearsals:
             return self.workers[uid]
         if not (pod.get("spec") or {}).get("nodeName"):
             return None  # not placed yet: no kubelet, no log
+        if PATHWAYS_ANNOTATION in (meta.get("annotations") or {}):
+            return None  # a Pathways run: its head and workers are played together (pathways_rehearsal)
         try:
             r = Rehearsal.from_annotation((meta.get("annotations") or {})[REHEARSAL_ANNOTATION])
         except (KeyError, ValueError, TypeError) as e:
@@ -504,11 +506,12 @@ def main(argv: list[str] | None = None) -> int:
     kube = state.client(state_dir)
     daemon = Rehearsals(state_dir, kube)
     slice_controllers = slices.SliceControllers(kube, _say)  # dynamic slicing's admission and GKE's slice forming
+    pathways_runs = pathways_rehearsal.PathwaysRehearsals(daemon, _say)  # a Pathways run's head and workers
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
     while True:
         now = time.time()
-        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick):
+        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick, pathways_runs.tick):
             try:
                 step(now)
             except (ToolkitError, OSError) as e:

@@ -35,6 +35,7 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
 )
 from workloads.planning.dynamic_slices import DynamicSlice
 from workloads.planning.parallel_containers import layout as parallel_layout
+from workloads.planning.pathways import ElasticSlices
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
 # report, on purpose. A slower real step makes checkpoints *more* frequent in time than
@@ -47,7 +48,10 @@ ASSUMED_MFU = 0.35
 RUNTIME_JOBSET = "jobset"
 RUNTIME_JOB = "job"
 RUNTIME_RAY = "ray"
-RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
+# MaxText on Pathways: a JobSet of a head (the IFRT proxy, the resource manager and the program) and
+# TPU workers per slice (workloads.planning.pathways, workloads.render.pathways).
+RUNTIME_PATHWAYS = "pathways"
+RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY, RUNTIME_PATHWAYS)
 
 
 @dataclass(frozen=True)
@@ -319,6 +323,7 @@ class Policy:
     checkpoint: Checkpointing | None = None  # None: the run does not checkpoint (a plain command, or turned off)
     multi_tier: MultiTierCheckpointing | None = None  # --multi-tier-checkpointing (None: GCS only)
     checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
+    elastic: ElasticSlices | None = None  # Pathways elastic slices (--elastic-slices; workloads.planning.pathways)
 
 
 @dataclass(frozen=True)

@@ -232,6 +232,22 @@ class Overrides:
         "or a super-slice of several (4x4x8, 4x8x8, ...); Kueue's topology-aware scheduling and GKE's slice controller place it",
         metavar="AxBxC",
     )
+    # Pathways elastic slices (workloads.planning.pathways): slices that may go away and come back without a restart
+    elastic_slices: int | None = _flag(
+        None,
+        "--elastic-slices",
+        "--runtime pathways only: slices that may be lost and replaced while the others keep running (the proxy's --num_elastic_slices; "
+        "MaxText recovers in its process from its last checkpoint)",
+        metavar="N",
+        bounds=Bounds(1, INT32_MAX, "a run's slices can be", floor=("must be at least 1, got {value}", "pass --elastic-slices 1 or more")),
+    )
+    max_slice_restarts: int | None = _flag(
+        None,
+        "--max-slice-restarts",
+        "with --elastic-slices: how many times each slice's workers may be replaced (default 10, as MaxText's elastic guide)",
+        metavar="M",
+        bounds=Bounds(0, 1_000_000, "slice replacements a run may count"),
+    )
     # GKE's multi-container setup on tpu7x (two NUMA nodes per VM): a container per NUMA node, each with half the chips
     parallel_containers: bool = _flag(
         False,

@@ -32,11 +32,11 @@ from datetime import datetime
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
-from workloads.planning import dynamic_slices
+from workloads.planning import dynamic_slices, pathways
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.image_reference import image_problem
 from workloads.planning.images import MAXTEXT_IMAGE, RAY_IMAGE
-from workloads.planning.model import RUNTIME_JOB, RUNTIME_JOBSET, RUNTIME_RAY, RUNTIMES, DcnNetwork, Target
+from workloads.planning.model import RUNTIME_JOB, RUNTIME_JOBSET, RUNTIME_PATHWAYS, RUNTIME_RAY, RUNTIMES, DcnNetwork, Target
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Recipe
 from workloads.planning.recipes import shown_path
@@ -105,6 +105,8 @@ def name_budget(slices: int, nodes_per_slice: int, runtime: str = RUNTIME_JOBSET
     """
     if runtime == RUNTIME_RAY:
         return RAYJOB_NAME_MAX
+    if runtime == RUNTIME_PATHWAYS:
+        return names.K8S_NAME_MAX - len(pathways.name_tail(slices, nodes_per_slice)) - POD_NAME_RANDOM
     longest_tail = f"-{nodes_per_slice - 1}" if runtime == RUNTIME_JOB else f"-{REPLICATED_JOB}-{slices - 1}-{nodes_per_slice - 1}"
     return names.K8S_NAME_MAX - len(longest_tail) - POD_NAME_RANDOM
 
@@ -114,6 +116,8 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int) -> str:
     runtime = recipe.runtimes[0] if o.runtime is None else o.runtime
     if runtime not in RUNTIMES:
         raise PlanError("--runtime", f"unknown runtime {runtime!r}{suggest(runtime, list(RUNTIMES))}", f"use one of {', '.join(RUNTIMES)}")
+    if runtime == RUNTIME_PATHWAYS and RUNTIME_JOBSET in recipe.runtimes and recipe.kind.value == "maxtext":
+        return runtime  # the same MaxText program, single-controller (workloads.planning.pathways)
     if runtime not in recipe.runtimes:
         raise PlanError(
             "--runtime",
