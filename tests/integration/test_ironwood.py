@@ -12,7 +12,12 @@ rehearsal daemon plays (workloads/local/slices.py); the real JobSet controller m
   on the healthy sub-block, with a new Slice; the time from the fault to Running is printed (a
   figure, not asserted);
 * a super-slice (4x4x8) takes both sub-blocks, one Slice of two partitions;
-* parallel containers are accepted by the API server and run.
+* parallel containers are accepted by the API server and run;
+* a Pathways run with an elastic slice (the real JobSet controller, its startup and success
+  policies): its head runs on the CPU pool and its workers on the 2x2x2 slices; a preempted slice
+  is replaced by its Job while the head and the other slice keep their pods (processes), and the
+  program's step counter goes on from its last checkpoint; the time from the preemption to the
+  next step is printed (a figure, not asserted).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ SPEC: dict[str, Any] = own_spec(
     region="us-central1",
     zones=["us-central1-c"],
     cluster={"name": "ironwood", "release_channel": "RAPID"},
+    cpu_pool={"machine_type": "n2-highmem-32", "min_nodes": 1, "max_nodes": 1},  # a Pathways head's size
     tpu_pools=[
         {
             "name": "cubes",
@@ -143,3 +149,55 @@ def test_parallel_containers_are_accepted_and_run(ironwood):
         assert [c["name"] for c in p["spec"]["containers"]] == ["workload", "workload-2"]
         assert [c["resources"]["limits"]["google.com/tpu"] for c in p["spec"]["containers"]] == ["2", "2"]
     assert wl("delete", "par", "--spec", str(spec), "--kubeconfig", str(lc.kubeconfig), "--yes").returncode == 0
+
+
+def _head_log(lc: Any, kube: Any, run: str) -> tuple[dict[str, Any], str]:
+    from workloads.local.rehearsald import pod_log_file
+
+    (head,) = [p for p in _pods(kube, run) if p["metadata"]["labels"].get("jobset.sigs.k8s.io/replicatedjob-name") == "pathways-head"]
+    path = pod_log_file(lc.state_dir, NS, head["metadata"]["name"])
+    return head, path.read_text() if path.is_file() else ""
+
+
+def _steps(text: str) -> list[int]:
+    import re
+
+    return [int(m) for m in re.findall(r"completed step: (\d+),", text)]
+
+
+def test_an_elastic_slice_is_replaced_while_the_head_and_the_other_slice_keep_running(ironwood):
+    lc, spec = ironwood
+    kube = lc.client()
+    args = ("--runtime", "pathways", "--pool", "pw", "--slices", "2", "--elastic-slices", "1", "--max-slice-restarts", "3")
+    _submit(lc, spec, "elastic", *args, "--checkpoint-every", "0.5", "--rehearse-seconds", "300")
+    pods = wait_for(lambda: _running(kube, "elastic", 5), 180, "the Pathways head and 4 workers Running")
+    uid = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
+    slice_of = {p["metadata"]["uid"]: p["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index") for p in pods}
+    role = {p["metadata"]["uid"]: p["metadata"]["labels"]["jobset.sigs.k8s.io/replicatedjob-name"] for p in pods}
+    head, _ = _head_log(lc, kube, "elastic")
+    assert head["spec"]["nodeName"].startswith("gke-ironwood-cpu-")
+    wait_for(lambda: max(_steps(_head_log(lc, kube, "elastic")[1]) or [0]) >= 8 or None, 120, "8 steps done")
+
+    t0 = time.monotonic()
+    r = wl("local", "preempt", "elastic", "--slice", "1", "--spec", str(spec), "--state-dir", str(lc.state_dir))
+    assert r.returncode == 0, r.stderr
+
+    def resumed() -> str | None:
+        text = _head_log(lc, kube, "elastic")[1]
+        after = text.split("Elastic: slice 1 back", 1)
+        return text if len(after) == 2 and "completed step" in after[1] else None
+
+    text = wait_for(resumed, 240, "the program's next step after the slice came back")
+    elapsed = time.monotonic() - t0
+    before, after = text.split("Elastic: slice 1 back", 1)
+    lost_at, first_after = max(_steps(before)), _steps(after)[0]
+    assert "Elastic: slice 1 lost after step" in before
+    saved = [int(x) for x in __import__("re").findall(r"checkpoint save for step (\d+)", before)]
+    assert saved and first_after == max(saved) + 1 and first_after > 1  # the counter goes on from the last checkpoint
+    assert first_after <= lost_at + 1
+    now = {p["metadata"]["uid"] for p in _running(kube, "elastic", 5) or []}
+    kept = {u for u in uid.values() if role[u] == "pathways-head" or slice_of[u] == "0"}
+    assert kept <= now  # the head and slice 0 kept their pods (processes)
+    assert not ({u for u in uid.values() if role[u] == "worker" and slice_of[u] == "1"} & now)  # slice 1's were replaced
+    sys.stderr.write(f"\n[figure] elastic slice replacement -> the next step: {elapsed:.1f} s (lost after step {lost_at}, resumed at step {first_after})\n")
+    assert wl("delete", "elastic", "--spec", str(spec), "--kubeconfig", str(lc.kubeconfig), "--yes").returncode == 0
