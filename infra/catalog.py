@@ -52,11 +52,19 @@ class Generation:
     # the chip has a faster int8 path (None: int8 runs at the bf16 rate), bidirectional ICI bandwidth.
     peak_int8_tops_per_chip: float | None = None
     ici_gbytes_per_s_per_chip: float = 0.0
+    # Other multi-host machine types a pool may choose (the first of ``multi_host_machine``'s alternatives
+    # is never implied): tpu7x-ultranet-4t is the tpu7x VM with an iRDMA NIC for faster DCN transfers.
+    alternate_machines: tuple[str, ...] = ()
 
     @property
     def canonical_prefix(self) -> str:
         return self.name_prefixes[0]
 
+
+# The tpu7x VM with an iRDMA NIC (Intel RDMA over a SmartNIC) for faster DCN transfers; not needed for
+# multislice, which runs on tpu7x-standard-4t too. Offered in some zones only: `infra check` reads
+# Compute Engine's machineTypes of the pool's zone.
+ULTRANET_MACHINE = "tpu7x-ultranet-4t"
 
 # Multislice across node pools on GKE Standard needs at least this version.
 MULTISLICE_MIN_GKE_VERSION = "1.27.4-gke.900"
@@ -155,6 +163,7 @@ GENERATIONS: dict[str, Generation] = {
             multi_host_placement=Placement.WORKLOAD_POLICY,
             peak_int8_tops_per_chip=None,
             ici_gbytes_per_s_per_chip=1200,
+            alternate_machines=(ULTRANET_MACHINE,),
         ),
     )
 }
@@ -293,6 +302,24 @@ def _generation(name: str) -> Generation:
 
 
 _TOPO_RE = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
+
+
+def machine_choices(generation: str) -> tuple[str, ...]:
+    """The multi-host machine types a pool of ``generation`` may use, the default first."""
+    gen = _generation(generation)
+    return (gen.multi_host_machine, *gen.alternate_machines)
+
+
+def with_machine(s: SliceShape, machine_type: str) -> SliceShape:
+    """``s`` on another of its generation's multi-host machine types (CatalogError for one it does not offer)."""
+    choices = machine_choices(s.generation.name)
+    if machine_type == s.machine_type:
+        return s
+    if machine_type not in choices[1:]:
+        raise CatalogError(f"{s.generation.name} multi-host slices run on {', '.join(choices)}, not {machine_type!r}")
+    if not s.multi_host:
+        raise CatalogError(f"{machine_type} makes multi-host slices only; {s.topology} is a single host ({s.machine_type})")
+    return SliceShape(s.generation, s.topology, machine_type, s.chips_per_vm)
 
 
 def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> SliceShape:
@@ -443,6 +470,8 @@ TPU_VM_SIZES: dict[str, MachineSize] = {
     "ct6e-standard-4t": MachineSize(180, 720),
     "ct6e-standard-8t": MachineSize(180, 1440),
     "tpu7x-standard-4t": MachineSize(224, 960),
+    # Taken as the standard-4t host with another NIC: no published vCPU/memory figure of its own was found.
+    ULTRANET_MACHINE: MachineSize(224, 960),
 }
 # GiB of memory per vCPU of the general-purpose families' variants (e2/n2/n2d/c3-standard-8 ...).
 GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}

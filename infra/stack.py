@@ -37,6 +37,7 @@ from infra.fleet import FleetManager  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import EnvSpec, TeamSpec  # noqa: E402
+from infra.spec.ironwood import slice_controller_on  # noqa: E402
 from infra.stack_tpu import tpu_pools  # noqa: E402  (after the jsii runtime's environment is set)
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
@@ -360,6 +361,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             gcs_fuse_csi=c.gcs_fuse_csi,
             lustre_csi=ctx.lustre,
             high_scale_checkpointing=ctx.env is not None and any(p.multi_tier_checkpointing is not None for p in ctx.env.tpu_pools),
+            slice_controller=slice_controller_on(ctx.env) if ctx.env is not None else bool(c.slice_controller),
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,

@@ -36,13 +36,14 @@ def test_nodes_match_the_spec(example):
             for n in members:
                 labels = n["metadata"]["labels"]
                 assert labels["cloud.google.com/gke-tpu-accelerator"] == pool.shape.accelerator_label
-                assert labels["cloud.google.com/gke-tpu-topology"] == pool.shape.topology
+                # A dynamically sliced sub-block has no slice topology until a Slice on it is formed.
+                assert labels.get("cloud.google.com/gke-tpu-topology") == (None if pool.dynamic_slicing else pool.shape.topology)
                 assert labels["topology.kubernetes.io/zone"] == spec.pool_zone(pool)
                 assert n["status"]["allocatable"][TPU_RESOURCE] == str(pool.shape.chips_per_vm)
                 assert n["spec"]["taints"] == [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
                 assert n["metadata"]["annotations"][KWOK_NODE_ANNOTATION] == "fake"
                 has_policy = GKE_PLACEMENT_POLICY_LABEL in labels
-                assert has_policy == (pool.shape.generation.name == "tpu7x" and pool.shape.multi_host)
+                assert has_policy == (pool.shape.generation.name == "tpu7x" and pool.shape.multi_host and not pool.dynamic_slicing)
 
 
 def test_install_objects_point_webhooks_at_localhost():

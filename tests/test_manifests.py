@@ -38,12 +38,19 @@ RUNS = [
     ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden-data", team="pretrain", dataset="c4-en", multi_tier_checkpointing=True)),
     ("default", "maxtext-6b", Overrides(slices=2, name="golden-fuse", checkpoint_storage="gcsfuse")),
     ("tpu7x-multislice", "maxtext-6b", Overrides(slices=2, name="golden-lustre", checkpoint_storage="lustre")),
+    ("tpu7x-dynamic-slicing", "maxtext-6b", Overrides(name="golden", topology="2x2x2")),
+    ("tpu7x-dynamic-slicing", "maxtext-6b", Overrides(name="golden", topology="4x4x8")),
 ]
 
 
 def _tail(o: Overrides) -> str:
     """A golden's name suffix for the storage options it shows (a dataset, multi-tier checkpointing)."""
-    return ("-data" if o.dataset else "") + ("-mtc" if o.multi_tier_checkpointing else "") + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
+    return (
+        ("-data" if o.dataset else "")
+        + ("-mtc" if o.multi_tier_checkpointing else "")
+        + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
+        + (f"-{o.topology}" if o.topology else "")
+    )
 
 
 @pytest.mark.golden

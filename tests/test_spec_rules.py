@@ -48,6 +48,7 @@ def test_envspec_runs_the_list_in_order(monkeypatch: pytest.MonkeyPatch):
     assert ran == [
         "check_zones",
         "check_pools",
+        "check_ironwood",
         "check_flavor_count",
         "check_gke_version",
         "check_teams",

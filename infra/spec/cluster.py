@@ -83,6 +83,9 @@ class ClusterSpec(Section):
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
+    slice_controller: bool | None = Field(
+        None, description="GKE's slice controller add-on (default: on with a multislice or dynamically sliced tpu7x pool; infra/spec/ironwood.py)"
+    )
 
     @model_validator(mode="after")
     def _ray_needs_gcs_fuse(self) -> ClusterSpec:

@@ -71,7 +71,7 @@ class Cluster(KubeApi):
                 continue  # that runtime's CRDs are not installed: no run of it here
             obj = self.get(info, run, namespace)
             if obj is not None:
-                return kind, obj
+                return rk.refine(kind, obj), obj
         return None
 
     def workload_for(self, namespace: str, jobset: dict) -> dict | None:

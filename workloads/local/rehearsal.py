@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from infra import recovery
 from toolkit.errors import FieldError
-from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+from workloads.local.addons import PATHWAYS_ANNOTATION, RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 from workloads.planning.defaults import MAX_REHEARSAL_S
 
 if TYPE_CHECKING:
@@ -193,6 +193,8 @@ def decorate(objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | N
         meta = template.setdefault("metadata", {})
         meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
         meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
+        if plan.runtime == "pathways":  # its head and workers are played together (workloads/local/pathways_rehearsal.py)
+            meta["annotations"][PATHWAYS_ANNOTATION] = str(plan.policy.elastic.slices if plan.policy.elastic else 0)
     for obj in out:
         # KubeRay keeps a RayJob's pods up while its Ray job runs: the stand-in job's
         # length is the rehearsal time (workloads/local/kuberay.py reads it).

@@ -58,8 +58,8 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import agents, cloudlogging, disrupt, loopback, state, volumes
-from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE, VOLUME_HELPER_ANNOTATION
+from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, volumes
+from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
     Rehearsal,
@@ -461,6 +461,8 @@ class Rehearsals:
             return self.workers[uid]
         if not (pod.get("spec") or {}).get("nodeName"):
             return None  # not placed yet: no kubelet, no log
+        if PATHWAYS_ANNOTATION in (meta.get("annotations") or {}):
+            return None  # a Pathways run: its head and workers are played together (pathways_rehearsal)
         try:
             r = Rehearsal.from_annotation((meta.get("annotations") or {})[REHEARSAL_ANNOTATION])
         except (KeyError, ValueError, TypeError) as e:
@@ -765,11 +767,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    slice_controllers = slices.SliceControllers(kube, _say)  # dynamic slicing's admission and GKE's slice forming
+    pathways_runs = pathways_rehearsal.PathwaysRehearsals(daemon, _say)  # a Pathways run's head and workers
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
     while True:
         now = time.time()
-        for step in (daemon.tick, daemon.replace_nodes):
+        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick, pathways_runs.tick):
             try:
                 step(now)
             except (ToolkitError, OSError) as e:

@@ -34,6 +34,9 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
+from workloads.planning.dynamic_slices import DynamicSlice
+from workloads.planning.parallel_containers import layout as parallel_layout
+from workloads.planning.pathways import ElasticSlices
 
 # The ways a plan can run (each a renderer in workloads.render, registered in
 # kustomize.RUNTIMES): a JobSet (slices restart together), a plain Indexed Job with a
@@ -41,7 +44,10 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
 RUNTIME_JOBSET = "jobset"
 RUNTIME_JOB = "job"
 RUNTIME_RAY = "ray"
-RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
+# MaxText on Pathways: a JobSet of a head (the IFRT proxy, the resource manager and the program) and
+# TPU workers per slice (workloads.planning.pathways, workloads.render.pathways).
+RUNTIME_PATHWAYS = "pathways"
+RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY, RUNTIME_PATHWAYS)
 
 
 @dataclass(frozen=True)
@@ -135,6 +141,17 @@ class Target:
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
     run_as_user: int | None = None  # the team's non-root UID, GID and fsGroup (TeamSpec.pod_user); None = the image's user (run_as_root)
+    dynamic: DynamicSlice | None = None  # --topology on a dynamically sliced pool (workloads.planning.dynamic_slices)
+    containers_per_vm: int = 1  # parallel containers (workloads.planning.parallel_containers): 2 on tpu7x, each with half the chips
+
+    @property
+    def chips_per_container(self) -> int:
+        return self.shape.chips_per_vm // self.containers_per_vm
+
+    @property
+    def processes(self) -> int:
+        """JAX processes of the whole run: one per container (MaxText's jax.process_count())."""
+        return self.nodes * self.containers_per_vm
 
     @property
     def multislice(self) -> bool:
@@ -364,6 +381,7 @@ class Policy:
     checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
     restart: str = RECREATE  # how JobSet restarts every worker (infra.recovery: recreate | in-place)
     agent_image: str | None = None  # restart in-place: JobSet's in-place restart agent, copied into each pod
+    elastic: ElasticSlices | None = None  # Pathways elastic slices (--elastic-slices; workloads.planning.pathways)
 
 
 @dataclass(frozen=True)
@@ -405,6 +423,10 @@ class RunPlan:
             "program_error_exit_codes": list(self.policy.program_error_exit_codes),
             "checkpoint": self._checkpoint_summary(),
         }
+        if t.containers_per_vm > 1:
+            out["parallel_containers"] = parallel_layout(t)
+        if t.dynamic is not None:
+            out["dynamic_slice"] = {"topology": t.dynamic.topology, "kind": t.dynamic.kind, "domain": t.dynamic.level, "health": t.dynamic.health_label}
         if p.dataset is not None:
             out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
         if p.load_parameters is not None:

@@ -247,6 +247,38 @@ class Overrides:
         "the RAM disk is sized from the model and checked against the VM's memory",
     )
 
+    # a slice shape on a dynamically sliced pool (workloads.planning.dynamic_slices); None: the pool's own slices
+    topology: str | None = _flag(
+        None,
+        "--topology",
+        "dynamically sliced tpu7x pools only: the slice to run on, a sub-slice of one 4x4x4 sub-block (2x2x1, 2x2x2, 2x2x4, 2x4x4) "
+        "or a super-slice of several (4x4x8, 4x8x8, ...); Kueue's topology-aware scheduling and GKE's slice controller place it",
+        metavar="AxBxC",
+    )
+    # Pathways elastic slices (workloads.planning.pathways): slices that may go away and come back without a restart
+    elastic_slices: int | None = _flag(
+        None,
+        "--elastic-slices",
+        "--runtime pathways only: slices that may be lost and replaced while the others keep running (the proxy's --num_elastic_slices; "
+        "MaxText recovers in its process from its last checkpoint)",
+        metavar="N",
+        bounds=Bounds(1, INT32_MAX, "a run's slices can be", floor=("must be at least 1, got {value}", "pass --elastic-slices 1 or more")),
+    )
+    max_slice_restarts: int | None = _flag(
+        None,
+        "--max-slice-restarts",
+        "with --elastic-slices: how many times each slice's workers may be replaced (default 10, as MaxText's elastic guide)",
+        metavar="M",
+        bounds=Bounds(0, 1_000_000, "slice replacements a run may count"),
+    )
+    # GKE's multi-container setup on tpu7x (two NUMA nodes per VM): a container per NUMA node, each with half the chips
+    parallel_containers: bool = _flag(
+        False,
+        "--parallel-containers/--no-parallel-containers",
+        "tpu7x: two containers per VM, each holding 2 of its 4 chips and one NUMA node's CPUs and NIC (GKE's multi-container setup; "
+        "xpk's and Cluster Toolkit's default there): two JAX processes per VM, MaxText's process count doubles, its devices do not",
+    )
+
     def problem(self) -> tuple[str, str, str] | None:
         """(flag or field, problem, fix) for the first number outside its ``Bounds``, else None."""
         for f in fields(self):

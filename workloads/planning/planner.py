@@ -21,10 +21,12 @@ and a random suffix in). The estimates and their calibration are documented in
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from infra.spec import EnvSpec
 from toolkit import names
+from workloads.planning import pathways
 from workloads.planning.defaults import DEFAULT_PROFILE_START, DEFAULT_TTL_SECONDS
 from workloads.planning.errors import PlanError
 from workloads.planning.hbm import HBM_ERROR, estimate_hbm
@@ -77,6 +79,11 @@ def plan_run(
     placed = place_run(recipe, spec, o, now=now or datetime(2000, 1, 1), rand=rand)
     sizing = size_run(placed, o, hbm_verdict=hbm_verdict)
     chosen = choose_policy(placed, sizing, spec, o)
+    elastic = pathways.check(placed.runtime, placed.recipe.kind.value, placed.target.slices, placed.target.shape.nodes, o)
+    if placed.runtime == "pathways":
+        pathways.check_head(spec.cpu_pool.machine_type, spec.cpu_pool.name)
+    if elastic is not None:
+        chosen = dataclasses.replace(chosen, policy=dataclasses.replace(chosen.policy, elastic=elastic))
     program = build_program(placed, sizing, chosen, spec, o)
     return RunPlan(
         name=placed.name,

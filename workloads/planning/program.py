@@ -29,7 +29,7 @@ from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
-from workloads.planning import mounts, program_text, secret_env
+from workloads.planning import mounts, pathways, program_text, secret_env
 from workloads.planning.checkpoint_shapes import DIMS, LoadParameters, path_problem
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
@@ -38,7 +38,7 @@ from workloads.planning.fine_tuning import sft_args
 from workloads.planning.images import MAXTEXT_SFT_MODULE, MAXTEXT_TRAIN_MODULE
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, mesh_key
 from workloads.planning.maxtext_sets import arg_text
-from workloads.planning.model import RUNTIME_RAY, Checkpointing, Profiling, Program
+from workloads.planning.model import RUNTIME_PATHWAYS, RUNTIME_RAY, Checkpointing, Profiling, Program
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, PolicyChoice
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
@@ -118,6 +118,10 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
     if profile is not None:
         args.update(profile.maxtext_args())
         common = {**common, "env": (*common["env"], *profile.env().items())}
+    if placed.runtime == RUNTIME_PATHWAYS:
+        # Single-controller MaxText through the head's proxy (workloads.planning.pathways); --set still wins.
+        args.update({k: v for k, v in pathways.maxtext_args(policy.elastic).items() if k not in sets})
+        common = {**common, "env": (*((k, v) for k, v in common["env"] if k not in pathways.program_env(name)), *pathways.program_env(name).items())}
     return Program(
         command=("python3", "-m", MAXTEXT_SFT_MODULE if recipe.kind is Kind.SFT else MAXTEXT_TRAIN_MODULE),
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),

@@ -75,7 +75,8 @@ def affinity(plan: RunPlan) -> dict[str, Any]:
 
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec = jobset.pod_spec(plan)
-    spec["containers"][0]["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
+    for c in spec["containers"]:  # one, or the parallel containers (the same program)
+        c["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
     spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
     spec["affinity"] = affinity(plan)
     return {"subdomain": plan.name, **spec}

@@ -52,7 +52,7 @@ from toolkit.names import (
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-from workloads.render import checkpointing, compute_class, inplace, lustre
+from workloads.render import checkpointing, compute_class, dynamic_slicing, inplace, lustre
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
@@ -141,6 +141,7 @@ def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
             "metadata": {"name": f.name},
             "spec": {
                 "nodeLabels": dict(f.node_labels),
+                **({"topologyName": t} if (t := dynamic_slicing.flavor_topology(spec, f.name)) else {}),
                 "tolerations": [dict(TPU_TOLERATION)]
                 + ([dict(QUEUED_TOLERATION)] if f.queued else [])
                 + ([compute_class.toleration(f.compute_class)] if f.compute_class else []),
@@ -205,6 +206,7 @@ def provisioning_objects(spec: EnvSpec) -> list[dict[str, Any]]:
 def admission_checks_strategy(spec: EnvSpec) -> dict[str, Any] | None:
     """The provisioning checks, each only on its queued flavor: runs on other flavors do not wait for it."""
     rules = [{"name": admission_check_name(f), "onFlavors": [f.name]} for f in flavors(spec) if f.queued is not None]
+    rules += dynamic_slicing.admission_check_rules(spec)
     return {"admissionChecks": rules} if rules else None
 
 
@@ -297,6 +299,7 @@ def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
         *compute_class.compute_classes(spec),
         *checkpointing.checkpoint_configurations(spec),
         *lustre.lustre_objects(spec),
+        *dynamic_slicing.queue_objects(spec),
         *resource_flavors(spec),
         *provisioning_objects(spec),
         *cluster_queues(spec),
