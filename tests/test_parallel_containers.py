@@ -12,6 +12,7 @@ import pytest
 
 from infra.spec import load_spec
 from tests.support import EXAMPLES, cli
+from tests.support.specs import spec_from
 from workloads.planning import parallel_containers as pc
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import job, jobset
@@ -105,3 +106,15 @@ def test_the_cli_refuses_them_on_v5e_in_one_line():
         "error: --parallel-containers: GKE's multi-container setup binds one container to each NUMA node of tpu7x VMs (two per VM); "
         "a v5e VM runs one container — drop --parallel-containers"
     ]
+
+
+def test_parallel_containers_restart_by_recreating():
+    """JobSet's in-place agent runs one program per pod: on a cluster that restarts in place, a run with two containers
+    per VM is a recreate run, and asking for in-place is refused."""
+    spec = spec_from("tpu7x", recovery={"restart": "in-place"})
+    plan = lambda **kw: plan_run("maxtext-6b", spec, Overrides(name="pc", **kw))  # noqa: E731
+    assert plan().policy.restart == "in-place"
+    assert plan(parallel_containers=True).policy.restart == "recreate"
+    with pytest.raises(PlanError) as e:
+        plan(parallel_containers=True, restart="in-place")
+    assert e.value.field == "--restart" and "--parallel-containers" in str(e.value)

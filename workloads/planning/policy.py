@@ -148,8 +148,10 @@ def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:
     Other runtimes have no JobSet restart: a plain Job cannot restart the run, a RayJob's
     KubeRay makes a new RayCluster; they are recreate runs whatever the spec says.
     """
+    # JobSet's agent runs one program per pod: parallel containers (two per VM) restart by recreating.
+    one_program = placed.target.containers_per_vm == 1
     if o.restart is None:
-        return spec.restart_path if placed.runtime == RUNTIME_JOBSET else RECREATE
+        return spec.restart_path if placed.runtime == RUNTIME_JOBSET and one_program else RECREATE
     if o.restart not in RESTART_PATHS:
         raise PlanError(
             "--restart", f"unknown restart path {o.restart[:20]!r}{suggest(o.restart, list(RESTART_PATHS))}", f"use one of {', '.join(RESTART_PATHS)}"
@@ -160,6 +162,12 @@ def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:
                 "--restart",
                 f"in-place restarts are JobSet's (InPlaceRestart), and this run is a {placed.runtime} run",
                 "use --runtime jobset, or drop --restart",
+            )
+        if not one_program:
+            raise PlanError(
+                "--restart",
+                "in-place restarts run one program per pod under JobSet's agent, and --parallel-containers runs two",
+                "drop --parallel-containers, or use --restart recreate",
             )
         if not spec.cluster_has_in_place_restart:
             why = (
