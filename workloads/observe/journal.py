@@ -135,7 +135,7 @@ class Journal:
             if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("records"), list):
                 raise ValueError(f"not a journal of format {FORMAT}")
             model = d.get("model")
-            if not isinstance(model, str) or not _MODEL.match(model):
+            if not isinstance(model, str) or not _MODEL.fullmatch(model):
                 raise ValueError("no model name")
             if len(d["records"]) > MAX_RECORDS:
                 raise ValueError(f"more than {MAX_RECORDS} records")
@@ -219,7 +219,7 @@ def model_name(a: Analysis, model: str | None) -> str:
     if name is None or name == "default":
         raise FieldError("--model", f"the run's log names no MaxText model (model_name {name or 'absent'})", "pass --model NAME (e.g. the recipe's name)")
     name = name.strip().lower()
-    if not _MODEL.match(name):
+    if not _MODEL.fullmatch(name):
         raise FieldError("--model", f"{name[:60]!r} is not a journal name", "use lowercase letters, digits, '-', '_' and '.', 63 at most")
     return name
 
