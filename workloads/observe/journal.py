@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
+from toolkit.jsontext import load_json
 
 if TYPE_CHECKING:
     from workloads.observe.analysis import Analysis
@@ -131,7 +132,7 @@ class Journal:
     def from_json(cls, text: str, where: str) -> Journal:
         """A journal read back; anything that is not one this toolkit wrote is refused (``where`` names it)."""
         try:
-            d = json.loads(text, parse_constant=_no_constant)
+            d = load_json(text, max_bytes=MAX_BYTES)
             if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("records"), list):
                 raise ValueError(f"not a journal of format {FORMAT}")
             model = d.get("model")
@@ -145,10 +146,6 @@ class Journal:
                 "--model", f"{where} is not a journal this toolkit can append to ({str(e)[:120]})", "move it aside or journal under another --model"
             ) from None
         return cls(model, records)
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number a journal holds")
 
 
 def _record_dict(r: Record) -> dict[str, Any]:
