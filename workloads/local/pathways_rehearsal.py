@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.names import JOBSET_JOB_INDEX_LABEL
 from workloads.local.addons import PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 from workloads.local.rehearsal import MaxTextLog, Rehearsal, _phase, finish_time, iso, pod_log_file, step_end, steps_done_by
 
@@ -109,7 +110,7 @@ class PathwaysRehearsals:
         r = run.r
         book = self.d.book(uid)
         live = [w for w in workers if _phase(w) == "running"]
-        slices_up = {w["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index") for w in live}
+        slices_up = {w["metadata"]["labels"].get(JOBSET_JOB_INDEX_LABEL) for w in live}
         all_up = _phase(head) == "running" and len(live) >= r.workers
         if run.t0 is None and run.lost_at is None:  # not started yet
             if not all_up:
@@ -122,7 +123,7 @@ class PathwaysRehearsals:
         if run.t0 is not None and not all_up:  # a slice is gone: the program waits in a collective
             self._steps(run, head, book, steps_done_by(r, run.t0, run.first, now))
             run.lost = {
-                str(i) for i in range(max(1, len({w["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index") for w in workers}))) if str(i) not in slices_up
+                str(i) for i in range(max(1, len({w["metadata"]["labels"].get(JOBSET_JOB_INDEX_LABEL) for w in workers}))) if str(i) not in slices_up
             } or {"?"}
             run.t0, run.lost_at = None, now
             if not run.elastic:
