@@ -23,12 +23,14 @@ from infra import recovery
 from infra.spec import IN_PLACE_RESTART_MIN_GKE_VERSION, IN_PLACE_RESTART_MIN_JOBSET
 from tests.support import cli
 from tests.support.specs import example_doc, spec_from
-from toolkit.errors import SpecError
+from toolkit.errors import FieldError, NotFound, Rejected, SpecError
 from toolkit.names import CapacityMode
+from workloads.cluster import capabilities
 from workloads.local import agents
 from workloads.planning.defaults import DEFAULT_IN_PLACE_MAX_RESTARTS, DEFAULT_MAX_RESTARTS, INT32_MAX
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import inplace, jobset, kueue
+from workloads.runs import service
 
 JOBSET_RESTART_STRATEGIES = {"Recreate", "BlockingRecreate", "InPlaceRestart"}  # the CRD's enum (jobset_types.go, v0.12.0)
 
@@ -431,3 +433,48 @@ def test_every_figure_says_where_it_comes_from():
     assert set(recovery.RESTART_PATH) == set(recovery.RESTART_PATHS)
     assert set(recovery.SLICE_PROVISIONING) == set(CapacityMode)
     assert recovery.whole_minutes(61) == 2 and math.isclose(recovery.POD_START.minutes, 5)
+
+
+# ------------------------------------------------------------------ asking the cluster (submit's capability check)
+
+
+class _Cluster:
+    """Answers the capability probe's dry-run create as the API server would: accepted, refused, or no such kind."""
+
+    def __init__(self, answer: Exception | None = None) -> None:
+        self.answer, self.created = answer, []
+
+    def create(self, obj, *, field_manager, dry_run=False):
+        self.created.append((obj, dry_run))
+        if self.answer is not None:
+            raise self.answer
+        return obj
+
+    def preferred_version(self, group):
+        return "v1"
+
+
+def test_the_probe_is_a_jobset_the_v0_12_webhook_takes():
+    probe = capabilities._probe("research")
+    assert probe["spec"]["failurePolicy"]["restartStrategy"] == "InPlaceRestart"
+    for rj in probe["spec"]["replicatedJobs"]:
+        job = rj["template"]["spec"]
+        assert job["backoffLimit"] == 2**31 - 1 and job["podReplacementPolicy"] == "Failed" and job["completions"] == job["parallelism"]
+
+
+def test_submit_asks_the_cluster_before_anything_is_applied_and_names_restart():
+    plan = _plan(_in_place_spec(), slices=2)
+    ok = _Cluster()
+    service.capability_check(ok, plan)
+    assert [(o["spec"]["failurePolicy"]["restartStrategy"], dry) for o, dry in ok.created] == [("InPlaceRestart", True)]
+    assert ok.created[0][0]["metadata"]["namespace"] == plan.target.namespace
+    gate_off = Rejected("admission webhook denied the request: InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled")
+    with pytest.raises(FieldError, match=r"--restart: the cluster's JobSet refuses in-place restarts \(admission webhook denied") as e:
+        service.capability_check(_Cluster(gate_off), plan)
+    assert "--restart recreate" in e.value.fix
+    with pytest.raises(FieldError, match="--restart: the cluster does not serve JobSets"):
+        service.capability_check(_Cluster(NotFound("no jobsets")), plan)
+    # A recreate run asks nothing of the cluster's JobSet.
+    quiet = _Cluster(gate_off)
+    service.capability_check(quiet, _plan(_in_place_spec(), slices=2, restart="recreate"))
+    assert quiet.created == []
