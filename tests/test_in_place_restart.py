@@ -478,3 +478,16 @@ def test_submit_asks_the_cluster_before_anything_is_applied_and_names_restart():
     quiet = _Cluster(gate_off)
     service.capability_check(quiet, _plan(_in_place_spec(), slices=2, restart="recreate"))
     assert quiet.created == []
+
+
+def test_infra_spec_says_how_runs_restart_and_what_each_timeout_guards(tmp_path):
+    r = cli("infra", "spec", "--spec", _write(tmp_path, _doc(kueue={"wait_for_pods_ready": {"recovery_timeout_seconds": 2400}})))
+    assert r.returncode == 0, r.stderr
+    assert "recovery: runs restart in-place (recovery.restart: in-place)" in r.stdout
+    timeout = next(ln for ln in r.stdout.splitlines() if "waitForPodsReady timeout " in ln)
+    back = next(ln for ln in r.stdout.splitlines() if "waitForPodsReady recoveryTimeout " in ln)
+    assert "2100 s" in timeout and "derived" in timeout and "30 min to provision + 5 min pod start" in timeout
+    assert "2400 s" in back and "set in the spec" in back and "0 min in-place restart" in back
+    r = cli("infra", "spec", "--spec", _write(tmp_path, example_doc()))
+    assert "recovery: runs restart recreate (auto: in-place needs JobSet >= v0.11.0" in r.stdout
+    assert "2280 s" in next(ln for ln in r.stdout.splitlines() if "recoveryTimeout " in ln)
