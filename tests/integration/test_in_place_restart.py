@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from infra.spec import DEFAULT_SPEC_PATH
+from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.support import run_module
 from tests.support.local_cluster import start_own_cluster, wait_for
 from toolkit.errors import Rejected
@@ -33,7 +33,7 @@ from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.cluster.client import Cluster
 from workloads.local import CONTEXT
 from workloads.local.disrupt import crash
-from workloads.render.inplace import AGENT_BINARY, STRATEGY
+from workloads.render.inplace import AGENT_BINARY, ATTEMPT_ANNOTATION, POLICY, STRATEGY
 
 NS = "research"
 
@@ -91,9 +91,50 @@ def test_webhook_takes_an_in_place_run_and_still_enforces_its_rules(inplace) -> 
         bad["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
         with pytest.raises(Rejected, match="backoffLimit"):
             kube.create(bad, field_manager=TGK_FIELD_MANAGER, dry_run=True)
+        _the_agents_identity_may_touch_only_its_annotation(lc, kube, spec_path, run)
     finally:
         kube.delete_jobset(NS, run)
         wait_for(lambda: not _pods(kube, run), 120, "the run's pods gone")
+
+
+def _the_agents_identity_may_touch_only_its_annotation(lc, kube: Cluster, spec_path: Path, run: str) -> None:
+    """The team's service account (the agent's identity, a token bound to one of the run's pods) through `queues apply`'s
+    Role and admission policy: it reads its JobSet, and may change nothing on a pod but the attempt annotation."""
+    ksa = load_spec(spec_path).teams[0].ksa
+    pod = wait_for(lambda: next(iter(_pods(kube, run)), None), 180, "a pod of the run")
+    req = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "expirationSeconds": 600,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod["metadata"]["name"], "uid": pod["metadata"]["uid"]},
+        },
+    }
+    token = kube.request("POST", kube.resource("v1", "ServiceAccount").path(NS, ksa, "token"), req)["status"]["token"]
+    server = yaml.safe_load(lc.kubeconfig.read_text())["clusters"][0]["cluster"]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": server}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}],
+        "current-context": "c",
+    }
+    kc = lc.state_dir / "agent-identity-test.kubeconfig"
+    kc.write_text(yaml.safe_dump(doc))
+    agent = Cluster.connect(kc, "c", timeout=30)
+    assert agent.jobset(NS, run) is not None  # the Role: get jobsets
+    path = agent.resource("v1", "Pod").path(NS, pod["metadata"]["name"])
+    merge = "application/merge-patch+json"
+    for body in ({"metadata": {"labels": {"x": "y"}}}, {"metadata": {"annotations": {"x": "y"}}}):
+        resp = agent.transport.request("PATCH", path, body=body, content_type=merge)
+        assert resp.status == 403 and POLICY in str(resp.body), (resp.status, resp.body[:300])
+    attempt = (pod["metadata"].get("annotations") or {}).get(ATTEMPT_ANNOTATION, "0")
+    resp = agent.transport.request("PATCH", path, body={"metadata": {"annotations": {ATTEMPT_ANNOTATION: attempt}}}, content_type=merge)
+    assert resp.ok, (resp.status, resp.body[:300])
+    # Anything else of the namespace's is beyond the Role.
+    resp = agent.transport.request("DELETE", path)
+    assert resp.status == 403, (resp.status, resp.body[:300])
 
 
 def test_a_crashed_worker_restarts_in_place_and_the_run_completes(inplace) -> None:
