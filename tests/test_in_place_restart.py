@@ -468,10 +468,27 @@ def test_submit_asks_the_cluster_before_anything_is_applied_and_names_restart():
     service.capability_check(ok, plan)
     assert [(o["spec"]["failurePolicy"]["restartStrategy"], dry) for o, dry in ok.created] == [("InPlaceRestart", True)]
     assert ok.created[0][0]["metadata"]["namespace"] == plan.target.namespace
-    gate_off = Rejected("admission webhook denied the request: InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled")
-    with pytest.raises(FieldError, match=r"--restart: the cluster's JobSet refuses in-place restarts \(admission webhook denied") as e:
+    # What the real JobSet v0.12.0 webhook answers with its gate off (tests/integration/test_in_place_restart.py), and
+    # what an older JobSet's CRD answers: each said plainly, not cut off before the reason.
+    gate_off = Rejected(
+        'create JobSet research/tgk-in-place-restart-probe: admission webhook "vjobset.kb.io" denied the request: '
+        'JobSet.jobset.x-k8s.io "tgk-in-place-restart-probe" is invalid: <nil>: Internal error: '
+        "InPlaceRestart restart strategy cannot be set when InPlaceRestart feature gate is disabled"
+    )
+    with pytest.raises(FieldError, match=r"--restart: the cluster's JobSet runs with its InPlaceRestart feature gate off") as e:
         service.capability_check(_Cluster(gate_off), plan)
     assert "--restart recreate" in e.value.fix
+    old = Rejected(
+        'JobSet.jobset.x-k8s.io "tgk-in-place-restart-probe" is invalid: spec.failurePolicy.restartStrategy: '
+        'Unsupported value: "InPlaceRestart": supported values: "Recreate", "BlockingRecreate"'
+    )
+    with pytest.raises(
+        FieldError,
+        match=r"--restart: the cluster's JobSet predates in-place restarts \(its CRD has no restartStrategy InPlaceRestart\) — install JobSet v0\.11\.0",
+    ):
+        service.capability_check(_Cluster(old), plan)
+    with pytest.raises(FieldError, match=r"--restart: the cluster's JobSet refuses in-place restarts \(quota"):
+        service.capability_check(_Cluster(Rejected("quota exceeded")), plan)
     with pytest.raises(FieldError, match="--restart: the cluster does not serve JobSets"):
         service.capability_check(_Cluster(NotFound("no jobsets")), plan)
     # A recreate run asks nothing of the cluster's JobSet.
