@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,7 +141,7 @@ def test_a_crashed_worker_restarts_in_place_and_the_run_completes(inplace) -> No
     lc, spec_path = inplace
     kube = Cluster.connect(lc.kubeconfig, CONTEXT, timeout=30)
     run = "ip-crash"
-    sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--rehearse-seconds", "40", "--no-wait",
+    sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--checkpoint-every", "0.5", "--rehearse-seconds", "120", "--no-wait",
              "--spec", str(spec_path), "--kubeconfig", str(lc.kubeconfig))  # fmt: skip
     assert sub.returncode == 0, (sub.stdout, sub.stderr)
     try:
@@ -152,7 +151,7 @@ def test_a_crashed_worker_restarts_in_place_and_the_run_completes(inplace) -> No
         pods = _pods(kube, run)
         assert len(pods) == 8, [p["metadata"]["name"] for p in pods]
         uids = {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
-        time.sleep(3)  # a few steps of the first attempt
+        saved = wait_for(lambda: _book(lc, kube, run).get("saved"), 120, "a complete checkpoint of the first attempt")
 
         hit = crash(kube, lc.state_dir, NS, run, 1, 0, exit_code=137)
         assert hit.how == "in place", hit
@@ -165,7 +164,9 @@ def test_a_crashed_worker_restarts_in_place_and_the_run_completes(inplace) -> No
         assert crashed["status"]["containerStatuses"][0]["restartCount"] >= 1, crashed["status"]
         js = kube.jobset(NS, run)
         assert (js.get("status") or {}).get("currentInPlaceRestartAttempt", 0) >= 1, js.get("status")
-        assert sorted(new), new
+        # The next attempt resumes from the newest complete checkpoint (at least the one there before the crash).
+        (clock,) = [c for a, c in _joined(lc, kube, run).items() if a in new]
+        assert clock["restored"] is not None and clock["restored"] >= saved and clock["first"] == clock["restored"] + 1, clock
 
         def completed() -> bool:
             conds = ((kube.jobset(NS, run) or {}).get("status") or {}).get("conditions") or []
