@@ -102,7 +102,8 @@ def owned_names(member: EnvSpec | Manager) -> list[OwnedName]:
         return out
     s, p, r = member, member.project, member.region
     out += [_named("bucket", "google_storage_bucket", b.name, f"buckets[{i}].name") for i, b in enumerate(s.buckets)]
-    policies = {s.workload_policy_name(pool) for pool in s.tpu_pools} - {None}
+    # A dynamically sliced pool's PROVISION_ONLY policy is made outside the stack and only named by it (infra/stack_tpu.py).
+    policies = {s.workload_policy_name(pool) for pool in s.tpu_pools if not pool.dynamic_slicing} - {None}
     out += [_named("workload policy", "google_compute_resource_policy", n, "cluster.name", p, r) for n in sorted(n for n in policies if n)]
     if s.artifact_registry.enabled:
         out.append(

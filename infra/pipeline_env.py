@@ -92,7 +92,7 @@ def write(spec: str, out: Path) -> list[Path]:
         top = {**cluster_env(found), "TGK_FLEET": "false"}
     fleet = found if isinstance(found, Fleet) else None
     (out / "members").mkdir(parents=True, exist_ok=True)
-    for old in (out / "members").glob("*.sh"):
+    for old in (out / "members").glob("[0-9][0-9].sh"):  # only the names this function writes
         old.unlink()
     (out / "env.sh").write_text(_shell(top))
     paths = []

@@ -218,6 +218,8 @@ BASE = {
     ("workloads", "convert"): ["convert", "llama3.1-8b", "--from", "gs://my-hf/x", "--kubeconfig", "/nonexistent"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
+    ("workloads", "local", "crash"): ["local", "crash", "r1"],
+    ("workloads", "journal", "add"): ["journal", "add", str(TINY_LOG), "--dry-run", "--shape", "v5litepod-16"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }
 

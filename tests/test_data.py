@@ -303,7 +303,8 @@ def test_upload_takes_a_link_that_stays_inside_the_directory(server, tmp_path: P
     (src / "a.array_record").symlink_to(src / "shards" / "real.bin")
     done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), "-o", "json", env=_env(server))
     assert done.returncode == 0, done.stderr
-    assert [b.name for b in client.list_blobs(d.bucket)] == ["text/v1/a.array_record"]
+    # the data, and beside its prefix the upload's record (workloads.data.upload)
+    assert [b.name for b in client.list_blobs(d.bucket)] == ["text/v1.tgk-dataset.json", "text/v1/a.array_record"]
 
 
 def test_a_file_swapped_after_the_check_is_not_uploaded(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tests.support.goldens import check_golden
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from toolkit import names
+from workloads.cluster import runkinds
 from workloads.cluster import status as st
 from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import JOB, JOBSET, LOOKUP_ORDER
@@ -283,7 +284,8 @@ def _job_pod(i: int, phase: str = "Running", node: str | None = None) -> dict:
 
 def test_lookup_order_covers_every_runtime_and_puts_the_rayjob_before_the_job() -> None:
     order = [k.runtime for k in LOOKUP_ORDER]
-    assert sorted(order) == sorted(RUNTIMES)
+    # A Pathways run is a JobSet, found as one and told apart by its runtime label (runkinds.kind_of).
+    assert sorted([*order, runkinds.PATHWAYS.runtime]) == sorted(RUNTIMES) == sorted(runkinds.BY_RUNTIME)
     assert order.index("ray") < order.index("job")  # KubeRay's submitter Job carries the RayJob's name
 
 

@@ -181,20 +181,20 @@ def _rec(run: str) -> journal.Record:
     )
 
 
-def _race(client: Any) -> None:
-    mine, gen = journal.read(client, "b", "m")
+def _race(client: Any, bucket: str = "b") -> None:
+    mine, gen = journal.read(client, bucket, "m")
     # Another writer appends between this read and this write.
-    theirs, their_gen = journal.read(client, "b", "m")
-    journal.write(client, "b", theirs.with_record(_rec("theirs")), their_gen)
+    theirs, their_gen = journal.read(client, bucket, "m")
+    journal.write(client, bucket, theirs.with_record(_rec("theirs")), their_gen)
     with pytest.raises(journal.JournalConflict) as e:
-        journal.write(client, "b", mine.with_record(_rec("mine")), gen)
+        journal.write(client, bucket, mine.with_record(_rec("mine")), gen)
     assert e.value.exit_code == 2 and "is never overwritten" in str(e.value) and "run the command again" in str(e.value)
-    after, _ = journal.read(client, "b", "m")
+    after, _ = journal.read(client, bucket, "m")
     assert [r.run for r in after.records] == ["theirs"]  # theirs kept; mine not written over it
     # Again, from the version now there: appended after theirs.
-    now, g = journal.read(client, "b", "m")
-    journal.write(client, "b", now.with_record(_rec("mine")), g)
-    assert [r.run for r in journal.read(client, "b", "m")[0].records] == ["theirs", "mine"]
+    now, g = journal.read(client, bucket, "m")
+    journal.write(client, bucket, now.with_record(_rec("mine")), g)
+    assert [r.run for r in journal.read(client, bucket, "m")[0].records] == ["theirs", "mine"]
 
 
 def test_a_journal_changed_between_read_and_write_is_refused_not_replaced():
@@ -202,12 +202,11 @@ def test_a_journal_changed_between_read_and_write_is_refused_not_replaced():
 
 
 def test_the_race_on_a_server_that_checks_generations():
-    helper = pytest.importorskip("tests.support.gcs_emulator")
-    if not hasattr(helper, "precondition_client"):
-        pytest.skip("fake-gcs-server is not installed by this checkout (scripts/build-fake-gcs-server.sh)")
-    with helper.precondition_client() as client:
-        client.create_bucket("b")
-        _race(client)
+    from tests.support.gcs_emulator import precondition_client
+
+    with precondition_client() as client:
+        client.create_bucket("journal-race")
+        _race(client, "journal-race")
 
 
 def test_records_round_trip_and_numbers_stay_finite():

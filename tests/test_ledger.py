@@ -240,6 +240,13 @@ ALLOWED = {
     ("workloads/local/disrupt.py", "force_delete"): "plays GKE removing the pods of a deleted node (the pod garbage collector)",
     ("workloads/local/spec_objects.py", "sync_nodes"): "the simulated Nodes the local cluster made (kwok)",
     ("scripts/bench_local.py", "main"): "a benchmark deleting the JobSets it submitted",
+    ("infra/pipeline_env.py", "write"): "its own per-cluster files (NN.sh) in the pipeline's .tgk/members from an earlier write",
+    ("workloads/local/agents.py", "Agents._kill_leftovers"): "the local cluster's own agent pid files",
+    ("workloads/local/rehearsald.py", "RamDisks.save"): "plays a multi-tier checkpointing RAM disk in the daemon's own state directory",
+    ("workloads/local/rehearsald.py", "RamDisks.wipe"): "plays a RAM disk lost with its VM (the daemon's own state directory)",
+    ("workloads/local/rehearsald.py", "Checkpoints.save"): "plays Orbax removing its own tmp directory as it completes a save",
+    ("workloads/local/slices.py", "SliceControllers._kueue"): "plays Kueue's slice controller deleting a Slice it made (its owner annotation)",
+    ("workloads/maxtext/convert_local.py", "convert"): "the temporary work directory it made",
     ("scripts/bench_data.py", "bench_runs"): "a benchmark's own temporary files",
     ("scripts/bench_capacity.py", "Bench.queued"): "a benchmark deleting the runs it submitted (Bench.delete: delete_run, which asks the ledger)",
     ("scripts/bench_capacity.py", "Bench.fallback"): "the same",
@@ -250,6 +257,8 @@ ALLOWED = {
 ALLOWED_UPLOADS = {
     ("workloads/local/rehearsald.py", "Checkpoints.upload_metrics"): "plays MaxText writing its own metrics files (it rewrites them)",
     ("workloads/local/rehearsald.py", "Checkpoints.save"): "plays MaxText's checkpoint saves into the run's own directory",
+    ("workloads/local/rehearsald.py", "Checkpoints.begin"): "plays Orbax starting a save in its own tmp directory",
+    ("workloads/local/rehearsald.py", "Checkpoints.upload_events"): "plays MaxText's TensorBoard writer closing its own event file",
 }
 
 

@@ -254,16 +254,18 @@ def test_the_record_is_claimed_once_and_a_base_checkpoint_is_never_overwritten(g
 
 
 def test_cleanup_never_deletes_a_converted_base_checkpoint(gcs) -> None:
-    from workloads.cluster.cleanup import choose
-    from workloads.runs.cleanup import checkpoint_dirs
+    from toolkit import ledger
+    from workloads.runs.cleanup import bucket_dirs
 
     bucket = f"tgk-clean-{uuid.uuid4().hex[:8]}"
     gcs.create_bucket(bucket)
     c = dataclasses.replace(plan_conversion("llama3.1-8b", SPEC, source="gs://my-hf/m/L", name="checkpoints"), bucket=bucket)
     base_checkpoints.claim(GcsStore(gcs, c.directory), base_checkpoints.record_of(c))  # recorded before the Job writes
     _upload(gcs, bucket, f"{BASE_PREFIX}/checkpoints")  # what the Job writes; even named "checkpoints", it is no run's
-    plan = choose([], [], now=4e9, older_than=0, checkpoints=checkpoint_dirs(gcs, bucket), retention=0)
-    assert plan.checkpoints == () and any(BASE_PREFIX in what for what, _ in plan.kept)
+    dirs = bucket_dirs(gcs, bucket)
+    assert [d.run for d, _ in dirs] == [BASE_PREFIX]  # the ledger is asked about it: the shape of a run's directory
+    verdict = ledger.run_output(dirs[0][0], live=[], now=4e9, retention=0)
+    assert isinstance(verdict, ledger.Kept)  # no run identity the toolkit wrote: never deleted
 
 
 def test_the_source_must_hold_safetensors(gcs) -> None:

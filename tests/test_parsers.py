@@ -56,10 +56,12 @@ BOUNDED_READERS = {
 OWN_INPUT = {
     "infra/cli.py": "the Terraform JSON synth just wrote",
     "infra/service.py": "the Terraform JSON synth just wrote",
-    "infra/gcp_api.py": "Google's answers: the one Google client decodes them within its own bounds (size, deadline, depth, numbers)",
     "workloads/maxtext/env.py": "the JSON lines of the toolkit's own driver (workloads/maxtext/driver.py) in the MaxText venv",
     "workloads/maxtext/driver.py": "the cases file the toolkit wrote for it",
     "workloads/ray/entrypoint.py": "the entrypoint word the toolkit encoded, at most workloads.ray.entrypoint.MAX_BYTES",
+    "toolkit/google_answers.py": "it is the bounded decoder of Google's answers (UTF-8, depth, the number domain) both Google clients use",
+    "workloads/observe/google_http.py": "the request body the toolkit's own client sends (at most 64 KiB), to count a listing's pages",
+    "workloads/cli/journal.py": "the repository's own pyproject.toml (the toolkit's version)",
     "toolkit/dirops.py": "the request the toolkit wrote into the helper pod's arguments (its whole program runs in that pod)",
     "workloads/local/": "the local cluster's own daemons: their state files, annotations and requests, all the toolkit's",
 }

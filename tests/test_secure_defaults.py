@@ -98,7 +98,7 @@ def test_every_run_pod_is_hardened(example: str) -> None:
 
 def test_the_examples_cover_every_runtime() -> None:
     seen = {p.runtime for e in EXAMPLES for p in runs(e)}
-    assert seen == {"jobset", "job", "ray"}
+    assert seen == {"jobset", "job", "ray", "pathways"}
 
 
 def test_a_team_uid_runs_every_pod_as_non_root() -> None:

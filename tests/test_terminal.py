@@ -205,7 +205,14 @@ PACKAGES = ("toolkit", "infra", "workloads")
 SOURCES = sorted(p for pkg in PACKAGES for p in (REPO / pkg).rglob("*.py"))
 # Programs the toolkit starts that are not its CLIs: a container's entrypoint (its output is the
 # pod's log), the local cluster's daemons (their output goes to their log files), the MaxText driver.
-NOT_A_CLI = ("workloads/ray/", "workloads/local/rehearsald.py", "workloads/local/kuberay.py", "workloads/maxtext/driver.py", "infra/app.py")
+NOT_A_CLI = (
+    "workloads/ray/",
+    "workloads/local/rehearsald.py",
+    "workloads/local/agents.py",
+    "workloads/local/kuberay.py",
+    "workloads/maxtext/driver.py",
+    "infra/app.py",
+)
 # The places that start processes: each hands the child pipes or files, never the terminal.
 LAUNCHERS = {"toolkit/tools.py", "workloads/data/mount.py", "workloads/local/procs.py"}
 

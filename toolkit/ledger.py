@@ -73,6 +73,7 @@ class Kind(StrEnum):
     WORKLOAD = "Kueue Workload"  # a finished Workload whose run is gone
     HELPER_POD = "helper pod"  # the short-lived pod that reaches a team's Lustre
     FILE = "file"  # a file the toolkit wrote into a user's directory
+    TOOLKIT_OBJECT = "toolkit object"  # a cluster object the toolkit made that is no run (a conversion Job, a token Secret)
 
 
 _MINT = object()  # only this module makes permits
@@ -196,6 +197,19 @@ def run_object(obj: Mapping[str, Any], *, name: str | None = None, namespace: st
             "(delete it with kubectl, or the tool that made it, if you mean to)",
         )
     return _permit(Kind.RUN_OBJECT, f"{ns}/{run}", (), f"{kind} submitted by the toolkit")
+
+
+def toolkit_object(obj: Mapping[str, Any] | None, *, kind: str, name: str, namespace: str) -> Verdict:
+    """May this object (not a run: a conversion Job, a fleet's token Secret) be deleted? Only with the toolkit's managed-by label."""
+    what = f"{kind} {namespace}/{name}"
+    if obj is None:
+        return Kept(what, "not there")
+    meta = obj.get("metadata") or {}
+    if str(obj.get("kind") or "") != kind or meta.get("name") != name:
+        return Kept(what, "not the object asked for")
+    if (meta.get("labels") or {}).get(names.K8S_MANAGED_BY_LABEL) != names.TGK:
+        return Kept(what, f"carries no {names.K8S_MANAGED_BY_LABEL}={names.TGK} label: not made by this toolkit (delete it with kubectl if you mean to)")
+    return _permit(Kind.TOOLKIT_OBJECT, f"{kind} {namespace}/{name}", (), f"{kind} made by the toolkit")
 
 
 def orphan_workload(wl: Mapping[str, Any], live_uids: set[str]) -> Verdict | None:

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from infra.spec import EXAMPLES_DIR, load_spec
+from infra.spec import EXAMPLES_DIR, load_spec, parse_spec
 from toolkit.errors import ToolkitError
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import kueue, yamlio
@@ -50,11 +50,12 @@ RECIPE = {
     "teams": "maxtext-6b",
     "tpu7x": "maxtext-6b",
     "tpu7x-multislice": "maxtext-6b",
+    "tpu7x-dynamic-slicing": "maxtext-6b",
     "v4": "maxtext-6b",
     "v5p": "gpt3-6b",
     "v6e-reservation": "llama3-8b",
 }
-RUNTIMES = ("jobset", "job", "ray")
+RUNTIMES = ("jobset", "job", "ray", "pathways")
 # KubeRay v1.6.0 (controllers/ray/common/pod.go): the worker init container it injects.
 RAY_INIT_CONTAINER = "wait-gcs-ready"
 RAY_INIT_RESOURCES = {"cpu": "200m", "memory": "256Mi"}
@@ -67,15 +68,29 @@ def _ray_probes(container: dict[str, Any]) -> None:
     container.setdefault("readinessProbe", {"httpGet": dict(RAY_HEALTH), "initialDelaySeconds": 10, "periodSeconds": 5, "failureThreshold": 10})
 
 
+# A Pathways head needs a CPU node of 24 vCPU and 132 GiB (workloads.planning.pathways); no example's CPU pool has one.
+PATHWAYS_CPU_MACHINE = "n2-highmem-32"
+
+
+def _for_pathways(spec: Any) -> Any:
+    doc = spec.model_dump(mode="json", exclude_unset=True)
+    doc.setdefault("cpu_pool", {})["machine_type"] = PATHWAYS_CPU_MACHINE
+    return parse_spec(doc)
+
+
 def runs(example: str) -> Iterator[Any]:
-    """(plan) for every team x runtime the example allows, plus opted-in host-network JobSets."""
+    """(plan) for every team x runtime the example allows, plus opted-in host-network JobSets.
+
+    Pathways on the example with its CPU pool of ``PATHWAYS_CPU_MACHINE``, so that its head's pod is scanned too."""
     spec = load_spec(EXAMPLES_DIR / f"{example}.yaml")
+    pathways_spec = _for_pathways(spec)
     for team in spec.teams:
         for runtime in RUNTIMES:
             for host in (False, True) if (team.host_network and runtime == "jobset") else (False,):
                 name = f"{team.name}-{runtime}-{'hostnet' if host else 'podnet'}"[:30].rstrip("-")
+                on = pathways_spec if runtime == "pathways" else spec
                 try:
-                    yield plan_run(RECIPE[example], spec, Overrides(slices=1, name=name, team=team.name, host_network=host, runtime=runtime))
+                    yield plan_run(RECIPE[example], on, Overrides(slices=1, name=name, team=team.name, host_network=host, runtime=runtime))
                 except ToolkitError:
                     continue  # a runtime the recipe or the generation does not offer
         # The team's datasets (a read-only GCS FUSE volume) on every runtime, and multi-tier

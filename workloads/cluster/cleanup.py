@@ -284,3 +284,9 @@ def execute(cluster: Cluster, plan: CleanupPlan, *, dry_run: bool) -> list[Delet
         if o.permit is not None:
             out.append(cluster.delete_owned(o.permit, cluster.kueue("Workload"), o.name, o.namespace, dry_run=dry_run))
     return out
+
+
+def delete_toolkit_object(cluster: Any, info: Any, kind: str, name: str, namespace: str, permit: ledger.Permit, **kw: Any) -> None:
+    """Delete an object the toolkit made that is no run (``toolkit.ledger.toolkit_object``'s permit)."""
+    ledger.require(permit, ledger.Kind.TOOLKIT_OBJECT, f"{kind} {namespace}/{name}")
+    cluster.delete(info, name, namespace, **kw)

@@ -41,7 +41,7 @@ _QUANTITY = re.compile(r"^([0-9]+)$")
 
 def chips(quantity: Any) -> int | None:
     """A TPU quantity (a whole number of chips: Kueue writes it as a plain integer) as an int; None for anything else."""
-    m = _QUANTITY.match(str(quantity).strip()) if quantity is not None else None
+    m = _QUANTITY.fullmatch(str(quantity).strip()) if quantity is not None else None
     return int(m.group(1)) if m and len(m.group(1)) <= 18 else None
 
 

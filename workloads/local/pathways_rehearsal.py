@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolkit.names import JOBSET_JOB_INDEX_LABEL
 from workloads.local.addons import PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
-from workloads.local.rehearsal import MaxTextLog, Rehearsal, finish_time, step_end, steps_done_by
+from workloads.local.rehearsal import MaxTextLog, Rehearsal, _phase, finish_time, iso, pod_log_file, step_end, steps_done_by
 
 RECOVERY_S = 40.0
 REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
@@ -60,8 +61,6 @@ class PathwaysRehearsals:
         self.runs: dict[str, _Run] = {}
 
     def tick(self, now: float) -> None:
-        from workloads.local import rehearsald as rd
-
         pods = [
             p
             for p in self.d.kube.list(self.d.kube.resource("v1", "Pod"), None, label_selector=f"{REHEARSAL_LABEL}=true")
@@ -82,11 +81,9 @@ class PathwaysRehearsals:
                 if run is None:
                     continue
             if not run.ended:
-                self._play(uid, run, head, workers, now, rd)
+                self._play(uid, run, head, workers, now)
 
     def _start(self, uid: str, head: dict[str, Any]) -> _Run | None:
-        from workloads.local import rehearsald as rd
-
         meta = head["metadata"]
         try:
             r = Rehearsal.from_annotation(meta["annotations"][REHEARSAL_ANNOTATION])
@@ -94,7 +91,7 @@ class PathwaysRehearsals:
         except (KeyError, ValueError, TypeError) as e:
             self.say(f"{meta['namespace']}/{meta['name']}: unreadable Pathways rehearsal facts ({e}); ignored")
             return None
-        path = rd.pod_log_file(self.d.state_dir, meta["namespace"], meta["name"])
+        path = pod_log_file(self.d.state_dir, meta["namespace"], meta["name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
         self.d._logs_object(head, path)
@@ -108,13 +105,12 @@ class PathwaysRehearsals:
                 f.writelines(lines)
             self.d.agent.ship(self.d._source(head), lines, time.time())
 
-    def _play(self, uid: str, run: _Run, head: dict[str, Any], workers: list[dict[str, Any]], now: float, rd: Any) -> None:
-        from workloads.local.rehearsald import _phase
+    def _play(self, uid: str, run: _Run, head: dict[str, Any], workers: list[dict[str, Any]], now: float) -> None:
 
         r = run.r
         book = self.d.book(uid)
         live = [w for w in workers if _phase(w) == "running"]
-        slices_up = {w["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index") for w in live}
+        slices_up = {w["metadata"]["labels"].get(JOBSET_JOB_INDEX_LABEL) for w in live}
         all_up = _phase(head) == "running" and len(live) >= r.workers
         if run.t0 is None and run.lost_at is None:  # not started yet
             if not all_up:
@@ -127,7 +123,7 @@ class PathwaysRehearsals:
         if run.t0 is not None and not all_up:  # a slice is gone: the program waits in a collective
             self._steps(run, head, book, steps_done_by(r, run.t0, run.first, now))
             run.lost = {
-                str(i) for i in range(max(1, len({w["metadata"]["labels"].get("jobset.sigs.k8s.io/job-index") for w in workers}))) if str(i) not in slices_up
+                str(i) for i in range(max(1, len({w["metadata"]["labels"].get(JOBSET_JOB_INDEX_LABEL) for w in workers}))) if str(i) not in slices_up
             } or {"?"}
             run.t0, run.lost_at = None, now
             if not run.elastic:
@@ -169,7 +165,7 @@ class PathwaysRehearsals:
         if run.t0 is None:
             return
         self._steps(run, head, book, steps_done_by(r, run.t0, run.first, now))
-        finish = rd.iso(finish_time(r, run.t0, run.first))
+        finish = iso(finish_time(r, run.t0, run.first))
         if run.finish != finish:
             self.d._finish_at(head, finish)
             run.finish = finish

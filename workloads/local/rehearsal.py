@@ -40,12 +40,14 @@ import os
 import shlex
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra import recovery
 from toolkit.errors import FieldError
 from workloads.local.addons import PATHWAYS_ANNOTATION, RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 from workloads.planning.defaults import MAX_REHEARSAL_S
+from workloads.render.exitguard import SIGTERM_EXIT_CODE
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -466,3 +468,26 @@ def local_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
     if r.kind != "maxtext" or not r.mtc_local_period:
         return []
     return [s for s in range(first_step, done) if s % r.mtc_local_period == 0]
+
+
+def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
+    return state_dir / "pod-logs" / namespace / f"{pod}.log"
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    """pending | running | stopping (SIGTERM: deleted, disrupted, or stopped by it) | crashed | succeeded."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if phase == "Succeeded":
+        return "succeeded"
+    if phase == "Failed":
+        codes = {((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in status.get("containerStatuses") or []}
+        return "stopping" if disrupted or SIGTERM_EXIT_CODE in codes else "crashed"
+    if phase == "Running":
+        return "stopping" if disrupted or pod["metadata"].get("deletionTimestamp") else "running"
+    return "pending"

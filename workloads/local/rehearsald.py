@@ -50,7 +50,6 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +58,17 @@ from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
 from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, volumes
-from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE, VOLUME_HELPER_ANNOTATION
+from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
     Rehearsal,
+    _phase,
     finish_time,
     gcs_metrics_dir,
+    iso,
     local_steps,
     metrics_file_name,
+    pod_log_file,
     saved_steps,
     step_end,
     steps_done_by,
@@ -84,14 +86,6 @@ TMP_SUFFIX = ".orbax-checkpoint-tmp"  # a save's directory until it is complete 
 
 def ready_file(state_dir: Path) -> Path:
     return state_dir / "rehearsal" / "ready"
-
-
-def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
-    return state_dir / "pod-logs" / namespace / f"{pod}.log"
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _say(msg: str) -> None:
@@ -278,21 +272,6 @@ class Worker:
                 f.writelines(lines)
             if self.agent is not None and self.source is not None:
                 self.agent.ship(self.source, lines, time.time())
-
-
-def _phase(pod: dict[str, Any]) -> str:
-    """pending | running | stopping (SIGTERM: deleted, disrupted, or stopped by it) | crashed | succeeded."""
-    status = pod.get("status") or {}
-    phase = status.get("phase")
-    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or [])
-    if phase == "Succeeded":
-        return "succeeded"
-    if phase == "Failed":
-        codes = {((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in status.get("containerStatuses") or []}
-        return "stopping" if disrupted or SIGTERM_EXIT_CODE in codes else "crashed"
-    if phase == "Running":
-        return "stopping" if disrupted or pod["metadata"].get("deletionTimestamp") else "running"
-    return "pending"
 
 
 def _resume_point(path: Path) -> int | None:

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError
+from toolkit.jsontext import load_json
 
 if TYPE_CHECKING:
     from workloads.observe.analysis import Analysis
@@ -131,11 +132,11 @@ class Journal:
     def from_json(cls, text: str, where: str) -> Journal:
         """A journal read back; anything that is not one this toolkit wrote is refused (``where`` names it)."""
         try:
-            d = json.loads(text, parse_constant=_no_constant)
+            d = load_json(text, max_bytes=MAX_BYTES)
             if not isinstance(d, dict) or d.get("format") != FORMAT or not isinstance(d.get("records"), list):
                 raise ValueError(f"not a journal of format {FORMAT}")
             model = d.get("model")
-            if not isinstance(model, str) or not _MODEL.match(model):
+            if not isinstance(model, str) or not _MODEL.fullmatch(model):
                 raise ValueError("no model name")
             if len(d["records"]) > MAX_RECORDS:
                 raise ValueError(f"more than {MAX_RECORDS} records")
@@ -145,10 +146,6 @@ class Journal:
                 "--model", f"{where} is not a journal this toolkit can append to ({str(e)[:120]})", "move it aside or journal under another --model"
             ) from None
         return cls(model, records)
-
-
-def _no_constant(name: str) -> float:
-    raise ValueError(f"{name} is not a number a journal holds")
 
 
 def _record_dict(r: Record) -> dict[str, Any]:
@@ -219,7 +216,7 @@ def model_name(a: Analysis, model: str | None) -> str:
     if name is None or name == "default":
         raise FieldError("--model", f"the run's log names no MaxText model (model_name {name or 'absent'})", "pass --model NAME (e.g. the recipe's name)")
     name = name.strip().lower()
-    if not _MODEL.match(name):
+    if not _MODEL.fullmatch(name):
         raise FieldError("--model", f"{name[:60]!r} is not a journal name", "use lowercase letters, digits, '-', '_' and '.', 63 at most")
     return name
 

@@ -44,7 +44,7 @@ SHARDING = "_sharding"
 CHECKPOINT_METADATA = "_CHECKPOINT_METADATA"  # one directory up: the step's
 SCAN_AXIS = 1  # MaxText's param_scan_axis default: scanned layers stack on axis 1
 DIMS = ("base_emb_dim", "base_num_query_heads", "base_num_kv_heads", "head_dim", "base_num_decoder_layers", "base_mlp_dim", "vocab_size")
-_LAYER = re.compile(r"^decoder\.layers_(\d+)\.")
+_LAYER = re.compile(r"^decoder\.layers_([0-9]+)\.")
 # a file's name relative to the checkpoint's items directory ("../x": its step's) -> its bytes, None when there is no such file
 Read = Callable[[str], "bytes | None"]
 _PATH = re.compile(r"^(gs://[a-z0-9][a-z0-9._-]*(/[A-Za-z0-9._=+-]+)*/?|/[A-Za-z0-9._=+/-]*)$")
@@ -77,7 +77,7 @@ class LoadParameters:
 
 def path_problem(path: str) -> str | None:
     """Why ``path`` cannot be a load_parameters_path MaxText is given, or None (gs://BUCKET/PATH or an absolute path)."""
-    if not _PATH.match(path) or "/../" in f"{path}/" or "//" in path.removeprefix("gs://"):
+    if not _PATH.fullmatch(path) or "/../" in f"{path}/" or "//" in path.removeprefix("gs://"):
         return f"{path[:200]!r} is neither gs://BUCKET/PATH nor an absolute path of plain segments"
     return None
 

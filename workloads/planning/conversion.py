@@ -61,7 +61,7 @@ MEMORY_HEADROOM = 1.25
 MEMORY_BASE_GIB = 2
 CPU_REQUEST = "2"
 _GCS = re.compile(r"^gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])/([A-Za-z0-9._=+-]+(?:/[A-Za-z0-9._=+-]+)*)/?$")
-_MACHINE = re.compile(r"^([a-z][a-z0-9]*)-(standard|highmem|highcpu)-(\d+)$")
+_MACHINE = re.compile(r"^([a-z][a-z0-9]*)-(standard|highmem|highcpu)-([0-9]+)$")
 GIB = 2**30
 _HIGHCPU_2 = frozenset({"c2d", "c3", "c3d", "c4", "c4a", "c4d", "n4"})  # their highcpu types have 2 GiB per vCPU
 
@@ -137,7 +137,7 @@ def node_allocatable_gib(machine_type: str) -> float | None:
     4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above 128) and the
     100 MiB eviction threshold (GKE's "cluster architecture: node allocatable resources").
     """
-    m = _MACHINE.match(machine_type)
+    m = _MACHINE.fullmatch(machine_type)
     if m is None:
         return None
     series, variant, cpus = m.group(1), m.group(2), int(m.group(3))
@@ -156,7 +156,7 @@ def node_allocatable_gib(machine_type: str) -> float | None:
 
 
 def _source(text: str) -> tuple[str, str]:
-    m = _GCS.match(text)
+    m = _GCS.fullmatch(text)
     if m is None:
         raise FieldError(
             "--from",
@@ -203,7 +203,7 @@ def plan_conversion(
     mt = recipe.maxtext
     assert mt is not None
     bucket, prefix = _source(source) if source is not None else ("", "")
-    if not re.match(DNS1035_LABEL, name) or len(name) > 40:
+    if not re.fullmatch(DNS1035_LABEL, name) or len(name) > 40:
         raise FieldError("--name", f"{name[:60]!r} is not a name of lowercase letters, digits and '-' (at most 40)", "pass e.g. --name llama31-8b-base")
     t = spec.team(team)
     ckpt = spec.bucket_for(BucketPurpose.CHECKPOINTS, t)

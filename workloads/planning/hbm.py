@@ -66,7 +66,7 @@ UNMEASURED = (0.85, 1.15)  # a kind the matrix has no configuration of: the issu
 
 def _tiles(args: Mapping[str, str]) -> int:
     t = args.get("num_vocab_tiling", "1")
-    return int(t) if PLAIN_INT.match(t) and 0 < len(t) < 6 and int(t) > 0 else 1
+    return int(t) if PLAIN_INT.fullmatch(t) and 0 < len(t) < 6 and int(t) > 0 else 1
 
 
 def _true(args: Mapping[str, str], key: str) -> bool:

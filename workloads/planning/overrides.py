@@ -196,7 +196,7 @@ class Overrides:
     runtime: str | None = _flag(
         None,
         "--runtime",
-        "jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first",
+        "jobset (slices restart together), job (an Indexed Job + headless Service, one slice), ray (a KubeRay RayJob) or pathways (a Pathways head and its workers); default: the recipe's first",
     )
     # steps MaxText's profiler records; None: no profiling
     profile_steps: int | None = _flag(

@@ -56,6 +56,7 @@ from workloads.render.kubelet_escape import k8s_literal, k8s_literals
 from workloads.render.skeleton import BASE_NAME
 
 RUNTIME = RUNTIME_PATHWAYS
+PROXY_CONTAINER = "pathways-proxy"  # the IFRT proxy, a native sidecar of the head
 XPK_WORKER_BACKOFF_PER_HOST = 4  # xpk: vms_per_slice x 4 without elastic slices
 
 
@@ -82,11 +83,11 @@ def head_containers(plan: RunPlan) -> tuple[list[dict[str, Any]], list[dict[str,
         proxy_args.append(f"--num_elastic_slices={e.slices}")
     proxy = _secure(
         {
-            "name": "pathways-proxy",
+            "name": PROXY_CONTAINER,
             "image": PROXY_IMAGE,
             "imagePullPolicy": "IfNotPresent",
             "args": proxy_args,
-            "env": [head],
+            "env": podsecurity.home_env(plan.target.run_as_user, [head]),
             "ports": [{"containerPort": PROXY_PORT, "protocol": "TCP"}],
             "restartPolicy": "Always",
         }
@@ -103,12 +104,15 @@ def head_containers(plan: RunPlan) -> tuple[list[dict[str, Any]], list[dict[str,
                 f"--instance_count={plan.target.slices}",
                 f"--instance_type={plan.target.shape.generation.name}:{plan.target.shape.topology}",
             ],
-            "env": [
-                {"name": "REPLICATED_JOB_NAME", "valueFrom": _ref("metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']")},
-                {"name": "JOBSET_NAME", "valueFrom": _ref(f"metadata.annotations['{names.JOBSET_NAME_LABEL}']")},
-                {"name": "HOST_ADDRESS", "value": head_address(plan.name)},
-                {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
-            ],
+            "env": podsecurity.home_env(
+                plan.target.run_as_user,
+                [
+                    {"name": "REPLICATED_JOB_NAME", "valueFrom": _ref("metadata.annotations['jobset.sigs.k8s.io/replicatedjob-name']")},
+                    {"name": "JOBSET_NAME", "valueFrom": _ref(f"metadata.annotations['{names.JOBSET_NAME_LABEL}']")},
+                    {"name": "HOST_ADDRESS", "value": head_address(plan.name)},
+                    {"name": "TPU_SKIP_MDS_QUERY", "value": "true"},
+                ],
+            ),
             "ports": [{"containerPort": RM_PORT, "protocol": "TCP"}, {"containerPort": RM_PORT2, "protocol": "TCP"}],
             "restartPolicy": "Always",
         }
@@ -185,7 +189,7 @@ def worker_job(plan: RunPlan) -> dict[str, Any]:
             "args": k8s_literals(
                 [f"--server_port={WORKER_PORT}", f"--resource_manager_address=$(PATHWAYS_HEAD):{RM_PORT}", f"--gcs_scratch_location={_scratch(plan)}"]
             ),
-            "env": env,
+            "env": podsecurity.home_env(t.run_as_user, env),
             "ports": [{"containerPort": p, "protocol": "TCP"} for p in (WORKER_PORT, WORKER_PORT2, jobset.TPU_RUNTIME_PORT, jobset.MEGASCALE_PORT)],
             "resources": {"requests": {names.TPU_RESOURCE: t.shape.chips_per_vm}, "limits": {names.TPU_RESOURCE: t.shape.chips_per_vm}},
         }

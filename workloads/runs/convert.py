@@ -20,9 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolkit import ledger
 from toolkit.errors import FieldError
 from toolkit.jsontext import load_json
 from toolkit.names import JOB_API, TGK_FIELD_MANAGER
+from workloads.cluster.cleanup import delete_toolkit_object
 from workloads.planning.conversion import Conversion, plan_conversion
 from workloads.runs import base_checkpoints, hooks
 
@@ -123,7 +125,11 @@ def apply(cluster: Cluster, c: Conversion, *, project: str | None = None, storag
         return Converted(c, claimed, job=found, note=note)
     objects = render(c)
     if found.phase == "failed":
-        cluster.delete(cluster.resource(JOB_API, "Job"), c.job_name, c.namespace, propagation="Foreground")
+        info = cluster.resource(JOB_API, "Job")
+        verdict = ledger.toolkit_object(cluster.get(info, c.job_name, c.namespace), kind="Job", name=c.job_name, namespace=c.namespace)
+        if isinstance(verdict, ledger.Kept):
+            raise FieldError("--name", f"{verdict.what} failed and {verdict.why}", "delete it yourself, or convert under another --name")
+        delete_toolkit_object(cluster, info, "Job", c.job_name, c.namespace, verdict, propagation="Foreground")
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
     refs = tuple({"kind": o["kind"], "name": o["metadata"]["name"], "namespace": o["metadata"]["namespace"]} for o in objects)
     return Converted(c, claimed, applied=refs, note=note)

@@ -25,9 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from infra.fleet import Fleet, FleetManager, Worker
+from toolkit import ledger
 from toolkit.errors import ClusterError, FieldError
 from toolkit.names import KUEUE_API, TGK_FIELD_MANAGER
 from workloads.cluster import secret_data
+from workloads.cluster.cleanup import delete_toolkit_object
 from workloads.cluster.client import Cluster
 from workloads.cluster.wait import WaitTimeout, wait_for
 from workloads.render import multikueue
@@ -259,7 +261,12 @@ def rotate(
             )
         info = _secret_info(kube)
         for name in old:
-            kube.delete(info, name, multikueue.KUEUE_NAMESPACE)
+            ns = multikueue.KUEUE_NAMESPACE
+            verdict = ledger.toolkit_object(kube.get(info, name, ns), kind="Secret", name=name, namespace=ns)
+            if isinstance(verdict, ledger.Kept):
+                progress(f"worker {w.name}: {verdict.what} kept ({verdict.why})")
+                continue
+            delete_toolkit_object(kube, info, "Secret", name, ns, verdict)
         if held is not None:
             try:
                 wait_for(lambda h=held: token_refused(h), timeout=REVOKE_WAIT_S, what=f"worker {w.name} refusing the old token", interval=1.0)
