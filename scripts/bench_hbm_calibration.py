@@ -281,9 +281,12 @@ def main() -> None:
                 row.update({k: v for k, v in rec.items() if k != "command"})
         else:
             assert venv is not None
-            row.update(compile_row(p, venv, a.dump_dir / c.name if a.dump_dir else None))
+            try:
+                row.update(compile_row(p, venv, a.dump_dir / c.name if a.dump_dir else None))
+            except ToolkitError as e:  # MaxText refused it, or the compile broke: kept as such, the matrix goes on
+                row.update({"compiled_gib": None, "compiled_is": "failed", "failure": str(e).splitlines()[0][:400]})
             records[c.name] = {
-                k: v for k, v in row.items() if k in ("command", "compiled_gib", "compiled_is", "hbm_gib", "fits", "memory_gib", "compile_seconds")
+                k: v for k, v in row.items() if k in ("command", "compiled_gib", "compiled_is", "failure", "hbm_gib", "fits", "memory_gib", "compile_seconds")
             }
         if row.get("compiled_gib") and row.get("compiled_is") == "total":
             row["error"] = round(row["estimate_gib"] / row["compiled_gib"] - 1, 3)
