@@ -66,17 +66,15 @@ def _cut(layers: int | None) -> tuple[str, ...]:
     return () if layers is None else ("override_model_config=true", f"base_num_decoder_layers={layers}")
 
 
+# In the order they were compiled: what the matrix must cover first (generations, MoE), then the rest.
 MATRIX = (
     Config("6b-v5e-b4-full", "maxtext-6b", "v5e-4x4"),
     Config("6b-v5e-b2-full", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2",)),
     Config("6b-v5e-b4-offload", "maxtext-6b", "v5e-4x4", OFFLOAD),
     Config("6b-v5e-b4-vocab4", "maxtext-6b", "v5e-4x4", ("num_vocab_tiling=4",)),
-    Config("6b-v5e-b1-minimal", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=1", "remat_policy=minimal")),
-    Config("6b-v5e-b2-saveqkv", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2", "remat_policy=save_qkv_proj")),
-    Config("6b-v5e-b4-2slices", "maxtext-6b", "v5e-4x4", slices=2),
+    Config("mixtral-8x7b-v5p-b2-4l", "preset:mixtral-8x7b", "v5p-2x2x4", batch=2, seq=4096, layers=4),
+    Config("qwen3-30b-a3b-7x-b4-8l", "preset:qwen3-30b-a3b", "tpu7x-2x2x2", batch=4, seq=4096, layers=8),
     Config("llama3-8b-v6e-b1", "llama3-8b", "v6e-4x4"),
-    Config("llama3-8b-v6e-b2-offload-8l", "llama3-8b", "v6e-4x4", ("per_device_batch_size=2", *_cut(8), *OFFLOAD)),
-    Config("llama3-8b-v6e-b1-optimizer-host", "llama3-8b", "v6e-4x4", ("optimizer_memory_host_offload=true",)),
     Config("gpt3-6b-v5p-b4", "gpt3-6b", "v5p-4x4x4"),
     Config("llama3-8b-fp8-7x-8l", "llama3-8b-fp8", "tpu7x-2x2x4", _cut(8)),
     Config(
@@ -85,9 +83,9 @@ MATRIX = (
         "tpu7x-2x2x4",
         ("max_target_length=32768", "per_device_batch_size=0.25", "ici_tensor_parallelism=1", "ici_context_parallelism=4", *_cut(8)),
     ),
-    Config("gemma3-4b-v5e-b1", "preset:gemma3-4b", "v5e-4x4", batch=1, seq=4096),
-    Config("mixtral-8x7b-v5p-b2-4l", "preset:mixtral-8x7b", "v5p-2x2x4", batch=2, seq=4096, layers=4),
-    Config("qwen3-30b-a3b-7x-b4-8l", "preset:qwen3-30b-a3b", "tpu7x-2x2x2", batch=4, seq=4096, layers=8),
+    Config("llama3-8b-v6e-b1-optimizer-host", "llama3-8b", "v6e-4x4", ("optimizer_memory_host_offload=true",)),
+    Config("6b-v5e-b1-minimal", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=1", "remat_policy=minimal")),
+    Config("6b-v5e-b2-saveqkv", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2", "remat_policy=save_qkv_proj")),
     Config("deepseek2-16b-7x-b4-4l", "preset:deepseek2-16b", "tpu7x-2x2x2", batch=4, seq=4096, layers=4),
     Config(
         "gpt-oss-20b-7x-b4-4l",
@@ -98,6 +96,9 @@ MATRIX = (
         layers=4,
         args={"remat_policy": "custom", "decoder_layer_input": "offload"},
     ),
+    Config("gemma3-4b-v5e-b1", "preset:gemma3-4b", "v5e-4x4", batch=1, seq=4096),
+    Config("llama3-8b-v6e-b2-offload-8l", "llama3-8b", "v6e-4x4", ("per_device_batch_size=2", *_cut(8), *OFFLOAD)),
+    Config("6b-v5e-b4-2slices", "maxtext-6b", "v5e-4x4", slices=2),
 )
 
 
