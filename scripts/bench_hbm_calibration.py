@@ -244,7 +244,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help="configuration names (see --list)")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    ap.add_argument("-o", "--output", choices=("text", "json", "markdown"), default="text", help="markdown: the table docs/runs.md carries")
     ap.add_argument("--record", type=Path, help="write the compiled figures here (e.g. scripts/hbm_calibration_results.json)")
     ap.add_argument("--from-results", type=Path, help="estimate against these recorded compiles instead of compiling")
     ap.add_argument("--dump-dir", type=Path, help="keep XLA's buffer assignment of each compile in DIR/<name>/")
@@ -307,8 +307,24 @@ def main() -> None:
     if a.output == "json":
         print(json.dumps({"rows": rows, "summary": summary, "fit": fitted}, indent=2))
         return
+    if a.output == "markdown":
+        _print_markdown(rows, fitted)
+        return
     _print(rows, summary)
     _print_fit(fitted)
+
+
+def _print_markdown(rows: list[dict[str, Any]], f: dict[str, Any] | None) -> None:
+    """Per configuration: the shipped estimate, the compile, and the error with the configuration held out of the fit."""
+    held = f["held_out_error"] if f else {}
+    print("| configuration | slice | kind | estimate (GiB) | compiled (GiB) | error | held out |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        if "error" not in r:
+            continue
+        slices = f" x{r['slices']}" if r["slices"] > 1 else ""
+        h = f"{held[r['name']] * 100:+.0f}%" if r["name"] in held else "–"
+        print(f"| {r['name']} | {r['shape']}{slices} | {r['kind']} | {r['estimate_gib']:.2f} | {r['compiled_gib']:.2f} | {r['error'] * 100:+.0f}% | {h} |")
 
 
 def _fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

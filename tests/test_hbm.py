@@ -49,7 +49,9 @@ def compiled(tmp_path_factory) -> list[tuple[object, dict, object]]:
         recorded = json.loads(b.RESULTS.read_text())["configs"]
         out = []
         for c in b.MATRIX:
-            rec = recorded[c.name]
+            rec = recorded.get(c.name)
+            if rec is None or rec["compiled_is"] != "total":
+                continue  # not compiled yet (test_every_configuration_is_compiled says which)
             p = b.plan(c, recipes_dir)
             assert b.plan_key(p) == rec["command"], f"{c.name}: the rendered command changed since it was compiled; compile it again"
             out.append((c, rec, b.sizing(c, recipes_dir)))
@@ -72,19 +74,38 @@ def _rows(compiled) -> list[hbm_fit.Compiled]:
     ]
 
 
-def test_the_matrix_covers_what_runs_differ_by(compiled) -> None:
-    """At least 15 configurations: dense and MoE, v5e/v5p/v6e/tpu7x, remat policies, host offload, vocab tiling, long context, fp8."""
-    b = _bench()
-    assert len(b.MATRIX) >= 15 and all(rec["compiled_is"] == "total" for _, rec, _ in compiled)
-    kinds = {s.hbm.kind for _, _, s in compiled}
+def _covers(shapes: list[str], sized: list) -> None:
+    """Dense and MoE, v5e/v5p/v6e/tpu7x, remat policies, host offload, vocab tiling, long context, fp8."""
+    kinds = {s.hbm.kind for s in sized}
     assert {"dense", "mixture of experts"} <= {k.split(",")[0] for k in kinds} and any("host offload" in k for k in kinds)
-    assert {c.shape.split("-")[0] for c, _, _ in compiled} >= {"v5e", "v5p", "v6e", "tpu7x"}
-    args = [dict(s.args) for _, _, s in compiled]
+    assert {shape.split("-")[0] for shape in shapes} >= {"v5e", "v5p", "v6e", "tpu7x"}
+    args = [dict(s.args) for s in sized]
     assert {a.get("remat_policy", "full") for a in args} >= {"full", "minimal", "save_qkv_proj", "custom"}
     assert any(a.get("num_vocab_tiling", "1") != "1" for a in args)
     assert any(a.get("quantization", "").startswith("fp8") for a in args)
     assert any(a.get("optimizer_memory_host_offload") == "true" for a in args)
-    assert any(s.mesh.totals["context"] > 1 and s.seq >= 32768 for _, _, s in compiled)
+    assert any(s.mesh.totals["context"] > 1 and s.seq >= 32768 for s in sized)
+
+
+def test_the_matrix_covers_what_runs_differ_by(tmp_path, monkeypatch) -> None:
+    """At least 15 configurations, planned as the benchmark plans them."""
+    b = _bench()
+    monkeypatch.setenv("TGK_RECIPES", str(tmp_path))
+    try:
+        assert len(b.MATRIX) >= 15
+        _covers([c.shape for c in b.MATRIX], [b.sizing(c, tmp_path) for c in b.MATRIX])
+    finally:
+        from workloads.planning import recipes
+
+        recipes.load_recipe.cache_clear()
+
+
+def test_every_configuration_is_compiled(compiled) -> None:
+    """The fit and its error stand on MaxText's compiles of the whole matrix, not a part of it."""
+    b = _bench()
+    missing = [c.name for c in b.MATRIX if c.name not in {c.name for c, _, _ in compiled}]
+    assert not missing, f"not compiled yet: {missing}; run scripts/bench_hbm_calibration.py --record scripts/hbm_calibration_results.json --only ..."
+    _covers([c.shape for c, _, _ in compiled], [s for _, _, s in compiled])
 
 
 def test_the_train_state_is_exactly_the_compiled_arguments(compiled) -> None:
