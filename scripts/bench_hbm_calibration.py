@@ -323,8 +323,8 @@ def _print_markdown(rows: list[dict[str, Any]], f: dict[str, Any] | None) -> Non
         if "error" not in r:
             continue
         slices = f" x{r['slices']}" if r["slices"] > 1 else ""
-        h = f"{held[r['name']] * 100:+.0f}%" if r["name"] in held else "–"
-        print(f"| {r['name']} | {r['shape']}{slices} | {r['kind']} | {r['estimate_gib']:.2f} | {r['compiled_gib']:.2f} | {r['error'] * 100:+.0f}% | {h} |")
+        h = f"{held[r['name']] * 100:+.1f}%" if r["name"] in held else "–"
+        print(f"| {r['name']} | {r['shape']}{slices} | {r['kind']} | {r['estimate_gib']:.2f} | {r['compiled_gib']:.2f} | {r['error'] * 100:+.1f}% | {h} |")
 
 
 def _fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -224,3 +224,15 @@ def test_the_default_recipe_fits_its_pool_without_a_warning() -> None:
     plan = plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), Overrides())
     assert not [w for w in plan.program.warnings if "GiB per device" in w]
     assert plan.program.sizing.hbm.measured and math.isfinite(plan.program.sizing.hbm.total_bytes)
+
+
+def test_the_docs_table_is_the_recorded_compiles(compiled) -> None:
+    """docs/runs.md shows each compiled configuration with what XLA allocated for it."""
+    docs = (Path(__file__).resolve().parent.parent / "docs" / "runs.md").read_text()
+    rows = {cells[0]: cells for line in docs.splitlines() if line.startswith("| ") for cells in [[c.strip() for c in line.strip("|").split("|")]]}
+    for c, rec, s in compiled:
+        assert c.name in rows, (
+            f"docs/runs.md has no row for {c.name}: python scripts/bench_hbm_calibration.py --from-results scripts/hbm_calibration_results.json -o markdown"
+        )
+        assert float(rows[c.name][4]) == pytest.approx(rec["compiled_gib"], abs=0.006), c.name
+        assert float(rows[c.name][3]) == pytest.approx(s.hbm.total_bytes / GIB, abs=0.006), c.name
