@@ -65,9 +65,9 @@ FITTED = Coefficients(offload_staging=0.0, working_mlp=0.0, working_embed=21.02,
 # compiled / estimated, least and most, per kind of configuration, each configuration estimated by
 # coefficients fitted without it (the same bench and results file).
 HBM_ERROR: dict[str, tuple[float, float]] = {
-    'dense': (0.999, 1.016),
-    'dense, host offload': (0.99, 0.99),
-    'mixture of experts': (1.045, 1.163),
+    "dense": (0.999, 1.016),
+    "dense, host offload": (0.99, 0.99),
+    "mixture of experts": (1.045, 1.163),
 }  # end of HBM_ERROR
 UNMEASURED = (0.85, 1.15)  # a kind the matrix has no configuration of: the target, not a measurement
 
