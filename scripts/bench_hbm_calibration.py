@@ -29,9 +29,11 @@ checks the estimate against every recorded one (tests/test_hbm.py).
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -257,6 +259,7 @@ def main() -> None:
     if a.only and len(chosen) != len(a.only):
         raise SystemExit(f"--only: unknown configuration(s) {sorted(set(a.only) - {c.name for c in MATRIX})}; see --list")
     user = Path(tempfile.mkdtemp(prefix="tgk-hbm-cal-"))
+    atexit.register(shutil.rmtree, user, True)  # the recipes written for the run
     os.environ["TGK_RECIPES"] = str(user)
     from toolkit.errors import ToolkitError
 
