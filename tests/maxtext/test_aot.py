@@ -51,11 +51,13 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
     )
 
 
-# Batch 5 at 2400 tokens: the plan warns (its estimate, ~16.1 GiB, is inside the measured error of a
-# v5e's 16 GiB) and leaves the verdict to the compiler, past the ~15.75 GiB XLA can use of a v5e.
-# The calibrated band is narrow (scripts/hbm_calibration_results.json): no whole batch at 2048
-# tokens lands in it (5 plans without a word, 6 is refused), and fsdp=16 takes whole batches only.
-INSIDE_THE_BAND = ("--set", "per_device_batch_size=5", "--set", "max_target_length=2400")
+# A variant the plan lets through with a warning (inside the estimate's measured error of a v5e's
+# 16 GiB) that XLA then refuses. The calibrated band is narrow and no such variant of maxtext-6b on
+# v5e-16 is known yet: fsdp=16 takes whole batches (5 at 2048 tokens plans without a word, 6 is
+# refused), MaxText's attention blocks take 512-token multiples, and the closest, batch 1 at 11776
+# tokens (~16.0 GiB estimated, warned), compiled to 15.38 GiB and fits. These two tests fail until
+# one is found.
+INSIDE_THE_BAND = ("--set", "per_device_batch_size=1", "--set", "max_target_length=11776")
 
 
 def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):
@@ -65,7 +67,7 @@ def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):
     verdict = r.stdout.strip().splitlines()[-1]
     assert verdict.startswith("does not fit: CompileTimeHbmOom, HLO temporaries alone need"), verdict
     assert "GiB usable HBM per device" in verdict
-    assert "per_device_batch_size (now 5)" in verdict and "fsdp" in verdict
+    assert "fsdp" in verdict
 
 
 def test_not_fit_json_carries_the_numbers(maxtext_venv):
