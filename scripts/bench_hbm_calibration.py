@@ -29,9 +29,11 @@ checks the estimate against every recorded one (tests/test_hbm.py).
 from __future__ import annotations
 
 import argparse
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -66,17 +68,15 @@ def _cut(layers: int | None) -> tuple[str, ...]:
     return () if layers is None else ("override_model_config=true", f"base_num_decoder_layers={layers}")
 
 
+# In the order they were compiled: what the matrix must cover first (generations, MoE), then the rest.
 MATRIX = (
     Config("6b-v5e-b4-full", "maxtext-6b", "v5e-4x4"),
     Config("6b-v5e-b2-full", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2",)),
     Config("6b-v5e-b4-offload", "maxtext-6b", "v5e-4x4", OFFLOAD),
     Config("6b-v5e-b4-vocab4", "maxtext-6b", "v5e-4x4", ("num_vocab_tiling=4",)),
-    Config("6b-v5e-b1-minimal", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=1", "remat_policy=minimal")),
-    Config("6b-v5e-b2-saveqkv", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2", "remat_policy=save_qkv_proj")),
-    Config("6b-v5e-b4-2slices", "maxtext-6b", "v5e-4x4", slices=2),
+    Config("mixtral-8x7b-v5p-b2-4l", "preset:mixtral-8x7b", "v5p-2x2x4", batch=2, seq=4096, layers=4),
+    Config("qwen3-30b-a3b-7x-b4-8l", "preset:qwen3-30b-a3b", "tpu7x-2x2x2", batch=4, seq=4096, layers=8),
     Config("llama3-8b-v6e-b1", "llama3-8b", "v6e-4x4"),
-    Config("llama3-8b-v6e-b2-offload-8l", "llama3-8b", "v6e-4x4", ("per_device_batch_size=2", *_cut(8), *OFFLOAD)),
-    Config("llama3-8b-v6e-b1-optimizer-host", "llama3-8b", "v6e-4x4", ("optimizer_memory_host_offload=true",)),
     Config("gpt3-6b-v5p-b4", "gpt3-6b", "v5p-4x4x4"),
     Config("llama3-8b-fp8-7x-8l", "llama3-8b-fp8", "tpu7x-2x2x4", _cut(8)),
     Config(
@@ -85,9 +85,9 @@ MATRIX = (
         "tpu7x-2x2x4",
         ("max_target_length=32768", "per_device_batch_size=0.25", "ici_tensor_parallelism=1", "ici_context_parallelism=4", *_cut(8)),
     ),
-    Config("gemma3-4b-v5e-b1", "preset:gemma3-4b", "v5e-4x4", batch=1, seq=4096),
-    Config("mixtral-8x7b-v5p-b2-4l", "preset:mixtral-8x7b", "v5p-2x2x4", batch=2, seq=4096, layers=4),
-    Config("qwen3-30b-a3b-7x-b4-8l", "preset:qwen3-30b-a3b", "tpu7x-2x2x2", batch=4, seq=4096, layers=8),
+    Config("llama3-8b-v6e-b1-optimizer-host", "llama3-8b", "v6e-4x4", ("optimizer_memory_host_offload=true",)),
+    Config("6b-v5e-b1-minimal", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=1", "remat_policy=minimal")),
+    Config("6b-v5e-b2-saveqkv", "maxtext-6b", "v5e-4x4", ("per_device_batch_size=2", "remat_policy=save_qkv_proj")),
     Config("deepseek2-16b-7x-b4-4l", "preset:deepseek2-16b", "tpu7x-2x2x2", batch=4, seq=4096, layers=4),
     Config(
         "gpt-oss-20b-7x-b4-4l",
@@ -98,6 +98,9 @@ MATRIX = (
         layers=4,
         args={"remat_policy": "custom", "decoder_layer_input": "offload"},
     ),
+    Config("gemma3-4b-v5e-b1", "preset:gemma3-4b", "v5e-4x4", batch=1, seq=4096),
+    Config("llama3-8b-v6e-b2-offload-8l", "llama3-8b", "v6e-4x4", ("per_device_batch_size=2", *_cut(8), *OFFLOAD)),
+    Config("6b-v5e-b4-2slices", "maxtext-6b", "v5e-4x4", slices=2),
 )
 
 
@@ -243,7 +246,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", default=None, help="configuration names (see --list)")
     ap.add_argument("--list", action="store_true")
-    ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    ap.add_argument("-o", "--output", choices=("text", "json", "markdown"), default="text", help="markdown: the table docs/runs.md carries")
     ap.add_argument("--record", type=Path, help="write the compiled figures here (e.g. scripts/hbm_calibration_results.json)")
     ap.add_argument("--from-results", type=Path, help="estimate against these recorded compiles instead of compiling")
     ap.add_argument("--dump-dir", type=Path, help="keep XLA's buffer assignment of each compile in DIR/<name>/")
@@ -256,6 +259,7 @@ def main() -> None:
     if a.only and len(chosen) != len(a.only):
         raise SystemExit(f"--only: unknown configuration(s) {sorted(set(a.only) - {c.name for c in MATRIX})}; see --list")
     user = Path(tempfile.mkdtemp(prefix="tgk-hbm-cal-"))
+    atexit.register(shutil.rmtree, user, True)  # the recipes written for the run
     os.environ["TGK_RECIPES"] = str(user)
     from toolkit.errors import ToolkitError
 
@@ -281,9 +285,12 @@ def main() -> None:
                 row.update({k: v for k, v in rec.items() if k != "command"})
         else:
             assert venv is not None
-            row.update(compile_row(p, venv, a.dump_dir / c.name if a.dump_dir else None))
+            try:
+                row.update(compile_row(p, venv, a.dump_dir / c.name if a.dump_dir else None))
+            except ToolkitError as e:  # MaxText refused it, or the compile broke: kept as such, the matrix goes on
+                row.update({"compiled_gib": None, "compiled_is": "failed", "failure": str(e).splitlines()[0][:400]})
             records[c.name] = {
-                k: v for k, v in row.items() if k in ("command", "compiled_gib", "compiled_is", "hbm_gib", "fits", "memory_gib", "compile_seconds")
+                k: v for k, v in row.items() if k in ("command", "compiled_gib", "compiled_is", "failure", "hbm_gib", "fits", "memory_gib", "compile_seconds")
             }
         if row.get("compiled_gib") and row.get("compiled_is") == "total":
             row["error"] = round(row["estimate_gib"] / row["compiled_gib"] - 1, 3)
@@ -303,8 +310,24 @@ def main() -> None:
     if a.output == "json":
         print(json.dumps({"rows": rows, "summary": summary, "fit": fitted}, indent=2))
         return
+    if a.output == "markdown":
+        _print_markdown(rows, fitted)
+        return
     _print(rows, summary)
     _print_fit(fitted)
+
+
+def _print_markdown(rows: list[dict[str, Any]], f: dict[str, Any] | None) -> None:
+    """Per configuration: the shipped estimate, the compile, and the error with the configuration held out of the fit."""
+    held = f["held_out_error"] if f else {}
+    print("| configuration | slice | kind | estimate (GiB) | compiled (GiB) | error | held out |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        if "error" not in r:
+            continue
+        slices = f" x{r['slices']}" if r["slices"] > 1 else ""
+        h = f"{held[r['name']] * 100:+.1f}%" if r["name"] in held else "–"
+        print(f"| {r['name']} | {r['shape']}{slices} | {r['kind']} | {r['estimate_gib']:.2f} | {r['compiled_gib']:.2f} | {r['error'] * 100:+.1f}% | {h} |")
 
 
 def _fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -51,20 +51,27 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
     )
 
 
+# A variant the plan lets through with a warning (inside the estimate's measured error of a v5e's
+# 16 GiB) that XLA then refuses. The calibrated band is narrow and no such variant of maxtext-6b on
+# v5e-16 is known yet: fsdp=16 takes whole batches (5 at 2048 tokens plans without a word, 6 is
+# refused), MaxText's attention blocks take 512-token multiples, and the closest, batch 1 at 11776
+# tokens (~16.0 GiB estimated, warned), compiled to 15.38 GiB and fits. These two tests fail until
+# one is found.
+INSIDE_THE_BAND = ("--set", "per_device_batch_size=1", "--set", "max_target_length=11776")
+
+
 def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):
-    # Per-device batch 8 passes the planner's lower-bound estimate (it assumes remat full),
-    # but with remat_policy=minimal XLA cannot place the step's temporaries in HBM.
-    r = preflight("--set", "per_device_batch_size=8", "--set", "remat_policy=minimal")
-    assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])
+    r = preflight(*INSIDE_THE_BAND)
+    assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])  # planned (with the warning), then compiled
     assert "Traceback" not in r.stdout + r.stderr
     verdict = r.stdout.strip().splitlines()[-1]
     assert verdict.startswith("does not fit: CompileTimeHbmOom, HLO temporaries alone need"), verdict
     assert "GiB usable HBM per device" in verdict
-    assert "per_device_batch_size (now 8)" in verdict and "remat_policy=full (now minimal)" in verdict and "fsdp" in verdict
+    assert "fsdp" in verdict
 
 
 def test_not_fit_json_carries_the_numbers(maxtext_venv):
-    r = preflight("--set", "per_device_batch_size=8", "--set", "remat_policy=minimal", "-o", "json")
+    r = preflight(*INSIDE_THE_BAND, "-o", "json")
     assert r.returncode == 1, r.stderr[-3000:]
     d = json.loads(r.stdout)
     assert d["verdict"] == "does not fit" and d["exit_code"] == 1
@@ -74,21 +81,14 @@ def test_not_fit_json_carries_the_numbers(maxtext_venv):
     assert d["advice"]
 
 
-def test_batch_32_is_stopped_by_the_planner_before_compiling():
-    # Over the budget by more than the estimate's measured error: no MaxText process is
-    # started; one line, exit 2.
-    r = preflight("--set", "per_device_batch_size=32")
+@pytest.mark.parametrize("batch", [8, 16, 32])
+def test_a_batch_over_the_measured_error_is_stopped_by_the_planner_before_compiling(batch):
+    # Over the device's HBM by more than the estimate's measured error (batch 8 with remat full
+    # needs ~18 GiB): no MaxText process is started; one line, exit 2.
+    r = preflight("--set", f"per_device_batch_size={batch}")
     assert r.returncode == 2, (r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: --set: per_device_batch_size=32 needs at least"), r.stderr
-
-
-def test_batch_16_inside_the_band_is_compiled_and_the_compiler_says_no(maxtext_venv):
-    # The example (batch 16 on v5e): over the budget by less than the estimate's
-    # measured error, so the plan warns and the compile decides.
-    r = preflight("--set", "per_device_batch_size=16")
-    assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])  # planned (tests/test_plan.py: with the warning), then compiled
-    assert r.stdout.strip().splitlines()[-1].startswith("does not fit: CompileTimeHbmOom"), r.stdout[-2000:]
+    assert len(lines) == 1 and lines[0].startswith(f"error: --set: per_device_batch_size={batch} needs ~"), r.stderr
 
 
 def test_maxtext_config_errors_are_one_line_exit_2(maxtext_venv):

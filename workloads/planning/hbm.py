@@ -13,10 +13,13 @@ holds, per device:
                  (``workloads.planning.remat``): the layer's input, and each kept projection,
                  in bf16 per token; what it offloads lives in host memory
     working      one layer's forward and backward in flight: its MLP (or routed experts')
-                 activations, its embedding-wide and attention tensors, and its weights
-                 gathered from their FSDP shards
+                 activations, in a mixture of experts each token's copies for its experts
+                 (tokens x experts per token x embedding), the weights gathered from
+                 their FSDP shards (the layer's, every expert of it, and the output layer's
+                 vocabulary table), and Adam's moments brought in from the host for the
+                 update when optimizer_memory_host_offload keeps them there
     logits       the output layer's logits and their gradient (bf16, tokens x vocabulary /
-                 num_vocab_tiling), and the embedding tables gathered for them
+                 num_vocab_tiling)
 
 Tokens per device are ``per_device_batch_size x max_target_length`` (a split over tensor,
 sequence or context moves tokens and widths between devices, not bytes). How many buffers of
@@ -49,18 +52,26 @@ EXACT = {"state": 1.0, "gradients": GRADIENT_BYTES, "saved": 1.0}
 class Coefficients:
     """How many buffers of each kind XLA allocates at once (fitted; see the module doc)."""
 
-    offload_staging: float = 2.0  # x one layer of what the policy offloads, in flight on the device
-    working_mlp: float = 6.0  # x tokens x MLP width (routed: experts per token) x 2 B
-    working_embed: float = 14.0  # x tokens x embedding x 2 B
-    working_weights: float = 2.0  # x one layer's weights gathered, bf16
-    logits: float = 2.0  # x tokens x vocabulary x 2 B / num_vocab_tiling
-    vocab_tables: float = 2.0  # x vocabulary x embedding x 2 B, gathered
+    offload_staging: float  # x one layer of what the policy offloads, in flight on the device
+    working_mlp: float  # x tokens x MLP width (routed: experts per token) x 2 B
+    working_routed: float  # x tokens x experts per token x embedding x 2 B: the routed copies of each token
+    working_weights: float  # x one layer's weights and the output layer's table gathered, bf16
+    optimizer_staging: float  # x Adam's moments (8 B a parameter held) when they live on the host: brought in for the update
+    logits: float  # x tokens x vocabulary x 2 B / num_vocab_tiling
 
 
-FITTED = Coefficients()
+# Fitted (workloads.planning.hbm_fit) to the configurations MaxText 0.2.5 compiled in
+# scripts/hbm_calibration_results.json; `python scripts/bench_hbm_calibration.py --from-results
+# scripts/hbm_calibration_results.json` prints the fit again, and tests/test_hbm.py holds these to it.
+FITTED = Coefficients(offload_staging=0.0, working_mlp=5.867, working_routed=1.4, working_weights=0.773, optimizer_staging=0.675, logits=1.583)
 
-# compiled / estimated, least and most, per kind of configuration (scripts/bench_hbm_calibration.py).
-HBM_ERROR: dict[str, tuple[float, float]] = {}
+# compiled / estimated, least and most, per kind of configuration, each configuration estimated by
+# coefficients fitted without it (the same bench and results file).
+HBM_ERROR: dict[str, tuple[float, float]] = {
+    "dense": (0.985, 1.059),
+    "dense, host offload": (0.987, 1.31),
+    "mixture of experts": (0.903, 1.038),
+}
 UNMEASURED = (0.85, 1.15)  # a kind the matrix has no configuration of: the issue's target, not a measurement
 
 
@@ -163,11 +174,17 @@ def features(m: ModelDims, per_device_batch: float, seq: int, totals: Mapping[st
         "saved": 2 * tokens * layers * device,
         "offload_staging": 2 * tokens * offloaded,
         "working_mlp": 2 * tokens * max(dense_width, expert_width),
-        "working_embed": 2 * tokens * m.base_emb_dim,
-        # a layer's weights gathered from their FSDP shards: every expert of it (the tokens may route to any)
-        "working_weights": 2 * (m.attention_params() + m.mlp_params()) / layers / (tensor * totals.get("expert", 1)),
+        # An expert layer sends each token to k experts: its copies, sorted by expert, and the experts'
+        # outputs before they are combined are tokens x k x embedding wide (wider than the routed MLP
+        # when the experts are narrow: 8 of 128 experts of width 768 on a 2048 embedding).
+        "working_routed": 2 * tokens * k * m.base_emb_dim if moe else 0.0,
+        # Weights gathered from their FSDP shards for a layer in flight (every expert of it: the tokens
+        # may route to any) and for the output layer (its vocabulary x embedding table); the gradient of
+        # each, full size until it is reduce-scattered, goes with it.
+        "working_weights": 2 * ((m.attention_params() + m.mlp_params()) / layers / totals.get("expert", 1) + m.vocab_size * m.base_emb_dim) / tensor,
         "logits": 2 * tokens * m.vocab_size / _tiles(args),
-        "vocab_tables": 2 * m.vocab_size * m.base_emb_dim / tensor,
+        # Moments kept in host memory are updated on the device: XLA brings them in for the update.
+        "optimizer_staging": held * 8 if _true(args, "optimizer_memory_host_offload") and moments == 0 and opt != "sgd" else 0.0,
     }
 
 
@@ -178,10 +195,10 @@ PART_OF = {
     "saved": "saved",
     "offload_staging": "saved",
     "working_mlp": "working",
-    "working_embed": "working",
+    "working_routed": "working",
+    "optimizer_staging": "working",
     "working_weights": "working",
     "logits": "logits",
-    "vocab_tables": "logits",
 }
 
 

@@ -2,6 +2,8 @@
 # A flat script (written for these tests): the container's script is a here-document read into
 # a variable, the gcluster binary is a path the script computes, and the cluster flags come
 # before `job submit`. The image's name mentions an inference server; it still trains MaxText.
+# Its training is the published v6e-8 recipe's (llama3-1-8B-1xv6e-8-gcluster.sh), which keeps
+# the layer input and the attention projections in host memory to fit batch 3 at 8192 tokens.
 set -e
 CLUSTER_NAME=${CLUSTER_NAME:-"trillium-8"}
 IMAGE_NAME=${IMAGE_NAME:-"us-docker.pkg.dev/my-project/jetstream-maxtext/base:2026-10-01"}
@@ -19,6 +21,12 @@ $TRAIN_CMD \
     run_name="${RUN_NAME}" \
     per_device_batch_size=3 \
     max_target_length=8192 \
+    remat_policy="custom" \
+    decoder_layer_input="offload" \
+    out_proj="offload" \
+    query_proj="offload" \
+    key_proj="offload" \
+    value_proj="offload" \
     dataset_type="synthetic" \
     steps=30
 EOF_CMD
