@@ -84,9 +84,12 @@ class Run:
     def __init__(self, lc: LocalCluster, kube: Cluster, name: str, path: str, spec_file: Path) -> None:
         self.lc, self.kube, self.name, self.path, self.spec_file = lc, kube, name, path, spec_file
 
-    def submit(self) -> None:
+    def submit(self, samples: int) -> None:
+        # Every sample is a restart; a crash (exit 137, no disruption) and every in-place restart count
+        # against maxRestarts, whose default for a recreate run (3 on spot) would fail it before the samples end.
         sub = subprocess.run(
             [sys.executable, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--name", self.name, "--restart", self.path,
+             "--max-restarts", str(2 * samples + 10),
              "--rehearse-seconds", "3600", "--spec", str(self.spec_file), "--kubeconfig", str(self.lc.kubeconfig)],
             cwd=REPO, capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -187,7 +190,7 @@ def main() -> int:
             out["paths"][path] = {}
             for disruption in args.disruptions:
                 run = Run(lc, kube, f"bench-{path[:2]}-{disruption[:4]}", path, spec_file)
-                run.submit()
+                run.submit(args.samples)
                 wait(lambda run=run: "0" in run.attempts() or any("joined_at" in c for c in run.attempts().values()), 300, "the first attempt running")
                 time.sleep(2)
                 running, first = [], []
