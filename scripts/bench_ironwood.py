@@ -135,7 +135,7 @@ class Bench:
             "--checkpoint-every", "0.5", "--rehearse-seconds", "300",
         )  # fmt: skip
         wait(lambda: self.running(run, 5), 300, "the Pathways head and 4 workers Running")
-        wait(lambda: max(map(int, _STEP.findall(self.head_log(run))) or [0]) >= 8 or None, 240, "8 steps done")
+        wait(lambda: max([int(s) for s in _STEP.findall(self.head_log(run))] or [0]) >= 8 or None, 240, "8 steps done")
         t0 = time.monotonic()
         preempt(self.kube, self.lc.state_dir, NS, run, 1)
 
