@@ -236,7 +236,7 @@ def main() -> None:
     measured, source = MEASURED, MEASURED_SOURCE
     if a.measured is not None:
         doc = json.loads(a.measured.read_text())
-        measured = {p: {k: v["to_all_running_s"]["p50"] for k, v in kinds.items()} for p, kinds in doc["paths"].items()}
+        measured = {p: {k: v["to_all_running_s"]["p50"] for k, v in kinds.items() if "to_all_running_s" in v} for p, kinds in doc["paths"].items()}
         source = f"{a.measured} (scripts/bench_recovery.py, {doc.get('measured')})"
     globals()["MEASURED_SOURCE"] = source
     reprovision_s = a.reprovision_minutes * 60
