@@ -43,6 +43,7 @@ from tests.support.cli import run_module  # noqa: E402
 from tests.support.gcs_emulator import running_emulator  # noqa: E402
 from tests.support.hf_weights import write_hf  # noqa: E402
 from tests.support.specs import spec_from  # noqa: E402
+from toolkit.paths import CACHE_ENV_VAR, cache_dir  # noqa: E402
 from workloads.data import tokenizer  # noqa: E402
 from workloads.local import bucket as local_bucket  # noqa: E402
 from workloads.maxtext import env as mx  # noqa: E402
@@ -111,7 +112,8 @@ def main() -> int:
             raise SystemExit(f"bench: the conversations could not be written: {made.stderr[-1500:]}")
         run_out = tmp / "sft"
         with running_emulator() as url:
-            env = {"STORAGE_EMULATOR_HOST": url, "KUBECONFIG": "", "HOME": str(tmp)}
+            # A HOME of its own (no gcloud credentials of the user's), the shared cache and MaxText venv kept.
+            env = {"STORAGE_EMULATOR_HOST": url, "KUBECONFIG": "", "HOME": str(tmp), CACHE_ENV_VAR: str(cache_dir()), "TGK_MAXTEXT_VENV": str(venv)}
             local_bucket.ensure_buckets(url, spec)
             local_bucket.grant_buckets(url, spec)
             timed("data", "upload", str(data), "--dataset", "chat", "--spec", str(sp), "-o", "json", env=env)
