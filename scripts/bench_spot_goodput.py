@@ -60,14 +60,15 @@ from workloads.planning.planner import Overrides, plan_run  # noqa: E402
 
 HOUR = 3600.0
 # The control plane's part of a restart, measured on the local control plane by
-# scripts/bench_recovery.py (p50 of 5 samples, time factor 0.03; 2026-11-27, load ~15-20 on 2
-# shared cores): disruption -> every worker of the next attempt running. "crash": a worker's
-# program exits, its VM stays; "preempt": a slice preempted, its nodes back at once.
+# scripts/bench_recovery.py (p50, time factor 0.03; 2026-11-27, load 15-22 on 2 shared cores; the
+# samples and ranges are in docs/performance.md): disruption -> every worker of the next attempt
+# running. "crash": a worker's program exits, its VM stays; "preempt": a slice preempted, its nodes
+# back at once. In place after a preemption: 2 samples, the third stalled past 140 s.
 MEASURED: dict[str, dict[str, float]] = {
-    "recreate": {"crash": 0.0, "preempt": 0.0},
-    "in-place": {"crash": 0.0, "preempt": 0.0},
+    "recreate": {"crash": 7.87, "preempt": 12.22},
+    "in-place": {"crash": 2.74, "preempt": 86.81},
 }
-MEASURED_SOURCE = "scripts/bench_recovery.py on the local control plane (p50 of 5; 2026-11-27)"
+MEASURED_SOURCE = "scripts/bench_recovery.py on the local control plane (p50 of 5, in place after a preemption of 2; 2026-11-27)"
 
 
 @dataclass(frozen=True)
