@@ -86,7 +86,8 @@ class Bench:
     def submit(self, run: str, *extra: str) -> None:
         self.wl("submit", "maxtext-6b", "--spec", str(self.spec_file), "--kubeconfig", str(self.lc.kubeconfig), "--name", run, "--no-wait", *extra)
 
-    def delete(self, run: str) -> None:
+    def delete_run(self, run: str) -> None:
+        """`workloads delete RUN --yes`: the CLI deletes through the ledger."""
         self.wl("delete", run, "--spec", str(self.spec_file), "--kubeconfig", str(self.lc.kubeconfig), "--yes")
 
     def pods(self, run: str) -> list[dict[str, Any]]:
@@ -123,7 +124,7 @@ class Bench:
         nodes = {n["metadata"]["name"]: n for n in self.kube.list(self.kube.resource("v1", "Node"))}
         if {nodes[p["spec"]["nodeName"]]["metadata"]["labels"][GKE_NODEPOOL_LABEL] for p in moved_to} == {faulty}:
             raise SystemExit(f"bench: run {run} came back on the faulty sub-block {faulty}")
-        self.delete(run)
+        self.delete_run(run)
         wait(lambda: not self.slices() or None, 180, "the run's Slice deleted with it")
         slices.repair(self.kube, faulty)
         return elapsed
@@ -145,7 +146,7 @@ class Bench:
 
         wait(resumed, 300, "the program's next step after the slice came back")
         elapsed = time.monotonic() - t0
-        self.delete(run)
+        self.delete_run(run)
         wait(lambda: not self.pods(run) or None, 180, "the run's pods gone")
         return elapsed
 
