@@ -84,9 +84,12 @@ class Run:
     def __init__(self, lc: LocalCluster, kube: Cluster, name: str, path: str, spec_file: Path) -> None:
         self.lc, self.kube, self.name, self.path, self.spec_file = lc, kube, name, path, spec_file
 
-    def submit(self) -> None:
+    def submit(self, samples: int) -> None:
+        # Every sample is a restart; a crash (exit 137, no disruption) and every in-place restart count
+        # against maxRestarts, whose default for a recreate run (3 on spot) would fail it before the samples end.
         sub = subprocess.run(
             [sys.executable, "-m", "workloads", "submit", "maxtext-6b", "--slices", "2", "--name", self.name, "--restart", self.path,
+             "--max-restarts", str(2 * samples + 10),
              "--rehearse-seconds", "3600", "--spec", str(self.spec_file), "--kubeconfig", str(self.lc.kubeconfig)],
             cwd=REPO, capture_output=True, text=True, check=False,
         )  # fmt: skip
@@ -124,6 +127,10 @@ class Run:
         return None
 
 
+class Stalled(Exception):
+    """A sample waited past its timeout: the run did not recover (reported with the samples before it)."""
+
+
 def wait(check, timeout: float, what: str, interval: float = 0.05):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -131,7 +138,7 @@ def wait(check, timeout: float, what: str, interval: float = 0.05):
         if got:
             return got
         time.sleep(interval)
-    raise SystemExit(f"bench: timed out after {timeout:.0f} s waiting for {what}")
+    raise Stalled(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def sample(run: Run, disruption: str, i: int, replace_after: float) -> tuple[float, float]:
@@ -146,9 +153,9 @@ def sample(run: Run, disruption: str, i: int, replace_after: float) -> tuple[flo
         new = [a for a, c in run.attempts().items() if a not in before and "joined_at" in c]
         return new[0] if new else None
 
-    attempt = wait(new_attempt, 300 + replace_after, "the next attempt's workers all running")
+    attempt = wait(new_attempt, 120 + replace_after, "the next attempt's workers all running")
     joined = float(run.attempts()[attempt]["joined_at"])
-    first = wait(lambda: run.first_step_after(attempt, joined), 300, "the next attempt's first step")
+    first = wait(lambda: run.first_step_after(attempt, joined), 120, "the next attempt's first step")
     return joined - t_wall, first - t_wall
 
 
@@ -187,17 +194,24 @@ def main() -> int:
             out["paths"][path] = {}
             for disruption in args.disruptions:
                 run = Run(lc, kube, f"bench-{path[:2]}-{disruption[:4]}", path, spec_file)
-                run.submit()
+                run.submit(args.samples)
                 wait(lambda run=run: "0" in run.attempts() or any("joined_at" in c for c in run.attempts().values()), 300, "the first attempt running")
                 time.sleep(2)
-                running, first = [], []
+                running, first, row = [], [], {}
                 for i in range(args.samples):
-                    a, b = sample(run, disruption, i, args.replace_after)
+                    try:
+                        a, b = sample(run, disruption, i, args.replace_after)
+                    except Stalled as e:  # the samples so far stand; the stall is a finding, said beside them
+                        row["stalled"] = f"sample {i + 1}: {e}"
+                        log(f"{path} {disruption} sample {i + 1}: {e}")
+                        break
                     running.append(a)
                     first.append(b)
                     log(f"{path} {disruption} sample {i + 1}: all workers running {a:.2f} s, first new step {b:.2f} s")
                     time.sleep(1)
-                out["paths"][path][disruption] = {"to_all_running_s": stats(running), "to_first_step_s": stats(first)}
+                if running:
+                    row |= {"to_all_running_s": stats(running), "to_first_step_s": stats(first)}
+                out["paths"][path][disruption] = row
                 js = kube.jobset(NS, run.name) or {}
                 out["paths"][path][disruption]["jobset_status"] = {
                     k: (js.get("status") or {}).get(k)
@@ -214,10 +228,14 @@ def main() -> int:
         print(f"local control plane, time factor {out['time_factor']}, measured {out['measured']} (load {out['load_average'][0]:.1f}); p50 [min-max] s")
         for path, kinds in out["paths"].items():
             for kind, v in kinds.items():
-                r, f = v["to_all_running_s"], v["to_first_step_s"]
-                print(
-                    f"  {path:<9} {kind:<9} all running {r['p50']:>6.2f} [{r['min']:.2f}-{r['max']:.2f}]   first step {f['p50']:>6.2f} [{f['min']:.2f}-{f['max']:.2f}]"
-                )
+                if "to_all_running_s" in v:
+                    r, f = v["to_all_running_s"], v["to_first_step_s"]
+                    print(
+                        f"  {path:<9} {kind:<9} all running {r['p50']:>6.2f} [{r['min']:.2f}-{r['max']:.2f}]   "
+                        f"first step {f['p50']:>6.2f} [{f['min']:.2f}-{f['max']:.2f}]  n={r['n']}"
+                    )
+                if "stalled" in v:
+                    print(f"  {path:<9} {kind:<9} STALLED at {v['stalled']}")
     return 0
 
 
