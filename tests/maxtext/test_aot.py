@@ -55,11 +55,15 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
 # 16 GiB) that XLA then refuses. The calibrated band is narrow and no such variant of maxtext-6b on
 # v5e-16 is known yet: fsdp=16 takes whole batches (5 at 2048 tokens plans without a word, 6 is
 # refused), MaxText's attention blocks take 512-token multiples, and the closest, batch 1 at 11776
-# tokens (~16.0 GiB estimated, warned), compiled to 15.38 GiB and fits. These two tests fail until
-# one is found.
+# tokens (~16.0 GiB estimated, warned), compiled to 15.38 GiB and fits; batch 11 with the layer input
+# offloaded to the host (16.1 GiB estimated, warned) compiled to 15.56 GiB and fits too. Until one is
+# found these two are strict expected failures: the report of a compile that does not fit stays
+# untested through the planner.
 INSIDE_THE_BAND = ("--set", "per_device_batch_size=1", "--set", "max_target_length=11776")
+NO_VARIANT_YET = pytest.mark.xfail(strict=True, reason="no variant the calibrated plan only warns about that XLA then refuses is known yet")
 
 
+@NO_VARIANT_YET
 def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):
     r = preflight(*INSIDE_THE_BAND)
     assert r.returncode == 1, (r.stdout[-3000:], r.stderr[-3000:])  # planned (with the warning), then compiled
@@ -70,6 +74,7 @@ def test_a_variant_that_cannot_fit_is_reported_with_numbers(maxtext_venv):
     assert "fsdp" in verdict
 
 
+@NO_VARIANT_YET
 def test_not_fit_json_carries_the_numbers(maxtext_venv):
     r = preflight(*INSIDE_THE_BAND, "-o", "json")
     assert r.returncode == 1, r.stderr[-3000:]
