@@ -234,6 +234,44 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
         typer.echo(line)
 
 
+@app.command("exclude-upgrades")
+def exclude_upgrades(
+    spec: Annotated[Optional[Path], typer.Option("--spec", help="environment spec or fleet file (every worker and the manager)")] = None,
+    for_: Annotated[str, typer.Option("--for", help="the campaign's length: whole hours or days, like 72h or 7d")] = "",
+    start: Annotated[str, typer.Option("--start", help="now, or an RFC 3339 UTC time like 2026-12-01T00:00:00Z")] = "now",
+    name: Annotated[str, typer.Option("--name", help="the exclusion's name (default: campaign-<start date and time>)")] = "",
+    endpoint: EndpointOpt = "",
+    yes: Yes = False,
+    dry_run: DryRun = False,
+) -> None:
+    """Hold GKE's minor and node upgrades off the cluster for a campaign (a maintenance exclusion, scope no_minor_or_node_upgrades)."""
+    import datetime as dt
+
+    from infra import gcp_api
+    from infra import upgrades as up
+    from infra.fleet import load_spec_or_fleet
+    from toolkit.errors import SpecError
+
+    if not for_:
+        raise SpecError("--for", "is required", "give the campaign's length, like --for 72h or --for 7d")
+    target = load_spec_or_fleet(spec, want="either")
+    now = dt.datetime.now(dt.UTC)
+    begin = up.parse_start(start, now)
+    exclusion = up.campaign_exclusion(name or f"campaign-{begin.strftime('%Y%m%d-%H%M')}", begin, up.parse_duration(for_), now)
+    clusters = [t.cluster for t in up.targets(target)]
+    if dry_run:
+        for line in up.dry_run(target, exclusion, gcp_api.endpoint_override(endpoint)):
+            typer.echo(line)
+    else:
+        confirm(f"No minor or node upgrades on {', '.join(clusters)} from {exclusion.start_time} to {exclusion.end_time}?", yes=yes)
+        for line in up.apply(target, exclusion, gcp_api.Client(endpoint=gcp_api.endpoint_override(endpoint))):
+            typer.echo(line)
+    if not up.listed(target, exclusion):
+        _err("the spec's cluster.maintenance_exclusions does not list it, so the next `python -m infra deploy` removes it; add:")
+        for line in up.spec_entry(exclusion):
+            _err(line)
+
+
 pools_app = make_app("pools", "Between campaigns: scale autoscaling TPU pools to zero, or delete the TPU pools.")
 app.add_typer(pools_app, name="pools")
 PoolsOpt = Annotated[Optional[list[str]], typer.Option("--pool", help="tpu_pools entry (repeatable; default: every TPU pool)")]

@@ -50,3 +50,18 @@ IN_PLACE_RESTART_MIN_JOBSET = "v0.11.0"
 # The image cloudbuild/image-maxtext.yaml builds the agent into (tag: the spec's versions.jobset); each
 # in-place run copies the agent from it into its pods (workloads/render/jobset.py).
 IN_PLACE_AGENT_IMAGE = "jobset-in-place-restart-agent"
+
+# Maintenance exclusions (GKE docs "Maintenance windows and exclusions", section "Limitations for
+# maintenance exclusions"): a cluster holds at most 20 (the limit is quoted in
+# github.com/hashicorp/terraform-provider-google issue 15279). An exclusion of scope
+# NO_MINOR_OR_NODE_UPGRADES must end by the end of support of the cluster's minor version, a date
+# GKE knows and the spec cannot; the toolkit holds one to 180 days, the longest GKE has allowed a
+# scoped exclusion, so a spec never asks for more than GKE gives (GKE still refuses an exclusion
+# that outlives the version's support, at apply: `infra exclude-upgrades` shows that refusal).
+MAX_EXCLUSIONS = 20
+MAX_EXCLUSION_DAYS = 180
+
+# GKE's managed ML Diagnostics (an injection webhook and a connection operator in namespace
+# gke-mldiagnostics; workloads opt in with the label managed-mldiagnostics-gke: "true"): xpk turns
+# it on from this version (github.com/AI-Hypercomputer/xpk pull 1186, 2026-06-11).
+ML_DIAGNOSTICS_MIN_GKE_VERSION = "1.35.0-gke.3065000"

@@ -1,4 +1,4 @@
-"""The cluster's own sections: the GKE cluster (``cluster``, with its maintenance window and the Ray add-on) and the CPU node pool.
+"""The cluster's own sections: the GKE cluster (``cluster``, with its maintenance window and exclusions and the Ray add-on) and the CPU node pool.
 
 The control plane's version, endpoint and access, the add-ons GKE runs, and the pool of
 CPU nodes the system pods and each run's non-TPU pods run on. Secure by default: each
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from enum import Enum
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -27,7 +28,7 @@ class MaintenanceWindow(Section):
     @field_validator("start_time", "end_time")
     @classmethod
     def _rfc3339(cls, v: str) -> str:
-        if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", v):
+        if not re.match(RFC3339_UTC, v):
             raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2025-01-01T03:00:00Z")
         return v
 
@@ -36,6 +37,35 @@ class MaintenanceWindow(Section):
     def _rrule(cls, v: str) -> str:
         if not v.startswith("FREQ="):
             raise ValueError(f"{v!r} is not an RRULE; write it like FREQ=WEEKLY;BYDAY=SA,SU")
+        return v
+
+
+RFC3339_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+
+
+class MaintenanceExclusion(Section):
+    """A time GKE does not upgrade the cluster's minor version or any of its nodes (a training campaign).
+
+    Scope ``no_minor_or_node_upgrades`` (GKE's NO_MINOR_OR_NODE_UPGRADES): only control-plane
+    patches go on; no node pool is upgraded, so no slice is drained under a run. GKE's limits,
+    checked when the spec is read (``infra.spec.rules.check_maintenance_exclusions``, figures in
+    ``infra.gke_features``): it ends in the future, within ``MAX_EXCLUSION_DAYS`` of its start,
+    and the cluster holds at most ``MAX_EXCLUSIONS``. ``python -m infra exclude-upgrades`` sets
+    one for a campaign's duration on a running cluster.
+    """
+
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=63, description="the exclusion's name in GKE (e.g. campaign-llama-7d)")
+    start_time: str = Field(..., description="RFC 3339 UTC, like 2026-12-01T00:00:00Z")
+    end_time: str = Field(..., description="RFC 3339 UTC; at most 180 days after start_time and in the future")
+    scope: Literal["no_minor_or_node_upgrades"] = Field(
+        "no_minor_or_node_upgrades", description="GKE's exclusion scope: no minor or node upgrades (control-plane patches still go on)"
+    )
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _rfc3339(cls, v: str) -> str:
+        if not re.match(RFC3339_UTC, v):
+            raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2026-12-01T00:00:00Z")
         return v
 
 
@@ -81,6 +111,9 @@ class ClusterSpec(Section):
     )
     deletion_protection: bool = Field(True, description="GKE refuses to delete the cluster; `infra destroy` and the destroy pipeline refuse while it is on")
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    maintenance_exclusions: list[MaintenanceExclusion] = Field(
+        default_factory=list, description="times GKE upgrades no node (and no minor version): a training campaign's days"
+    )
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
 

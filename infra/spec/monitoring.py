@@ -1,0 +1,62 @@
+"""Who is told when a long run goes wrong: Cloud Monitoring alert policies, their notification channels, the TPU dashboard.
+
+``monitoring.alerts`` are four alert policies the stack declares (``modules/monitoring.py`` says
+how each is measured):
+
+  restarts_per_hour    a run started more attempts than this in an hour (a restart loop)
+  no_step_minutes      a worker up this long has written no MaxText step line for this long (a hang);
+                       default derived from the pools (``EnvFields.no_step_needs``), never shorter
+                       than a normal restart's way back to its first step
+  goodput_below        a run's goodput (MaxText's goodput_time over goodput + badput) under this fraction
+  node_pool_errors     GKE logs a node pool operation error (a pool leaving RUNNING: ERROR, failed repair or upgrade)
+
+``monitoring.notification_channels`` are where the alerts go (email, a Pub/Sub topic, a webhook);
+none means the incidents are only in the console. ``monitoring.dashboard`` is the TPU dashboard
+(duty cycle, HBM, restarts, step time). Thresholds that can never fire (or always fire) are
+refused by ``infra.spec.rules.check_monitoring``, one line naming the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from infra.spec.section import FieldValueError, Section
+
+CHANNEL_TYPES = ("email", "pubsub", "webhook")
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+_TOPIC = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$")
+_HTTPS = re.compile(r"^https://[^\s]+$")
+_ADDRESS = {
+    "email": (_EMAIL, "an email address, like oncall@example.com"),
+    "pubsub": (_TOPIC, "a topic, like projects/my-project/topics/tpu-alerts"),
+    "webhook": (_HTTPS, "an https:// URL"),
+}
+
+
+class NotificationChannelSpec(Section):
+    type: Literal["email", "pubsub", "webhook"]
+    address: str = Field(..., max_length=512, description="email: an address; pubsub: projects/<p>/topics/<t>; webhook: an https:// URL")
+
+    @model_validator(mode="after")
+    def _address(self) -> NotificationChannelSpec:
+        pattern, what = _ADDRESS[self.type]
+        if not pattern.match(self.address):
+            raise FieldValueError("address", f"{self.address!r} is not {what.split(',')[0]}", f"write {what}")
+        return self
+
+
+class AlertsSpec(Section):
+    enabled: bool = Field(True, description="declare the alert policies (the log-based metrics they read are declared either way)")
+    restarts_per_hour: int = Field(3, description="alert when a run starts more attempts than this in one hour")
+    no_step_minutes: int | None = Field(None, description="alert when a running worker writes no step line for this long (default: derived)")
+    goodput_below: float = Field(0.5, description="alert when a run's goodput fraction is under this (0 < x <= 1)")
+    node_pool_errors: bool = Field(True, description="alert on GKE's node pool errors")
+
+
+class MonitoringSpec(Section):
+    notification_channels: list[NotificationChannelSpec] = Field(default_factory=list, description="where alerts go; none: incidents in the console only")
+    alerts: AlertsSpec = Field(default_factory=AlertsSpec)
+    dashboard: bool = Field(True, description="the TPU dashboard: duty cycle, HBM, restarts, step time")
