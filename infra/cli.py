@@ -148,13 +148,17 @@ def deploy(
     (path,) = service.synth_into(spec_obj, out, reservations=choice)
     tf = service.terraform(path, dry_run)
     _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
+    then = service.after_apply(spec_obj, dry_run=dry_run)
     if dry_run:
         for line in fallback.order_lines(spec_obj):
             typer.echo(line)
         _execute(tf, [tf.apply("tfplan")], dry_run)
+        for c in then:
+            typer.echo(" ".join(c))
         return
     confirm(f"Apply this plan to project {spec_obj.project}?", yes=yes)
     service.apply(spec_obj, out, tf, path, choice, _err)
+    service.run_commands(then, _err)
 
 
 @app.command()

@@ -65,3 +65,5 @@ MAX_EXCLUSION_DAYS = 180
 # gke-mldiagnostics; workloads opt in with the label managed-mldiagnostics-gke: "true"): xpk turns
 # it on from this version (github.com/AI-Hypercomputer/xpk pull 1186, 2026-06-11).
 ML_DIAGNOSTICS_MIN_GKE_VERSION = "1.35.0-gke.3065000"
+# The label its webhook selects workloads by (on a namespace: every JobSet in it).
+ML_DIAGNOSTICS_LABEL = "managed-mldiagnostics-gke"

@@ -189,6 +189,19 @@ def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str,
     fallback.execute(spec, attempt, progress)
 
 
+def after_apply(spec: EnvSpec, *, dry_run: bool) -> list[tuple[str, ...]]:
+    """What the stack cannot say and ``deploy`` does after the apply: GKE's managed ML Diagnostics (``EnvFields.ml_diagnostics``).
+
+    The pinned Google provider (hashicorp/google 7.46.1) has no field for it (google-beta's
+    ``managed_machine_learning_diagnostics_config``), so gcloud turns it on, with the flag xpk
+    passes (github.com/AI-Hypercomputer/xpk pull 1186). Turning it on again is a no-op.
+    """
+    if not spec.ml_diagnostics:
+        return []  # and no gcloud needed
+    c = spec.cluster.name
+    return [(gcloud(dry_run), "container", "clusters", "update", c, f"--region={spec.region}", f"--project={spec.project}", "--enable-managed-mldiagnostics")]
+
+
 def outputs(spec: EnvSpec, out: Path) -> dict[str, Any]:
     """The stack's outputs as ``terraform output -json`` gives them (``{name: {value, sensitive, ...}}``)."""
     path = synth_into(spec, out)[0]

@@ -7,6 +7,7 @@ opt-out is one field here (README "Secure defaults").
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import re
 from enum import Enum
@@ -19,11 +20,24 @@ from infra.naming import GKE_CLUSTER_NAME_MAX, GKE_NODE_POOL_NAME_MAX
 from infra.spec.section import MACHINE_TYPE, FieldValueError, Section
 from toolkit.names import DNS1035_LABEL
 
+RFC3339_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+
+
+def _as_text(v: object) -> object:
+    """YAML reads an unquoted 2026-12-01T00:00:00Z as a timestamp: back to the RFC 3339 UTC text it was."""
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC)
+        return v.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return v
+
 
 class MaintenanceWindow(Section):
     start_time: str = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
     end_time: str = Field("2025-01-01T11:00:00Z")
     recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
+
+    _text = field_validator("start_time", "end_time", mode="before")(_as_text)
 
     @field_validator("start_time", "end_time")
     @classmethod
@@ -38,9 +52,6 @@ class MaintenanceWindow(Section):
         if not v.startswith("FREQ="):
             raise ValueError(f"{v!r} is not an RRULE; write it like FREQ=WEEKLY;BYDAY=SA,SU")
         return v
-
-
-RFC3339_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
 
 
 class MaintenanceExclusion(Section):
@@ -60,6 +71,8 @@ class MaintenanceExclusion(Section):
     scope: Literal["no_minor_or_node_upgrades"] = Field(
         "no_minor_or_node_upgrades", description="GKE's exclusion scope: no minor or node upgrades (control-plane patches still go on)"
     )
+
+    _text = field_validator("start_time", "end_time", mode="before")(_as_text)
 
     @field_validator("start_time", "end_time")
     @classmethod

@@ -27,6 +27,7 @@ from infra.gke_features import (
     IN_PLACE_RESTART_MIN_GKE_VERSION,
     IN_PLACE_RESTART_MIN_JOBSET,
     LUSTRE_MIN_GKE_VERSION,
+    ML_DIAGNOSTICS_MIN_GKE_VERSION,
     MTC_MIN_GKE_VERSION,
     RAY_MIN_GKE_VERSION,
 )
@@ -210,6 +211,8 @@ class EnvFields(ClusterDerived, Section):
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
+        if self.monitoring.ml_diagnostics == "on":
+            floors.append((ML_DIAGNOSTICS_MIN_GKE_VERSION, "the first GKE version with managed ML Diagnostics (monitoring.ml_diagnostics)"))
         if self.recovery.restart == recovery.IN_PLACE:
             floors.append(
                 (IN_PLACE_RESTART_MIN_GKE_VERSION, "the first GKE version with container restart rules, which in-place restarts need (recovery.restart)")
@@ -223,6 +226,15 @@ class EnvFields(ClusterDerived, Section):
     @property
     def min_master_version(self) -> str | None:
         return self.cluster.min_version or self.gke_version_floor
+
+    @property
+    def ml_diagnostics(self) -> bool:
+        """GKE's managed ML Diagnostics is turned on: asked for, or ``auto`` and the cluster's floor has it."""
+        m = self.monitoring.ml_diagnostics
+        if m != "auto":
+            return m == "on"
+        floor = self.min_master_version
+        return floor is not None and catalog.gke_version_tuple(floor) >= catalog.gke_version_tuple(ML_DIAGNOSTICS_MIN_GKE_VERSION)
 
     # ---------------------------------------------------------------- recovery
 
@@ -266,7 +278,7 @@ class EnvFields(ClusterDerived, Section):
         where = "peer-ramdisk" if self.tpu_pools and all(p.multi_tier_checkpointing is not None for p in self.tpu_pools) else "bucket"
         restore, compile_ = recovery.RESTORE[where], recovery.COMPILE
         floor = restore.seconds + compile_.seconds
-        why = f"a restarted worker restores its checkpoint ({where}, {restore.minutes:g} min) and compiles ({compile_.minutes:g} min) before its first step"
+        why = f"the time a restarted worker spends restoring its checkpoint ({where}, {restore.minutes:g} min) and compiling ({compile_.minutes:g} min) before its first step"
         (_, _), (back, back_why) = self.wait_for_pods_ready_needs()
         return (floor, why), (floor + back, f"{back_why} + {restore.minutes:g} min restore + {compile_.minutes:g} min compile")
 

@@ -12,7 +12,11 @@ how each is measured):
 
 ``monitoring.notification_channels`` are where the alerts go (email, a Pub/Sub topic, a webhook);
 none means the incidents are only in the console. ``monitoring.dashboard`` is the TPU dashboard
-(duty cycle, HBM, restarts, step time). Thresholds that can never fire (or always fire) are
+(duty cycle, HBM, restarts, step time). ``monitoring.ml_diagnostics`` is GKE's managed ML
+Diagnostics (``auto``: on where the cluster's GKE floor has it, ``infra.gke_features``; ``on``
+raises the floor to it): the pinned Google provider has no field for it, so ``infra deploy``
+turns it on with gcloud after the apply, and the teams' namespaces carry the label its webhook
+selects workloads by. Thresholds that can never fire (or always fire) are
 refused by ``infra.spec.rules.check_monitoring``, one line naming the field.
 """
 
@@ -60,3 +64,6 @@ class MonitoringSpec(Section):
     notification_channels: list[NotificationChannelSpec] = Field(default_factory=list, description="where alerts go; none: incidents in the console only")
     alerts: AlertsSpec = Field(default_factory=AlertsSpec)
     dashboard: bool = Field(True, description="the TPU dashboard: duty cycle, HBM, restarts, step time")
+    ml_diagnostics: Literal["auto", "on", "off"] = Field(
+        "auto", description="GKE's managed ML Diagnostics: auto (on where the GKE floor has it), on (raises the floor to it), off"
+    )
