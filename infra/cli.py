@@ -233,6 +233,17 @@ def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
             typer.echo(f"  Kueue waitForPodsReady {name} {e['seconds']} s ({e['seconds'] / 60:.0f} min): {e['guards']}; {src} {e['derived_from']}")
     else:
         typer.echo("  Kueue waitForPodsReady off (kueue.wait_for_pods_ready.enabled: false): a run whose pods never get Ready holds its quota")
+    for e in data["upgrades"]["maintenance_exclusions"]:
+        typer.echo(f"no minor or node upgrades: {e['name']}, {e['start_time']} to {e['end_time']}")
+    mon = data["monitoring"]
+    if a := mon["alerts"]:
+        src = "set in the spec" if a["no_step_set_in_spec"] else f"derived: {a['no_step_derived_from']}"
+        typer.echo(
+            f"alerts: more than {a['restarts_per_hour']} restarts an hour; no step for {a['no_step_minutes']} min ({src}); "
+            f"goodput under {a['goodput_below']:g}" + ("; node pool errors" if a["node_pool_errors"] else "")
+        )
+        typer.echo(f"  told: {', '.join(mon['notification_channels']) or 'nobody (no notification_channels: incidents in the console only)'}")
+    typer.echo(f"TPU dashboard: {'on' if mon['dashboard'] else 'off'}; GKE managed ML Diagnostics: {'on' if mon['ml_diagnostics'] else 'off'}")
     typer.echo("cost (USD):")
     for line in cost_lines(data["cost"]):
         typer.echo(line)

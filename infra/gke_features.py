@@ -53,11 +53,11 @@ IN_PLACE_AGENT_IMAGE = "jobset-in-place-restart-agent"
 
 # Maintenance exclusions (GKE docs "Maintenance windows and exclusions", section "Limitations for
 # maintenance exclusions"): a cluster holds at most 20 (the limit is quoted in
-# github.com/hashicorp/terraform-provider-google issue 15279). An exclusion of scope
+# https://github.com/hashicorp/terraform-provider-google/issues/15279). An exclusion of scope
 # NO_MINOR_OR_NODE_UPGRADES must end by the end of support of the cluster's minor version, a date
-# GKE knows and the spec cannot; the toolkit holds one to 180 days, the longest GKE has allowed a
-# scoped exclusion, so a spec never asks for more than GKE gives (GKE still refuses an exclusion
-# that outlives the version's support, at apply: `infra exclude-upgrades` shows that refusal).
+# GKE knows and the spec cannot. The toolkit's own bound is 180 days: longer than any campaign,
+# well inside the 14 months GKE supports a minor version (GKE still refuses an exclusion that
+# outlives the version's support: `infra exclude-upgrades` shows that refusal, exit 3).
 MAX_EXCLUSIONS = 20
 MAX_EXCLUSION_DAYS = 180
 

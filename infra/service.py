@@ -19,6 +19,7 @@ raises a ``ToolkitError`` naming the flag or the field, before anything is writt
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,7 +78,34 @@ def describe(spec: EnvSpec) -> dict[str, Any]:
         ],
         "lustre": None if spec.lustre is None else {**spec.lustre.model_dump(exclude={"zone"}), "zone": spec.lustre_zone},
         "recovery": recovery_document(spec),
+        "upgrades": {
+            "maintenance_exclusions": [e.model_dump() for e in spec.cluster.maintenance_exclusions],
+            "tpu_pool_upgrades": "surge, max_surge 0, max_unavailable 1 (flex-start: GKE's short-lived upgrades); modules/tpu_pool.py says why",
+        },
+        "monitoring": monitoring_document(spec),
         "cost": costs_document(spec),
+    }
+
+
+def monitoring_document(spec: EnvSpec) -> dict[str, Any]:
+    """The alert policies' thresholds (the no-step window with where it comes from), the channels, the dashboard, ML Diagnostics."""
+    m, a = spec.monitoring, spec.monitoring.alerts
+    (floor, floor_why), (default, default_why) = spec.no_step_needs()
+    return {
+        "alerts": None
+        if not a.enabled
+        else {
+            "restarts_per_hour": a.restarts_per_hour,
+            "no_step_minutes": spec.no_step_minutes,
+            "no_step_set_in_spec": a.no_step_minutes is not None,
+            "no_step_derived_from": default_why,
+            "no_step_at_least": {"minutes": math.ceil(floor / 60), "why": floor_why},
+            "goodput_below": a.goodput_below,
+            "node_pool_errors": a.node_pool_errors,
+        },
+        "notification_channels": [f"{c.type} {c.address}" for c in m.notification_channels],
+        "dashboard": m.dashboard,
+        "ml_diagnostics": spec.ml_diagnostics,
     }
 
 

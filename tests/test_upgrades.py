@@ -55,12 +55,12 @@ def test_an_exclusion_that_has_ended_is_refused_naming_its_end():
     assert "has passed" in e.problem and "remove it" in e.fix
 
 
-def test_an_exclusion_longer_than_gke_allows_is_refused_with_the_latest_end():
+def test_an_exclusion_longer_than_the_bound_is_refused_with_the_latest_end():
     start = _at(1)
     e = _refusal(_with_exclusions({"name": "long", "start_time": start, "end_time": _at(1 + MAX_EXCLUSION_DAYS + 1)}))
     assert e.field == "cluster.maintenance_exclusions[0].end_time"
     latest = (dt.datetime.strptime(start, RFC).replace(tzinfo=dt.UTC) + dt.timedelta(days=MAX_EXCLUSION_DAYS)).strftime(RFC)
-    assert f"at most {MAX_EXCLUSION_DAYS}" in e.problem and latest in e.fix
+    assert f"to {MAX_EXCLUSION_DAYS}" in e.problem and latest in e.fix
 
 
 def test_the_longest_exclusion_gke_allows_loads():

@@ -502,7 +502,7 @@ def exclusion_problem(start: dt.datetime, end: dt.datetime, now: dt.datetime, *,
     if end - start > dt.timedelta(days=MAX_EXCLUSION_DAYS):
         days = (end - start) / dt.timedelta(days=1)
         return (
-            f"makes the exclusion {days:.1f} days long, and GKE allows a {scope} exclusion at most {MAX_EXCLUSION_DAYS}",
+            f"makes the exclusion {days:.1f} days long, and the toolkit holds a {scope} exclusion to {MAX_EXCLUSION_DAYS} (GKE ends it with the version's support)",
             f"end it by {(start + dt.timedelta(days=MAX_EXCLUSION_DAYS)).strftime(RFC3339)} (and set a new one when it ends)",
         )
     return None
