@@ -6,11 +6,12 @@ the thresholds and channels. What each piece reads, and why that signal:
   metric   <prefix>_steps     a distribution of the seconds of each MaxText ``completed step: N,
                               seconds: S`` line of the workload container (its count is the
                               steps): the step time on the dashboard, and the no-step alert
-  metric   <prefix>_attempts  one count per attempt: the first worker (``-slice-0-0-`` in its pod
-                              name, JobSet's <jobset>-<replicated job>-<job index>-<pod index>-<id>)
-                              writes Orbax's restore line, or MaxText's "No existing checkpoints"
-                              line, once each time its program starts (recreate and in-place alike);
-                              the ``run`` label is the JobSet's name, cut out of the pod name
+  metric   <prefix>_attempts  one count per attempt: the first worker (a JobSet's slice 0, pod 0; the
+                              Job runtime's pod 0: ``JOBSET_FIRST_POD``, ``JOB_FIRST_POD``) writes
+                              Orbax's restore line, or MaxText's "No existing checkpoints" line,
+                              once each time its program starts (recreate and in-place alike);
+                              the ``run`` label (both metrics) is the run's name, cut out of the
+                              pod name (``RUN_OF_POD``)
   alert    restarts           a run's attempts in the last hour over the threshold (PromQL over the
                               attempts metric). A run's first attempt counts too: in its first
                               hour the alert fires one restart early, never late.
@@ -60,6 +61,13 @@ from constructs import Construct
 
 # The JobSet's one replicated job (workloads/planning/target.py REPLICATED_JOB; a test keeps them equal).
 REPLICATED_JOB = "slice"
+# Worker pod names (RE2, as Cloud Logging's filters and extractors read them). JobSet names its Jobs
+# <jobset>-<replicated job>-<job index> and the Job controller each pod <job>-<completion index>-<5 chars>;
+# the Job runtime's one Job is the run itself.
+JOBSET_POD = f"-{REPLICATED_JOB}-[0-9]+-[0-9]+-[a-z0-9]{{5}}$"
+JOBSET_FIRST_POD = f"-{REPLICATED_JOB}-0-0-[a-z0-9]{{5}}$"
+JOB_FIRST_POD = "-0-[a-z0-9]{5}$"
+RUN_OF_POD = f"^(.+?)(?:-{REPLICATED_JOB}-[0-9]+)?-[0-9]+-[a-z0-9]{{5}}$"
 STEP_LINE = "completed step: "
 # Orbax's restore line and MaxText's no-checkpoint line: one of them at every start of the program.
 ATTEMPT_LINES = ("restoring from this run's directory step", "No existing checkpoints found")
@@ -136,7 +144,7 @@ class Monitoring(Construct):
             project=p.project,
             name=f"{p.prefix}_attempts",
             description=f"starts of a run's program in cluster {p.cluster} (its first worker's restore or no-checkpoint line)",
-            filter=self._container_filter(f'resource.labels.pod_name=~"-{REPLICATED_JOB}-0-0-[a-z0-9]{{5}}$" AND ({attempt})'),
+            filter=self._container_filter(f"{self._first_worker()} AND ({attempt})"),
             label_extractors={"run": self._run_extractor()},
             metric_descriptor=LoggingMetricMetricDescriptor(
                 metric_kind="DELTA",
@@ -172,7 +180,13 @@ class Monitoring(Construct):
 
     @staticmethod
     def _run_extractor() -> str:
-        return rf'REGEXP_EXTRACT(resource.labels.pod_name, "^(.+)-{REPLICATED_JOB}-\\d+-\\d+-[a-z0-9]{{5}}$")'
+        return f'REGEXP_EXTRACT(resource.labels.pod_name, "{RUN_OF_POD}")'
+
+    @staticmethod
+    def _first_worker() -> str:
+        """The pod of a run's first worker: a JobSet's slice 0, pod 0; or the Job runtime's pod 0 (a pod of no JobSet)."""
+        pod = "resource.labels.pod_name"
+        return f'({pod}=~"{JOBSET_FIRST_POD}" OR ({pod}!~"{JOBSET_POD}" AND {pod}=~"{JOB_FIRST_POD}"))'
 
     def _promql(self, metric: str) -> str:
         p = self.props

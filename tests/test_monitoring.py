@@ -137,15 +137,35 @@ def test_the_attempt_metric_matches_one_line_per_start_of_real_maxtext():
     assert len(starts) == 1  # one start of the program in this log: one attempt
 
 
-def test_the_run_label_is_the_jobset_of_a_worker_pod():
-    extractor = mon.Monitoring._run_extractor()
-    pattern = re.search(r'"(\^.+\$)"', extractor).group(1).replace("\\\\", "\\")
+# Pod names as the Job controller makes them: <job>-<completion index>-<5 chars>; a JobSet's Jobs are <jobset>-slice-<i>.
+PODS = {
+    "maxtext-6b-slice-0-0-x7k2q": ("maxtext-6b", True),
+    "maxtext-6b-slice-0-3-x7k2q": ("maxtext-6b", False),
+    "maxtext-6b-slice-1-0-x7k2q": ("maxtext-6b", False),
+    "llama3-8b-x2-slice-1-12-ab3cd": ("llama3-8b-x2", False),
+    "golden-0-ab3cd": ("golden", True),  # the Job runtime: the run's one Job
+    "golden-3-ab3cd": ("golden", False),
+    "run2-0-ab3cd": ("run2", True),
+}
+
+
+def _first_worker(pod: str) -> bool:
+    """The attempts metric's pod filter, read as Cloud Logging reads it (RE2 regexes; Python's re agrees on these)."""
+    text = mon.Monitoring._first_worker()
+    want = re.fullmatch(r'\(resource\.labels\.pod_name=~"(.+)" OR \(resource\.labels\.pod_name!~"(.+)" AND resource\.labels\.pod_name=~"(.+)"\)\)', text)
+    first, any_jobset, job_first = want.groups()
+    return bool(re.search(first, pod)) or (not re.search(any_jobset, pod) and bool(re.search(job_first, pod)))
+
+
+@pytest.mark.parametrize("pod", sorted(PODS))
+def test_the_run_label_and_the_first_worker_of_jobset_and_job_pods(pod: str):
     from workloads.planning.target import REPLICATED_JOB
 
     assert mon.REPLICATED_JOB == REPLICATED_JOB
-    # JobSet names its Jobs <jobset>-<replicated job>-<index>; the Job controller, each pod <job>-<completion index>-<5 chars>.
-    for jobset in ("maxtext-6b", "llama3-8b-x2-data"):
-        assert re.match(pattern, f"{jobset}-{REPLICATED_JOB}-1-3-x7k2q").group(1) == jobset
+    run, first = PODS[pod]
+    pattern = re.search(r'REGEXP_EXTRACT\(resource\.labels\.pod_name, "(.+)"\)', mon.Monitoring._run_extractor()).group(1)
+    assert re.match(pattern, pod).group(1) == run
+    assert _first_worker(pod) is first
 
 
 # ------------------------------------------------------------------ the stack
