@@ -126,12 +126,7 @@ class Monitoring(Construct):
             filter=self._container_filter(f'textPayload:"{STEP_LINE}"'),
             value_extractor=r'REGEXP_EXTRACT(textPayload, "completed step: \\d+, seconds: ([0-9.]+)")',
             label_extractors={"run": self._run_extractor()},
-            metric_descriptor=LoggingMetricMetricDescriptor(
-                metric_kind="DELTA",
-                value_type="DISTRIBUTION",
-                unit="s",
-                labels=[LoggingMetricMetricDescriptorLabels(key="run", value_type="STRING", description="the JobSet")],
-            ),
+            metric_descriptor=self._per_run("DISTRIBUTION", "s"),
             depends_on=list(p.depends_on) or None,
             bucket_options=LoggingMetricBucketOptions(
                 exponential_buckets=LoggingMetricBucketOptionsExponentialBuckets(num_finite_buckets=40, growth_factor=1.4, scale=0.01)
@@ -146,12 +141,7 @@ class Monitoring(Construct):
             description=f"starts of a run's program in cluster {p.cluster} (its first worker's restore or no-checkpoint line)",
             filter=self._container_filter(f"{self._first_worker()} AND ({attempt})"),
             label_extractors={"run": self._run_extractor()},
-            metric_descriptor=LoggingMetricMetricDescriptor(
-                metric_kind="DELTA",
-                value_type="INT64",
-                unit="1",
-                labels=[LoggingMetricMetricDescriptorLabels(key="run", value_type="STRING", description="the JobSet")],
-            ),
+            metric_descriptor=self._per_run("INT64", "1"),
             depends_on=list(p.depends_on) or None,
         )
         self.channels = [
@@ -170,6 +160,16 @@ class Monitoring(Construct):
         self.dashboard = self._dashboard() if p.dashboard else None
 
     # ---------------------------------------------------------------- log filters
+
+    @staticmethod
+    def _per_run(value_type: str, unit: str) -> LoggingMetricMetricDescriptor:
+        """A counter of log lines (or of their values), by run."""
+        return LoggingMetricMetricDescriptor(
+            metric_kind="DELTA",
+            value_type=value_type,
+            unit=unit,
+            labels=[LoggingMetricMetricDescriptorLabels(key="run", value_type="STRING", description="the run (its JobSet or Job)")],
+        )
 
     def _container_filter(self, match: str) -> str:
         p = self.props

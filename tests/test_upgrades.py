@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from infra.gcp_api import TOKEN_ENV_VAR
 from infra.gke_features import MAX_EXCLUSION_DAYS, MAX_EXCLUSIONS
 from infra.spec import parse_spec
 from tests.conftest import cli, example_doc
+from tests.fake_google import FakeGoogle
 from toolkit.errors import SpecError
 
 RFC = "%Y-%m-%dT%H:%M:%SZ"
@@ -142,53 +141,6 @@ def test_without_exclusions_the_policy_is_the_window_alone(tmp_path: Path):
 # ------------------------------------------------------------------ infra exclude-upgrades
 
 
-class FakeGke:
-    """Loopback GKE API: clusters.get answers ``clusters``; setMaintenancePolicy records its body and answers an operation
-    (or ``refuse`` with Google's error body, as GKE does for an exclusion past the version's end of support)."""
-
-    def __init__(self, clusters: dict[str, dict[str, Any]], refuse: tuple[int, str] | None = None) -> None:
-        self.clusters, self.refuse, self.posts, self.seen = clusters, refuse, [], []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                fake.seen.append(("GET", self.path))
-                body = fake.clusters.get(self.path)
-                if body is None:
-                    self._answer(404, {"error": {"code": 404, "message": "not found", "status": "NOT_FOUND"}})
-                else:
-                    self._answer(200, body)
-
-            def do_POST(self) -> None:  # noqa: N802
-                fake.seen.append(("POST", self.path))
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.posts.append((self.path, body, self.headers.get("Content-Type")))
-                if fake.refuse:
-                    code, message = fake.refuse
-                    self._answer(code, {"error": {"code": code, "message": message, "status": "FAILED_PRECONDITION"}})
-                else:
-                    self._answer(200, {"name": "operation-1234", "operationType": "SET_MAINTENANCE_POLICY", "status": "RUNNING"})
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 # A cluster as clusters.get returns it: a window, an exclusion someone else set, the policy's version.
 LIVE_POLICY = {
     "window": {
@@ -200,8 +152,12 @@ LIVE_POLICY = {
 
 
 @pytest.fixture
-def gke() -> Iterator[FakeGke]:
-    fake = FakeGke({CLUSTER_PATH: {"name": "tpu-dev", "maintenancePolicy": LIVE_POLICY}})
+def gke() -> Iterator[FakeGoogle]:
+    # setMaintenancePolicy answers an operation, as GKE does.
+    fake = FakeGoogle(
+        {CLUSTER_PATH: {"name": "tpu-dev", "maintenancePolicy": LIVE_POLICY}},
+        post_answer={"name": "operation-1234", "operationType": "SET_MAINTENANCE_POLICY", "status": "RUNNING"},
+    )
     yield fake
     fake.close()
 
@@ -211,7 +167,7 @@ def token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(TOKEN_ENV_VAR, "test-token")
 
 
-def test_dry_run_prints_the_read_and_the_write_and_calls_nothing(gke: FakeGke):
+def test_dry_run_prints_the_read_and_the_write_and_calls_nothing(gke: FakeGoogle):
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/default.yaml", "--for", "72h", "--name", "campaign-a", "--dry-run", "--endpoint", gke.url)
     assert proc.returncode == 0, proc.stderr
     assert gke.seen == []
@@ -229,10 +185,11 @@ def test_dry_run_prints_the_read_and_the_write_and_calls_nothing(gke: FakeGke):
     assert "cluster.maintenance_exclusions does not list it" in proc.stderr and "  - name: campaign-a" in proc.stderr
 
 
-def test_a_real_run_reads_the_policy_and_writes_it_back_with_the_exclusion_only_added(gke: FakeGke):
+def test_a_real_run_reads_the_policy_and_writes_it_back_with_the_exclusion_only_added(gke: FakeGoogle):
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/default.yaml", "--for", "7d", "--name", "campaign-b", "--yes", "--endpoint", gke.url)
     assert proc.returncode == 0, proc.stderr
-    assert gke.seen == [("GET", CLUSTER_PATH), ("POST", f"{CLUSTER_PATH}:setMaintenancePolicy")]
+    assert [(m, path) for m, path, _ in gke.seen] == [("GET", CLUSTER_PATH), ("POST", f"{CLUSTER_PATH}:setMaintenancePolicy")]
+    assert {auth for _, _, auth in gke.seen} == {"Bearer test-token"}
     ((_, body, ctype),) = gke.posts
     assert ctype == "application/json"
     sent = body["maintenancePolicy"]
@@ -242,7 +199,7 @@ def test_a_real_run_reads_the_policy_and_writes_it_back_with_the_exclusion_only_
     assert proc.stdout.strip() == "tpu-dev: operation-1234"
 
 
-def test_a_fleet_gets_the_exclusion_on_every_cluster(gke: FakeGke):
+def test_a_fleet_gets_the_exclusion_on_every_cluster(gke: FakeGoogle):
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/fleet/fleet.yaml", "--for", "7d", "--dry-run", "--endpoint", gke.url)
     assert proc.returncode == 0, proc.stderr
     posts = [ln for ln in proc.stdout.splitlines() if ln.startswith("POST ")]
@@ -255,7 +212,7 @@ def test_a_fleet_gets_the_exclusion_on_every_cluster(gke: FakeGke):
         assert f"/clusters/{name}:setMaintenancePolicy" in post
 
 
-def test_gke_refusing_the_write_is_one_line_exit_3(gke: FakeGke):
+def test_gke_refusing_the_write_is_one_line_exit_3(gke: FakeGoogle):
     gke.refuse = (400, "The maintenance exclusion end time is after the end of support of the cluster's minor version.")
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/default.yaml", "--for", "7d", "--yes", "--endpoint", gke.url)
     assert proc.returncode == 3, proc.stderr
@@ -275,7 +232,7 @@ def test_gke_refusing_the_write_is_one_line_exit_3(gke: FakeGke):
         (["--for", "3d", "--name", "Not_A_Name"], "--name", "lowercase"),
     ],
 )
-def test_bad_flags_are_one_line_exit_2_and_nothing_is_asked(gke: FakeGke, args: list[str], field: str, words: str):
+def test_bad_flags_are_one_line_exit_2_and_nothing_is_asked(gke: FakeGoogle, args: list[str], field: str, words: str):
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/default.yaml", *args, "--yes", "--endpoint", gke.url)
     assert proc.returncode == 2, proc.stderr
     (line,) = proc.stderr.splitlines()

@@ -11,9 +11,9 @@ import datetime as dt
 import ipaddress
 import re
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from infra import catalog, machine_types
 from infra.naming import GKE_CLUSTER_NAME_MAX, GKE_NODE_POOL_NAME_MAX
@@ -32,19 +32,20 @@ def _as_text(v: object) -> object:
     return v
 
 
+def _rfc3339(v: str) -> str:
+    if not re.match(RFC3339_UTC, v):
+        raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2026-12-01T00:00:00Z")
+    return v
+
+
+# A time as GKE's maintenance policy takes it: RFC 3339 in UTC, quoted or not in the YAML.
+UtcTime = Annotated[str, BeforeValidator(_as_text), AfterValidator(_rfc3339)]
+
+
 class MaintenanceWindow(Section):
-    start_time: str = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
-    end_time: str = Field("2025-01-01T11:00:00Z")
+    start_time: UtcTime = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
+    end_time: UtcTime = Field("2025-01-01T11:00:00Z")
     recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
-
-    _text = field_validator("start_time", "end_time", mode="before")(_as_text)
-
-    @field_validator("start_time", "end_time")
-    @classmethod
-    def _rfc3339(cls, v: str) -> str:
-        if not re.match(RFC3339_UTC, v):
-            raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2025-01-01T03:00:00Z")
-        return v
 
     @field_validator("recurrence")
     @classmethod
@@ -66,20 +67,11 @@ class MaintenanceExclusion(Section):
     """
 
     name: str = Field(..., pattern=DNS1035_LABEL, max_length=63, description="the exclusion's name in GKE (e.g. campaign-llama-7d)")
-    start_time: str = Field(..., description="RFC 3339 UTC, like 2026-12-01T00:00:00Z")
-    end_time: str = Field(..., description="RFC 3339 UTC; at most 180 days after start_time and in the future")
+    start_time: UtcTime = Field(..., description="RFC 3339 UTC, like 2026-12-01T00:00:00Z")
+    end_time: UtcTime = Field(..., description="RFC 3339 UTC; at most 180 days after start_time and in the future")
     scope: Literal["no_minor_or_node_upgrades"] = Field(
         "no_minor_or_node_upgrades", description="GKE's exclusion scope: no minor or node upgrades (control-plane patches still go on)"
     )
-
-    _text = field_validator("start_time", "end_time", mode="before")(_as_text)
-
-    @field_validator("start_time", "end_time")
-    @classmethod
-    def _rfc3339(cls, v: str) -> str:
-        if not re.match(RFC3339_UTC, v):
-            raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2026-12-01T00:00:00Z")
-        return v
 
 
 class ReleaseChannel(str, Enum):
