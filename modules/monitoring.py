@@ -71,6 +71,8 @@ RUN_OF_POD = f"^(.+?)(?:-{REPLICATED_JOB}-[0-9]+)?-[0-9]+-[a-z0-9]{{5}}$"
 STEP_LINE = "completed step: "
 # Orbax's restore line and MaxText's no-checkpoint line: one of them at every start of the program.
 ATTEMPT_LINES = ("restoring from this run's directory step", "No existing checkpoints found")
+# The no-step alert pages only for workers that stepped within this (a worker that never stepped is the hang bound's).
+STEPPED_LOOKBACK_MINUTES = 24 * 60
 CHANNEL_TYPES = {"email": ("email", "email_address"), "pubsub": ("pubsub", "topic"), "webhook": ("webhook_tokenauth", "url")}
 
 
@@ -95,7 +97,8 @@ class MonitoringProps:
     depends_on: Sequence[ITerraformDependable] = ()  # the Logging and Monitoring APIs
 
     def __post_init__(self) -> None:
-        if self.restarts_per_hour < 1 or self.no_step_minutes < 1 or not 0 < self.goodput_below <= 1:
+        # The no-step query looks a day back for workers that stepped: a window of a day or more never fires.
+        if self.restarts_per_hour < 1 or not 1 <= self.no_step_minutes < STEPPED_LOOKBACK_MINUTES or not 0 < self.goodput_below <= 1:
             raise ValueError(f"monitoring of {self.cluster}: thresholds out of range (the spec's rules refuse these first)")
         for c in self.channels:
             if c.type not in CHANNEL_TYPES:
@@ -210,7 +213,7 @@ class Monitoring(Construct):
                 "no-step",
                 f"{p.cluster}: a running worker wrote no training step for {window} min",
                 f"(max by (namespace_name, pod_name) ({uptime}) > {window * 60})"
-                f" and on (namespace_name, pod_name) (sum by (namespace_name, pod_name) (increase({steps}[1d])) > 0)"
+                f" and on (namespace_name, pod_name) (sum by (namespace_name, pod_name) (increase({steps}[{STEPPED_LOOKBACK_MINUTES}m])) > 0)"
                 f" unless on (namespace_name, pod_name) (sum by (namespace_name, pod_name) (increase({steps}[{window}m])) > 0)",
                 "A run's pods are up but its step counter stopped (a hung collective, a stuck data read): every chip is burning. "
                 "`python -m workloads logs <run>` shows the last lines; restart the run's attempt if it does not recover.",

@@ -57,6 +57,16 @@ def test_goodput_outside_zero_one_is_refused(g: float, words: str):
     assert e.field == "monitoring.alerts.goodput_below" and words in e.problem
 
 
+def test_thresholds_past_their_ceilings_are_refused():
+    from infra.spec.monitoring import MAX_NO_STEP_MINUTES, MAX_RESTARTS_PER_HOUR
+
+    # The no-step query's lookback must be longer than the longest window, or the alert could never fire.
+    assert MAX_NO_STEP_MINUTES < mon.STEPPED_LOOKBACK_MINUTES
+    assert _refusal(_alerts(no_step_minutes=MAX_NO_STEP_MINUTES + 1)).field == "monitoring.alerts.no_step_minutes"
+    assert _refusal(_alerts(restarts_per_hour=MAX_RESTARTS_PER_HOUR + 1)).field == "monitoring.alerts.restarts_per_hour"
+    assert _refusal(_alerts(goodput_below=float("nan"))).field == "monitoring.alerts.goodput_below"
+
+
 def test_goodput_of_one_and_one_restart_load():
     s = parse_spec(_alerts(goodput_below=1, restarts_per_hour=1))
     assert s.monitoring.alerts.goodput_below == 1

@@ -52,11 +52,24 @@ class NotificationChannelSpec(Section):
         return self
 
 
+# More attempts than one a minute cannot start: each one schedules (or restarts) its containers and
+# looks for a checkpoint before the line the attempts metric counts.
+MAX_RESTARTS_PER_HOUR = 60
+# The no-step alert asks for workers that stepped in the last day but not in the window
+# (modules/monitoring.py STEPPED_LOOKBACK_MINUTES): a window of a day or more could never fire. Half a
+# day is the longest a hang may go unreported.
+MAX_NO_STEP_MINUTES = 720
+
+
 class AlertsSpec(Section):
+    """The thresholds; the lower bounds (which depend on the spec's pools) are ``infra.spec.rules.check_monitoring``'s."""
+
     enabled: bool = Field(True, description="declare the alert policies (the log-based metrics they read are declared either way)")
-    restarts_per_hour: int = Field(3, description="alert when a run starts more attempts than this in one hour")
-    no_step_minutes: int | None = Field(None, description="alert when a running worker writes no step line for this long (default: derived)")
-    goodput_below: float = Field(0.5, description="alert when a run's goodput fraction is under this (0 < x <= 1)")
+    restarts_per_hour: int = Field(3, le=MAX_RESTARTS_PER_HOUR, description="alert when a run starts more attempts than this in one hour")
+    no_step_minutes: int | None = Field(
+        None, le=MAX_NO_STEP_MINUTES, description="alert when a running worker writes no step line for this long (default: derived)"
+    )
+    goodput_below: float = Field(0.5, allow_inf_nan=False, description="alert when a run's goodput fraction is under this (0 < x <= 1)")
     node_pool_errors: bool = Field(True, description="alert on GKE's node pool errors")
 
 
