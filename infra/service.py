@@ -7,11 +7,12 @@
     terraform(path, dry_run)             the Terraform runner of a synthesized stack
     run(tf, steps, progress)             each step run, announced first
     apply(spec, out, tf, choice, ...)    apply the plan, trying a pool's reservations in order (infra.reservation_fallback)
-    outputs(spec, out) -> {...}          the stack's outputs from the Terraform state
+    outputs(spec, out) -> {...}          the stack's outputs from the Terraform state (outputs_at: of a synthesized stack)
     scale_to_zero / pool_status / delete_tpu   the pools between campaigns (infra.pools)
     price_rows(spec, region) -> [...]    the rates of a region (the spec's prices over the shipped table)
 
-Nothing here prints: the CLI (``infra.cli``) reads the spec once, calls these and formats
+A fleet file's members, each in its stated order, are ``infra.fleet_service``'s; each member's
+work is still one of these. Nothing here prints: the CLI (``infra.cli``) reads the spec once, calls these and formats
 what they return; a line of progress goes to the ``progress`` callable it passes. Bad input
 raises a ``ToolkitError`` naming the flag or the field, before anything is written or run.
 """
@@ -29,6 +30,7 @@ from toolkit.names import CapacityMode
 
 if TYPE_CHECKING:
     from infra.cloud_checks import Finding
+    from infra.fleet import FleetManager
     from infra.pools import PoolStatus
     from infra.spec import EnvSpec, TpuPoolSpec
     from infra.terraform import Step, Terraform
@@ -217,25 +219,40 @@ def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str,
     fallback.execute(spec, attempt, progress)
 
 
-def after_apply(spec: EnvSpec, *, dry_run: bool) -> list[tuple[str, ...]]:
+def after_apply(spec: EnvSpec | FleetManager, *, dry_run: bool) -> list[tuple[str, ...]]:
     """What the stack cannot say and ``deploy`` does after the apply: GKE's managed ML Diagnostics (``EnvFields.ml_diagnostics``).
 
     The pinned Google provider (hashicorp/google 7.46.1) has no field for it (google-beta's
     ``managed_machine_learning_diagnostics_config``), so gcloud turns it on, with the flag xpk
     passes (github.com/AI-Hypercomputer/xpk pull 1186). Turning it on again is a no-op.
     """
-    if not spec.ml_diagnostics:
-        return []  # and no gcloud needed
+    from infra.spec import EnvSpec
+
+    if not isinstance(spec, EnvSpec) or not spec.ml_diagnostics:
+        return []  # a fleet's manager runs nothing; and no gcloud needed
     c = spec.cluster.name
     return [(gcloud(dry_run), "container", "clusters", "update", c, f"--region={spec.region}", f"--project={spec.project}", "--enable-managed-mldiagnostics")]
 
 
+OUTPUTS_MAX_BYTES = 16 * 1024 * 1024  # terraform output -json of one stack: a few KiB
+
+
 def outputs(spec: EnvSpec, out: Path) -> dict[str, Any]:
     """The stack's outputs as ``terraform output -json`` gives them (``{name: {value, sensitive, ...}}``)."""
-    path = synth_into(spec, out)[0]
+    return outputs_at(synth_into(spec, out)[0])
+
+
+def outputs_at(path: Path) -> dict[str, Any]:
+    """The outputs of the synthesized stack at ``path`` (a fleet member's: ``infra.fleet_service.stacks``)."""
     tf = terraform(path, dry_run=False)
     tf.run(tf.init(), capture=True)
-    return json.loads(tf.run(tf.output_json(), capture=True) or "{}")
+    from toolkit.errors import ExternalToolError
+    from toolkit.jsontext import JsonTextError, load_json
+
+    try:
+        return load_json(tf.run(tf.output_json(), capture=True) or "{}", max_bytes=OUTPUTS_MAX_BYTES)
+    except JsonTextError as e:
+        raise ExternalToolError(f"`terraform output -json` printed an answer that {e.problem} — run it yourself in {path.parent} to see why") from None
 
 
 # ------------------------------------------------------------------ pools between campaigns

@@ -82,13 +82,10 @@ class Target:
 
 
 def targets(spec_or_fleet: Any) -> list[Target]:
-    """Every cluster of a spec (one) or a fleet (each worker, then the manager)."""
-    from infra.fleet import Fleet
+    """Every cluster of a spec (one) or a fleet (``infra.fleet.members``: each worker, then the manager)."""
+    from infra.fleet import Fleet, members
 
-    if isinstance(spec_or_fleet, Fleet):
-        envs = [w.spec for w in spec_or_fleet.workers] + [spec_or_fleet.manager]
-    else:
-        envs = [spec_or_fleet]
+    envs = [m.model for m in members(spec_or_fleet)] if isinstance(spec_or_fleet, Fleet) else [spec_or_fleet]
     return [Target(e.project, e.region, e.cluster.name, e) for e in envs]
 
 

@@ -3,10 +3,10 @@
 The construct knows Cloud Monitoring and MaxText's log lines, not the spec: the stack passes
 the thresholds and channels. What each piece reads, and why that signal:
 
-  metric   <prefix>_steps     a distribution of the seconds of each MaxText ``completed step: N,
+  metric   <cluster>_steps     a distribution of the seconds of each MaxText ``completed step: N,
                               seconds: S`` line of the workload container (its count is the
                               steps): the step time on the dashboard, and the no-step alert
-  metric   <prefix>_attempts  one count per attempt: the first worker (a JobSet's slice 0, pod 0; the
+  metric   <cluster>_attempts  one count per attempt: the first worker (a JobSet's slice 0, pod 0; the
                               Job runtime's pod 0: ``JOBSET_FIRST_POD``, ``JOB_FIRST_POD``) writes
                               Orbax's restore line, or MaxText's "No existing checkpoints" line,
                               once each time its program starts (recreate and in-place alike);
@@ -86,6 +86,9 @@ class ChannelProps:
 class MonitoringProps:
     project: str
     cluster: str
+    # The log-based metrics' names (infra.naming.log_metric_name): letters, digits and '_', as PromQL names them.
+    steps_metric: str
+    attempts_metric: str
     workload_container: str  # the container that runs the program (toolkit.names.WORKLOAD_CONTAINER)
     channels: Sequence[ChannelProps] = ()
     alerts: bool = True
@@ -104,11 +107,6 @@ class MonitoringProps:
             if c.type not in CHANNEL_TYPES:
                 raise ValueError(f"monitoring of {self.cluster}: channel type {c.type!r} is not one of {', '.join(CHANNEL_TYPES)}")
 
-    @property
-    def prefix(self) -> str:
-        """Metric names: letters, digits and underscores, so PromQL names them as written."""
-        return "tgk_" + self.cluster.replace("-", "_")
-
 
 class Monitoring(Construct):
     steps: LoggingMetric
@@ -124,7 +122,7 @@ class Monitoring(Construct):
             self,
             "steps",
             project=p.project,
-            name=f"{p.prefix}_steps",
+            name=p.steps_metric,
             description=f"seconds of each MaxText training step in cluster {p.cluster} (its count: steps)",
             filter=self._container_filter(f'textPayload:"{STEP_LINE}"'),
             value_extractor=r'REGEXP_EXTRACT(textPayload, "completed step: \\d+, seconds: ([0-9.]+)")',
@@ -140,7 +138,7 @@ class Monitoring(Construct):
             self,
             "attempts",
             project=p.project,
-            name=f"{p.prefix}_attempts",
+            name=p.attempts_metric,
             description=f"starts of a run's program in cluster {p.cluster} (its first worker's restore or no-checkpoint line)",
             filter=self._container_filter(f"{self._first_worker()} AND ({attempt})"),
             label_extractors={"run": self._run_extractor()},
@@ -199,7 +197,7 @@ class Monitoring(Construct):
 
     def _policies(self) -> dict[str, MonitoringAlertPolicy]:
         p = self.props
-        steps, attempts = self._promql(f"{p.prefix}_steps_count"), self._promql(f"{p.prefix}_attempts")
+        steps, attempts = self._promql(f"{p.steps_metric}_count"), self._promql(p.attempts_metric)
         window = p.no_step_minutes
         uptime = f'kubernetes_io:container_uptime{{monitored_resource="k8s_container",cluster_name="{p.cluster}",container_name="{p.workload_container}"}}'
         out = {
@@ -316,8 +314,8 @@ class Monitoring(Construct):
         tiles = [
             chart("TPU duty cycle (%), by pod", "kubernetes.io/container/accelerator/duty_cycle", "REDUCE_MEAN", "ALIGN_MEAN", ["resource.label.pod_name"]),
             chart("HBM in use (bytes), by pod", "kubernetes.io/container/accelerator/memory_used", "REDUCE_MAX", "ALIGN_MAX", ["resource.label.pod_name"]),
-            chart("Attempts per run", f"logging.googleapis.com/user/{p.prefix}_attempts", "REDUCE_SUM", "ALIGN_DELTA", ["metric.label.run"]),
-            chart("Step time (s), by run", f"logging.googleapis.com/user/{p.prefix}_steps", "REDUCE_MEAN", "ALIGN_DELTA", ["metric.label.run"]),
+            chart("Attempts per run", f"logging.googleapis.com/user/{p.attempts_metric}", "REDUCE_SUM", "ALIGN_DELTA", ["metric.label.run"]),
+            chart("Step time (s), by run", f"logging.googleapis.com/user/{p.steps_metric}", "REDUCE_MEAN", "ALIGN_DELTA", ["metric.label.run"]),
         ]
         layout = {
             "displayName": f"{p.cluster}: TPU training",

@@ -16,7 +16,7 @@ from infra import recovery
 from infra.gke_features import ML_DIAGNOSTICS_LABEL, ML_DIAGNOSTICS_MIN_GKE_VERSION
 from infra.spec import parse_spec
 from modules import monitoring as mon
-from tests.conftest import REPO, cli, example_doc
+from tests.support import REPO, cli, example_doc
 from toolkit.errors import SpecError
 
 TINY_LOG = REPO / "tests" / "data" / "maxtext" / "tiny_cpu.log"  # recorded from real MaxText

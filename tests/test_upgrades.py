@@ -15,8 +15,8 @@ import yaml
 from infra.gcp_api import TOKEN_ENV_VAR
 from infra.gke_features import MAX_EXCLUSION_DAYS, MAX_EXCLUSIONS
 from infra.spec import parse_spec
-from tests.conftest import cli, example_doc
-from tests.fake_google import FakeGoogle
+from tests.support import cli, example_doc
+from tests.support.fake_google import FakeGoogle
 from toolkit.errors import SpecError
 
 RFC = "%Y-%m-%dT%H:%M:%SZ"

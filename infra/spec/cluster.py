@@ -20,7 +20,8 @@ from infra.naming import GKE_CLUSTER_NAME_MAX, GKE_NODE_POOL_NAME_MAX
 from infra.spec.section import MACHINE_TYPE, FieldValueError, Section
 from toolkit.names import DNS1035_LABEL
 
-RFC3339_UTC = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"
+# ASCII digits only (``\d`` takes other scripts' digits), the whole value (``$`` takes a trailing newline).
+RFC3339_UTC = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 
 
 def _as_text(v: object) -> object:
@@ -33,7 +34,7 @@ def _as_text(v: object) -> object:
 
 
 def _rfc3339(v: str) -> str:
-    if not re.match(RFC3339_UTC, v):
+    if not re.fullmatch(RFC3339_UTC, v):
         raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2026-12-01T00:00:00Z")
     return v
 
@@ -121,6 +122,9 @@ class ClusterSpec(Section):
     )
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
+    slice_controller: bool | None = Field(
+        None, description="GKE's slice controller add-on (default: on with a multislice or dynamically sliced tpu7x pool; infra/spec/ironwood.py)"
+    )
 
     @model_validator(mode="after")
     def _ray_needs_gcs_fuse(self) -> ClusterSpec:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import EXAMPLE_FILES
-from tests.integration.conftest import wait_for
+from tests.support import EXAMPLE_FILES
+from tests.support.local_cluster import wait_for
 from toolkit.errors import ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, TGK_FIELD_MANAGER
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
@@ -33,8 +33,6 @@ from workloads.planning.planner import Overrides, plan_run
 from workloads.planning.recipes import recipe_names
 from workloads.render import jobset as manifests
 from workloads.render import kueue
-
-pytestmark = pytest.mark.integration
 
 # The field manager `queues apply` and `submit` use: the tests apply as the toolkit does.
 FM = TGK_FIELD_MANAGER

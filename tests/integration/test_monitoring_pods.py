@@ -15,7 +15,7 @@ import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from modules import monitoring as mon
-from tests.integration.conftest import wait_for
+from tests.support.local_cluster import wait_for
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.overrides import Overrides
 from workloads.planning.planner import plan_run
