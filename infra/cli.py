@@ -458,7 +458,12 @@ def exclude_upgrades(
         for line in up.apply(target, exclusion, gcp_api.Client(endpoint=gcp_api.endpoint_override(endpoint))):
             typer.echo(line)
     if not up.listed(target, exclusion):
-        _err("the spec's cluster.maintenance_exclusions does not list it, so the next `python -m infra deploy` removes it; add:")
+        where = (
+            "not every worker spec's cluster.maintenance_exclusions lists it (the manager takes the first worker's)"
+            if _is_fleet(target)
+            else ("the spec's cluster.maintenance_exclusions does not list it")
+        )
+        _err(f"{where}, so the next `python -m infra deploy` removes it; add:")
         for line in up.spec_entry(exclusion):
             _err(line)
 

@@ -75,6 +75,7 @@ class Target:
     region: str
     cluster: str
     spec: Any  # the EnvSpec or FleetManager it comes from: its window and exclusions
+    label: str | None = None  # a fleet member's (``== worker west (tpu-west)`` before its lines); None for a spec
 
     @property
     def path(self) -> str:
@@ -85,8 +86,14 @@ def targets(spec_or_fleet: Any) -> list[Target]:
     """Every cluster of a spec (one) or a fleet (``infra.fleet.members``: each worker, then the manager)."""
     from infra.fleet import Fleet, members
 
-    envs = [m.model for m in members(spec_or_fleet)] if isinstance(spec_or_fleet, Fleet) else [spec_or_fleet]
-    return [Target(e.project, e.region, e.cluster.name, e) for e in envs]
+    if isinstance(spec_or_fleet, Fleet):
+        return [Target(m.model.project, m.model.region, m.cluster, m.model, m.label) for m in members(spec_or_fleet)]
+    s = spec_or_fleet
+    return [Target(s.project, s.region, s.cluster.name, s)]
+
+
+def _header(t: Target) -> list[str]:
+    return [f"== {t.label}"] if t.label else []
 
 
 def read_request(t: Target) -> gcp_api.ApiRequest:
@@ -128,6 +135,7 @@ def dry_run(spec_or_fleet: Any, e: MaintenanceExclusion, endpoint: str | None = 
     """The requests a real run sends, per cluster (the POST from the spec's policy: the GET's answer is not known)."""
     out = []
     for t in targets(spec_or_fleet):
+        out += _header(t)
         out.append(read_request(t).render(endpoint))
         out.append(write_request(t, with_exclusion(policy_from_spec(t.spec), e)).render(endpoint))
     return out
@@ -142,7 +150,7 @@ def apply(spec_or_fleet: Any, e: MaintenanceExclusion, client: gcp_api.Client) -
             raise gcp_api.ApiError(f"GKE API: no cluster {t.cluster} in {t.project}/{t.region} — deploy it first (python -m infra deploy)", status=404)
         policy = cluster.get("maintenancePolicy") or {}
         answer = client.get(write_request(t, with_exclusion(policy, e))) or {}
-        ops.append(f"{t.cluster}: {answer.get('name', 'operation started')}")
+        ops += [*_header(t), f"{t.cluster}: {answer.get('name', 'operation started')}"]
     return ops
 
 

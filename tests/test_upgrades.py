@@ -202,14 +202,15 @@ def test_a_real_run_reads_the_policy_and_writes_it_back_with_the_exclusion_only_
 def test_a_fleet_gets_the_exclusion_on_every_cluster(gke: FakeGoogle):
     proc = cli("infra", "exclude-upgrades", "--spec", "examples/fleet/fleet.yaml", "--for", "7d", "--dry-run", "--endpoint", gke.url)
     assert proc.returncode == 0, proc.stderr
-    posts = [ln for ln in proc.stdout.splitlines() if ln.startswith("POST ")]
-    from infra.fleet import load_spec_or_fleet
+    lines = proc.stdout.splitlines()
+    posts = [ln for ln in lines if ln.startswith("POST ")]
+    from infra.fleet import load_spec_or_fleet, members
 
-    fleet = load_spec_or_fleet("examples/fleet/fleet.yaml", want="fleet")
-    names = [w.spec.cluster.name for w in fleet.workers] + [fleet.manager.cluster.name]
-    assert len(posts) == len(names) == 3
-    for name, post in zip(names, posts, strict=True):
-        assert f"/clusters/{name}:setMaintenancePolicy" in post
+    listed = members(load_spec_or_fleet("examples/fleet/fleet.yaml", want="fleet"))
+    assert len(posts) == len(listed) == 3
+    assert [ln for ln in lines if ln.startswith("== ")] == [f"== {m.label}" for m in listed]  # each member's part, as every fleet command shows it
+    for m, post in zip(listed, posts, strict=True):
+        assert f"/clusters/{m.cluster}:setMaintenancePolicy" in post
 
 
 def test_gke_refusing_the_write_is_one_line_exit_3(gke: FakeGoogle):
