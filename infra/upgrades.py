@@ -18,7 +18,6 @@ command says so and prints the entry to add.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,15 +26,16 @@ from infra.gke_features import MAX_EXCLUSION_DAYS
 from infra.spec import MaintenanceExclusion
 from infra.spec.rules import RFC3339, exclusion_problem
 from toolkit.errors import SpecError
+from toolkit.patterns import fullmatch
 
 SCOPE = "NO_MINOR_OR_NODE_UPGRADES"
-_DURATION = re.compile(r"^(\d+)([hd])$")
+_DURATION = r"([0-9]{1,6})([hd])"
 RESOURCE_VERSION_PLACEHOLDER = "<resourceVersion of the GET>"
 
 
 def parse_duration(text: str) -> dt.timedelta:
     """``--for``: whole hours or days, like 72h or 7d."""
-    m = _DURATION.match(text.strip())
+    m = fullmatch(_DURATION, text.strip())
     if not m or int(m.group(1)) == 0:
         raise SpecError("--for", f"{text!r} is not a duration", "write whole hours or days, like 72h or 7d")
     n = int(m.group(1))

@@ -22,17 +22,18 @@ refused by ``infra.spec.rules.check_monitoring``, one line naming the field.
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from infra.spec.section import FieldValueError, Section
+from toolkit.patterns import fullmatch
 
 CHANNEL_TYPES = ("email", "pubsub", "webhook")
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-_TOPIC = re.compile(r"^projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}$")
-_HTTPS = re.compile(r"^https://[^\s]+$")
+# Whole values (toolkit.patterns.fullmatch: ASCII classes, no trailing newline): no space or control character anywhere.
+_EMAIL = r"[^@ \x00-\x1f\x7f]+@[^@ \x00-\x1f\x7f]+\.[^@ \x00-\x1f\x7f]+"
+_TOPIC = r"projects/[a-z][a-z0-9-]{4,28}[a-z0-9]/topics/[A-Za-z][A-Za-z0-9._~+%-]{2,254}"
+_HTTPS = r"https://[^ \x00-\x1f\x7f]+"
 _ADDRESS = {
     "email": (_EMAIL, "an email address, like oncall@example.com"),
     "pubsub": (_TOPIC, "a topic, like projects/my-project/topics/tpu-alerts"),
@@ -47,7 +48,7 @@ class NotificationChannelSpec(Section):
     @model_validator(mode="after")
     def _address(self) -> NotificationChannelSpec:
         pattern, what = _ADDRESS[self.type]
-        if not pattern.match(self.address):
+        if not fullmatch(pattern, self.address):
             raise FieldValueError("address", f"{self.address!r} is not {what.split(',')[0]}", f"write {what}")
         return self
 

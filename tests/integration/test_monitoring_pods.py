@@ -22,8 +22,6 @@ from workloads.planning.planner import plan_run
 from workloads.render import job as job_manifests
 from workloads.render import jobset as jobset_manifests
 
-pytestmark = pytest.mark.integration
-
 NS = "research"
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"
 
