@@ -452,6 +452,42 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.01.merged.yaml" in calls
 
 
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "recreate"])
+def test_provision_turns_on_jobsets_in_place_gate_only_where_runs_restart_in_place(tmp_path: Path, shims: Path, monkeypatch, in_place):
+    """JobSet's release configuration, read from the cluster, comes back with its InPlaceRestart gate and the
+    controller is restarted to read it; a spec without in-place restarts leaves JobSet's configuration alone."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    # JobSet v0.12.0's config/components/manager/controller_manager_config.yaml
+    release_config = (
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\nleaderElection:\n  leaderElect: true\ninternalCertManagement:\n  enable: true\n"
+    )
+    _shim(shims, "kubectl", f'echo "kubectl $*" >> "$TGK_TEST_LOG"\ncase "$*" in *"get configmap"*) printf \'%s\' "{release_config}";; esac\n')
+    spec_doc = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    if in_place:
+        spec_doc["recovery"] = {"restart": "in-place"}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec_doc))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(spec_file)}
+    for step in ("spec-env", "jobset-config", "jobset-config-merge", "jobset-config-apply"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    merged = yaml.safe_load((ws / ".tgk" / "jobset-config.01.merged.yaml").read_text())
+    assert merged["leaderElection"] == {"leaderElect": True} and merged["internalCertManagement"] == {"enable": True}  # the release's kept
+    calls = log.read_text()
+    if in_place:
+        assert merged["featureGates"] == {"InPlaceRestart": True}
+        assert "--from-file=controller_manager_config.yaml=.tgk/jobset-config.01.merged.yaml" in calls
+        assert "rollout restart deployment/jobset-controller-manager" in calls
+    else:
+        assert "featureGates" not in merged
+        assert "jobset-manager-config --from-file" not in calls and "rollout restart" not in calls
+        assert "its release configuration stays" in r.stdout
+
+
 def test_provision_leaves_multi_tier_checkpointing_to_the_stack():
     """The add-on is the stack's (addons_config.high_scale_checkpointing_config): no gcloud step turns it on behind Terraform's back."""
     doc = load(CB / "provision.yaml")

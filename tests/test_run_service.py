@@ -239,7 +239,8 @@ def test_a_new_override_field_is_a_new_option_with_no_other_edit() -> None:
 def test_help_quotes_the_defaults_the_planner_applies() -> None:
     options = {o: p for p in _click_command("submit").params for o in p.opts}
     restarts, every, start = options["--max-restarts"].help, options["--checkpoint-every"].help, options["--profile-start"].help
-    assert restarts.endswith(f"default by capacity: {defaults.by_capacity(defaults.DEFAULT_MAX_RESTARTS)}")
+    assert restarts.endswith(f"recreating: {defaults.by_capacity(defaults.DEFAULT_MAX_RESTARTS)}")
+    assert f"default by capacity, in place: {defaults.by_capacity(defaults.DEFAULT_IN_PLACE_MAX_RESTARTS)};" in restarts
     assert f"(exit {', '.join(map(str, defaults.PROGRAM_ERROR_EXIT_CODES))}: fails at once)" in restarts
     assert every.endswith(f"default by capacity: {defaults.by_capacity(defaults.DEFAULT_CHECKPOINT_MINUTES)}")
     assert f"(default {defaults.DEFAULT_PROFILE_START}:" in start

@@ -429,3 +429,21 @@ def test_stdout_stays_clean_for_dry_runs() -> None:
     rc, out, _err = cli(workloads_app, "queues", "apply", "--dry-run", "-o", "json")
     kinds = {o["kind"] for o in json.loads(out)} if out.lstrip().startswith("[") else set()
     assert rc == 0 and {"NetworkPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds, out[:300]
+
+
+def test_the_toolkit_s_other_pods_are_non_root_by_default() -> None:
+    """Not only runs: the conversion Job and the Lustre helper pod run as the team's non-root UID (Pod Security restricted refuses
+    them otherwise, as the real API server did)."""
+    from workloads.planning.conversion import plan_conversion
+    from workloads.render import convert_job, volume_helper
+    from workloads.runs.cleanup import _lustre
+
+    uid = DEFAULT_RUN_AS_USER
+    pod = convert_job.job(plan_conversion("llama3.1-8b", load_spec(EXAMPLES_DIR / "default.yaml"), source="gs://my-hf/meta/L", name="c"))["spec"]["template"][
+        "spec"
+    ]
+    assert (pod["securityContext"]["runAsNonRoot"], pod["securityContext"]["runAsUser"]) == (True, uid)
+    spec = load_spec(EXAMPLES_DIR / "tpu7x-multislice.yaml")
+    (v, *_) = _lustre(spec, None)
+    helper = volume_helper.helper_pod(name="h", namespace=v.namespace, claim=v.claim, mount_dir=v.mount_dir, request={}, run_as_user=v.run_as_user)
+    assert (helper["spec"]["securityContext"]["runAsNonRoot"], helper["spec"]["securityContext"]["runAsUser"]) == (True, uid)

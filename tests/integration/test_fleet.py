@@ -250,7 +250,7 @@ def test_rotating_the_manager_s_credentials_revokes_the_old_token(fleet, tmp_pat
             assert user["user"]["token"] not in r.stdout + r.stderr
         Cluster.connect(new, timeout=30).server_version()
         names = [s["metadata"]["name"] for s in kube.list(kube.resource("v1", "Secret"), "kueue-system", label_selector="tpu-gke-toolkit/multikueue-token")]
-        assert names == [rotated[w]["token_secret"]], names
+        assert names == [rotated[w]["new_secret_name"]], names
     # MultiKueue still reaches both workers with the new tokens: a run submitted now lands and runs.
     run = f"fl-rot-{secrets.token_hex(2)}"
     try:
@@ -264,7 +264,7 @@ def test_rotating_the_manager_s_credentials_revokes_the_old_token(fleet, tmp_pat
     assert r.returncode == 0, (r.stdout, r.stderr)
     for w, kube in workers.items():
         names = [s["metadata"]["name"] for s in kube.list(kube.resource("v1", "Secret"), "kueue-system", label_selector="tpu-gke-toolkit/multikueue-token")]
-        assert names == [rotated[w]["token_secret"]], names
+        assert names == [rotated[w]["new_secret_name"]], names
 
 
 def restarts(kube, run: str) -> int:

@@ -324,7 +324,10 @@ def submit(
 
     from workloads.cluster.client import Cluster
 
-    cluster = Cluster.connect(kubeconfig, context)
+    if fleet is not None:  # the manager, as the fleet file reaches it (as list and queues status do)
+        cluster = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, context or fleet.manager_context)
+    else:
+        cluster = Cluster.connect(kubeconfig, context)
     sub = runs.apply(cluster, plan, rendered, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
     t = plan.target
     if sub.existing is not None:

@@ -262,7 +262,7 @@ def plan_conversion(
         scan_layers=scan,
         params=params,
         memory_gib=memory,
-        run_as_user=t.run_as_user,
+        run_as_user=t.pod_user,
     )
 
 

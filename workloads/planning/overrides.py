@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from workloads.planning.defaults import (
     DEFAULT_CHECKPOINT_MINUTES,
+    DEFAULT_IN_PLACE_MAX_RESTARTS,
     DEFAULT_MAX_RESTARTS,
     DEFAULT_PROFILE_START,
     DEFAULT_TTL_SECONDS,
@@ -150,12 +151,13 @@ class Overrides:
         "hostNetwork pods: more DCN throughput, but they act as the TPU nodes' SA, not the team's "
         "(only for teams with host_network: true in the spec); default: pod network with the team's own identity",
     )
-    # None: by the pool's capacity mode (defaults.DEFAULT_MAX_RESTARTS)
+    # None: by the pool's capacity mode and the restart path (defaults.DEFAULT_MAX_RESTARTS, DEFAULT_IN_PLACE_MAX_RESTARTS)
     max_restarts: int | None = _flag(
         None,
         "--max-restarts",
-        "whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
-        f"(exit {_EXIT_CODES}: fails at once); default by capacity: {by_capacity(DEFAULT_MAX_RESTARTS)}",
+        f"whole-JobSet restarts after a failure that is not a program error (exit {_EXIT_CODES}: fails at once); recreating, "
+        "a disruption is restarted free; in place, JobSet counts every restart, disruptions too; default by capacity, "
+        f"in place: {by_capacity(DEFAULT_IN_PLACE_MAX_RESTARTS)}; recreating: {by_capacity(DEFAULT_MAX_RESTARTS)}",
         bounds=Bounds(
             0,
             INT32_MAX,

@@ -91,7 +91,7 @@ def _lustre(spec: EnvSpec, team: str | None) -> list[Volume]:
     if lu is None or lu.ip is None:
         return []
     teams = [spec.team(team)] if team is not None else list(spec.teams)
-    return [Volume(t.ns, LUSTRE_CLAIM, "/checkpoints", f"lustre:{lu.name}/", t.run_as_user) for t in teams]
+    return [Volume(t.ns, LUSTRE_CLAIM, "/checkpoints", f"lustre:{lu.name}/", t.pod_user) for t in teams]
 
 
 def _namespaces(spec: EnvSpec, team: str | None) -> list[str]:

@@ -218,7 +218,8 @@ class Rotated:
     active: str  # the MultiKueueCluster's Active condition after
 
     def to_dict(self) -> dict[str, Any]:
-        return {"worker": self.worker, "token_secret": self.token_secret, "revoked": list(self.revoked), "active": self.active}
+        # A Secret's name is no credential, but a key ending in "secret" would be redacted as one (toolkit.credentials).
+        return {"worker": self.worker, "new_secret_name": self.token_secret, "revoked": list(self.revoked), "active": self.active}
 
 
 def rotate(

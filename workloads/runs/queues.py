@@ -87,6 +87,8 @@ def rotate_fleet(
 
 # The controllers whose settings the spec decides, and what their configuration is called.
 CONTROLLERS = {"kueue": "Kueue", "jobset": "JobSet"}
+# The API group of each one's Configuration: both kinds are "Configuration", so the group tells them apart.
+CONFIG_GROUPS = {"kueue": "config.kueue.x-k8s.io", "jobset": "config.jobset.x-k8s.io"}
 
 
 def _settings(spec: EnvSpec | Fleet, controller: str) -> dict[str, Any]:
@@ -125,8 +127,11 @@ def manager_config(spec: EnvSpec | Fleet, merge: Path | None = None, *, controll
         raise FieldError("--merge", f"cannot read {merge}: {e.strerror or e}", f"pass the {CONTROLLERS[controller]} configuration YAML file") from None
     except YamlFileError as e:
         raise FieldError("--merge", f"{merge} {e.problem}", e.fix) from None
-    if not isinstance(base, dict) or base.get("kind") != "Configuration":
+    group = str(base.get("apiVersion", "")).partition("/")[0] if isinstance(base, dict) else ""
+    if not isinstance(base, dict) or base.get("kind") != "Configuration" or group != CONFIG_GROUPS[controller]:
         raise FieldError(
-            "--merge", f"{merge} is not a {CONTROLLERS[controller]} Configuration", f"pass the controller_manager_config.yaml of {controller}-manager-config"
+            "--merge",
+            f"{merge} is not a {CONTROLLERS[controller]} Configuration (kind Configuration, apiVersion {CONFIG_GROUPS[controller]}/...)",
+            f"pass the controller_manager_config.yaml of {controller}-manager-config",
         )
     return merge_manager_config(base, settings)
