@@ -213,13 +213,17 @@ def deploy(
     (path,) = service.synth_into(spec_obj, out, reservations=choice)
     tf = service.terraform(path, dry_run)
     _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
+    then = service.after_apply(spec_obj, dry_run=dry_run)
     if dry_run:
         for line in fallback.order_lines(spec_obj):
             typer.echo(line)
         _execute(tf, [tf.apply("tfplan")], dry_run)
+        for c in then:
+            typer.echo(" ".join(c))
         return
     confirm(f"Apply this plan to project {spec_obj.project}?", yes=yes)
     service.apply(spec_obj, out, tf, path, choice, _err)
+    service.run_commands(then, _err)
 
 
 def _deploy_fleet(fleet, out: Path, yes: bool, dry_run: bool, no_checks: bool, endpoint: str) -> None:
@@ -247,6 +251,8 @@ def _deploy_fleet(fleet, out: Path, yes: bool, dry_run: bool, no_checks: bool, e
             for line in [] if member.is_manager else fallback.order_lines(member.model):
                 typer.echo(line)
             _execute(tf, [tf.apply("tfplan")], dry_run)
+            for c in service.after_apply(member.model, dry_run=True):
+                typer.echo(" ".join(c))
         planned.append((member, path, tf))
     if dry_run:
         return
@@ -255,6 +261,7 @@ def _deploy_fleet(fleet, out: Path, yes: bool, dry_run: bool, no_checks: bool, e
     for member, path, tf in planned:
         _header(member, path, err=True)
         service.apply(member.model, out, tf, path, choices.get(member.cluster, {}), _err)
+        service.run_commands(service.after_apply(member.model, dry_run=False), _err)
         _err(f"== applied {member.label}")
 
 
@@ -402,9 +409,63 @@ def _print_spec(data: dict) -> None:
             typer.echo(f"  Kueue waitForPodsReady {name} {e['seconds']} s ({e['seconds'] / 60:.0f} min): {e['guards']}; {src} {e['derived_from']}")
     else:
         typer.echo("  Kueue waitForPodsReady off (kueue.wait_for_pods_ready.enabled: false): a run whose pods never get Ready holds its quota")
+    for e in data["upgrades"]["maintenance_exclusions"]:
+        typer.echo(f"no minor or node upgrades: {e['name']}, {e['start_time']} to {e['end_time']}")
+    mon = data["monitoring"]
+    if a := mon["alerts"]:
+        src = "set in the spec" if a["no_step_set_in_spec"] else f"derived: {a['no_step_derived_from']}"
+        typer.echo(
+            f"alerts: more than {a['restarts_per_hour']} restarts an hour; no step for {a['no_step_minutes']} min ({src}); "
+            f"goodput under {a['goodput_below']:g}" + ("; node pool errors" if a["node_pool_errors"] else "")
+        )
+        typer.echo(f"  told: {', '.join(mon['notification_channels']) or 'nobody (no notification_channels: incidents in the console only)'}")
+    typer.echo(f"TPU dashboard: {'on' if mon['dashboard'] else 'off'}; GKE managed ML Diagnostics: {'on' if mon['ml_diagnostics'] else 'off'}")
     typer.echo("cost (USD):")
     for line in cost_lines(data["cost"]):
         typer.echo(line)
+
+
+@app.command("exclude-upgrades")
+def exclude_upgrades(
+    spec: Annotated[Optional[Path], typer.Option("--spec", help="environment spec or fleet file (every worker and the manager)")] = None,
+    for_: Annotated[str, typer.Option("--for", help="the campaign's length: whole hours or days, like 72h or 7d")] = "",
+    start: Annotated[str, typer.Option("--start", help="now, or an RFC 3339 UTC time like 2026-12-01T00:00:00Z")] = "now",
+    name: Annotated[str, typer.Option("--name", help="the exclusion's name (default: campaign-<start date and time>)")] = "",
+    endpoint: EndpointOpt = "",
+    yes: Yes = False,
+    dry_run: DryRun = False,
+) -> None:
+    """Hold GKE's minor and node upgrades off the cluster for a campaign (a maintenance exclusion, scope no_minor_or_node_upgrades)."""
+    import datetime as dt
+
+    from infra import gcp_api
+    from infra import upgrades as up
+    from infra.fleet import load_spec_or_fleet
+    from toolkit.errors import SpecError
+
+    if not for_:
+        raise SpecError("--for", "is required", "give the campaign's length, like --for 72h or --for 7d")
+    target = load_spec_or_fleet(spec, want="either")
+    now = dt.datetime.now(dt.UTC)
+    begin = up.parse_start(start, now)
+    exclusion = up.campaign_exclusion(name or f"campaign-{begin.strftime('%Y%m%d-%H%M')}", begin, up.parse_duration(for_), now)
+    clusters = [t.cluster for t in up.targets(target)]
+    if dry_run:
+        for line in up.dry_run(target, exclusion, gcp_api.endpoint_override(endpoint)):
+            typer.echo(line)
+    else:
+        confirm(f"No minor or node upgrades on {', '.join(clusters)} from {exclusion.start_time} to {exclusion.end_time}?", yes=yes)
+        for line in up.apply(target, exclusion, gcp_api.Client(endpoint=gcp_api.endpoint_override(endpoint))):
+            typer.echo(line)
+    if not up.listed(target, exclusion):
+        where = (
+            "not every worker spec's cluster.maintenance_exclusions lists it (the manager takes the first worker's)"
+            if _is_fleet(target)
+            else ("the spec's cluster.maintenance_exclusions does not list it")
+        )
+        _err(f"{where}, so the next `python -m infra deploy` removes it; add:")
+        for line in up.spec_entry(exclusion):
+            _err(line)
 
 
 pools_app = make_app("pools", "Between campaigns: scale autoscaling TPU pools to zero, or delete the TPU pools.")

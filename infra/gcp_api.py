@@ -1,8 +1,9 @@
-"""The one way the toolkit reads Google's REST APIs: GETs, JSON in, read-only, every answer bounded.
+"""The one way the toolkit talks to Google's REST APIs: GETs (and one kind of POST), JSON in, every answer bounded.
 
-Every HTTP request infra makes to a Google API goes through ``http_get`` here, with its
-``Bounds``, and every paged listing through ``each_page``; the bounds' values and ``decode_json``
-are ``toolkit.google_answers``', the ones the workloads side's transport of Google's client
+Every HTTP request infra makes to a Google API goes through ``http_get`` here (``http_request``
+for the one write, ``infra exclude-upgrades``'s setMaintenancePolicy), with its ``Bounds``, and
+every paged listing through ``each_page``; the bounds' values and ``decode_json`` are
+``toolkit.google_answers``', the ones the workloads side's transport of Google's client
 libraries keeps too (``workloads.observe.google_http``). ``tests/test_gcp_api.py`` keeps other
 infra modules from talking HTTP another way, and ``tests/test_google_http.py`` the whole
 repository. What a misbehaving (or unreachable) service meets:
@@ -36,6 +37,7 @@ API key first, asks gcloud alone.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -104,14 +106,19 @@ class GetFailed(Exception):
         return f"the connection failed ({self.error})"
 
 
-def where(url: str) -> str:
+def where(url: str, method: str = "GET") -> str:
     """``GET scheme://host/path`` of ``url``: what an error names (never the query, which may hold an API key)."""
     u = urlsplit(url)
-    return f"GET {u.scheme}://{u.netloc}{u.path}"
+    return f"{method} {u.scheme}://{u.netloc}{u.path}"
 
 
 def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
     """The one HTTP GET of a Google API: the status and body, within ``bounds``; GetFailed when there is no answer."""
+    return http_request("GET", url, headers, bounds)
+
+
+def http_request(method: str, url: str, headers: Mapping[str, str], bounds: Bounds, body: bytes | None = None) -> Answer:
+    """A request of a Google API (GET, or a POST with a JSON ``body``) within ``bounds``; GetFailed when there is no answer."""
     import http.client
     import socket
 
@@ -125,21 +132,21 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
         try:
             conn.connect()
         except (OSError, http.client.HTTPException) as e:
-            raise GetFailed(where(url), e, expired=False, connecting=True) from None
+            raise GetFailed(where(url, method), e, expired=False, connecting=True) from None
         if conn.sock is not None:
             conn.sock.settimeout(bounds.read_timeout_s)
         dog = Watchdog(bounds.deadline_s, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
-        conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=dict(headers))
+        conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body=body, headers=dict(headers))
         resp = conn.getresponse()
         body = _read_capped(resp, bounds.max_bytes + 1)
     except (OSError, http.client.HTTPException) as e:
-        raise GetFailed(where(url), e, expired=dog is not None and dog.expired) from None
+        raise GetFailed(where(url, method), e, expired=dog is not None and dog.expired) from None
     finally:
         if dog is not None:
             dog.cancel()
         conn.close()
     if dog.expired:
-        raise GetFailed(where(url), None, expired=True)
+        raise GetFailed(where(url, method), None, expired=True)
     return Answer(resp.status, body, len(body) > bounds.max_bytes)
 
 
@@ -181,12 +188,17 @@ class ApiError(GoogleApiError):
 
 @dataclass(frozen=True)
 class ApiRequest:
-    """One GET: which API, its path (with the version prefix) and query, and why the toolkit asks."""
+    """One GET (or POST with ``body``): which API, its path (with the version prefix) and query, and why the toolkit asks."""
 
     api: str
     path: str
     why: str
     query: tuple[tuple[str, str], ...] = ()
+    body: Mapping[str, Any] | None = None  # a POST's JSON body; None: a GET
+
+    @property
+    def method(self) -> str:
+        return "GET" if self.body is None else "POST"
 
     def url(self, endpoint: str | None = None, *, page_token: str = "") -> str:
         base = (endpoint or HOSTS[self.api]).rstrip("/")
@@ -194,7 +206,8 @@ class ApiRequest:
         return base + self.path + (f"?{urlencode(query)}" if query else "")
 
     def render(self, endpoint: str | None = None) -> str:
-        return f"GET {self.url(endpoint)}  # {self.why}"
+        line = f"{self.method} {self.url(endpoint)}  # {self.why}"
+        return line if self.body is None else line + "\n" + json.dumps(self.body, indent=2, sort_keys=True)
 
 
 def endpoint_override(flag: str = "") -> str | None:
@@ -235,12 +248,18 @@ class Client:
     _token: str | None = field(default=None, init=False)
 
     def get(self, req: ApiRequest, *, page_token: str = "") -> dict[str, Any] | None:
+        """A GET's answer, or a POST's (``req.body``): the parsed JSON object, None for a 404."""
         url = req.url(self.endpoint, page_token=page_token)
-        api = f"{API_NAMES.get(req.api, req.api)} ({where(url)})"
+        api = f"{API_NAMES.get(req.api, req.api)} ({where(url, req.method)})"
         if self._token is None:
             self._token = self.token()
+        headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
+        body = None
+        if req.body is not None:
+            headers["Content-Type"] = "application/json"
+            body = json.dumps(req.body).encode()
         try:
-            answer = http_get(url, {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}, self.bounds)
+            answer = http_request(req.method, url, headers, self.bounds, body)
         except GetFailed as e:
             raise ApiError(f"{api}: {e.reason(self.bounds)} — check the network (or ${ENDPOINT_ENV_VAR})") from None
         if answer.over:

@@ -25,6 +25,10 @@ the synthesized JSON of every example and of generated specs against the same ru
 - ``artifact_registry.repository``: the repository id (63, RFC 1035 form).
 - ``tensorboard.display_name``: tensorboard_display_name_problem.
 - ``cloud_build``: the trigger's branch (re2_problem), GitHub owner and repository, filename.
+- ``cluster.name`` again: the log-based metrics ``tgk_<cluster>_steps`` / ``_attempts``
+  (LOG_METRIC_NAME) and the monitoring display names (MONITORING_DISPLAY_NAME_MAX).
+- ``monitoring.notification_channels[].address``: a channel's email, topic or URL (its form,
+  ``infra.spec.monitoring``).
 Not checked (GCP still refuses them mid-apply): a region or zone that does not exist (only
 their form is checked), a GKE ``min_version`` GKE does not offer, a maintenance-window
 RRULE past its ``FREQ=`` prefix.
@@ -91,6 +95,16 @@ def tensorboard_display_name_problem(name: str) -> tuple[str, str] | None:
     if _CONTROL.search(name):
         return "holds a control character (a newline, a tab...)", "write it on one line without control characters"
     return None
+
+
+# --------------------------------------------------------------------- Cloud Logging, Cloud Monitoring
+
+# cloud.google.com/logging/docs/reference/v2/rest/v2/projects.metrics (LogMetric.name): at most 100
+# characters of A-Z, a-z, 0-9 and _-.,+!*',()%/ ('/' a hierarchy, never first).
+LOG_METRIC_NAME = r"^[A-Za-z0-9_.,+!*'()%-][A-Za-z0-9_.,+!*'()%/-]{0,99}$"
+# cloud.google.com/monitoring/api/ref_v3/rest/v3/projects.alertPolicies (displayName) and
+# projects.notificationChannels (displayName): at most 512 Unicode characters.
+MONITORING_DISPLAY_NAME_MAX = 512
 
 
 def fit_display_name(full: str, short: str, max_bytes: int = SERVICE_ACCOUNT_DISPLAY_NAME_MAX_BYTES) -> str:

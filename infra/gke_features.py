@@ -61,3 +61,20 @@ SLICE_CONTROLLER_MIN_GKE_VERSION = "1.35.2-gke.1842000"
 # of one 4x4x4 sub-block each whose workload policy has accelerator_topology_mode PROVISION_ONLY.
 DYNAMIC_SLICING_MIN_GKE_VERSION = "1.35.2-gke.1842000"
 DYNAMIC_SLICING_GENERATIONS = ("tpu7x",)
+
+# Maintenance exclusions (GKE docs "Maintenance windows and exclusions", section "Limitations for
+# maintenance exclusions"): a cluster holds at most 20 (the limit is quoted in
+# https://github.com/hashicorp/terraform-provider-google/issues/15279). An exclusion of scope
+# NO_MINOR_OR_NODE_UPGRADES must end by the end of support of the cluster's minor version, a date
+# GKE knows and the spec cannot. The toolkit's own bound is 180 days: longer than any campaign,
+# well inside the 14 months GKE supports a minor version (GKE still refuses an exclusion that
+# outlives the version's support: `infra exclude-upgrades` shows that refusal, exit 3).
+MAX_EXCLUSIONS = 20
+MAX_EXCLUSION_DAYS = 180
+
+# GKE's managed ML Diagnostics (an injection webhook and a connection operator in namespace
+# gke-mldiagnostics; workloads opt in with the label managed-mldiagnostics-gke: "true"): xpk turns
+# it on from this version (github.com/AI-Hypercomputer/xpk pull 1186, 2026-06-11).
+ML_DIAGNOSTICS_MIN_GKE_VERSION = "1.35.0-gke.3065000"
+# The label its webhook selects workloads by (on a namespace: every JobSet in it).
+ML_DIAGNOSTICS_LABEL = "managed-mldiagnostics-gke"

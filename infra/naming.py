@@ -26,6 +26,14 @@ REGION = r"^[a-z]+-[a-z]+[0-9]+$"
 ZONE = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
 
 
+LOG_METRICS = ("steps", "attempts")  # the alerts' log-based metrics (modules/monitoring.py)
+
+
+def log_metric_name(cluster: str, what: str) -> str:
+    """A log-based metric of the cluster's runs: letters, digits and '_' only, so PromQL names it as written."""
+    return f"tgk_{cluster.replace('-', '_')}_{what}"
+
+
 def service_account_id(cluster: str, suffix: str) -> str:
     """A valid SA account id (6-30 chars) from the cluster name, stable and unique per cluster."""
     full = f"{cluster}-{suffix}"

@@ -115,6 +115,8 @@ def owned_names(member: EnvSpec | Manager) -> list[OwnedName]:
     if s.cloud_build.enabled:
         out.append(_named("service account", "google_service_account", naming.service_account_id(s.cluster.name, "ci"), "cluster.name", p))
         out.append(_named("Cloud Build trigger", "google_cloudbuild_trigger", f"{s.cluster.name}-ci", "cluster.name", p))
+    # The alerts' log-based metrics; their policies, channels and dashboard get ids from GCP, not names.
+    out += [_named("log-based metric", "google_logging_metric", naming.log_metric_name(s.cluster.name, w), "cluster.name", p) for w in naming.LOG_METRICS]
     if s.lustre is not None:
         zone = s.lustre_zone or ""
         out.append(_named("Managed Lustre instance", "google_lustre_instance", s.lustre.name, "lustre.name", p, zone))

@@ -49,6 +49,8 @@ def cluster_env(m: EnvSpec | FleetManager) -> dict[str, str]:
                 "TGK_IMAGE_REPO": f"{m.region}-docker.pkg.dev/{m.project}/{m.artifact_registry.repository}",
             }
         )
+    # GKE's managed ML Diagnostics (infra.service.after_apply): an environment's runs only; a fleet's manager runs none.
+    env["TGK_ML_DIAGNOSTICS"] = str(isinstance(m, EnvSpec) and m.ml_diagnostics).lower()
     return env
 
 

@@ -20,6 +20,7 @@ raises a ``ToolkitError`` naming the flag or the field, before anything is writt
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ from toolkit.names import CapacityMode
 
 if TYPE_CHECKING:
     from infra.cloud_checks import Finding
+    from infra.fleet import FleetManager
     from infra.pools import PoolStatus
     from infra.spec import EnvSpec, TpuPoolSpec
     from infra.terraform import Step, Terraform
@@ -78,7 +80,34 @@ def describe(spec: EnvSpec) -> dict[str, Any]:
         ],
         "lustre": None if spec.lustre is None else {**spec.lustre.model_dump(exclude={"zone"}), "zone": spec.lustre_zone},
         "recovery": recovery_document(spec),
+        "upgrades": {
+            "maintenance_exclusions": [e.model_dump() for e in spec.cluster.maintenance_exclusions],
+            "tpu_pool_upgrades": "surge, max_surge 0, max_unavailable 1 (flex-start: GKE's short-lived upgrades); modules/tpu_pool.py says why",
+        },
+        "monitoring": monitoring_document(spec),
         "cost": costs_document(spec),
+    }
+
+
+def monitoring_document(spec: EnvSpec) -> dict[str, Any]:
+    """The alert policies' thresholds (the no-step window with where it comes from), the channels, the dashboard, ML Diagnostics."""
+    m, a = spec.monitoring, spec.monitoring.alerts
+    (floor, floor_why), (default, default_why) = spec.no_step_needs()
+    return {
+        "alerts": None
+        if not a.enabled
+        else {
+            "restarts_per_hour": a.restarts_per_hour,
+            "no_step_minutes": spec.no_step_minutes,
+            "no_step_set_in_spec": a.no_step_minutes is not None,
+            "no_step_derived_from": default_why,
+            "no_step_at_least": {"minutes": math.ceil(floor / 60), "why": floor_why},
+            "goodput_below": a.goodput_below,
+            "node_pool_errors": a.node_pool_errors,
+        },
+        "notification_channels": [f"{c.type} {c.address}" for c in m.notification_channels],
+        "dashboard": m.dashboard,
+        "ml_diagnostics": spec.ml_diagnostics,
     }
 
 
@@ -188,6 +217,21 @@ def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str,
         return fallback.Outcome(done.ok, done.stderr_text() + done.stdout_text())
 
     fallback.execute(spec, attempt, progress)
+
+
+def after_apply(spec: EnvSpec | FleetManager, *, dry_run: bool) -> list[tuple[str, ...]]:
+    """What the stack cannot say and ``deploy`` does after the apply: GKE's managed ML Diagnostics (``EnvFields.ml_diagnostics``).
+
+    The pinned Google provider (hashicorp/google 7.46.1) has no field for it (google-beta's
+    ``managed_machine_learning_diagnostics_config``), so gcloud turns it on, with the flag xpk
+    passes (github.com/AI-Hypercomputer/xpk pull 1186). Turning it on again is a no-op.
+    """
+    from infra.spec import EnvSpec
+
+    if not isinstance(spec, EnvSpec) or not spec.ml_diagnostics:
+        return []  # a fleet's manager runs nothing; and no gcloud needed
+    c = spec.cluster.name
+    return [(gcloud(dry_run), "container", "clusters", "update", c, f"--region={spec.region}", f"--project={spec.project}", "--enable-managed-mldiagnostics")]
 
 
 OUTPUTS_MAX_BYTES = 16 * 1024 * 1024  # terraform output -json of one stack: a few KiB

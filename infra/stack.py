@@ -35,16 +35,17 @@ from constructs import Construct  # noqa: E402
 from infra.access import bucket_role, node_tensorboard_roles, team_tensorboard_roles, tensorboard_name  # noqa: E402
 from infra.fleet import FleetManager  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
-from infra.naming import service_account_id, team_service_account_id  # noqa: E402
+from infra.naming import log_metric_name, service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import EnvSpec, TeamSpec  # noqa: E402
 from infra.spec.ironwood import slice_controller_on  # noqa: E402
 from infra.stack_tpu import tpu_pools  # noqa: E402  (after the jsii runtime's environment is set)
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
-from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
+from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceExclusionProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
 from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps, bucket_roles  # noqa: E402
 from modules.lustre import Lustre, LustreProps  # noqa: E402
+from modules.monitoring import ChannelProps, Monitoring, MonitoringProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
 from modules.services import DEFAULT_SERVICES, Services, ServicesProps  # noqa: E402
@@ -52,7 +53,7 @@ from modules.storage import Bucket, BucketProps  # noqa: E402
 from modules.tensorboard import TensorBoard, TensorBoardProps  # noqa: E402
 from modules.tpu_pool import TpuSlice, WorkloadPolicy  # noqa: E402
 from toolkit.errors import SpecError  # noqa: E402
-from toolkit.names import TGK  # noqa: E402
+from toolkit.names import TGK, WORKLOAD_CONTAINER  # noqa: E402
 
 
 @dataclass
@@ -145,6 +146,7 @@ def _compose(
     trigger = _build_trigger(ctx, registry)
     lustre = _lustre(ctx, network)
     _multi_tier_backups(ctx, buckets)
+    _monitoring(ctx)
 
     _outputs(ctx, cluster, identity, teams, registry, tensorboard, slices, lustre)
     return EnvStack(
@@ -358,6 +360,9 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             dns_endpoint=c.dns_endpoint,
             deletion_protection=c.deletion_protection,
             maintenance_window=MaintenanceWindowProps(start_time=w.start_time, end_time=w.end_time, recurrence=w.recurrence),
+            maintenance_exclusions=tuple(
+                MaintenanceExclusionProps(name=e.name, start_time=e.start_time, end_time=e.end_time, scope=e.scope.upper()) for e in c.maintenance_exclusions
+            ),
             gcs_fuse_csi=c.gcs_fuse_csi,
             lustre_csi=ctx.lustre,
             high_scale_checkpointing=ctx.env is not None and any(p.multi_tier_checkpointing is not None for p in ctx.env.tpu_pools),
@@ -513,6 +518,33 @@ def _lustre(ctx: _Context, network: Network) -> Lustre | None:
             filesystem=lu.filesystem,
             peering_cidr=lu.peering_cidr,
             depends_on=tuple(ctx.api[a] for a in LUSTRE_SERVICES),
+        ),
+    )
+
+
+def _monitoring(ctx: _Context) -> Monitoring | None:
+    """Alerts, their channels and the TPU dashboard: an environment's runs only (a fleet's manager runs none)."""
+    env = ctx.env
+    if env is None:
+        return None
+    m, a = env.monitoring, env.monitoring.alerts
+    return Monitoring(
+        ctx.stack,
+        "monitoring",
+        props=MonitoringProps(
+            project=env.project,
+            cluster=env.cluster.name,
+            steps_metric=log_metric_name(env.cluster.name, "steps"),
+            attempts_metric=log_metric_name(env.cluster.name, "attempts"),
+            workload_container=WORKLOAD_CONTAINER,
+            channels=tuple(ChannelProps(type=c.type, address=c.address) for c in m.notification_channels),
+            alerts=a.enabled,
+            restarts_per_hour=a.restarts_per_hour,
+            no_step_minutes=env.no_step_minutes,
+            goodput_below=a.goodput_below,
+            node_pool_errors=a.node_pool_errors,
+            dashboard=m.dashboard,
+            depends_on=(ctx.api["logging.googleapis.com"], ctx.api["monitoring.googleapis.com"]),
         ),
     )
 

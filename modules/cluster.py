@@ -28,6 +28,8 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterIpAllocationPolicy,
     ContainerClusterLoggingConfig,
     ContainerClusterMaintenancePolicy,
+    ContainerClusterMaintenancePolicyMaintenanceExclusion,
+    ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions,
     ContainerClusterMaintenancePolicyRecurringWindow,
     ContainerClusterMasterAuth,
     ContainerClusterMasterAuthClientCertificateConfig,
@@ -53,6 +55,16 @@ class MaintenanceWindowProps:
     start_time: str
     end_time: str
     recurrence: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class MaintenanceExclusionProps:
+    """A time GKE makes none of the upgrades ``scope`` names (GKE's scope enum, e.g. NO_MINOR_OR_NODE_UPGRADES)."""
+
+    name: str
+    start_time: str
+    end_time: str
+    scope: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +114,7 @@ class ClusterProps:
     # GKE refuses to delete the cluster; `infra destroy` refuses first (turn it off, deploy, destroy).
     deletion_protection: bool = True
     maintenance_window: MaintenanceWindowProps | None = None
+    maintenance_exclusions: Sequence[MaintenanceExclusionProps] = ()
     gcs_fuse_csi: bool = True
     lustre_csi: bool = False  # GKE's Managed Lustre CSI driver (written only when on)
     # GKE's multi-tier checkpointing add-on (HighScaleCheckpointing: the RAM-disk CSI driver, its
@@ -238,11 +251,24 @@ def _control_plane_endpoints(p: ClusterProps) -> ContainerClusterControlPlaneEnd
 
 
 def _maintenance_policy(p: ClusterProps) -> ContainerClusterMaintenancePolicy | None:
+    """The recurring window GKE may upgrade in, less the exclusions (a campaign's days: no node is upgraded under a run)."""
     window = p.maintenance_window
-    if not window:
+    if not window and not p.maintenance_exclusions:
         return None
     return ContainerClusterMaintenancePolicy(
         recurring_window=ContainerClusterMaintenancePolicyRecurringWindow(start_time=window.start_time, end_time=window.end_time, recurrence=window.recurrence)
+        if window
+        else None,
+        maintenance_exclusion=[
+            ContainerClusterMaintenancePolicyMaintenanceExclusion(
+                exclusion_name=e.name,
+                start_time=e.start_time,
+                end_time=e.end_time,
+                exclusion_options=ContainerClusterMaintenancePolicyMaintenanceExclusionExclusionOptions(scope=e.scope),
+            )
+            for e in p.maintenance_exclusions
+        ]
+        or None,
     )
 
 

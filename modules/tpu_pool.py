@@ -3,6 +3,21 @@
 The construct knows TPU *mechanics* (placement kinds, capacity modes, node
 counts per slice) but nothing about the catalog or the spec: the stack resolves
 a slice shape and passes plain values.
+
+Upgrades (``_upgrade_settings``): auto-upgrade stays on (GKE requires it of every node pool of a
+cluster on a release channel, and the toolkit's clusters are); *when* a slice may be upgraded is
+the cluster's maintenance exclusions' business (``cluster.maintenance_exclusions``, ``infra
+exclude-upgrades``). *How* is surge with ``max_surge = 0, max_unavailable = 1``:
+
+- a multi-host slice is atomic: upgrading any VM of it stops the whole slice, so every
+  strategy costs the run the same one restart; what differs is the capacity it needs;
+- surge with ``max_surge >= 1`` or blue-green (even short-lived, with a short soak) needs a
+  second slice's chips at the same time: a reservation sized to its slices has none (the upgrade
+  would wait for capacity that never comes), and on-demand or spot may not be granted either;
+- so the slice is drained and re-made in its own capacity, which is what a preemption costs,
+  a path the run already survives (checkpoint, resume);
+- flex-start pools are left to GKE, which upgrades them with its short-lived strategy (GKE docs
+  "Node upgrade strategies": "for nodes that use Flex-start VMs, GKE uses short-lived upgrades").
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ from cdktn_provider_google.container_node_pool import (
     ContainerNodePoolNodeConfigWorkloadMetadataConfig,
     ContainerNodePoolPlacementPolicy,
     ContainerNodePoolQueuedProvisioning,
+    ContainerNodePoolUpgradeSettings,
 )
 from constructs import Construct
 
@@ -114,6 +130,7 @@ class TpuSlice(Construct):
             max_pods_per_node=p.max_pods_per_node,
             # Flex-start VMs are not repaired in place: a failed node returns the capacity.
             management=ContainerNodePoolManagement(auto_repair=not flex, auto_upgrade=True),
+            upgrade_settings=self._upgrade_settings(),
             placement_policy=self._placement(),
             queued_provisioning=ContainerNodePoolQueuedProvisioning(enabled=True) if p.queued_provisioning else None,
             node_config=ContainerNodePoolNodeConfig(
@@ -140,6 +157,12 @@ class TpuSlice(Construct):
                 self.pool,
                 {"CKV_GCP_9": "flex-start pools run with auto-repair off (GKE's flex-start setting): a broken VM is released, not repaired"},
             )
+
+    def _upgrade_settings(self) -> ContainerNodePoolUpgradeSettings | None:
+        """Surge without a surge slice: drained and re-made in its own capacity (the module docstring says why)."""
+        if self.props.capacity is CapacityMode.FLEX_START:
+            return None  # GKE's short-lived upgrades
+        return ContainerNodePoolUpgradeSettings(strategy="SURGE", max_surge=0, max_unavailable=1)
 
     def _autoscaling(self) -> ContainerNodePoolAutoscaling:
         if self.props.capacity is CapacityMode.FLEX_START:

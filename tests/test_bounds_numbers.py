@@ -431,6 +431,7 @@ BOUNDED_ELSEWHERE = {
     "fatal_exit_codes": "Recipe._fatal: 1-127",
     "maxtext.parallelism.ici": "Parallelism._axes: -1 or 1..INT32_MAX",
     "maxtext.parallelism.dcn": "the same",
+    "monitoring.alerts.goodput_below": "infra.spec.rules.check_monitoring: within (0, 1]",
 }
 
 

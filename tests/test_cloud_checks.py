@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from infra import cloud_checks
 from infra.gcp_api import TOKEN_ENV_VAR
 from infra.spec import load_spec
 from tests.support import cli, example_doc
+from tests.support.fake_google import FakeGoogle
 
 PROJECT = "my-tpu-project"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"
@@ -96,39 +95,6 @@ def healthy_fallback_project() -> dict[str, Any]:
     }
 
 
-class FakeGoogle:
-    """A loopback HTTP server: path -> JSON body (404 with Google's error body otherwise); it records each request."""
-
-    def __init__(self, routes: dict[str, Any]) -> None:
-        self.routes, self.seen = routes, []
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                path = self.path.split("?")[0]
-                fake.seen.append((path, self.headers.get("Authorization")))
-                body, status = fake.routes.get(path), 200
-                if body is None:
-                    body, status = {"error": {"code": 404, "message": f"The resource '{path}' was not found", "status": "NOT_FOUND"}}, 404
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def google() -> Iterator[FakeGoogle]:
     fake = FakeGoogle(healthy_fallback_project())
@@ -190,7 +156,7 @@ def test_a_project_where_the_pools_fit(google: FakeGoogle):
     assert res1["ok"] and "8 VMs free" in res1["detail"]
     # The fallback reservation is reported with its health and free count (DEGRADED: a reservation under maintenance may not allocate, even with hosts free), not refused: deploy may not need it.
     assert not res2["ok"] and not res2["refuses"] and "DEGRADED" in res2["detail"] and "2 VMs free" in res2["detail"]
-    assert {auth for _, auth in google.seen} == {"Bearer test-token"}
+    assert {auth for _, _, auth in google.seen} == {"Bearer test-token"}
 
 
 def _refused(proc: Any, field: str) -> str:

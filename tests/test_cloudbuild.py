@@ -549,6 +549,31 @@ def test_credentials_go_through_the_dns_endpoint_by_default(tmp_path: Path, shim
         assert line.endswith("--project my-tpu-project --dns-endpoint") if dns else line.endswith("--project my-tpu-project"), line
 
 
+def test_the_pipeline_turns_ml_diagnostics_on_after_the_apply_where_the_spec_does(tmp_path: Path, shims: Path, monkeypatch):
+    """What `infra deploy` does after its apply (infra.service.after_apply), the pipeline does too: the same gcloud call."""
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    anc = ancestors(doc["steps"])
+    assert "tf-apply" in anc["ml-diagnostics"]
+    _shim(shims, "gcloud", 'echo "gcloud $*" >> "$TGK_TEST_LOG"\n')
+    on = tmp_path / "on.yaml"
+    on.write_text((REPO / "examples/default.yaml").read_text() + '\nmonitoring:\n  ml_diagnostics: "on"\n')
+    from infra import service
+    from infra.spec import load_spec
+
+    for spec_path in (REPO / "examples/default.yaml", on):
+        (tmp_path / "log").write_text("")
+        subs = {**doc["substitutions"], "_SPEC": str(spec_path)}
+        assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
+        r = _run_step(doc, "ml-diagnostics", ws, subs, shims)
+        assert r.returncode == 0, r.stderr
+        calls = [ln for ln in (tmp_path / "log").read_text().splitlines() if ln.startswith("gcloud ")]
+        assert calls == [" ".join(c) for c in service.after_apply(load_spec(spec_path), dry_run=True)]
+    assert calls and calls[0].endswith("--enable-managed-mldiagnostics")
+
+
 # What the Ray image's build step copies out of the workspace (a Cloud Build workspace is the repository),
 # and the agent image's build context.
 _RAY_CONTEXT_FILES = (

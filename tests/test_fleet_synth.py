@@ -57,7 +57,15 @@ def test_one_stack_per_cluster_and_nothing_shared(tmp_path: Path):
 
 # Resource types that name nothing GCP holds one of: bindings (IAM members), project APIs (enabled by every stack in a
 # project on purpose and never disabled on destroy: modules/services.py), node pools (named inside their own cluster).
-NOT_NAMED = {"google_project_service", "google_container_node_pool", "google_service_networking_connection"}
+NOT_NAMED = {
+    "google_project_service",
+    "google_container_node_pool",
+    "google_service_networking_connection",
+    # GCP gives each its own id; the display name is not unique (and carries the cluster's name anyway).
+    "google_monitoring_alert_policy",
+    "google_monitoring_notification_channel",
+    "google_monitoring_dashboard",
+}
 BINDING = ("_iam_member", "_iam_binding")
 NAME_KEYS = ("name", "account_id", "repository_id", "display_name", "instance_id")
 

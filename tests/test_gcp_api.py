@@ -62,6 +62,19 @@ def test_a_get_past_its_deadline_fails_as_expired():
     assert failed.value.expired and failed.value.where == f"GET {h.url}/v1/x"
 
 
+def test_a_post_meets_the_same_bounds_and_names_its_method():
+    """The one write (infra exclude-upgrades' setMaintenancePolicy) goes through the same bounded request."""
+    with serve({"*": "trickle"}, interval=0.1, size=100_000) as h:
+        with pytest.raises(gcp_api.GetFailed) as failed:
+            gcp_api.http_request("POST", h.url + "/v1/x:set", {"Content-Type": "application/json"}, gcp_api.Bounds(read_timeout_s=5, deadline_s=0.5), b"{}")
+        post = gcp_api.ApiRequest("container", "/v1/projects/p/locations/r/clusters/c:setMaintenancePolicy", "a test", body={"maintenancePolicy": {}})
+        with pytest.raises(gcp_api.ApiError) as e:
+            _client(h.url, read_timeout_s=5, deadline_s=0.5).get(post)
+    assert failed.value.expired and failed.value.where == f"POST {h.url}/v1/x:set"
+    assert str(e.value).startswith(f"GKE API (POST {h.url}/v1/projects/p/locations/r/clusters/c:setMaintenancePolicy)") and "0.5 s" in str(e.value)
+    assert post.render().splitlines()[0].startswith("POST https://container.googleapis.com/") and '"maintenancePolicy": {}' in post.render()
+
+
 # ------------------------------------------------------------ the client against a hostile server: one line, exit 3
 
 REQ = gcp_api.ApiRequest("cloudquotas", "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/X", "a test")

@@ -139,6 +139,16 @@ def violations(tf: dict[str, Any]) -> list[str]:
                     out.append(f"{where}: branch {r['github']['push']['branch']!r}")
                 if gcp_names.build_config_path_problem(r["filename"]):
                     out.append(f"{where}: filename {r['filename']!r}")
+            elif rtype == "google_logging_metric":
+                if not re.match(gcp_names.LOG_METRIC_NAME, r["name"]):
+                    out.append(f"{where}: name {r['name']!r}")
+            elif rtype in ("google_monitoring_alert_policy", "google_monitoring_notification_channel"):
+                names = [r["display_name"], *(c["display_name"] for c in r.get("conditions") or [])]
+                out += [f"{where}: display_name {n[:20]!r}... of {len(n)}" for n in names if len(n) > gcp_names.MONITORING_DISPLAY_NAME_MAX]
+            elif rtype == "google_monitoring_dashboard":
+                shown = json.loads(r["dashboard_json"])["displayName"]
+                if len(shown) > gcp_names.MONITORING_DISPLAY_NAME_MAX:
+                    out.append(f"{where}: displayName of {len(shown)}")
             else:
                 out.append(f"{where}: resource type {rtype} is not in the audit's rule table")
     return out
@@ -242,6 +252,8 @@ def test_the_audit_sees_a_violation():
             "google_container_node_pool": {"p": {"name": "p" * 41, "node_config": {"machine_type": "n2-standard-6"}}},
             "google_vertex_ai_tensorboard": {"t": {"display_name": "t" * 129}},
             "google_cloudbuild_trigger": {"c": {"name": "-ci", "github": {"push": {"branch": "(?=x)"}}, "filename": "/ci.yaml"}},
+            "google_logging_metric": {"m": {"name": "/tgk metric"}},
+            "google_monitoring_alert_policy": {"a": {"display_name": "a" * 513, "conditions": []}},
             "google_new_thing": {"n": {}},
         },
     }
@@ -259,6 +271,8 @@ def test_the_audit_sees_a_violation():
         "name '-ci'",
         "branch",
         "filename",
+        "name '/tgk metric'",
+        "... of 513",
         "not in the audit",
     ):
         assert needle in found, needle

@@ -63,6 +63,8 @@ def test_envspec_runs_the_list_in_order(monkeypatch: pytest.MonkeyPatch):
         "check_network",
         "check_prices",
         "check_recovery",
+        "check_maintenance_exclusions",
+        "check_monitoring",
     ]
 
 

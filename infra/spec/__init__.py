@@ -7,7 +7,7 @@ so the consumers cannot disagree. One module per concept:
 
     section     what every section shares: strict frozen models, FieldValueError, CIDR checks
     network     network (the VPC, its DCN network), network_policy
-    cluster     cluster (version, endpoint, add-ons, maintenance), cpu_pool
+    cluster     cluster (version, endpoint, add-ons, maintenance window and exclusions), cpu_pool
     capacity    a TPU pool's capacity options (on-demand, spot, flex-start, reservations)
     tpu_pools   tpu_pools: shape, slices, capacity list, ComputeClass, multi-tier checkpointing
     teams       teams: namespace, queue, quota share, preemption, priorities (PRIORITY_CLASSES)
@@ -15,6 +15,7 @@ so the consumers cannot disagree. One module per concept:
     project     artifact_registry, tensorboard, cloud_build, state
     kueue       versions, kueue (controller settings), xpk
     recovery    recovery: how runs restart (recreate, JobSet in-place)
+    monitoring  monitoring: alert policies, notification channels, the TPU dashboard
     env         EnvFields: every field, and the values derived from them
     rules       the cross-field rules, in order (RULES)
     envspec     EnvSpec = EnvFields held to RULES
@@ -43,7 +44,7 @@ from infra.gke_features import (
 )
 from infra.spec.capacity import FLEX_MAX_RUN_SECONDS, Capacity, CapacityOption, FlexStart, OnDemand, ProvisioningRetry, Reservation, Spot
 from infra.spec.cidrs import Cidrs, derive_cidrs, pod_addresses_needed, pods_block_per_node
-from infra.spec.cluster import ClusterSpec, CpuPoolSpec, MaintenanceWindow, RayAddonSpec, ReleaseChannel
+from infra.spec.cluster import ClusterSpec, CpuPoolSpec, MaintenanceExclusion, MaintenanceWindow, RayAddonSpec, ReleaseChannel
 from infra.spec.env import STACK_LABEL_KEYS, EnvFields
 from infra.spec.envspec import EnvSpec
 from infra.spec.kueue import (
@@ -58,6 +59,7 @@ from infra.spec.kueue import (
 )
 from infra.spec.load import DEFAULT_SPEC_PATH, EXAMPLES_DIR, REPO_ROOT, SPEC_ENV_VAR, load_spec, parse_spec, read_document, spec_path
 from infra.spec.messages import format_validation_error
+from infra.spec.monitoring import AlertsSpec, MonitoringSpec, NotificationChannelSpec
 from infra.spec.network import DcnNetworkSpec, NetworkPolicySpec, NetworkSpec
 from infra.spec.project import ArtifactRegistrySpec, CloudBuildSpec, StateSpec, TensorBoardSpec
 from infra.spec.recovery import IN_PLACE, IN_PLACE_RESTART_MIN_GKE_VERSION, IN_PLACE_RESTART_MIN_JOBSET, RECREATE, RESTART_PATHS, RecoverySpec
@@ -97,6 +99,7 @@ __all__ = [
     "SPEC_ENV_VAR",
     "STACK_LABEL_KEYS",
     "TPU_POOL_NAME_MAX",
+    "AlertsSpec",
     "ArtifactRegistrySpec",
     "BorrowWithinCohortSpec",
     "BucketPurpose",
@@ -118,10 +121,13 @@ __all__ = [
     "FlexStart",
     "KueueSpec",
     "LustreSpec",
+    "MaintenanceExclusion",
     "MaintenanceWindow",
+    "MonitoringSpec",
     "MultiTierCheckpointingSpec",
     "NetworkPolicySpec",
     "NetworkSpec",
+    "NotificationChannelSpec",
     "OnDemand",
     "ProvisioningRetry",
     "RayAddonSpec",

@@ -1,4 +1,4 @@
-"""The cluster's own sections: the GKE cluster (``cluster``, with its maintenance window and the Ray add-on) and the CPU node pool.
+"""The cluster's own sections: the GKE cluster (``cluster``, with its maintenance window and exclusions and the Ray add-on) and the CPU node pool.
 
 The control plane's version, endpoint and access, the add-ons GKE runs, and the pool of
 CPU nodes the system pods and each run's non-TPU pods run on. Secure by default: each
@@ -7,29 +7,46 @@ opt-out is one field here (README "Secure defaults").
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import re
 from enum import Enum
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
 
 from infra import catalog, machine_types
 from infra.naming import GKE_CLUSTER_NAME_MAX, GKE_NODE_POOL_NAME_MAX
 from infra.spec.section import MACHINE_TYPE, FieldValueError, Section
 from toolkit.names import DNS1035_LABEL
 
+# ASCII digits only (``\d`` takes other scripts' digits), the whole value (``$`` takes a trailing newline).
+RFC3339_UTC = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
+
+
+def _as_text(v: object) -> object:
+    """YAML reads an unquoted 2026-12-01T00:00:00Z as a timestamp: back to the RFC 3339 UTC text it was."""
+    if isinstance(v, dt.datetime):
+        if v.tzinfo is not None:
+            v = v.astimezone(dt.UTC)
+        return v.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return v
+
+
+def _rfc3339(v: str) -> str:
+    if not re.fullmatch(RFC3339_UTC, v):
+        raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2026-12-01T00:00:00Z")
+    return v
+
+
+# A time as GKE's maintenance policy takes it: RFC 3339 in UTC, quoted or not in the YAML.
+UtcTime = Annotated[str, BeforeValidator(_as_text), AfterValidator(_rfc3339)]
+
 
 class MaintenanceWindow(Section):
-    start_time: str = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
-    end_time: str = Field("2025-01-01T11:00:00Z")
+    start_time: UtcTime = Field("2025-01-01T03:00:00Z", description="RFC 3339 start of the first window")
+    end_time: UtcTime = Field("2025-01-01T11:00:00Z")
     recurrence: str = Field("FREQ=WEEKLY;BYDAY=SA,SU", description="RFC 5545 RRULE")
-
-    @field_validator("start_time", "end_time")
-    @classmethod
-    def _rfc3339(cls, v: str) -> str:
-        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", v):
-            raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2025-01-01T03:00:00Z")
-        return v
 
     @field_validator("recurrence")
     @classmethod
@@ -37,6 +54,25 @@ class MaintenanceWindow(Section):
         if not v.startswith("FREQ="):
             raise ValueError(f"{v!r} is not an RRULE; write it like FREQ=WEEKLY;BYDAY=SA,SU")
         return v
+
+
+class MaintenanceExclusion(Section):
+    """A time GKE does not upgrade the cluster's minor version or any of its nodes (a training campaign).
+
+    Scope ``no_minor_or_node_upgrades`` (GKE's NO_MINOR_OR_NODE_UPGRADES): only control-plane
+    patches go on; no node pool is upgraded, so no slice is drained under a run. GKE's limits,
+    checked when the spec is read (``infra.spec.rules.check_maintenance_exclusions``, figures in
+    ``infra.gke_features``): it ends in the future, within ``MAX_EXCLUSION_DAYS`` of its start,
+    and the cluster holds at most ``MAX_EXCLUSIONS``. ``python -m infra exclude-upgrades`` sets
+    one for a campaign's duration on a running cluster.
+    """
+
+    name: str = Field(..., pattern=DNS1035_LABEL, max_length=63, description="the exclusion's name in GKE (e.g. campaign-llama-7d)")
+    start_time: UtcTime = Field(..., description="RFC 3339 UTC, like 2026-12-01T00:00:00Z")
+    end_time: UtcTime = Field(..., description="RFC 3339 UTC; at most 180 days after start_time and in the future")
+    scope: Literal["no_minor_or_node_upgrades"] = Field(
+        "no_minor_or_node_upgrades", description="GKE's exclusion scope: no minor or node upgrades (control-plane patches still go on)"
+    )
 
 
 class ReleaseChannel(str, Enum):
@@ -81,6 +117,9 @@ class ClusterSpec(Section):
     )
     deletion_protection: bool = Field(True, description="GKE refuses to delete the cluster; `infra destroy` and the destroy pipeline refuse while it is on")
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
+    maintenance_exclusions: list[MaintenanceExclusion] = Field(
+        default_factory=list, description="times GKE upgrades no node (and no minor version): a training campaign's days"
+    )
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
     slice_controller: bool | None = Field(

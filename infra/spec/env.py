@@ -27,6 +27,7 @@ from infra.gke_features import (
     IN_PLACE_RESTART_MIN_GKE_VERSION,
     IN_PLACE_RESTART_MIN_JOBSET,
     LUSTRE_MIN_GKE_VERSION,
+    ML_DIAGNOSTICS_MIN_GKE_VERSION,
     MTC_MIN_GKE_VERSION,
     RAY_MIN_GKE_VERSION,
 )
@@ -37,6 +38,7 @@ from infra.spec.capacity import FlexStart, flex_start_words
 from infra.spec.cidrs import Cidrs, derive_cidrs
 from infra.spec.cluster import ClusterSpec, CpuPoolSpec
 from infra.spec.kueue import KueueSpec, VersionsSpec, XpkSpec
+from infra.spec.monitoring import MonitoringSpec
 from infra.spec.network import NetworkPolicySpec, NetworkSpec
 from infra.spec.project import ArtifactRegistrySpec, CloudBuildSpec, StateSpec, TensorBoardSpec
 from infra.spec.recovery import RecoverySpec
@@ -128,6 +130,7 @@ class EnvFields(ClusterDerived, Section):
     recovery: RecoverySpec = Field(default_factory=RecoverySpec)
     network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
     xpk: XpkSpec = Field(default_factory=XpkSpec)
+    monitoring: MonitoringSpec = Field(default_factory=MonitoringSpec)
     prices: PriceOverrides | None = Field(None, description="USD per chip-hour rates that win over infra/prices.yaml (with the day they were taken)")
 
     @field_validator("labels")
@@ -209,6 +212,8 @@ class EnvFields(ClusterDerived, Section):
         mtc = next((i for i, p in enumerate(self.tpu_pools) if p.multi_tier_checkpointing is not None), None)
         if mtc is not None:
             floors.append((MTC_MIN_GKE_VERSION, f"the first GKE version with multi-tier checkpointing (tpu_pools[{mtc}].multi_tier_checkpointing)"))
+        if self.monitoring.ml_diagnostics == "on":
+            floors.append((ML_DIAGNOSTICS_MIN_GKE_VERSION, "the first GKE version with managed ML Diagnostics (monitoring.ml_diagnostics)"))
         if self.recovery.restart == recovery.IN_PLACE:
             floors.append(
                 (IN_PLACE_RESTART_MIN_GKE_VERSION, "the first GKE version with container restart rules, which in-place restarts need (recovery.restart)")
@@ -222,6 +227,15 @@ class EnvFields(ClusterDerived, Section):
     @property
     def min_master_version(self) -> str | None:
         return self.cluster.min_version or self.gke_version_floor
+
+    @property
+    def ml_diagnostics(self) -> bool:
+        """GKE's managed ML Diagnostics is turned on: asked for, or ``auto`` and the cluster's floor has it."""
+        m = self.monitoring.ml_diagnostics
+        if m != "auto":
+            return m == "on"
+        floor = self.min_master_version
+        return floor is not None and catalog.gke_version_tuple(floor) >= catalog.gke_version_tuple(ML_DIAGNOSTICS_MIN_GKE_VERSION)
 
     # ---------------------------------------------------------------- recovery
 
@@ -253,6 +267,27 @@ class EnvFields(ClusterDerived, Section):
         if r == "auto":
             return recovery.IN_PLACE if self.cluster_has_in_place_restart else recovery.RECREATE
         return r
+
+    def no_step_needs(self) -> tuple[tuple[float, str], tuple[float, str]]:
+        """(seconds, why) of the shortest no-step alert window that a normal restart does not trip, and of the derived default.
+
+        A restarted worker writes no step line while it restores its checkpoint and compiles
+        (``infra.recovery``: RESTORE, COMPILE): a shorter window fires on every restart. The
+        default also covers the slowest recovery of the spec's pools (a slice re-made, the
+        restart path, the pods' start) before that, so a run coming back is not paged as a hang.
+        """
+        where = "peer-ramdisk" if self.tpu_pools and all(p.multi_tier_checkpointing is not None for p in self.tpu_pools) else "bucket"
+        restore, compile_ = recovery.RESTORE[where], recovery.COMPILE
+        floor = restore.seconds + compile_.seconds
+        why = f"the time a restarted worker spends restoring its checkpoint ({where}, {restore.minutes:g} min) and compiling ({compile_.minutes:g} min) before its first step"
+        (_, _), (back, back_why) = self.wait_for_pods_ready_needs()
+        return (floor, why), (floor + back, f"{back_why} + {restore.minutes:g} min restore + {compile_.minutes:g} min compile")
+
+    @property
+    def no_step_minutes(self) -> int:
+        """The no-step alert's window: the spec's, else the derived default (whole minutes, rounded up)."""
+        given = self.monitoring.alerts.no_step_minutes
+        return given if given is not None else math.ceil(self.no_step_needs()[1][0] / 60)
 
     def wait_for_pods_ready_needs(self) -> tuple[tuple[float, str], tuple[float, str]]:
         """(seconds, why) of the shortest Kueue timeout and recoveryTimeout the spec's pools allow (``infra.recovery``).

@@ -15,12 +15,13 @@ accounts, namespaces, queues, networks, the state bucket) are checked by
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import math
 import re
 
 from infra import catalog, derived_names, naming, quotas
-from infra.gke_features import FLEX_START_GENERATIONS, IN_PLACE_RESTART_MIN_JOBSET, MTC_GENERATIONS
+from infra.gke_features import FLEX_START_GENERATIONS, IN_PLACE_RESTART_MIN_JOBSET, MAX_EXCLUSION_DAYS, MAX_EXCLUSIONS, MTC_GENERATIONS
 from infra.naming import GCE_NAME_MAX, GCP_ID, GCP_ID_MAX, GCP_ID_MIN, GKE_NODE_POOL_NAME_MAX
 from infra.price_table import Prices, load_table
 from infra.spec import ironwood
@@ -487,6 +488,86 @@ def check_recovery(spec: EnvFields) -> None:
             )
 
 
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _utc(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, RFC3339).replace(tzinfo=dt.UTC)
+
+
+def exclusion_problem(start: dt.datetime, end: dt.datetime, now: dt.datetime, *, scope: str) -> tuple[str, str] | None:
+    """(problem, fix) when GKE would refuse the exclusion or it holds nothing off (ended); None when it fits.
+
+    One place for the spec's exclusions and ``infra exclude-upgrades``'s: the limits are
+    ``infra.gke_features``' (MAX_EXCLUSION_DAYS).
+    """
+    if end <= start:
+        return f"{end.strftime(RFC3339)} is not after the start {start.strftime(RFC3339)}", "end it after it starts"
+    if end <= now:
+        return f"{end.strftime(RFC3339)} has passed: the exclusion would hold nothing off", "remove it, or give it a future end"
+    if end - start > dt.timedelta(days=MAX_EXCLUSION_DAYS):
+        days = (end - start) / dt.timedelta(days=1)
+        return (
+            f"makes the exclusion {days:.1f} days long, and the toolkit holds a {scope} exclusion to {MAX_EXCLUSION_DAYS} (GKE ends it with the version's support)",
+            f"end it by {(start + dt.timedelta(days=MAX_EXCLUSION_DAYS)).strftime(RFC3339)} (and set a new one when it ends)",
+        )
+    return None
+
+
+def check_maintenance_exclusions(spec: EnvFields) -> None:
+    """GKE's limits on maintenance exclusions (``infra.gke_features``), and one that has already ended.
+
+    Checked against the clock when the spec is read: a campaign's exclusion that has ended is
+    refused, so a spec never applies one GKE would refuse (and the user removes it).
+    """
+    ex = spec.cluster.maintenance_exclusions
+    if len(ex) > MAX_EXCLUSIONS:
+        raise SpecError(
+            "cluster.maintenance_exclusions", f"lists {len(ex)}, and GKE holds at most {MAX_EXCLUSIONS} per cluster", "remove the ones that have ended"
+        )
+    now = dt.datetime.now(dt.UTC)
+    seen: dict[str, int] = {}
+    for i, e in enumerate(ex):
+        where = f"cluster.maintenance_exclusions[{i}]"
+        if e.name in seen:
+            raise SpecError(f"{where}.name", f"{e.name!r} is already maintenance_exclusions[{seen[e.name]}]'s", "give each exclusion its own name")
+        seen[e.name] = i
+        found = exclusion_problem(_utc(e.start_time), _utc(e.end_time), now, scope=e.scope)
+        if found is not None:
+            raise SpecError(f"{where}.end_time", *found)
+
+
+def check_monitoring(spec: EnvFields) -> None:
+    """Alert thresholds that can fire, and fire only when something is wrong."""
+    a = spec.monitoring.alerts
+    if a.restarts_per_hour < 1:
+        raise SpecError(
+            "monitoring.alerts.restarts_per_hour",
+            f"{a.restarts_per_hour} would fire on every run's first start (each run starts one attempt)",
+            "use 1 or more restarts per hour (the default is 3)",
+        )
+    if not 0 < a.goodput_below <= 1:
+        raise SpecError(
+            "monitoring.alerts.goodput_below",
+            f"{a.goodput_below:g} is outside (0, 1]: goodput is a fraction, so the alert "
+            + ("could never fire" if a.goodput_below <= 0 else "would always fire"),
+            "use a fraction like 0.5",
+        )
+    if a.no_step_minutes is not None:
+        (floor, why), _ = spec.no_step_needs()
+        need = math.ceil(floor / 60)
+        if a.no_step_minutes < need:
+            raise SpecError(
+                "monitoring.alerts.no_step_minutes",
+                f"{a.no_step_minutes} min is shorter than {why} = {need} min, so every restart would page as a hang",
+                f"use at least {need}, or leave it out for the derived default ({math.ceil(spec.no_step_needs()[1][0] / 60)} min)",
+            )
+    names = [c.address for c in spec.monitoring.notification_channels]
+    for i, addr in enumerate(names):
+        if names.index(addr) != i:
+            raise SpecError(f"monitoring.notification_channels[{i}].address", f"{addr!r} is listed twice", "list each channel once")
+
+
 # The rules, in the order they run: a spec with several problems is refused by the first.
 RULES = (
     check_zones,
@@ -506,4 +587,6 @@ RULES = (
     check_network,
     check_prices,
     check_recovery,
+    check_maintenance_exclusions,
+    check_monitoring,
 )

@@ -8,6 +8,7 @@
 - ``local_cluster``: the integration tier's control planes (state dirs, a module's own cluster, ``wait_for``);
 - ``fake_apiserver``: a recording Kubernetes API server on loopback, for the cluster client;
 - ``hostile_server``: a loopback server that misbehaves on purpose (trickles, or never stops talking);
+- ``fake_google``: Google's REST APIs on loopback in their documented shapes (GETs by path, POSTs recorded);
 - ``gcs_emulator``: a real GCS-compatible server on loopback;
 - ``google_iam_server``: Cloud Resource Manager and IAM on loopback, Cloud Storage passed through to the emulator;
 - ``k8s_scan``: every example's rendered objects laid out as files, for checkov;

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.gke_features import ML_DIAGNOSTICS_LABEL
 from infra.naming import team_service_account_email
 from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, TeamSpec
 from infra.spec.env import release_tuple
@@ -113,7 +114,10 @@ def priority_classes() -> list[dict[str, Any]]:
 
 
 def namespaces(spec: EnvSpec) -> list[dict[str, Any]]:
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.ns, "labels": pod_security_labels(t)}} for t in spec.teams]
+    """Each team's namespace: its Pod Security level, and GKE's managed ML Diagnostics label where the spec turns it on
+    (its injection webhook adds the diagnostics metadata to the workloads of labelled namespaces)."""
+    diagnostics = {ML_DIAGNOSTICS_LABEL: "true"} if spec.ml_diagnostics else {}
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": t.ns, "labels": {**pod_security_labels(t), **diagnostics}}} for t in spec.teams]
 
 
 def service_accounts(spec: EnvSpec) -> list[dict[str, Any]]:
