@@ -53,11 +53,9 @@ def iso(ts: float) -> str:
 def in_words(seconds: float) -> str:
     """'in 9m 58s' / '2h 3m ago': how far a window is from now."""
     s = int(abs(seconds))
-    d, rest = divmod(s, 86400)
-    h, rest = divmod(rest, 3600)
-    m, sec = divmod(rest, 60)
-    parts = [f"{d}d"] * bool(d) + [f"{h}h"] * bool(h) + [f"{m}m"] * bool(m and not d) + [f"{sec}s"] * bool(not d and not h)
-    text = " ".join(parts) or "0s"
+    units = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    lead = next((i for i, (v, _) in enumerate(units) if v), 3)  # the largest unit present, then the next one if not zero
+    text = " ".join(f"{v}{u}" for v, u in units[lead : lead + 2] if v or u == units[lead][1])
     return f"in {text}" if seconds >= 0 else f"{text} ago"
 
 
