@@ -248,3 +248,16 @@ def test_a_watch_follows_a_surge_upgrade_to_new_node_names() -> None:
 def test_an_unknown_run_is_a_field_error() -> None:
     with pytest.raises(FieldError, match="no run 'x'"):
         maintain_once(FakeCluster([], []), "research", "x", lead_s=60, now=NOW)
+
+
+def test_a_watch_does_not_charge_the_run_with_maintenance_of_nodes_it_was_moved_off() -> None:
+    pods, nodes = _fleet()
+    fake = FakeCluster(pods, nodes)
+    memory = Watch()
+    moved = maintain_once(fake, "research", "r", lead_s=900, now=NOW, watch=memory)
+    assert [d.kind for d in moved.recorded] == ["moved-ahead-of-maintenance"]
+    fake.pods_ = pods[:2] + [pod(f"w1-{i}", f"p1-{i}", 1, "Failed", disrupted="EvictionByEvictionAPI") for i in range(2)]
+    assert not maintain_once(fake, "research", "r", lead_s=900, now=NOW + 1, watch=memory).recorded
+    fake.pods_ = pods[:2]
+    fake.nodes = nodes[:2] + [node(f"p1-{i}", "p1", uid=f"new-{i}") for i in range(2)]  # maintained while the run was elsewhere
+    assert not maintain_once(fake, "research", "r", lead_s=900, now=NOW + 700, watch=memory).recorded

@@ -42,6 +42,7 @@ class Watch:
     """What a watching ``maintain`` remembers between passes: the run's nodes as last seen."""
 
     nodes: dict[str, mt.NodeSeen] = field(default_factory=dict)
+    left: dict[str, str] = field(default_factory=dict)  # node -> uid: moved off on purpose; what happens to it next is not the run's
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,9 @@ def _seen_changes(watch: Watch, nodes: dict[str, dict[str, Any]], pods: list[dic
         n = nodes.get(name)
         if n is None:
             continue
+        if watch.left.get(name) == n["metadata"].get("uid"):
+            continue  # the run's pods there are the ones moved off it
+        watch.left.pop(name, None)
         old = watch.nodes.get(name)
         if old is None or old.uid == n["metadata"].get("uid"):
             merged = tuple(sorted(set(reasons.get(name, [])) | set(old.reasons if old else ())))
@@ -205,6 +209,9 @@ def maintain_once(
             )
         )
     if watch is not None:
+        for name in plan.cordon if cordoned or evicted else ():
+            watch.nodes.pop(name, None)
+            watch.left[name] = str(nodes[name]["metadata"].get("uid", ""))
         recorded.extend(_seen_changes(watch, nodes, pods, now))
     if recorded and not dry_run:
         _record(cluster, run_info, ns, run, recorded)
