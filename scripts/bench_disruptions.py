@@ -12,6 +12,10 @@ For each event, N samples, alternating the run's slices:
   maintenance  ``local maintenance --node N --in W`` on a slice's pool (GKE's
                ``cloud.google.com/scheduled-maintenance-time`` label), moved ahead of the window
                detected   announcement -> ``maintain`` has cordoned the announced nodes and evicted the slice
+  unmoved      the same announcement with ``maintain`` not moving the run (lead 0): the window
+               comes, the daemon drains the pool (ONGOING) and replaces its VMs; times from the
+               window's start
+               detected   window -> ``maintain`` has recorded it as host maintenance
 
 and for both:
 
@@ -92,7 +96,7 @@ class Watcher(threading.Thread):
 
     def __init__(self, kube: Cluster, poll: float) -> None:
         super().__init__(daemon=True)
-        self.kube, self.poll, self.memory = kube, poll, Watch()
+        self.kube, self.poll, self.memory, self.lead_s = kube, poll, Watch(), LEAD_S
         self.seen: list[tuple[float, str]] = []  # (wall time, "moved" | a recorded disruption's kind)
         self.halt = threading.Event()
         self.start()
@@ -100,7 +104,7 @@ class Watcher(threading.Thread):
     def run(self) -> None:
         while not self.halt.is_set():
             try:
-                res = maintain_once(self.kube, NS, RUN, lead_s=LEAD_S, watch=self.memory)
+                res = maintain_once(self.kube, NS, RUN, lead_s=self.lead_s, watch=self.memory)
                 now = time.time()
                 if res.evicted:
                     self.seen.append((now, "moved"))
@@ -163,10 +167,13 @@ class Bench:
         before = set(self.book())
         pool, node = self.slice_pool_and_node(i % 2)
         t0 = time.time()
+        watcher.lead_s = -1e9 if event == "unmoved" else LEAD_S  # unmoved: never ahead of the window
         if event == "upgrade":
             upgrade(self.kube, self.lc.state_dir, pool, f"v1.99.{i}-gke.1", replace_after=5.0)
         else:
-            announce(self.kube, self.lc.state_dir, node, window_s)
+            start = announce(self.kube, self.lc.state_dir, node, window_s).window_start
+            if event == "unmoved":
+                t0 = start  # what the run meets is the window, not the notice
 
         def new_attempt() -> str | None:
             new = [a for a, c in self.book().items() if a not in before and "joined_at" in c]
@@ -174,7 +181,7 @@ class Bench:
 
         attempt = wait(new_attempt, 300 + window_s, "the next attempt's workers all running")
         running = float(self.book()[attempt]["joined_at"]) - t0
-        kind = "upgrade" if event == "upgrade" else "moved"
+        kind = {"upgrade": "upgrade", "maintenance": "moved", "unmoved": "maintenance"}[event]
         detected_at = wait(lambda: watcher.first(kind, t0), 300 + window_s, f"maintain to see the {event}")
         new_w0 = wait(lambda: (w := self.worker0()) != old_w0 and w, 120, "the next attempt's worker 0")
         restored = wait(lambda: RESTORED.search(self.worker0_log(new_w0)), 120, "the next attempt's restore")
@@ -186,7 +193,7 @@ class Bench:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=3, help="samples per event (at least 3)")
-    ap.add_argument("--events", nargs="+", default=["upgrade", "maintenance"], choices=["upgrade", "maintenance"])
+    ap.add_argument("--events", nargs="+", default=["upgrade", "maintenance", "unmoved"], choices=["upgrade", "maintenance", "unmoved"])
     ap.add_argument("--window", type=float, default=40.0, help="seconds from the maintenance announcement to the window's start")
     ap.add_argument("--poll", type=float, default=0.5, help="seconds between maintain passes")
     ap.add_argument("--state-dir", type=Path, default=None)
