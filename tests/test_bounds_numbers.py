@@ -217,6 +217,9 @@ BASE = {
     ("workloads", "run-local"): ["run-local", "maxtext-6b"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
+    ("workloads", "local", "upgrade"): ["local", "upgrade", "--pool", "p"],
+    ("workloads", "local", "maintenance"): ["local", "maintenance", "--node", "n"],
+    ("workloads", "maintain"): ["maintain", "r1", "-n", "research", "--kubeconfig", "/nonexistent"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }
 
