@@ -1,4 +1,4 @@
-"""Host maintenance GKE announces, read and planned for (workloads/observe/maintenance.py), and one `maintain` pass
+"""Host maintenance GKE announces, read and planned for (workloads/cluster/maintenance.py), and one `maintain` pass
 (workloads/runs/maintain.py) over a fake API boundary; the real API server's part is
 tests/integration/test_upgrade_maintenance.py."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from toolkit.errors import FieldError, Rejected
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL
-from workloads.observe import maintenance as mt
+from workloads.cluster import maintenance as mt
 from workloads.runs.maintain import Watch, maintain_once
 
 NOW = 1_800_000_000.0

@@ -139,7 +139,7 @@ def test_flex_start_pools_without_nodes_only_warn() -> None:
 
 
 def test_announced_host_maintenance_on_the_shapes_nodes_is_a_warning_that_names_them() -> None:
-    from workloads.observe import maintenance as mt
+    from workloads.cluster import maintenance as mt
 
     nodes = _nodes()
     for n in nodes[4:]:

@@ -36,8 +36,8 @@ from tests.integration.test_rehearsal import (
     wl,
 )
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL
+from workloads.cluster import maintenance as mt
 from workloads.local.disrupt import replacements_dir
-from workloads.observe import maintenance as mt
 
 pytestmark = pytest.mark.integration
 

@@ -284,8 +284,8 @@ def maintenance(
 ) -> None:
     """Announce host maintenance as GKE labels it (cloud.google.com/scheduled-maintenance-time); at the window the pool is drained and replaced."""
     from workloads.cluster.cleanup import parse_duration
+    from workloads.cluster.maintenance import iso
     from workloads.local.upgrade import announce
-    from workloads.observe.maintenance import iso
 
     seconds = parse_duration(in_, "--in")
     lc = _cluster(state_dir, quiet=True)

@@ -70,7 +70,7 @@ def maintain(
 
 
 def _text(res) -> str:  # noqa: ANN001  (a MaintainResult)
-    from workloads.observe.maintenance import in_words
+    from workloads.cluster.maintenance import in_words
 
     now = time.time()
     lines = []

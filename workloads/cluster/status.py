@@ -267,7 +267,7 @@ class RunStatus:
     conditions: tuple[Condition, ...] = ()
     workload: WorkloadStatus | None = None
     slices: tuple[SliceStatus, ...] = ()
-    maintenance: tuple[Any, ...] = ()  # the run's nodes with announced host maintenance (workloads.observe.maintenance.NodeMaintenance)
+    maintenance: tuple[Any, ...] = ()  # the run's nodes with announced host maintenance (workloads.cluster.maintenance.NodeMaintenance)
     disruptions: tuple[Any, ...] = ()  # what disrupted the run, as `maintain --watch` recorded it (maintenance.Disruption)
 
     @property

@@ -19,7 +19,7 @@ A multi-host TPU slice is one unit: every VM of the pool goes together
 
 ``announce`` (``python -m workloads local maintenance --node N --in 10m``): Compute Engine
 announces host maintenance for a VM and GKE labels the node with the window's start
-(``cloud.google.com/scheduled-maintenance-time``, epoch seconds; ``workloads.observe.maintenance``).
+(``cloud.google.com/scheduled-maintenance-time``, epoch seconds; ``workloads.cluster.maintenance``).
 A multi-host TPU slice is maintained as a unit (Cloud TPU: maintenance of a slice starts it for
 every VM of it), so every Node of ``N``'s pool gets the label. At the window's start the rehearsal
 daemon (``advance_maintenance``) does what GKE does: ``cloud.google.com/active-node-maintenance=ONGOING``
@@ -39,9 +39,9 @@ from typing import Any
 from toolkit.errors import FieldError, NotFound, Rejected
 from toolkit.names import GKE_NODEPOOL_LABEL
 from toolkit.owned import write_atomic
+from workloads.cluster import maintenance as mt
 from workloads.cluster.client import Cluster
 from workloads.local import disrupt
-from workloads.observe import maintenance as mt
 
 DEFAULT_REPLACE_AFTER_S = 5.0
 DRAIN_WAIT_S = 30.0  # GKE waits up to an hour for a drain; the rehearsal, this long

@@ -341,10 +341,10 @@ def _node_checks(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> list[Check]:
 
 
 def _maintenance_check(tpu_nodes: list[Mapping[str, Any]], now: float | None) -> Check:
-    """Host maintenance GKE has announced on nodes of the shape (``workloads.observe.maintenance``): a run placed there meets it."""
+    """Host maintenance GKE has announced on nodes of the shape (``workloads.cluster.maintenance``): a run placed there meets it."""
     import time
 
-    from workloads.observe import maintenance as mt
+    from workloads.cluster import maintenance as mt
 
     found = mt.announced(tpu_nodes)
     if not found:

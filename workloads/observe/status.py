@@ -46,14 +46,14 @@ def current(
 
 
 def maintenance_of(cluster: Cluster, ns: str, run: str) -> dict:
-    """The run's nodes with announced host maintenance and its recorded disruptions (``workloads.observe.maintenance``).
+    """The run's nodes with announced host maintenance and its recorded disruptions (``workloads.cluster.maintenance``).
 
     Nodes the identity may not list leave the first empty, with a warning line: the status itself was readable.
     """
     import sys
 
     from toolkit.errors import Forbidden
-    from workloads.observe import maintenance as mt
+    from workloads.cluster import maintenance as mt
 
     found = cluster.find_run(ns, run)
     if found is None:

@@ -3,7 +3,7 @@
 One pass (``maintain_once``), on whatever API server the kubeconfig names (GKE or the local cluster):
 
 1. Nodes the toolkit cordoned for an earlier window (its annotation
-   ``workloads.observe.maintenance.CORDONED_FOR_ANNOTATION``) whose maintenance label GKE has
+   ``workloads.cluster.maintenance.CORDONED_FOR_ANNOTATION``) whose maintenance label GKE has
    since taken off are uncordoned; a node someone else cordoned is never touched.
 2. ``plan_move``: the run's slices with a pod on a node whose announced window
    (``cloud.google.com/scheduled-maintenance-time``) starts within ``lead``. Their announced nodes
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolkit.errors import FieldError, NotFound, Rejected
-from workloads.observe import maintenance as mt
+from workloads.cluster import maintenance as mt
 
 if TYPE_CHECKING:
     from workloads.cluster.client import Cluster
