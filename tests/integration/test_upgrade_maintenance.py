@@ -9,6 +9,9 @@
   the announced nodes and evicts the slice before the window; the run restarts once, resumes and
   completes; at the window the rehearsal daemon takes the nodes (ONGOING) and gives them back
   without the labels, and the next ``maintain`` pass has nothing of its own left to undo;
+* the same window met without moving: at its start the pool's nodes get ``ONGOING`` and the
+  impending-termination taint, the slice is drained and restarts once, resumes and completes,
+  and the watching ``maintain`` records host maintenance (not an upgrade);
 * bad input to ``local upgrade`` / ``local maintenance`` / ``maintain``: one line naming the flag, exit 2.
 
 Nothing is timed against a budget (scripts/bench_disruptions.py has the figures).
@@ -27,6 +30,7 @@ from tests.integration.test_rehearsal import (
     NS,
     RESTORED,
     STEP,
+    Recorder,
     _all_running,
     _cond,
     _finished,
@@ -173,6 +177,60 @@ def test_announced_maintenance_is_shown_and_the_run_moves_before_the_window(clus
         assert not n["spec"].get("unschedulable") and mt.CORDONED_FOR_ANNOTATION not in (n["metadata"].get("annotations") or {})
     again = json.loads(wl("maintain", run_name, "-o", "json", *kc).stdout)
     assert not again["due"] and not again["uncordoned"] and not again["evicted"]
+
+
+@pytest.mark.usefixtures("tpu_quota")
+def test_a_window_met_without_moving_drains_the_slice_and_is_recorded_as_maintenance(cluster, local_cluster, kubeconfig, run_name) -> None:
+    import threading
+
+    from workloads.runs.maintain import Watch, maintain_once
+
+    node_info = cluster.resource("v1", "Node")
+    nodes_seen = Recorder(cluster, node_info, None)
+    memory, halt, kinds = Watch(), threading.Event(), []
+
+    def watch() -> None:  # maintain beside the run, never moving it (a lead no window is within)
+        while not halt.is_set():
+            try:
+                kinds.extend(d.kind for d in maintain_once(cluster, NS, run_name, lead_s=-1e9, watch=memory).recorded)
+            except Exception:  # noqa: BLE001  (the run is not there yet, or the API server is busy: the next pass)
+                pass
+            halt.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    try:
+        _submit(kubeconfig, run_name, 14.0, "--max-restarts", "0")
+        first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
+        pool = _pool_of_slice(cluster, first, "1")
+        node = next(p["spec"]["nodeName"] for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1")
+        watcher.start()
+        wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
+        ann = wl("local", "maintenance", "--node", node, "--in", "5s", "--state-dir", str(local_cluster.state_dir), "-o", "json")
+        assert ann.returncode == 0, ann.stderr
+        wait_for(lambda: _all_running(cluster, run_name, "1", 8), 240, "all 8 workers of the restarted JobSet Running")
+        restarted = wait_for(lambda: _resumed(cluster, run_name), 60, "the restarted run's first step", interval=0.5)
+        after = [int(s) for s in STEP.findall(restarted, RESTORED.search(restarted).end())]
+        assert after[0] == int(RESTORED.search(restarted).group(1)) + 1
+        assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+        wait_for(lambda: "maintenance" in kinds, 60, "maintain to record the maintenance")
+    finally:
+        halt.set()
+        watcher.join(timeout=30)
+        nodes_seen.stop()
+    assert kinds == ["maintenance"], kinds
+    assert cluster.jobset(NS, run_name)["status"].get("restarts") == 1
+    # What GKE shows during the maintenance: ONGOING and the taint, on every node of the pool, then neither.
+    pool_nodes = json.loads(ann.stdout)["nodes"]
+    for name in pool_nodes:
+        versions = [o for _, _, o in nodes_seen.events if o["metadata"]["name"] == name]
+        ongoing = [o for o in versions if o["metadata"]["labels"].get(mt.ACTIVE_MAINTENANCE_LABEL) == mt.ACTIVE_MAINTENANCE_VALUE]
+        assert ongoing, name
+        assert any(t["key"] == mt.IMPENDING_TERMINATION_TAINT_KEY for t in ongoing[-1]["spec"].get("taints") or [])
+        assert mt.SCHEDULED_MAINTENANCE_LABEL not in ongoing[-1]["metadata"]["labels"]
+        now = cluster.get(node_info, name)
+        assert mt.ACTIVE_MAINTENANCE_LABEL not in now["metadata"]["labels"] and not now["spec"].get("unschedulable")
+    recorded = mt.parse_disruptions(cluster.jobset(NS, run_name))
+    assert [(d.kind, d.pool) for d in recorded] == [("maintenance", pool)]
 
 
 def test_bad_input_to_upgrade_maintenance_and_maintain_is_one_line_exit_2(cluster, local_cluster, kubeconfig) -> None:
