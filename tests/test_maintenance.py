@@ -172,15 +172,15 @@ class FakeCluster:
     def get(self, info: _Info, name: str, ns: str | None = None) -> dict:
         return self.jobset
 
+    def evict(self, ns: str, name: str) -> None:
+        if self.budget_refuses:
+            raise Rejected("Cannot evict pod as it would violate the pod's disruption budget. (HTTP 429)", status=429)
+        self.evictions.append(f"Pod/{ns}/{name}/eviction")
+
     def request(self, method: str, path: str, body: Any = None, **_: Any) -> dict:
-        if path.endswith("/eviction"):
-            if self.budget_refuses:
-                raise Rejected("Cannot evict pod as it would violate the pod's disruption budget. (HTTP 429)", status=429)
-            self.evictions.append(path)
-        else:
-            self.patches.append((path, body))
-            if path.startswith("JobSet/"):
-                self.jobset["metadata"]["annotations"].update(body["metadata"]["annotations"])
+        self.patches.append((path, body))
+        if path.startswith("JobSet/"):
+            self.jobset["metadata"]["annotations"].update(body["metadata"]["annotations"])
         return {}
 
 

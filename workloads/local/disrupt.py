@@ -321,15 +321,13 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
 
 def _evict_again(kube: Cluster, left: dict[str, list[dict[str, Any]]]) -> None:
     """A drain's next round: each pod still live on the nodes evicted again (a budget may allow it now)."""
-    pod_info = kube.resource("v1", "Pod")
     for pods in left.values():
         for p in pods:
             meta = p["metadata"]
             if (p.get("status") or {}).get("phase") not in _LIVE or meta.get("deletionTimestamp"):
                 continue
-            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
             try:
-                kube.request("POST", pod_info.path(meta["namespace"], meta["name"], "eviction"), body)
+                kube.evict(meta["namespace"], meta["name"])
             except (NotFound, Rejected):
                 pass  # gone, or its budget still says no (429): the next round tries again
 

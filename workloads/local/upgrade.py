@@ -62,16 +62,14 @@ def _known_pools(kube: Cluster) -> list[str]:
 
 def _evict(kube: Cluster, nodes: list[dict[str, Any]]) -> list[str]:
     """One drain round: every live pod on the nodes evicted through the Eviction API (a budget's 429 is tried again later)."""
-    pod_info = kube.resource("v1", "Pod")
     out = []
     for n in nodes:
         for p in disrupt.pods_on(kube, n["metadata"]["name"]):
             meta = p["metadata"]
             if (p.get("status") or {}).get("phase") not in ("Pending", "Running") or meta.get("deletionTimestamp"):
                 continue
-            body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": meta["name"], "namespace": meta["namespace"]}}
             try:
-                kube.request("POST", pod_info.path(meta["namespace"], meta["name"], "eviction"), body)
+                kube.evict(meta["namespace"], meta["name"])
                 out.append(f"{meta['namespace']}/{meta['name']}")
             except (NotFound, Rejected):
                 continue  # gone meanwhile, or its budget says not yet: the daemon's next round

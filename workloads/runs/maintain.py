@@ -154,7 +154,7 @@ def maintain_once(
         raise FieldError("RUN", f"no run {run!r} in namespace {ns!r}", "check the name with `python -m workloads status RUN` (or pass --namespace/--team)")
     kind, _ = found
     run_info = cluster.resource(kind.api_version, kind.kind)
-    node_info, pod_info = cluster.resource("v1", "Node"), cluster.resource("v1", "Pod")
+    node_info = cluster.resource("v1", "Node")
     pods = cluster.pods(ns, run, kind)
     nodes = {n["metadata"]["name"]: n for n in cluster.list(node_info)}
 
@@ -186,9 +186,8 @@ def maintain_once(
             cordoned.append(name)
         for full in plan.pods:
             pns, pname = full.split("/", 1)
-            eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pname, "namespace": pns}}
             try:
-                cluster.request("POST", pod_info.path(pns, pname, "eviction"), eviction)
+                cluster.evict(pns, pname)
                 evicted.append(full)
             except NotFound:
                 continue  # gone meanwhile
