@@ -1,6 +1,7 @@
 """``python -m workloads maintain RUN``: checkpoint and restart a run ahead of announced host maintenance.
 
-Parse, call, print over ``workloads.runs.maintain``. One pass by default (for cron, Cloud
+Parse, call, print over ``workloads.runs.maintain``; with a fleet file as ``--spec``, on the worker
+the run was dispatched to (``workloads.runs.fleet.follow``). One pass by default (for cron, Cloud
 Scheduler or a hand before a window); ``--watch`` keeps passing every ``--interval`` seconds
 until the run has finished (or ``--timeout``), and records what disrupts the run meanwhile
 (upgrade, host maintenance, preemption) on its JobSet for ``status``.
@@ -47,8 +48,16 @@ def maintain(
     from workloads.runs.maintain import maintain_once, watch_run
 
     lead_s = parse_duration(lead, "--lead")
-    ns = run_namespace(SpecFile(spec).env, namespace, team)
+    specs = SpecFile(spec)
+    ns = run_namespace(specs.env, namespace, team)
     cluster = connect(kubeconfig, context)
+    fleet = specs.fleet()
+    if fleet is not None:  # the run's pods and nodes are on the worker it was dispatched to
+        from workloads.runs.fleet import follow
+
+        cluster, worker = follow(fleet, cluster, ns, run, kubeconfig)
+        if worker is not None:
+            sys.stderr.write(f"{ns}/{run} was dispatched to fleet worker {worker}\n")
 
     def show(res) -> None:  # noqa: ANN001  (a MaintainResult)
         if output is OutputFormat.json:
