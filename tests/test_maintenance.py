@@ -261,3 +261,18 @@ def test_a_watch_does_not_charge_the_run_with_maintenance_of_nodes_it_was_moved_
     fake.pods_ = pods[:2]
     fake.nodes = nodes[:2] + [node(f"p1-{i}", "p1", uid=f"new-{i}") for i in range(2)]  # maintained while the run was elsewhere
     assert not maintain_once(fake, "research", "r", lead_s=900, now=NOW + 700, watch=memory).recorded
+
+
+def test_a_pool_whose_nodes_come_back_one_pass_at_a_time_is_one_disruption() -> None:
+    pods, nodes = _fleet()
+    for n in nodes[2:]:
+        del n["metadata"]["labels"][mt.SCHEDULED_MAINTENANCE_LABEL]
+    fake = FakeCluster(pods, nodes)
+    memory = Watch()
+    maintain_once(fake, "research", "r", lead_s=900, now=NOW, watch=memory)
+    fake.pods_ = pods[:2]
+    fake.nodes = nodes[:2] + [node("p1-0", "p1", uid="new-0", kubelet="v1.34.1-gke.2")]  # p1-1 not back yet
+    first = maintain_once(fake, "research", "r", lead_s=900, now=NOW + 10, watch=memory)
+    fake.nodes = nodes[:2] + [node(f"p1-{i}", "p1", uid=f"new-{i}", kubelet="v1.34.1-gke.2") for i in range(2)]
+    second = maintain_once(fake, "research", "r", lead_s=900, now=NOW + 11, watch=memory)
+    assert [(d.kind, d.nodes) for d in first.recorded] == [("upgrade", ("p1-0", "p1-1"))] and not second.recorded

@@ -4,7 +4,7 @@
   (each pod ``DisruptionTarget``/``EvictionByEvictionAPI``), its VMs come back reporting the new
   kubelet; the whole JobSet restarts once for free, resumes from the step saved on SIGTERM and
   completes; ``maintain --watch`` beside it names the disruption an upgrade, and ``status`` says so;
-* ``local maintenance --node N --in 30s``: GKE's ``cloud.google.com/scheduled-maintenance-time``
+* ``local maintenance --node N --in 60s``: GKE's ``cloud.google.com/scheduled-maintenance-time``
   on the pool's nodes; ``status`` and ``preflight`` list the window; ``maintain`` (one pass) cordons
   the announced nodes and evicts the slice before the window; the run restarts once, resumes and
   completes; at the window the rehearsal daemon takes the nodes (ONGOING) and gives them back
@@ -72,7 +72,7 @@ def _resumed(cluster, run: str) -> str | None:
 
 @pytest.mark.usefixtures("tpu_quota")
 def test_an_upgrade_of_a_slices_pool_restarts_the_run_once_and_status_says_upgrade(cluster, local_cluster, kubeconfig, run_name) -> None:
-    _submit(kubeconfig, run_name, 14.0, "--max-restarts", "0")
+    _submit(kubeconfig, run_name, 30.0, "--max-restarts", "0")
     first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
     pool = _pool_of_slice(cluster, first, "1")
     kc = ["--kubeconfig", str(kubeconfig)]
@@ -128,14 +128,14 @@ def test_an_upgrade_of_a_slices_pool_restarts_the_run_once_and_status_says_upgra
 
 @pytest.mark.usefixtures("tpu_quota")
 def test_announced_maintenance_is_shown_and_the_run_moves_before_the_window(cluster, local_cluster, kubeconfig, run_name) -> None:
-    _submit(kubeconfig, run_name, 14.0, "--max-restarts", "0")
+    _submit(kubeconfig, run_name, 60.0, "--max-restarts", "0")  # long enough to be running still when maintain moves it
     first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
     pool = _pool_of_slice(cluster, first, "1")
     node = next(p["spec"]["nodeName"] for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1")
     kc = ["--kubeconfig", str(kubeconfig)]
     wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
 
-    ann = wl("local", "maintenance", "--node", node, "--in", "30s", "--state-dir", str(local_cluster.state_dir), "-o", "json")
+    ann = wl("local", "maintenance", "--node", node, "--in", "60s", "--state-dir", str(local_cluster.state_dir), "-o", "json")
     assert ann.returncode == 0, (ann.stdout, ann.stderr)
     window = json.loads(ann.stdout)
     assert window["pool"] == pool and len(window["nodes"]) == 4
@@ -162,7 +162,7 @@ def test_announced_maintenance_is_shown_and_the_run_moves_before_the_window(clus
     assert sorted(done["cordoned"]) == sorted(window["nodes"]) and len(done["evicted"]) == 4, done
     assert [d["kind"] for d in done["recorded"]] == ["moved-ahead-of-maintenance"]
 
-    wait_for(lambda: _all_running(cluster, run_name, "1", 8), 240, "all 8 workers of the restarted JobSet Running (after the window)")
+    wait_for(lambda: _all_running(cluster, run_name, "1", 8), 300, "all 8 workers of the restarted JobSet Running (after the window)")
     restarted = wait_for(lambda: _resumed(cluster, run_name), 60, "the restarted run's first step", interval=0.5)
     restored = int(RESTORED.search(restarted).group(1))
     after = [int(s) for s in STEP.findall(restarted, RESTORED.search(restarted).end())]
@@ -199,7 +199,7 @@ def test_a_window_met_without_moving_drains_the_slice_and_is_recorded_as_mainten
 
     watcher = threading.Thread(target=watch, daemon=True)
     try:
-        _submit(kubeconfig, run_name, 14.0, "--max-restarts", "0")
+        _submit(kubeconfig, run_name, 30.0, "--max-restarts", "0")
         first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
         pool = _pool_of_slice(cluster, first, "1")
         node = next(p["spec"]["nodeName"] for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1")

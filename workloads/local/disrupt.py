@@ -146,6 +146,9 @@ def _snapshot(node: dict[str, Any]) -> dict[str, Any]:
         "spec": {"taints": taints} if taints else {},
         "status": {"capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})},
     }
+    kubelet = (status.get("nodeInfo") or {}).get("kubeletVersion")
+    if kubelet:  # a VM made again from the same template runs the same kubelet (an upgrade sets its own)
+        out["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
     return out
 
 

@@ -99,6 +99,8 @@ def _seen_changes(watch: Watch, nodes: dict[str, dict[str, Any]], pods: list[dic
     for n in nodes.values():
         by_pool_now.setdefault(str((n["metadata"].get("labels") or {}).get(mt.GKE_NODEPOOL_LABEL, "?")), []).append(n)
     for name, before in list(watch.nodes.items()):
+        if name not in watch.nodes:
+            continue  # taken with its pool's event already
         after = nodes.get(name)
         if after is None:
             # Gone: a surge upgrade replaces a VM by a new one of another name. Once the pool has
@@ -116,6 +118,12 @@ def _seen_changes(watch: Watch, nodes: dict[str, dict[str, Any]], pods: list[dic
             detail = ", ".join(x for x in (detail, f"pods {'/'.join(before.reasons)}") if x)
         found.setdefault((before.pool, kind), []).append((name, detail))
         del watch.nodes[name]
+        # A pool's VMs go together (a multi-host slice is one unit): the rest of it is this same
+        # event, whether its Nodes are back yet or not; one record, not one per pass.
+        for other, seen in list(watch.nodes.items()):
+            if seen.pool == before.pool and (nodes.get(other) is None or nodes[other]["metadata"].get("uid") != seen.uid):
+                found[(before.pool, kind)].append((other, ""))
+                del watch.nodes[other]
     reasons = _reasons(pods)
     for name in used:
         n = nodes.get(name)
