@@ -25,7 +25,6 @@ import sys
 
 import pytest
 
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import (
     NS,
     RESTORED,
@@ -39,11 +38,10 @@ from tests.integration.test_rehearsal import (
     _submit,
     wl,
 )
+from tests.support.local_cluster import wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL
 from workloads.cluster import maintenance as mt
 from workloads.local.disrupt import replacements_dir
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.fixture()

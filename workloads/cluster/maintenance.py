@@ -40,6 +40,7 @@ CORDONED_FOR_ANNOTATION = "tpu-gke-toolkit.dev/cordoned-for-maintenance"
 # The disruptions the toolkit saw happen to a run, newest last (JSON), on the run's JobSet.
 DISRUPTIONS_ANNOTATION = "tpu-gke-toolkit.dev/disruptions"
 MAX_DISRUPTIONS = 20  # an annotation stays small; the oldest go first
+MAX_ANNOTATION_BYTES = 256 * 1024  # the API server's limit on all of an object's annotations together
 
 
 def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -222,13 +223,13 @@ def classify(before: NodeSeen, after: Mapping[str, Any]) -> str | None:
 
 def parse_disruptions(jobset: Mapping[str, Any] | None) -> list[Disruption]:
     """The disruptions recorded on the run's JobSet, oldest first (an unreadable record is skipped)."""
-    import json
+    from toolkit.jsontext import load_json
 
     raw = (_meta(jobset or {}).get("annotations") or {}).get(DISRUPTIONS_ANNOTATION)
     if not raw:
         return []
     try:
-        items = json.loads(raw)
+        items = load_json(raw, max_bytes=MAX_ANNOTATION_BYTES)  # anyone who may edit the JobSet may write it
     except ValueError:
         return []
     return [Disruption.from_dict(d) for d in items if isinstance(d, dict)] if isinstance(items, list) else []
