@@ -234,6 +234,7 @@ ALLOWED = {
     ("workloads/local/certs.py", "_write_key"): "the local cluster's own key file",
     ("workloads/local/daemons.py", "Daemons.start_python"): "the daemon's own ready file",
     ("workloads/local/rehearsald.py", "Rehearsals.replace_nodes"): "the daemon's own replacement records",
+    ("workloads/local/upgrade.py", "begin_due_maintenance"): "the daemon's own maintenance announcement records",
     ("workloads/local/provisioner.py", "Provisioner.release"): "the simulated Nodes the local cluster made (kwok)",
     ("workloads/local/class_autoscaler.py", "ClassAutoscaler.tick"): "the simulated Nodes the local cluster made (kwok)",
     ("workloads/local/disrupt.py", "advance"): "the simulated Nodes of a preempted pool, and their leases (kwok)",

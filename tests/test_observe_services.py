@@ -38,6 +38,16 @@ class Fake:
     def find_pod(self, ns: str, run: str, **_):
         return None
 
+    # The run's nodes (their announced host maintenance): none here.
+    def resource(self, api_version: str, kind: str) -> str:
+        return kind
+
+    def list(self, info, *_, **__) -> list:
+        return []
+
+    def pods(self, ns: str, run: str, kind=None) -> list:
+        return []
+
 
 def test_the_status_without_a_wait_is_read_once_where_the_pods_are() -> None:
     worker, manager = Fake("Succeeded"), Fake("Running")

@@ -136,3 +136,17 @@ def test_flex_start_pools_without_nodes_only_warn() -> None:
     team = flex.teams[0]
     rep = pf.evaluate(flex, flex.tpu_pools[0], team, pf.Snapshot(True, **_rendered(flex, team)))
     assert _rows(rep)["nodes"] is pf.Result.WARN and rep.ok
+
+
+def test_announced_host_maintenance_on_the_shapes_nodes_is_a_warning_that_names_them() -> None:
+    from workloads.cluster import maintenance as mt
+
+    nodes = _nodes()
+    for n in nodes[4:]:
+        n["metadata"]["labels"][mt.SCHEDULED_MAINTENANCE_LABEL] = "1800000600"
+    rep = pf.evaluate(SPEC, POOL, TEAM, pf.Snapshot(kueue_served=True, nodes=nodes, **_rendered()), now=1_800_000_000)
+    row = next(c for c in rep.checks if c.name == "maintenance")
+    assert rep.ok and row.result is pf.Result.WARN and "maintain RUN --watch" in row.fix
+    assert row.detail.startswith("4 node(s) with host maintenance announced: v5e-16-1-n0 (pool v5e-16-1): window starts 2027-01-15T08:10:00Z (in 10m)")
+    clean = pf.evaluate(SPEC, POOL, TEAM, pf.Snapshot(kueue_served=True, nodes=_nodes(), **_rendered()))
+    assert _rows(clean)["maintenance"] is pf.Result.PASS

@@ -250,3 +250,66 @@ def fault(
     n = (slices.repair if repair else slices.fault)(lc.client(), node_pool)
     state = "HEALTHY again" if repair else "UNHEALTHY: its Slices fail, and Kueue places their runs on healthy sub-blocks"
     sys.stdout.write(f"sub-block {node_pool} ({n} nodes): every partition {state}\n")
+
+
+def _rehearsal_running(lc) -> None:  # noqa: ANN001  (a LocalCluster)
+    from workloads.local import LocalClusterError
+
+    if not lc.daemon("rehearsal").alive():
+        raise LocalClusterError(
+            f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (nothing would bring the nodes back) — run 'python -m workloads local down' and 'local up'"
+        )
+
+
+@local_app.command("upgrade")
+def upgrade(
+    pool: Annotated[str, typer.Option("--pool", help="GKE node pool (cloud.google.com/gke-nodepool) to upgrade: one TPU slice's pool")],
+    version: Annotated[
+        Optional[str], typer.Option("--version", help="kubelet version the upgraded nodes report (default: the control plane's, as GKE upgrades to)")
+    ] = None,
+    replace_after: Annotated[
+        float, typer.Option("--replace-after", min=0, max=3600, metavar="SECONDS", help="seconds until the upgraded nodes are back and Ready")
+    ] = 5.0,
+    state_dir: StateDirOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Upgrade a node pool as GKE's surge upgrade does: cordoned, drained through the Eviction API, its VMs recreated at the new version."""
+    from workloads.local.upgrade import upgrade as do_upgrade
+
+    lc = _cluster(state_dir, quiet=True)
+    kube = lc.client()
+    _rehearsal_running(lc)
+    res = do_upgrade(kube, lc.state_dir, pool, version, replace_after=replace_after)
+    if output is OutputFormat.json:
+        print_json(res.to_dict())
+        return
+    sys.stdout.write(
+        f"upgrading node pool {res.pool} ({len(res.nodes)} nodes) from kubelet {res.from_version} to {res.to_version}: cordoned, "
+        f"{len(res.pods)} pods evicted; its VMs are recreated, Ready again at {res.to_dict()['back_at']}\n"
+    )
+
+
+@local_app.command("maintenance")
+def maintenance(
+    node: Annotated[str, typer.Option("--node", help="a node of the TPU slice Compute Engine will maintain (its whole node pool is announced)")],
+    in_: Annotated[str, typer.Option("--in", metavar="DURATION", help="when the window starts, from now: 90s, 10m, 2h, 7d")] = "10m",
+    replace_after: Annotated[
+        float, typer.Option("--replace-after", min=0, max=3600, metavar="SECONDS", help="seconds from the window's start until the nodes are back and Ready")
+    ] = 5.0,
+    state_dir: StateDirOpt = None,
+    output: Output = OutputFormat.text,
+) -> None:
+    """Announce host maintenance as GKE labels it (cloud.google.com/scheduled-maintenance-time); at the window the pool is drained and replaced."""
+    from workloads.cluster.cleanup import parse_duration
+    from workloads.cluster.maintenance import iso
+    from workloads.local.upgrade import announce
+
+    seconds = parse_duration(in_, "--in")
+    lc = _cluster(state_dir, quiet=True)
+    kube = lc.client()
+    _rehearsal_running(lc)
+    rec = announce(kube, lc.state_dir, node, seconds, replace_after=replace_after)
+    if output is OutputFormat.json:
+        print_json({"pool": rec.pool, "nodes": rec.nodes, "window_start": iso(rec.window_start)})
+        return
+    sys.stdout.write(f"host maintenance announced for node pool {rec.pool} ({len(rec.nodes)} nodes): window starts {iso(rec.window_start)}\n")

@@ -212,6 +212,7 @@ def status(
         _out(f"  last failure  {st.last_failure}")
     if st.last_checkpoint is not None:
         _out(f"  last checkpoint  step {st.last_checkpoint}")
+    _maintenance_lines(st)
     for c in st.conditions:
         if c.status.lower() == "true":
             _out(f"  condition {c.type}: {c.reason} {c.message}".rstrip())
@@ -224,6 +225,17 @@ def status(
             _out(f"    worker {p.worker if p.worker is not None else '?'}  {p.phase:<9} {p.node or '-':<30} restarts={p.restarts}  {p.name}{extra}")
     if st.phase.value == "NotFound" or (wait and st.phase.value == "Failed"):
         raise typer.Exit(1)
+
+
+def _maintenance_lines(st) -> None:  # noqa: ANN001  (a RunStatus)
+    """Announced host maintenance on the run's nodes, and the disruptions `maintain --watch` recorded (the newest three)."""
+    import time
+
+    now = time.time()
+    for m in st.maintenance:
+        _out(f"  maintenance  {m.describe(now)}")
+    for d in st.disruptions[-3:]:
+        _out(f"  disruption  {d.describe()}")
 
 
 @app.command()

@@ -100,6 +100,12 @@ class Cluster(KubeApi):
             wl = None  # Kueue not installed: still show the run and its pods
         return st.run_status(namespace, run, obj, wl, self.pods(namespace, run, kind), self.events(namespace, kind.kind, run))
 
+    def evict(self, namespace: str, name: str) -> None:
+        """Evict a pod through the Eviction API, as ``kubectl drain`` does: PodDisruptionBudgets hold (a refusal is
+        ``Rejected`` with status 429), the pod gets ``DisruptionTarget`` and its grace period; NotFound if it is gone."""
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        self.request("POST", self.resource("v1", "Pod").path(namespace, name, "eviction"), body)
+
     def events(self, namespace: str, kind: str, name: str) -> list[dict]:
         """Events about one object; none (not an error) when the server will not list them (not served, or not allowed)."""
         try:

@@ -267,6 +267,8 @@ class RunStatus:
     conditions: tuple[Condition, ...] = ()
     workload: WorkloadStatus | None = None
     slices: tuple[SliceStatus, ...] = ()
+    maintenance: tuple[Any, ...] = ()  # the run's nodes with announced host maintenance (workloads.cluster.maintenance.NodeMaintenance)
+    disruptions: tuple[Any, ...] = ()  # what disrupted the run, as `maintain --watch` recorded it (maintenance.Disruption)
 
     @property
     def pods(self) -> tuple[PodStatus, ...]:

@@ -113,6 +113,9 @@ class Replacement:
     down: float | None = None  # when the nodes went NotReady
     gone: float | None = None  # when the Node objects (and leases) were deleted
     created: bool = False  # the Nodes exist again (cordoned until kwok holds their leases)
+    kubelet_version: str | None = None  # an upgrade: the kubelet version the new Nodes report
+    evict: bool = False  # a drain: pods still on the nodes are evicted again (a PodDisruptionBudget's 429) until down_wait
+    down_wait: float = 0.0  # seconds the nodes wait for their pods before going NotReady anyway (0: DOWN_WAIT_S)
 
     def save(self, state_dir: Path) -> Path:
         d = replacements_dir(state_dir)
@@ -143,6 +146,9 @@ def _snapshot(node: dict[str, Any]) -> dict[str, Any]:
         "spec": {"taints": taints} if taints else {},
         "status": {"capacity": dict(status.get("capacity") or {}), "allocatable": dict(status.get("allocatable") or {})},
     }
+    kubelet = (status.get("nodeInfo") or {}).get("kubeletVersion")
+    if kubelet:  # a VM made again from the same template runs the same kubelet (an upgrade sets its own)
+        out["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
     return out
 
 
@@ -282,7 +288,9 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
             return False
         left = {name: pods_on(kube, name) for name in names}
         running = any((p.get("status") or {}).get("phase") in _LIVE for pods in left.values() for p in pods)
-        if running and now < record.preempted_at + DOWN_WAIT_S:
+        if running and now < record.preempted_at + (record.down_wait or DOWN_WAIT_S):
+            if record.evict:
+                _evict_again(kube, left)
             return False  # kwok (the kubelet) is still stopping them
         _take_down(kube, node_info, names, left)
         record.down = now
@@ -301,6 +309,8 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
             return False
         for snap in record.nodes:
             node = {**snap, "spec": {**snap.get("spec", {}), "unschedulable": True}}
+            if record.kubelet_version:
+                node["status"] = {**node.get("status", {}), "nodeInfo": {"kubeletVersion": record.kubelet_version}}
             try:
                 kube.create(node, field_manager="tgk-local")
             except Conflict:
@@ -313,6 +323,19 @@ def advance(kube: Cluster, record: Replacement, now: float) -> bool:
     for name in names:
         patch(kube, node_info.path(None, name), {"spec": {"unschedulable": None}})
     return True
+
+
+def _evict_again(kube: Cluster, left: dict[str, list[dict[str, Any]]]) -> None:
+    """A drain's next round: each pod still live on the nodes evicted again (a budget may allow it now)."""
+    for pods in left.values():
+        for p in pods:
+            meta = p["metadata"]
+            if (p.get("status") or {}).get("phase") not in _LIVE or meta.get("deletionTimestamp"):
+                continue
+            try:
+                kube.evict(meta["namespace"], meta["name"])
+            except (NotFound, Rejected):
+                pass  # gone, or its budget still says no (429): the next round tries again
 
 
 def _kwok_holds(kube: Cluster, node_info, name: str, now: float) -> bool:

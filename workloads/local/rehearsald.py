@@ -57,7 +57,7 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, volumes
+from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, upgrade, volumes
 from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
@@ -750,9 +750,13 @@ def main(argv: list[str] | None = None) -> int:
     pathways_runs = pathways_rehearsal.PathwaysRehearsals(daemon, _say)  # a Pathways run's head and workers
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
+
+    def begin_maintenance(now: float) -> None:  # announced host maintenance whose window has come (``local maintenance``)
+        upgrade.begin_due_maintenance(kube, state_dir, now, _say)
+
     while True:
         now = time.time()
-        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick, pathways_runs.tick):
+        for step in (daemon.tick, begin_maintenance, daemon.replace_nodes, slice_controllers.tick, pathways_runs.tick):
             try:
                 step(now)
             except (ToolkitError, OSError) as e:

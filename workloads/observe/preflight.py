@@ -169,7 +169,7 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, str]:
     return (obj.get("metadata") or {}).get("labels") or {}
 
 
-def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *, slices: int | None = None) -> Report:
+def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *, slices: int | None = None, now: float | None = None) -> Report:
     ask = _Ask(spec, pool, team, slices or pool.slices)
     checks: list[Check] = []
     if not snap.kueue_served:
@@ -189,6 +189,7 @@ def evaluate(spec: EnvSpec, pool: TpuPoolSpec, team: TeamSpec, snap: Snapshot, *
     ]
     checks.extend(_node_checks(ask, tpu_nodes))
     checks.append(_zone_check(ask, tpu_nodes))
+    checks.append(_maintenance_check(tpu_nodes, now))
     checks.extend(_capability_checks(snap))
     shape = ask.shape
     return Report(pool=pool.name, shape=f"{shape.accelerator_type} ({shape.key})", slices=ask.slices, namespace=team.ns, checks=tuple(checks))
@@ -337,6 +338,25 @@ def _node_checks(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> list[Check]:
             )
         )
     return checks
+
+
+def _maintenance_check(tpu_nodes: list[Mapping[str, Any]], now: float | None) -> Check:
+    """Host maintenance GKE has announced on nodes of the shape (``workloads.cluster.maintenance``): a run placed there meets it."""
+    import time
+
+    from workloads.cluster import maintenance as mt
+
+    found = mt.announced(tpu_nodes)
+    if not found:
+        return Check("maintenance", Result.PASS, "no host maintenance announced on the shape's nodes")
+    now = time.time() if now is None else now
+    listed = "; ".join(m.describe(now) for m in found[:4]) + (f"; and {len(found) - 4} more" if len(found) > 4 else "")
+    return Check(
+        "maintenance",
+        Result.WARN,
+        f"{len(found)} node(s) with host maintenance announced: {listed}",
+        "run python -m workloads maintain RUN --watch beside the run: it checkpoints and moves the run off those nodes before the window",
+    )
 
 
 def _zone_check(ask: _Ask, tpu_nodes: list[Mapping[str, Any]]) -> Check:

@@ -44,7 +44,29 @@ def current(
             st = there if there.phase.value != "NotFound" else st
     else:
         st = cluster.run_status(ns, run)
-    return dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))
+    return dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run), **maintenance_of(cluster, ns, run))
+
+
+def maintenance_of(cluster: Cluster, ns: str, run: str) -> dict:
+    """The run's nodes with announced host maintenance and its recorded disruptions (``workloads.cluster.maintenance``).
+
+    Nodes the identity may not list leave the first empty, with a warning line: the status itself was readable.
+    """
+    import sys
+
+    from toolkit.errors import Forbidden
+    from workloads.cluster import maintenance as mt
+
+    found = cluster.find_run(ns, run)
+    if found is None:
+        return {}
+    kind, obj = found
+    try:
+        nodes = cluster.list(cluster.resource("v1", "Node"))
+    except Forbidden as e:
+        sys.stderr.write(f"warning: announced host maintenance is unknown: {e}\n")
+        nodes = []
+    return {"maintenance": tuple(mt.of_run(cluster.pods(ns, run, kind), nodes)), "disruptions": tuple(mt.parse_disruptions(obj))}
 
 
 def wait_finished(cluster: Cluster, ns: str, run: str, *, timeout: float, on_change: Callable[[RunStatus], None] | None = None) -> RunStatus:
