@@ -25,6 +25,7 @@ from infra.catalog import GIB, SliceShape
 from infra.spec import RECREATE, DatasetSpec
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
+from workloads.planning.hang import HangWatch
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -308,6 +309,7 @@ class Policy:
     checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
     restart: str = RECREATE  # how JobSet restarts every worker (infra.recovery: recreate | in-place)
     agent_image: str | None = None  # restart in-place: JobSet's in-place restart agent, copied into each pod
+    hang: HangWatch | None = None  # the exit guard's hang watch (MaxText runs under the guard; workloads.planning.hang)
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,7 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env]
+    env += exitguard.env(plan.policy.hang)
     if plan.target.multislice:
         env += [
             {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},
