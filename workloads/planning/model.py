@@ -23,9 +23,6 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import RECREATE, DatasetSpec
-
-# The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
-from workloads.planning.hang import HangWatch
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -34,6 +31,9 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
+
+# The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
+from workloads.planning.hang import HangWatch
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
 # report, on purpose. A slower real step makes checkpoints *more* frequent in time than

@@ -58,6 +58,7 @@ from workloads.planning.defaults import (
     PROGRAM_ERROR_EXIT_CODES,
 )
 from workloads.planning.errors import PlanError, suggest
+from workloads.planning.hang import HangWatch
 from workloads.planning.maxtext_sets import arg_text, read_int
 from workloads.planning.model import (
     ASSUMED_MFU,
@@ -70,7 +71,6 @@ from workloads.planning.model import (
     MultiTierCheckpointing,
     Policy,
 )
-from workloads.planning.hang import HangWatch
 from workloads.planning.overrides import Overrides
 from workloads.planning.sizing import Sizing
 from workloads.planning.target import Placement
