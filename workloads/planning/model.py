@@ -23,6 +23,8 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import RECREATE, DatasetSpec
+
+# The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
     AUTOCHECKPOINT_CAPACITY,
     DEFAULT_CHECKPOINT_MINUTES,
@@ -31,8 +33,6 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
-
-# The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.hang import HangWatch
 
 # Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
