@@ -113,8 +113,8 @@ def where(url: str) -> str:
     return f"GET {u.scheme}://{u.netloc}{u.path}"
 
 
-def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
-    """The one HTTP GET of a Google API: the status and body, within ``bounds``; GetFailed when there is no answer."""
+def http_get(url: str, headers: Mapping[str, str], bounds: Bounds, *, method: str = "GET", body: bytes | None = None) -> Answer:
+    """The one HTTP request of a Google API (a GET, or the rare call that acts, ``method``/``body``): the status and body, within ``bounds``; GetFailed when there is no answer."""
     import http.client
     import socket
 
@@ -132,7 +132,7 @@ def http_get(url: str, headers: Mapping[str, str], bounds: Bounds) -> Answer:
         if conn.sock is not None:
             conn.sock.settimeout(bounds.read_timeout_s)
         dog = Watchdog(bounds.deadline_s, lambda: conn.sock.shutdown(socket.SHUT_RDWR) if conn.sock else None)
-        conn.request("GET", u.path + (f"?{u.query}" if u.query else ""), headers=dict(headers))
+        conn.request(method, u.path + (f"?{u.query}" if u.query else ""), body=body, headers=dict(headers))
         resp = conn.getresponse()
         body = _read_capped(resp, bounds.max_bytes + 1)
     except (OSError, http.client.HTTPException) as e:
@@ -243,6 +243,8 @@ class ApiRequest:
     path: str
     why: str
     query: tuple[tuple[str, str], ...] = ()
+    method: str = "GET"  # POST: one of the few calls that act (``Client.post``), each behind a --dry-run
+    body: str = ""  # a POST's JSON body
 
     def url(self, endpoint: str | None = None, *, page_token: str = "") -> str:
         base = (endpoint or HOSTS[self.api]).rstrip("/")
@@ -250,7 +252,7 @@ class ApiRequest:
         return base + self.path + (f"?{urlencode(query)}" if query else "")
 
     def render(self, endpoint: str | None = None) -> str:
-        return f"GET {self.url(endpoint)}  # {self.why}"
+        return f"{self.method} {self.url(endpoint)}{' ' + self.body if self.body else ''}  # {self.why}"
 
 
 def endpoint_override(flag: str = "") -> str | None:
@@ -292,11 +294,14 @@ class Client:
 
     def get(self, req: ApiRequest, *, page_token: str = "") -> dict[str, Any] | None:
         url = req.url(self.endpoint, page_token=page_token)
-        api = f"{API_NAMES.get(req.api, req.api)} ({where(url)})"
+        api = f"{API_NAMES.get(req.api, req.api)} ({where(url).replace('GET', req.method, 1)})"
         if self._token is None:
             self._token = self.token()
+        headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}
+        if req.method != "GET":
+            headers["Content-Type"] = "application/json"
         try:
-            answer = http_get(url, {"Authorization": f"Bearer {self._token}", "Accept": "application/json"}, self.bounds)
+            answer = http_get(url, headers, self.bounds, method=req.method, body=req.body.encode() if req.method != "GET" else None)
         except GetFailed as e:
             raise ApiError(f"{api}: {e.reason(self.bounds)} — check the network (or ${ENDPOINT_ENV_VAR})") from None
         if answer.over:
@@ -314,6 +319,12 @@ class Client:
         if not isinstance(doc, dict):
             raise ApiError(f"{api}: the answer is not a JSON object — check the endpoint")
         return doc
+
+    def post(self, req: ApiRequest) -> dict[str, Any] | None:
+        """Send a POST (``req.method``): the answer (a long-running Operation for a call that acts), or None for a 404."""
+        if req.method != "POST":
+            raise ValueError(f"{req.path}: not a POST request")
+        return self.get(req)
 
     def pages(self, req: ApiRequest) -> list[dict[str, Any]]:
         """Every page of a listing (``pageToken`` / ``nextPageToken``), at most ``bounds.max_pages``; a 404 is an empty listing."""

@@ -233,3 +233,9 @@ def preempt(
         f"preempted {res.namespace}/{res.run} slice {res.slice}: {len(res.pods)} pods {how}; "
         f"node pool {res.pool} ({len(res.nodes)} nodes) goes NotReady and is replaced, Ready again at {res.to_dict()['back_at']}\n"
     )
+
+
+# `local fault badhost|hang` (workloads.cli.faults: the local faults beside `badhost`).
+from workloads.cli.faults import register as _register_faults  # noqa: E402
+
+_register_faults(local_app)

@@ -59,6 +59,8 @@ class History:
     lines: tuple[str, ...]
     line_pods: tuple[str, ...]
     where: str
+    line_times: tuple[str, ...] = ()  # each entry's timestamp (RFC 3339)
+    line_labels: tuple[dict[str, str], ...] = ()  # each entry's labels (the pod's, as ``labels."k8s-pod/<key>"`` stamps them)
 
     @property
     def text(self) -> str:
@@ -87,8 +89,8 @@ def pod_label(key: str) -> str:
     return "labels." + _quoted("k8s-pod/" + key.replace(".", "_"))
 
 
-def worker_filter(scope: LogScope) -> str:
-    """The Logging query language filter for worker 0's entries of the run (pure)."""
+def worker_filter(scope: LogScope, *, worker0: bool = True) -> str:
+    """The Logging query language filter for worker 0's entries of the run (every worker's with ``worker0=False``) (pure)."""
     terms = [
         ("resource.type", "k8s_container"),
         ("resource.labels.project_id", scope.project),
@@ -97,9 +99,9 @@ def worker_filter(scope: LogScope) -> str:
         ("resource.labels.namespace_name", scope.namespace),
         ("resource.labels.container_name", scope.container),
         (pod_label(JOBSET_NAME_LABEL), scope.run),
-        (pod_label(JOBSET_JOB_INDEX_LABEL), "0"),
-        (pod_label(K8S_COMPLETION_INDEX_LABEL), "0"),
     ]
+    if worker0:
+        terms += [(pod_label(JOBSET_JOB_INDEX_LABEL), "0"), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
     if scope.run_uid:
         terms.append((pod_label(JOBSET_UID_LABEL), scope.run_uid))
     out = [f"{field}={_quoted(value)}" for field, value in terms]
@@ -125,8 +127,8 @@ def _one_line(e: BaseException, limit: int = 160) -> str:
     return " ".join(str(e).split())[:limit]
 
 
-def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
-    """Worker 0's entries, oldest first, at most ``limit_bytes`` of text (a SpecError-free cut: the newest lines are dropped).
+def read(client: Any, scope: LogScope, *, limit_bytes: int, filter_: str | None = None) -> History:
+    """Worker 0's entries (or those ``filter_`` selects), oldest first, at most ``limit_bytes`` of text (a SpecError-free cut: the newest lines are dropped).
 
     Refused (no permission) is ``Forbidden``; any other failure ``HistoryUnavailable``.
     """
@@ -136,10 +138,12 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
 
     lines: list[str] = []
     pods: list[str] = []
+    times: list[str] = []
+    labels: list[dict[str, str]] = []
     size = 0
     try:
         entries = client.list_entries(
-            resource_names=[f"projects/{scope.project}"], filter_=worker_filter(scope), order_by=cloud_logging.ASCENDING, page_size=PAGE_SIZE
+            resource_names=[f"projects/{scope.project}"], filter_=filter_ or worker_filter(scope), order_by=cloud_logging.ASCENDING, page_size=PAGE_SIZE
         )
         for entry in entries:
             text = _text(entry.payload)
@@ -152,6 +156,9 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
                 )
             lines.append(text)
             pods.append(str(((getattr(entry.resource, "labels", None) or {}) if entry.resource else {}).get("pod_name") or ""))
+            stamp = getattr(entry, "timestamp", None)
+            times.append(stamp.isoformat() if hasattr(stamp, "isoformat") else str(stamp or ""))
+            labels.append({str(k): str(v) for k, v in (getattr(entry, "labels", None) or {}).items()})
     except (gexc.Forbidden, gexc.PermissionDenied, gexc.Unauthorized) as e:
         raise Forbidden(f"Cloud Logging refused to list run {scope.run!r}'s entries ({_one_line(e)}) — grant roles/logging.viewer") from None
     except auth_exc.GoogleAuthError as e:
@@ -160,7 +167,7 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
         raise HistoryUnavailable(f"Cloud Logging answered {_one_line(e)}") from None
     except OSError as e:  # refused connection, DNS, TLS
         raise HistoryUnavailable(f"Cloud Logging unreachable ({os.environ.get('TGK_LOGGING_ENDPOINT') or 'logging.googleapis.com'}): {_one_line(e)}") from None
-    return History(tuple(lines), tuple(pods), scope.where)
+    return History(tuple(lines), tuple(pods), scope.where, tuple(times), tuple(labels))
 
 
 def _text(payload: Any) -> str | None:
