@@ -120,10 +120,12 @@ def bad_host(attempts: Iterable[AttemptFailures], repeats: int = DEFAULT_REPEATS
     last = failed[-repeats:]
     firsts = [a.first() for a in last]
     if any(f is None for f in firsts):
-        return Verdict(None, f"attempt {next(a.attempt for a, f in zip(last, firsts) if f is None)} has no single first failure (a tie)", attempts=every)
+        return Verdict(
+            None, f"attempt {next(a.attempt for a, f in zip(last, firsts, strict=True) if f is None)} has no single first failure (a tie)", attempts=every
+        )
     nodes = {f.node for f in firsts if f is not None}
     if len(nodes) != 1:
-        seq = ", ".join(f"{f.node} (attempt {a.attempt})" for a, f in zip(last, firsts) if f is not None)
+        seq = ", ".join(f"{f.node} (attempt {a.attempt})" for a, f in zip(last, firsts, strict=True) if f is not None)
         return Verdict(None, f"the last {repeats} failed attempts failed first on different VMs: {seq}", attempts=every)
     node = nodes.pop()
     others = sorted({f.node for a in last for f in a.failed if f.node != node})
