@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from toolkit.errors import FieldError
-from toolkit.names import TGK_CAPACITY_LABEL
+from toolkit.names import GKE_NODEPOOL_LABEL, TGK_CAPACITY_LABEL, TGK_DEGRADED_SLICE_LABEL
 from workloads.observe import faults
 from workloads.observe.faults import AttemptFailures, Failure
 from workloads.runs import badhost
@@ -102,6 +102,10 @@ class FakeCluster:
     def get(self, info: Any, name: str, namespace: str | None = None) -> Any:
         return self.node if name == "vm-a" else None
 
+    def list(self, info: Any, namespace: str | None = None, label_selector: str | None = None) -> list[Any]:
+        assert label_selector == "cloud.google.com/gke-nodepool=pool-1"
+        return [{"metadata": {"name": n}} for n in ("vm-a", "vm-b", "vm-c")]
+
     def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
         self.calls.append((method, path, body))
         return {}
@@ -112,13 +116,16 @@ def _examined() -> badhost.Examined:
     return badhost.Examined("team-a", "run-1", faults.bad_host(attempts))
 
 
-def test_cordon_adds_the_taint_beside_the_nodes_own_and_dry_run_changes_nothing() -> None:
-    cluster = FakeCluster({TGK_CAPACITY_LABEL: "spot"})
+def test_cordon_adds_the_taint_beside_the_nodes_own_labels_its_pool_and_dry_run_changes_nothing() -> None:
+    cluster = FakeCluster({TGK_CAPACITY_LABEL: "spot", GKE_NODEPOOL_LABEL: "pool-1"})
     shown = badhost.act(cluster, _examined(), cordon=True, report=False, dry_run=True)
     assert cluster.calls == [] and shown[0].done is False and "unschedulable" in shown[0].request
     done = badhost.act(cluster, _examined(), cordon=True, report=False, dry_run=False)
-    ((method, path, body),) = cluster.calls
+    (method, path, body), *labelled = cluster.calls
     assert (method, path) == ("PATCH", "/api/v1/nodes/vm-a") and done[0].done
+    # every node of the pool is labelled (pods keep off the pool), none but vm-a cordoned or tainted
+    assert [(m, p) for m, p, _ in labelled] == [("PATCH", f"/api/v1/nodes/{n}") for n in ("vm-a", "vm-b", "vm-c")]
+    assert all(b == {"metadata": {"labels": {TGK_DEGRADED_SLICE_LABEL: "true"}}} for _, _, b in labelled)
     assert body["spec"]["unschedulable"] is True
     assert body["spec"]["taints"] == [{"key": "other", "effect": "NoSchedule"}, {"key": badhost.BAD_HOST_TAINT_KEY, "value": "run-1", "effect": "NoSchedule"}]
 

@@ -192,6 +192,15 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
         sysctls = [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
+    # A multi-host slice is one node pool: a pool with a VM cordoned as a bad host (workloads/runs/badhost.py)
+    # cannot hold a slice, and a first pod placed there would hold its peers Pending for good.
+    spec["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": names.TGK_DEGRADED_SLICE_LABEL, "operator": "DoesNotExist"}]}]
+            }
+        }
+    }
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     if in_place(plan):
         # JobSet's agent runs the program (workloads/render/inplace.py).

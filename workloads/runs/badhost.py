@@ -7,8 +7,13 @@ A VM whose workload container fails every attempt sends a JobSet into a restart 
 same slice rebuilt on the same VMs each time. Named (``faults.bad_host``: the VM that failed
 first in each of the last ``--attempts`` failed attempts, never a VM that only shared its
 slice), ``--cordon`` makes it unschedulable and gives it the ``BAD_HOST_TAINT`` (NoSchedule),
-so the next attempt's pods cannot land on it: its slice is rebuilt on another node pool of
-the shape (a multi-host slice is one pool; Kueue's flavor may hold several), or waits for one.
+so the next attempt's pods cannot land on it, and labels every node of its node pool
+``TGK_DEGRADED_SLICE_LABEL``, which every run's pods keep off (``workloads.render.jobset``): a
+multi-host slice is one pool, and a first pod placed beside the cordoned VM would hold its
+peers Pending. The slice is rebuilt on another node pool of the shape (Kueue's flavor may hold
+several), or waits for one. Once the VM is repaired (or replaced: GKE's new Node has neither):
+``kubectl uncordon NODE``, ``kubectl taint nodes NODE tpu-gke-toolkit.io/bad-host-`` and
+``kubectl label nodes -l cloud.google.com/gke-nodepool=POOL tpu-gke-toolkit.io/degraded-slice-``.
 
 ``--report-faulty`` asks Compute Engine to repair the VM's host (``instances.reportHostAsFaulty``,
 docs.cloud.google.com/tpu/docs/all-capacity-report-faulty-hosts: 10-12 min to report, 3-14 days
@@ -26,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.errors import FieldError, Forbidden
-from toolkit.names import GKE_NODEPOOL_LABEL, TGK_CAPACITY_LABEL, TGK_NODE_LABEL_PREFIX, WORKLOAD_CONTAINER, CapacityMode
+from toolkit.names import GKE_NODEPOOL_LABEL, TGK_CAPACITY_LABEL, TGK_DEGRADED_SLICE_LABEL, TGK_NODE_LABEL_PREFIX, WORKLOAD_CONTAINER, CapacityMode
 from workloads.observe import faults
 
 BAD_HOST_TAINT_KEY = f"{TGK_NODE_LABEL_PREFIX}/bad-host"
@@ -165,10 +170,18 @@ def act(
         body = {"spec": {"unschedulable": True, "taints": [*taints, taint]}}
         path = nodes.path(None, node_name)
         shown = f"PATCH {path} {json.dumps(body, separators=(',', ':'))}"
+        pool = labels.get(GKE_NODEPOOL_LABEL)
+        # Its pool's nodes (a slice is one pool) labelled so run pods keep off the pool: labelled, not cordoned or blamed.
+        peers = [n["metadata"]["name"] for n in cluster.list(nodes, None, label_selector=f"{GKE_NODEPOOL_LABEL}={pool}")] if pool else [node_name]
+        label = {"metadata": {"labels": {TGK_DEGRADED_SLICE_LABEL: "true"}}}
         if not dry_run:
             cluster.request("PATCH", path, body=body, content_type="application/merge-patch+json")
-        pool = labels.get(GKE_NODEPOOL_LABEL)
+            for peer in peers:
+                cluster.request("PATCH", nodes.path(None, peer), body=label, content_type="application/merge-patch+json")
         actions.append(Action("cordon", f"node {node_name}" + (f" (pool {pool})" if pool else ""), shown, not dry_run))
+        actions.append(
+            Action("label", f"pool {pool or '?'} ({len(peers)} nodes)", f"PATCH /api/v1/nodes/<each> {json.dumps(label, separators=(',', ':'))}", not dry_run)
+        )
     if request is not None:
         shown = request.render()
         answer: dict[str, Any] = {}
@@ -184,15 +197,22 @@ def _google() -> Any:
     return Client(endpoint=endpoint_override())
 
 
-def status_lines(examined: Examined, run: str) -> list[str]:
-    """What ``status`` says of the run's failed attempts: hangs, and a bad host with the command that acts on it."""
+def cordoned(cluster: Any, node: str) -> bool:
+    """Whether ``badhost --cordon`` has been applied to the node (its taint is there)."""
+    obj = cluster.get(cluster.resource("v1", "Node"), node) or {}
+    return any(t.get("key") == BAD_HOST_TAINT_KEY for t in (obj.get("spec") or {}).get("taints") or [])
+
+
+def status_lines(examined: Examined, run: str, *, done: bool = False) -> list[str]:
+    """What ``status`` says of the run's failed attempts: hangs, and a bad host with the command that acts on it (``done``: already cordoned)."""
     out = []
     hung = [a.attempt for a in examined.verdict.attempts if a.hung]
     if hung:
         out.append(f"hangs  attempt{'s' if len(hung) != 1 else ''} {', '.join(map(str, hung))} ended by the exit guard: no new step within the plan's bound")
     v = examined.verdict
     if v.node:
-        out.append(f"bad host  {v.node}: {v.why} — python -m workloads badhost {run} --cordon")
+        then = "cordoned and tainted" if done else f"python -m workloads badhost {run} --cordon"
+        out.append(f"bad host  {v.node}: {v.why} — {then}")
     return out
 
 
@@ -203,7 +223,8 @@ def status_section(cluster: Any, ns: str, run: str, spec: Callable[[], Any], log
     from toolkit.errors import ToolkitError
 
     try:
-        return status_lines(examine(cluster, ns, run, history=cloud_logging_history(cluster, spec, ns, logging_client)), run)
+        examined = examine(cluster, ns, run, history=cloud_logging_history(cluster, spec, ns, logging_client))
+        return status_lines(examined, run, done=examined.verdict.node is not None and cordoned(cluster, examined.verdict.node))
     except ToolkitError as e:
         sys.stderr.write(f"warning: the run's failed attempts are unknown: {e}\n")
         return []
