@@ -111,8 +111,8 @@ def test_an_attempt_the_exit_guard_ended_as_hung_is_its_own_badput() -> None:
         return f"I0101 00:{int(s) // 60:02d}:{int(s) % 60:02d}.000000 1 x.py:1]"
 
     first = [f"{at(0)} start"] + [f"{at(10 + 2 * k)} completed step: {k}, seconds: 2.0" for k in range(5)]
-    first.append(f"E0101 00:01:38.000000 0 exitguard.sh:0] tgk-exit-guard: no new step for 80 s; ending the attempt with exit 124 to have it restarted")
-    first.append(f"E0101 00:01:39.000000 0 exitguard.sh:0] tgk-exit-guard: exit 124 on node vm-1")
+    first.append("E0101 00:01:38.000000 0 exitguard.sh:0] tgk-exit-guard: no new step for 80 s; ending the attempt with exit 124 to have it restarted")
+    first.append("E0101 00:01:39.000000 0 exitguard.sh:0] tgk-exit-guard: exit 124 on node vm-1")
     second = [f"{at(200)} restoring from this run's directory step 3"] + [f"{at(210 + 2 * k)} completed step: {k}, seconds: 2.0" for k in range(4, 8)]
     g = gp.from_attempt_logs(["\n".join(first), "\n".join(second)])
     assert g.hangs == 1

@@ -235,7 +235,7 @@ def preempt(
     )
 
 
-# `local fault badhost|hang` (workloads.cli.faults: the local faults beside `badhost`).
-from workloads.cli.faults import register as _register_faults  # noqa: E402
+# `local fault badhost|hang` (workloads.cli.local_faults).
+from workloads.cli.local_faults import register as _register_faults  # noqa: E402
 
 _register_faults(local_app)
