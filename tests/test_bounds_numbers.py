@@ -217,6 +217,10 @@ BASE = {
     ("workloads", "run-local"): ["run-local", "maxtext-6b"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
+    ("workloads", "local", "crash"): ["local", "crash", "r1"],
+    ("workloads", "local", "fault", "badhost"): ["local", "fault", "badhost", "n1"],
+    ("workloads", "local", "fault", "hang"): ["local", "fault", "hang", "r1"],
+    ("workloads", "badhost"): ["badhost", "r1", "-n", "research", "--kubeconfig", "/nonexistent"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }
 
