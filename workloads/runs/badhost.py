@@ -31,11 +31,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.errors import FieldError, Forbidden
-from toolkit.names import GKE_NODEPOOL_LABEL, TGK_CAPACITY_LABEL, TGK_DEGRADED_SLICE_LABEL, TGK_NODE_LABEL_PREFIX, WORKLOAD_CONTAINER, CapacityMode
+from toolkit.names import (
+    GKE_NODEPOOL_LABEL,
+    K8S_ZONE_LABEL,
+    TGK_CAPACITY_LABEL,
+    TGK_DEGRADED_SLICE_LABEL,
+    TGK_NODE_LABEL_PREFIX,
+    WORKLOAD_CONTAINER,
+    CapacityMode,
+)
 from workloads.observe import faults
 
 BAD_HOST_TAINT_KEY = f"{TGK_NODE_LABEL_PREFIX}/bad-host"
-ZONE_LABEL = "topology.kubernetes.io/zone"
 FAULT_BEHAVIOR = "BEHAVIOR_UNSPECIFIED"  # neither PERFORMANCE nor SILENT_DATA_CORRUPTION: the container fails
 
 
@@ -153,11 +160,11 @@ def act(
                 f"node {node_name} is {capacity or 'not labelled with its capacity'} capacity; reporting a faulty host is for TPU VMs in All Capacity mode (reserved)",
                 "drop --report-faulty (--cordon moves the run off it)",
             )
-        zone = labels.get(ZONE_LABEL)
+        zone = labels.get(K8S_ZONE_LABEL)
         if not zone:
             raise FieldError(
                 "--report-faulty",
-                f"node {node_name} has no {ZONE_LABEL} label, so its VM's zone is unknown",
+                f"node {node_name} has no {K8S_ZONE_LABEL} label, so its VM's zone is unknown",
                 "report it with gcloud compute instances report-host-as-faulty",
             )
         evidence = "; ".join(f"attempt failed first here with exit {f.exit_code} ({f.pod})" for f in examined.verdict.evidence)
