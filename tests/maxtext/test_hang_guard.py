@@ -14,28 +14,12 @@ from pathlib import Path
 
 from infra.spec import load_spec
 from tests.conftest import EXAMPLES
-from tests.maxtext.test_resume import _children
+from tests.maxtext.test_resume import _trainer
 from workloads.maxtext import run_local as rl
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import exitguard
 
 STEP = re.compile(r"completed step: (\d+),")
-
-
-def _trainer(pid: int) -> int | None:
-    """The MaxText process below the guard: a python running the trainer (the guard's own subshells carry the
-    trainer's name in their argv too, as arguments of /bin/sh)."""
-    todo = [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            cmdline = (Path("/proc") / str(p) / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"python" in cmdline[0] and b"maxtext.trainers.pre_train.train" in cmdline:
-            return p
-        todo += _children(p)
-    return None
 
 
 def test_a_stopped_maxtext_is_ended_by_the_guard_with_124(maxtext_venv, tmp_path: Path) -> None:

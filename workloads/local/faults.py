@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from toolkit.errors import FieldError
-from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, TGK_LOCAL_PREFIX, WORKLOAD_CONTAINER
+from toolkit.names import GKE_NODEPOOL_LABEL, TGK_LOCAL_PREFIX, WORKLOAD_CONTAINER
 from workloads.cluster.client import Cluster
 from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
 from workloads.render import exitguard
@@ -70,21 +70,10 @@ def bad_host(kube: Cluster, node: str, *, exit_code: int = DEFAULT_BAD_HOST_EXIT
 
 def hang(kube: Cluster, namespace: str, run: str, slice_index: int = 0, worker: int = 0) -> FaultResult:
     """Make one running worker of RUN stop stepping (its pod stays Running)."""
-    selector = f"{JOBSET_NAME_LABEL}={run},{JOBSET_JOB_INDEX_LABEL}={slice_index},{K8S_COMPLETION_INDEX_LABEL}={worker}"
-    info = kube.resource("v1", "Pod")
-    pods = [
-        p
-        for p in kube.list(info, namespace, label_selector=selector)
-        if (p.get("status") or {}).get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    ]
-    if not pods:
-        raise FieldError(
-            "--worker",
-            f"worker {worker} of slice {slice_index} of run {run!r} is not running in namespace {namespace!r}",
-            f"see `python -m workloads status {run}`",
-        )
-    name = pods[0]["metadata"]["name"]
-    _patch(kube, info.path(namespace, name), {"metadata": {"annotations": {HANG_ANNOTATION: "true"}}})
+    from workloads.local.disrupt import running_worker
+
+    name = running_worker(kube, namespace, run, slice_index, worker)["metadata"]["name"]
+    _patch(kube, kube.resource("v1", "Pod").path(namespace, name), {"metadata": {"annotations": {HANG_ANNOTATION: "true"}}})
     return FaultResult("hang", f"{namespace}/{name}", "stops stepping; its pod stays Running until the exit guard's hang bound ends the attempt")
 
 
