@@ -44,7 +44,7 @@ WRITE_ROLES = frozenset({"roles/storage.objectAdmin", "roles/storage.objectUser"
 
 
 # Vertex AI TensorBoard. A profiled run's MaxText lists the project's TensorBoards to find
-# the spec's (by display name), creates an experiment named after the run and uploads to it;
+# the spec's (by display name), creates the run's experiment and uploads to it;
 # roles/aiplatform.user holds all three (Vertex AI's TensorBoard set-up guide grants it to
 # training service accounts). It is project-wide: there is no per-instance TensorBoard IAM.
 TENSORBOARD_ROLE = "roles/aiplatform.user"

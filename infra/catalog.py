@@ -48,11 +48,23 @@ class Generation:
     max_chips: int
     min_gke_version: str | None  # GKE Standard floor for this generation
     multi_host_placement: Placement
+    # Cloud TPU system architecture pages (cloud.google.com/tpu/docs/<generation>): int8 peak where
+    # the chip has a faster int8 path (None: int8 runs at the bf16 rate), bidirectional ICI bandwidth.
+    peak_int8_tops_per_chip: float | None = None
+    ici_gbytes_per_s_per_chip: float = 0.0
+    # Other multi-host machine types a pool may choose (the first of ``multi_host_machine``'s alternatives
+    # is never implied): tpu7x-ultranet-4t is the tpu7x VM with an iRDMA NIC for faster DCN transfers.
+    alternate_machines: tuple[str, ...] = ()
 
     @property
     def canonical_prefix(self) -> str:
         return self.name_prefixes[0]
 
+
+# The tpu7x VM with an iRDMA NIC (Intel RDMA over a SmartNIC) for faster DCN transfers; not needed for
+# multislice, which runs on tpu7x-standard-4t too. Offered in some zones only: `infra check` reads
+# Compute Engine's machineTypes of the pool's zone.
+ULTRANET_MACHINE = "tpu7x-ultranet-4t"
 
 # Multislice across node pools on GKE Standard needs at least this version.
 MULTISLICE_MIN_GKE_VERSION = "1.27.4-gke.900"
@@ -77,6 +89,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=4096,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=None,
+            ici_gbytes_per_s_per_chip=300,
         ),
         Generation(
             name="v5e",
@@ -93,6 +107,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=256,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=393,
+            ici_gbytes_per_s_per_chip=400,
         ),
         Generation(
             name="v5p",
@@ -109,6 +125,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=8960,
             min_gke_version=None,
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=918,
+            ici_gbytes_per_s_per_chip=600,
         ),
         Generation(
             name="v6e",
@@ -125,6 +143,8 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=256,
             min_gke_version="1.31.2-gke.1115000",
             multi_host_placement=Placement.COMPACT,
+            peak_int8_tops_per_chip=1836,
+            ici_gbytes_per_s_per_chip=800,
         ),
         Generation(
             name="tpu7x",
@@ -141,6 +161,9 @@ GENERATIONS: dict[str, Generation] = {
             max_chips=9216,
             min_gke_version="1.34.0-gke.2201000",
             multi_host_placement=Placement.WORKLOAD_POLICY,
+            peak_int8_tops_per_chip=None,
+            ici_gbytes_per_s_per_chip=1200,
+            alternate_machines=(ULTRANET_MACHINE,),
         ),
     )
 }
@@ -278,14 +301,32 @@ def _generation(name: str) -> Generation:
     return gen
 
 
-_TOPO_RE = re.compile(r"^\d+(x\d+){1,2}$")
+_TOPO_RE = re.compile(r"^[0-9]+(x[0-9]+){1,2}$")
+
+
+def machine_choices(generation: str) -> tuple[str, ...]:
+    """The multi-host machine types a pool of ``generation`` may use, the default first."""
+    gen = _generation(generation)
+    return (gen.multi_host_machine, *gen.alternate_machines)
+
+
+def with_machine(s: SliceShape, machine_type: str) -> SliceShape:
+    """``s`` on another of its generation's multi-host machine types (CatalogError for one it does not offer)."""
+    choices = machine_choices(s.generation.name)
+    if machine_type == s.machine_type:
+        return s
+    if machine_type not in choices[1:]:
+        raise CatalogError(f"{s.generation.name} multi-host slices run on {', '.join(choices)}, not {machine_type!r}")
+    if not s.multi_host:
+        raise CatalogError(f"{machine_type} makes multi-host slices only; {s.topology} is a single host ({s.machine_type})")
+    return SliceShape(s.generation, s.topology, machine_type, s.chips_per_vm)
 
 
 def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> SliceShape:
     """Resolve an explicit generation + topology (and optionally chips per VM)."""
     gen = _generation(generation)
     topo = topology.strip().lower()
-    if not _TOPO_RE.match(topo):
+    if not _TOPO_RE.fullmatch(topo):
         raise CatalogError(f"topology {topology!r} is not of the form AxB or AxBxC; valid for {gen.name}: {_topology_summary(gen)}")
     dims = tuple(int(d) for d in topo.split("x"))
     if len(dims) != gen.dims:
@@ -317,7 +358,7 @@ def shape(generation: str, topology: str, chips_per_vm: int | None = None) -> Sl
     raise CatalogError(f"{gen.name} has no {topo} slice; valid: {_topology_summary(gen)}")
 
 
-_NAME_RE = re.compile(r"^([a-z0-9]+?)-(\d+)$")
+_NAME_RE = re.compile(r"^([a-z0-9]+?)-([0-9]+)$")
 
 
 def _prefix_map() -> dict[str, Generation]:
@@ -340,7 +381,7 @@ def _default_topology_by_chips(gen_name: str) -> dict[int, str]:
 def accelerator_type(name: str) -> SliceShape:
     """Resolve an accelerator-type name: v5litepod-16, v6e-16, v4-16, v5p-16, tpu7x-128."""
     raw = name.strip().lower()
-    m = _NAME_RE.match(raw)
+    m = _NAME_RE.fullmatch(raw)
     prefixes = _prefix_map()
     valid_names = ", ".join(f"{g.canonical_prefix}-N" for g in GENERATIONS.values())
     if not m or m.group(1) not in prefixes:
@@ -388,12 +429,12 @@ def resolve(
     raise CatalogError("give a TPU type name (e.g. v5litepod-16) or both generation and topology")
 
 
-GKE_VERSION = r"^(\d+)\.(\d+)(?:\.(\d+))?(?:-gke\.(\d+))?$"  # 1.31.2-gke.1115000, 1.34.1, 1.34
+GKE_VERSION = r"^([0-9]+)\.([0-9]+)(?:\.([0-9]+))?(?:-gke\.([0-9]+))?$"  # 1.31.2-gke.1115000, 1.34.1, 1.34
 
 
 def gke_version_tuple(version: str) -> tuple[int, ...]:
     """'1.31.2-gke.1115000' -> (1, 31, 2, 1115000); '1.34' -> (1, 34, 0, 0)."""
-    m = re.match(GKE_VERSION, version.strip())
+    m = re.fullmatch(GKE_VERSION, version.strip())
     if not m:
         raise CatalogError(f"GKE version {version!r} is not of the form 1.31.2-gke.1115000")
     return tuple(int(g) if g else 0 for g in m.groups())
@@ -429,10 +470,12 @@ TPU_VM_SIZES: dict[str, MachineSize] = {
     "ct6e-standard-4t": MachineSize(180, 720),
     "ct6e-standard-8t": MachineSize(180, 1440),
     "tpu7x-standard-4t": MachineSize(224, 960),
+    # Taken as the standard-4t host with another NIC: no published vCPU/memory figure of its own was found.
+    ULTRANET_MACHINE: MachineSize(224, 960),
 }
 # GiB of memory per vCPU of the general-purpose families' variants (e2/n2/n2d/c3-standard-8 ...).
 GIB_PER_VCPU = {"standard": 4, "highmem": 8, "highcpu": 1}
-_GENERAL_PURPOSE_RE = re.compile(r"^[a-z0-9]+-(standard|highmem|highcpu)-(\d+)$")
+_GENERAL_PURPOSE_RE = re.compile(r"^[a-z0-9]+-(standard|highmem|highcpu)-([0-9]+)$")
 
 # What a caller assumes for a machine type machine_size() does not know; each use has its own:
 # - a Kueue ClusterQueue's cpu/memory quota (workloads.render.kueue): at least as large as
@@ -450,7 +493,7 @@ def machine_size(machine_type: str, default: MachineSize | None = None) -> Machi
     """
     if machine_type in TPU_VM_SIZES:
         return TPU_VM_SIZES[machine_type]
-    m = _GENERAL_PURPOSE_RE.match(machine_type)
+    m = _GENERAL_PURPOSE_RE.fullmatch(machine_type)
     if m:
         vcpu = int(m.group(2))
         return MachineSize(vcpu, vcpu * GIB_PER_VCPU[m.group(1)])

@@ -1,10 +1,14 @@
 """``python -m infra``: synth, plan, deploy, destroy, outputs.
 
 The CLI parses and prints; ``infra.service`` below it does the work and returns data. Each
-command reads its spec (or, for ``synth --fleet``, its fleet file) once, here at the edge,
-through ``infra.fleet.load_spec_or_fleet``, and passes the object down: it is loaded and
-validated before anything is written or run, so bad input leaves nothing behind. CDK
-Terrain is imported only by the commands that synthesize (``--help`` must stay fast).
+command reads its spec once, here at the edge, through ``infra.fleet.load_spec_or_fleet``,
+and passes the object down: it is loaded and validated before anything is written or run,
+so bad input leaves nothing behind. ``--spec`` takes a fleet file too: ``spec``, ``check``,
+``synth``, ``plan``, ``deploy``, ``destroy`` and ``outputs`` then act on every member in the
+order ``infra.fleet_service`` states (workers then manager to create, the reverse to
+destroy), each announced by a ``== <member>`` line; the commands on one cluster's TPU pools
+or prices refuse it, naming the worker specs. CDK Terrain is imported only by the commands
+that synthesize (``--help`` must stay fast).
 """
 
 from __future__ import annotations
@@ -28,10 +32,28 @@ DEFAULT_OUT = Path("cdktn.out")
 
 
 def _load(spec: Path | None):
-    """``--spec``: an environment spec only (a fleet file is refused as a spec is)."""
+    """``--spec``: an environment spec or a fleet file (``infra.fleet.Fleet``)."""
     from infra.fleet import load_spec_or_fleet
 
-    return load_spec_or_fleet(spec, want="spec")
+    return load_spec_or_fleet(spec, want="either")
+
+
+def _one(spec: Path | None, command: str):
+    """``--spec`` of a command on one cluster's TPU pools or prices: a fleet file is refused, naming its workers' specs."""
+    from infra.fleet_service import one_cluster
+
+    return one_cluster(_load(spec), command)
+
+
+def _is_fleet(obj) -> bool:
+    from infra.fleet import Fleet
+
+    return isinstance(obj, Fleet)
+
+
+def _header(member, path: Path | None = None, *, err: bool = False) -> None:
+    """The line before a member's part of a fleet command's output."""
+    typer.echo(f"== {member.label}" + (f": {path.parent}" if path is not None else ""), err=err)
 
 
 def _err(line: str) -> None:
@@ -65,15 +87,16 @@ def synth(
     from infra.summary import render_text, summarize
     from infra.synth_out import synth_into
 
-    if fleet is not None:
-        paths = synth_into(load_spec_or_fleet(fleet, want="fleet"), out)
+    found = load_spec_or_fleet(fleet, want="fleet") if fleet is not None else _load(spec)
+    if _is_fleet(found):
+        paths = synth_into(found, out)
         if output is OutputFormat.json:
-            print_json({"stacks": [str(p) for p in paths], "then": f"python -m workloads queues apply --fleet {fleet}"})
+            print_json({"stacks": [str(p) for p in paths], "then": f"python -m workloads queues apply --fleet {found.path}"})
         else:
             for p in paths:
                 typer.echo(str(p))
         return
-    spec_obj = _load(spec)
+    spec_obj = found
     (path,) = synth_into(spec_obj, out)
     if not summary and output is OutputFormat.text:
         typer.echo(str(path))
@@ -88,10 +111,19 @@ def synth(
 
 @app.command()
 def plan(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, dry_run: DryRun = False) -> None:
-    """Synthesize, terraform init (GCS backend from the spec) and terraform plan."""
-    from infra import service
+    """Synthesize, terraform init (GCS backend from the spec) and terraform plan.
+
+    A fleet file: every member, the workers first, then the manager.
+    """
+    from infra import fleet_service, service
 
     spec_obj = _load(spec)
+    if _is_fleet(spec_obj):
+        for member, path in fleet_service.stacks(spec_obj, out):
+            _header(member, path, err=not dry_run)
+            tf = service.terraform(path, dry_run)
+            _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
+        return
     (path,) = service.synth_into(spec_obj, out)
     tf = service.terraform(path, dry_run)
     _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
@@ -115,10 +147,16 @@ def _cloud_checks(spec_obj, endpoint: str, dry_run: bool, *, echo=None) -> None:
 
 @app.command()
 def check(spec: SpecOpt = None, endpoint: EndpointOpt = "", dry_run: DryRun = False, output: Output = OutputFormat.text) -> None:
-    """Before a deploy: the zones offer the TPU machine types, the TPU quota covers the pools, the reservations fit and are READY."""
+    """Before a deploy: the zones offer the TPU machine types, the TPU quota covers the pools, the reservations fit and are READY.
+
+    A fleet file: each worker's (the manager has no TPU pool).
+    """
     from infra import service
 
     spec_obj = _load(spec)
+    if _is_fleet(spec_obj):
+        _check_fleet(spec_obj, endpoint, dry_run, output)
+        return
     if dry_run:
         _cloud_checks(spec_obj, endpoint, dry_run=True)
         return
@@ -126,6 +164,27 @@ def check(spec: SpecOpt = None, endpoint: EndpointOpt = "", dry_run: DryRun = Fa
         print_json({"findings": [f.to_dict() for f in service.check(spec_obj, endpoint)]})
         return
     _cloud_checks(spec_obj, endpoint, dry_run=False)
+
+
+def _check_fleet(fleet, endpoint: str, dry_run: bool, output: OutputFormat) -> None:
+    """Each worker's checks, in the fleet's order; the manager has no TPU pool to check. The first refusal stops it."""
+    from infra import fleet_service, service
+
+    found = {}
+    for member in fleet_service.in_order(fleet):
+        if member.is_manager:
+            if output is OutputFormat.text:
+                _header(member)
+                typer.echo("  no TPU pool: nothing to check")
+            continue
+        with fleet_service.as_member(member):
+            if output is OutputFormat.json and not dry_run:
+                found[member.name] = [f.to_dict() for f in service.check(member.model, endpoint)]
+                continue
+            _header(member)
+            _cloud_checks(member.model, endpoint, dry_run)
+    if output is OutputFormat.json and not dry_run:
+        print_json({"fleet": fleet.name, "findings": found})
 
 
 @app.command()
@@ -137,11 +196,17 @@ def deploy(
     no_checks: NoChecks = False,
     endpoint: EndpointOpt = "",
 ) -> None:
-    """Check the project, synthesize, plan, and apply that exact plan; a pool listing several reservations tries them in order."""
+    """Check the project, synthesize, plan, and apply that exact plan; a pool listing several reservations tries them in order.
+
+    A fleet file: every member checked and planned first, then applied workers first, the manager last.
+    """
     from infra import reservation_fallback as fallback
     from infra import service
 
     spec_obj = _load(spec)
+    if _is_fleet(spec_obj):
+        _deploy_fleet(spec_obj, out, yes, dry_run, no_checks, endpoint)
+        return
     if not no_checks:
         _cloud_checks(spec_obj, endpoint, dry_run, echo=_err)
     choice = fallback.first_choice(spec_obj)
@@ -157,12 +222,54 @@ def deploy(
     service.apply(spec_obj, out, tf, path, choice, _err)
 
 
+def _deploy_fleet(fleet, out: Path, yes: bool, dry_run: bool, no_checks: bool, endpoint: str) -> None:
+    """Every worker checked, every member synthesized and planned, one confirmation, then each applied in order.
+
+    A member whose apply fails stops the deploy there: the ones before it are deployed, the
+    ones after it untouched (the error's line, and the ``== applied`` lines before it, say which).
+    """
+    from infra import fleet_service, service
+    from infra import reservation_fallback as fallback
+
+    workers = [m for m in fleet_service.in_order(fleet) if not m.is_manager]
+    if not no_checks:
+        for m in workers:
+            _header(m, err=not dry_run)
+            with fleet_service.as_member(m):
+                _cloud_checks(m.model, endpoint, dry_run, echo=_err)
+    choices = {m.cluster: fallback.first_choice(m.model) for m in workers}
+    planned = []
+    for member, path in fleet_service.stacks(fleet, out, reservations=choices):
+        _header(member, path, err=not dry_run)
+        tf = service.terraform(path, dry_run)
+        _execute(tf, [tf.init(), tf.plan(out="tfplan")], dry_run)
+        if dry_run:
+            for line in [] if member.is_manager else fallback.order_lines(member.model):
+                typer.echo(line)
+            _execute(tf, [tf.apply("tfplan")], dry_run)
+        planned.append((member, path, tf))
+    if dry_run:
+        return
+    names = ", ".join(m.label for m, _, _ in planned)
+    confirm(f"Apply these plans to the fleet {fleet.name}, in this order: {names}?", yes=yes)
+    for member, path, tf in planned:
+        _header(member, path, err=True)
+        service.apply(member.model, out, tf, path, choices.get(member.cluster, {}), _err)
+        _err(f"== applied {member.label}")
+
+
 @app.command()
 def destroy(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, dry_run: DryRun = False) -> None:
-    """Destroy everything the stack created (asks first unless --yes)."""
+    """Destroy everything the stack created (asks first unless --yes).
+
+    A fleet file: every member, the manager first, then the workers in reverse.
+    """
     from infra import service
 
     spec_obj = _load(spec)
+    if _is_fleet(spec_obj):
+        _destroy_fleet(spec_obj, out, yes, dry_run)
+        return
     if spec_obj.cluster.deletion_protection and not dry_run:
         from toolkit.errors import SpecError
 
@@ -178,19 +285,52 @@ def destroy(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, yes: Yes = False, d
     _execute(tf, [tf.init(), tf.plan(out="tfplan-destroy", destroy=True), tf.apply("tfplan-destroy")], dry_run)
 
 
+def _destroy_fleet(fleet, out: Path, yes: bool, dry_run: bool) -> None:
+    """Every member's deletion protection checked first, one confirmation, then each destroyed: the manager, then the workers in reverse."""
+    from infra import fleet_service, service
+
+    if not dry_run:
+        fleet_service.refuse_protected(fleet)
+    ordered = fleet_service.stacks(fleet, out, destroy=True)
+    if not dry_run:
+        confirm(f"Destroy the fleet {fleet.name}, in this order: {', '.join(m.label for m, _ in ordered)}?", yes=yes)
+    for member, path in ordered:
+        _header(member, path, err=not dry_run)
+        tf = service.terraform(path, dry_run)
+        _execute(tf, [tf.init(), tf.plan(out="tfplan-destroy", destroy=True), tf.apply("tfplan-destroy")], dry_run)
+        if not dry_run:
+            _err(f"== destroyed {member.label}")
+
+
 @app.command()
 def outputs(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, output: Output = OutputFormat.text) -> None:
-    """Show the stack's outputs from the Terraform state."""
-    from infra import service
+    """Show the stack's outputs from the Terraform state.
+
+    A fleet file: each member's, the workers then the manager.
+    """
+    from infra import fleet_service, service
 
     spec_obj = _load(spec)
+    if _is_fleet(spec_obj):
+        found = {m.name: (m, service.outputs_at(path)) for m, path in fleet_service.stacks(spec_obj, out)}
+        if output is OutputFormat.json:
+            print_json({name: {k: v.get("value") for k, v in data.items()} for name, (_, data) in found.items()})
+            return
+        for m, data in found.values():
+            _header(m)
+            _print_outputs(m.cluster, data)
+        return
     data = service.outputs(spec_obj, out)
     values = {k: v.get("value") for k, v in data.items()}
     if output is OutputFormat.json:
         print_json(values)
         return
-    if not values:
-        _err(f"no outputs in the state of {spec_obj.cluster.name}: nothing deployed yet (python -m infra deploy)")
+    _print_outputs(spec_obj.cluster.name, data)
+
+
+def _print_outputs(cluster: str, data: dict) -> None:
+    if not data:
+        _err(f"no outputs in the state of {cluster}: nothing deployed yet (python -m infra deploy)")
         return
     for k, v in data.items():
         # As `terraform output` does: a sensitive value is named, not shown (-o json shows it).
@@ -199,14 +339,47 @@ def outputs(spec: SpecOpt = None, out: OutOpt = DEFAULT_OUT, output: Output = Ou
 
 @app.command()
 def spec(spec: SpecOpt = None, output: Output = OutputFormat.text) -> None:
-    """Validate a spec and show what it resolves to, and what its TPU pools cost (no CDK involved)."""
-    from infra import service
-    from infra.pricing import cost_lines
+    """Validate a spec and show what it resolves to, and what its TPU pools cost (no CDK involved).
 
-    data = service.describe(_load(spec))
+    A fleet file: each member, the workers then the manager.
+    """
+    from infra import fleet_service, service
+
+    found = _load(spec)
+    if _is_fleet(found):
+        parts = []
+        for m in fleet_service.in_order(found):
+            data = fleet_service.describe_manager(found) if m.is_manager else service.describe(m.model)
+            parts.append((m, {"member": m.name, "role": "manager" if m.is_manager else "worker", "spec": str(m.source), **data}))
+        if output is OutputFormat.json:
+            print_json({"fleet": found.name, "order": fleet_service.ORDER, "members": [d for _, d in parts]})
+            return
+        typer.echo(f"fleet {found.name}: {len(found.workers)} workers and a MultiKueue manager; created {fleet_service.ORDER['create']}")
+        for m, data in parts:
+            _header(m)
+            (_print_manager if m.is_manager else _print_spec)(data)
+        return
+    data = service.describe(found)
     if output is OutputFormat.json:
         print_json(data)
         return
+    _print_spec(data)
+
+
+def _print_manager(data: dict) -> None:
+    typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}, state {data['state']}")
+    typer.echo(f"  MultiKueue manager of {', '.join(data['workers'])}: its queues hold {', '.join(data['queue_pools'])} (no TPU node of its own)")
+    for t in data["teams"]:
+        typer.echo(f"  team {t['name']}: namespace {t['namespace']}, LocalQueue {t['local_queue']}, priority {t['priority']}")
+    for b in data["buckets"]:
+        typer.echo(f"  bucket {b['name']} ({b['purpose']}, {b['location']}): written by {len(b['granted_to'])} service accounts of the workers")
+    if not data["buckets"]:
+        typer.echo("  no fleet bucket: runs through the manager cannot checkpoint (add buckets: to the fleet file)")
+
+
+def _print_spec(data: dict) -> None:
+    from infra.pricing import cost_lines
+
     typer.echo(f"{data['cluster']}: {data['project']} / {data['region']}, GKE >= {data['min_master_version'] or 'channel default'}")
     for p in data["tpu_pools"]:
         how = f", compute class {p['compute_class']} (GKE creates the slices)" if p["compute_class"] else ""
@@ -245,7 +418,7 @@ def pools_scale_to_zero(spec: SpecOpt = None, pool: PoolsOpt = None, yes: Yes = 
     from infra import pools as pl
     from infra import service
 
-    spec_obj = _load(spec)
+    spec_obj = _one(spec, "pools scale-to-zero")
     chosen = pl.select(spec_obj, pool or [], declared=True)
     cmds = service.scale_to_zero(spec_obj, chosen, gcloud=service.gcloud(dry_run), explicit=bool(pool))
     if dry_run:
@@ -265,7 +438,7 @@ def pools_status(spec: SpecOpt = None, pool: PoolsOpt = None, endpoint: Endpoint
     from infra import pools as pl
     from infra import service
 
-    spec_obj = _load(spec)
+    spec_obj = _one(spec, "pools status")
     chosen = pl.select(spec_obj, pool or [], declared=True)
     if dry_run:
         typer.echo(service.pool_status_request(spec_obj, endpoint))
@@ -286,7 +459,7 @@ def pools_delete_tpu(spec: SpecOpt = None, pool: PoolsOpt = None, out: OutOpt = 
     from infra import pools as pl
     from infra import service
 
-    spec_obj = _load(spec)
+    spec_obj = _one(spec, "pools delete-tpu")
     chosen = pl.select(spec_obj, pool or [], declared=True)
     tf, steps, addresses = service.delete_tpu(spec_obj, chosen, out, dry_run)
     _execute(tf, steps, dry_run)
@@ -309,7 +482,7 @@ def prices_show(
     from infra import service
     from infra.price_table import MODES
 
-    spec_obj = _load(spec)
+    spec_obj = _one(spec, "prices show")
     region = region or spec_obj.region
     rows = service.price_rows(spec_obj, region)
     if output is OutputFormat.json:

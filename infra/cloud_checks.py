@@ -36,7 +36,7 @@ from typing import Any
 
 from infra import tpu_quotas as tq
 from infra.gcp_api import ApiRequest
-from infra.spec import EnvSpec, Reservation, TpuPoolSpec
+from infra.spec import EnvSpec, Reservation, TpuPoolSpec, ironwood
 from toolkit.errors import FieldError
 
 Get = Callable[[ApiRequest], "dict[str, Any] | None"]
@@ -180,6 +180,7 @@ def requests(spec: EnvSpec, now: datetime | None = None) -> list[ApiRequest]:
     out = [machine_type_request(spec.project, zone, mt) for zone, mt in _machine_types(spec)]
     out += _quota_requests(spec, now or tq.now())
     out += [reservation_request(spec.project, cap) for _, _, cap in _reservations(spec)]
+    out += [r for r in (provision_only_request(spec),) if r is not None]
     return list(dict.fromkeys(out))
 
 
@@ -188,7 +189,53 @@ def requests(spec: EnvSpec, now: datetime | None = None) -> list[ApiRequest]:
 
 def run(spec: EnvSpec, get: Get, pages: Pages | None = None, now: datetime | None = None) -> list[Finding]:
     """Every check; ``pages`` reads a paged listing (one page through ``get`` when not given)."""
-    return check_machine_types(spec, get) + check_quotas(spec, get, pages, now) + check_reservations(spec, get)
+    return check_machine_types(spec, get) + check_quotas(spec, get, pages, now) + check_reservations(spec, get) + check_provision_only_policy(spec, get)
+
+
+def provision_only_request(spec: EnvSpec) -> ApiRequest | None:
+    """The PROVISION_ONLY workload policy of dynamically sliced pools (None without one): made outside Terraform."""
+    if not any(p.dynamic_slicing for p in spec.tpu_pools):
+        return None
+    name = ironwood.provision_only_policy(spec.cluster.name)
+    return ApiRequest(
+        "compute", f"/compute/v1/projects/{spec.project}/regions/{spec.region}/resourcePolicies/{name}", f"workload policy {name} (PROVISION_ONLY)"
+    )
+
+
+def check_provision_only_policy(spec: EnvSpec, get: Get) -> list[Finding]:
+    """The PROVISION_ONLY workload policy exists (the pinned provider cannot make it: infra.spec.ironwood)."""
+    req = provision_only_request(spec)
+    if req is None:
+        return []
+    name = ironwood.provision_only_policy(spec.cluster.name)
+    i = next(i for i, p in enumerate(spec.tpu_pools) if p.dynamic_slicing)
+    doc = get(req)
+    if doc is None:
+        return [
+            Finding(
+                "policy",
+                f"workload policy {name}",
+                False,
+                f"does not exist in {spec.region}, and the dynamically sliced node pools are placed by it",
+                field=f"tpu_pools[{i}].dynamic_slicing",
+                fix=f"create it: {ironwood.provision_only_command(spec.project, spec.region, spec.cluster.name)}",
+                refuses=True,
+            )
+        ]
+    mode = str(((doc.get("workloadPolicy") or {}).get("acceleratorTopologyMode")) or "")
+    if mode != "PROVISION_ONLY":
+        return [
+            Finding(
+                "policy",
+                f"workload policy {name}",
+                False,
+                f"has accelerator topology mode {mode or '(none)'}, not PROVISION_ONLY",
+                field=f"tpu_pools[{i}].dynamic_slicing",
+                fix=f"delete it and create it again: {ironwood.provision_only_command(spec.project, spec.region, spec.cluster.name)}",
+                refuses=True,
+            )
+        ]
+    return [Finding("policy", f"workload policy {name}", True, "PROVISION_ONLY")]
 
 
 def check_machine_types(spec: EnvSpec, get: Get) -> list[Finding]:
@@ -196,7 +243,21 @@ def check_machine_types(spec: EnvSpec, get: Get) -> list[Finding]:
     for (zone, mt), (i, pool) in _machine_types(spec).items():
         gen = pool.shape.generation.name
         subject = f"{mt} ({gen}) in {zone}"
-        if get(machine_type_request(spec.project, zone, mt)) is None:
+        if get(machine_type_request(spec.project, zone, mt)) is None and pool.machine_type is not None:
+            # A chosen machine type (tpu7x-ultranet-4t): the zone may have the generation but not this VM.
+            default = pool.shape.generation.multi_host_machine
+            out.append(
+                Finding(
+                    "machine-type",
+                    subject,
+                    False,
+                    f"{zone} does not offer {mt}",
+                    field=f"tpu_pools[{i}].machine_type",
+                    fix=f"remove machine_type (the default {default}) or use a zone that lists {mt} (gcloud compute machine-types list --filter=name={mt})",
+                    refuses=True,
+                )
+            )
+        elif get(machine_type_request(spec.project, zone, mt)) is None:
             out.append(
                 Finding(
                     "machine-type",

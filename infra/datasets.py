@@ -26,6 +26,7 @@ _SEGMENT = r"[A-Za-z0-9][A-Za-z0-9._=+-]*"
 OBJECT_PREFIX = rf"^{_SEGMENT}(/{_SEGMENT})*$"
 # The file pattern under the prefix: one glob in the last segment at most (Grain expands it).
 FILE_GLOB = r"^[A-Za-z0-9._=+*?-]+$"
+CHAT_TEMPLATE_MAX = 64 * 1024  # a chat template is a page of Jinja; it travels as one program argument
 # MaxText's bundled tokenizers, named as its configs name them (relative to the package).
 MAXTEXT_ASSET = r"^assets/tokenizers/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)?$"
 
@@ -64,23 +65,43 @@ class DatasetSpec(BaseModel):
         "text", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=64, description="the feature holding the text (or the token ids when tokenized)"
     )
     tokenized: bool = Field(False, description="the files hold token ids already (MaxText tokenize_train_data=false)")
+    chat_template: str | None = Field(
+        None,
+        max_length=CHAT_TEMPLATE_MAX,
+        description="for fine-tuning (a recipe of kind sft): the Jinja chat template that renders each conversation of the column "
+        "(MaxText's chat_template); none: the Hugging Face tokenizer's own",
+    )
 
     @field_validator("path")
     @classmethod
     def _path(cls, v: str) -> str:
-        if not re.match(OBJECT_PREFIX, v):
+        if not re.fullmatch(OBJECT_PREFIX, v):
             raise ValueError(
                 f"{v!r} is not a plain object prefix; write it like c4/en/3.0.1 (segments of letters, digits, . _ = + -, no '..', no leading or trailing /)"
             )
+        return v
+
+    @field_validator("chat_template")
+    @classmethod
+    def _chat_template(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("is empty; leave it out to use the tokenizer's own chat template")
+        if "${" in v:
+            # MaxText reads its arguments with OmegaConf, which would take ${...} for one of its interpolations.
+            raise ValueError("holds '${', which MaxText's config loader (OmegaConf) reads as an interpolation; write the template without it")
+        if "\x00" in v:
+            raise ValueError("holds a NUL character, which no program argument can carry")
         return v
 
     @field_validator("tokenizer")
     @classmethod
     def _tokenizer(cls, v: str) -> str:
         if v.startswith("assets/"):
-            if not re.match(MAXTEXT_ASSET, v):
+            if not re.fullmatch(MAXTEXT_ASSET, v):
                 raise ValueError(f"{v!r} is not one of MaxText's bundled tokenizers; write it like assets/tokenizers/tokenizer.llama2")
-        elif not re.match(OBJECT_PREFIX, v):
+        elif not re.fullmatch(OBJECT_PREFIX, v):
             raise ValueError(f"{v!r} is neither assets/tokenizers/<name> nor a file under the dataset's path; write it like tokenizer.model")
         return v
 

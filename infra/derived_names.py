@@ -61,7 +61,7 @@ def _service_accounts(spec: EnvFields) -> None:
         ids.setdefault(naming.service_account_id(cluster, suffix), f"the {suffix} service account")
     for i, t in enumerate(spec.teams):
         account = naming.team_service_account_id(cluster, t.name)
-        if not re.match(GCP_ID, account):
+        if not re.fullmatch(GCP_ID, account):
             raise SpecError(
                 f"teams[{i}].name",
                 f"makes the service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} lowercase letters, digits and '-'",
@@ -78,14 +78,14 @@ def _service_accounts(spec: EnvFields) -> None:
 
 def _namespaces(spec: EnvFields) -> None:
     for i, t in enumerate(spec.teams):
-        if RESERVED_NAMESPACE.match(t.ns):
+        if RESERVED_NAMESPACE.fullmatch(t.ns):
             key = "namespace" if t.namespace else "name"
             raise SpecError(
                 f"teams[{i}].{key}",
                 f"namespace {t.ns!r} belongs to the cluster's own components; the toolkit would relabel it (Pod Security) and fill it with team objects",
                 f"give the team a namespace of its own, e.g. namespace: team-{t.name}",
             )
-    if spec.xpk.enabled and RESERVED_NAMESPACE.match(spec.xpk.namespace):
+    if spec.xpk.enabled and RESERVED_NAMESPACE.fullmatch(spec.xpk.namespace):
         raise SpecError(
             "xpk.namespace", f"namespace {spec.xpk.namespace!r} belongs to the cluster's own components", "give xpk a namespace of its own, e.g. xpk"
         )

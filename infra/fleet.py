@@ -10,6 +10,15 @@ flavors with the fleet's quota (the sum of the workers'), and a run is planned a
 the pools it could land on. The workers' own Kueue still admits by their own quota:
 the manager's quota only keeps it from dispatching more than the fleet holds.
 
+A fleet is its members, each distinct: every name a member's stack creates that GCP holds
+one of (its Terraform state, cluster, VPC, service accounts, buckets...: ``infra.owned_names``)
+is its own, refused at load when two members share one (``check_distinct``); the manager
+has its own state and network. A run submitted through the manager may land on any worker,
+and be moved to another when its worker is lost, so it checkpoints to the fleet's own
+buckets (``buckets:`` of the fleet file): the manager's stack creates them and grants them to
+every worker's team identity, so the planner's "can this run's identity write it" holds on
+every worker it may land on.
+
 The manager is a ``FleetManager``, a model of its own holding what its stack and its Kueue
 objects need; it is not an environment spec (it has no TPU pool, and the pools its queues
 cover lie in other regions). Code that takes an ``EnvSpec`` gets the manager as one through
@@ -22,6 +31,8 @@ manager: {cluster: tpu-fleet-mgr, region: us-central1}
 workers:
   - {name: west, spec: west.yaml}   # a MultiKueueCluster per worker; spec paths are relative to this file
   - {name: east, spec: east.yaml}
+buckets:                        # the fleet's runs' checkpoints, writable from every worker
+  - {name: my-tpu-project-fleet-ckpt, purpose: checkpoints}
 multikueue: {worker_lost_timeout_seconds: 900, gc_interval_seconds: 60}
 ```
 
@@ -40,6 +51,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from infra.naming import REGION, ZONE
 from infra.spec import (
+    BucketPurpose,
+    BucketSpec,
     Cidrs,
     ClusterSpec,
     CpuPoolSpec,
@@ -67,6 +80,9 @@ _DNS_LABEL = r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$"
 # Kueue's own defaults (config.kueue.x-k8s.io/v1beta2 MultiKueue): 15 min and 1 min.
 DEFAULT_WORKER_LOST_TIMEOUT_SECONDS = 900
 DEFAULT_GC_INTERVAL_SECONDS = 60
+# Cloud Storage's multi-regions, by the first word of the regions they span.
+MULTI_REGIONS = {"us": "US", "europe": "EU", "asia": "ASIA"}
+BUCKET_LOCATION = r"^[A-Za-z][A-Za-z0-9-]{1,40}$"
 
 
 class _Model(BaseModel):
@@ -79,6 +95,13 @@ class FleetManagerSpec(_Model):
     zones: list[str] | None = Field(None, min_length=1)
     context: str | None = Field(None, description="the kubeconfig context that reaches the manager")
     kubeconfig: str | None = Field(None, min_length=1, description="the kubeconfig file with that context, relative to the fleet file (default: --kubeconfig)")
+    state: StateSpec | None = Field(None, description="the manager's Terraform state (default: the first worker's bucket, prefix tpu-gke-toolkit/<cluster>)")
+
+
+class FleetBucketSpec(BucketSpec):
+    """A bucket of the fleet's own: the manager's stack creates it and grants it to every worker's team identity."""
+
+    location: str | None = Field(None, pattern=BUCKET_LOCATION, description="default: the multi-region holding every worker (US, EU, ASIA)")
 
 
 class FleetWorkerSpec(_Model):
@@ -93,11 +116,22 @@ class MultiKueueSpec(_Model):
     gc_interval_seconds: int = Field(DEFAULT_GC_INTERVAL_SECONDS, ge=0, le=86400)
 
 
+# Kueue v0.17.1's MultiKueueConfig takes at most 20 clusters (its CRD: spec.clusters maxItems 20). Checked on the
+# fleet file before any worker's spec is read: a file of thousands of aliased workers is one line, not thousands of loads.
+MAX_WORKERS = 20
+
+
 class FleetSpec(_Model):
     name: str = Field(..., pattern=_DNS_LABEL)
     manager: FleetManagerSpec
-    workers: list[FleetWorkerSpec] = Field(..., min_length=1)
+    workers: list[FleetWorkerSpec] = Field(..., min_length=1, max_length=MAX_WORKERS)
+    buckets: list[FleetBucketSpec] = Field(default_factory=list, description="the buckets runs through the manager write, on whichever worker")
     multikueue: MultiKueueSpec = Field(default_factory=MultiKueueSpec)
+
+
+def gke_context(project: str, region: str, cluster: str) -> str:
+    """The kubeconfig context ``gcloud container clusters get-credentials`` writes for a regional cluster."""
+    return f"gke_{project}_{region}_{cluster}"
 
 
 @dataclass(frozen=True)
@@ -107,6 +141,30 @@ class Worker:
     spec_path: Path
     context: str | None
     kubeconfig: Path | None = None
+    index: int = 0  # its place in the fleet file's workers:
+
+    @property
+    def field(self) -> str:
+        return f"workers[{self.index}]"
+
+    @property
+    def reach_context(self) -> str | None:
+        """The context that reaches it: as written; else, with no kubeconfig of its own either, the one
+        ``gcloud container clusters get-credentials`` names its cluster (never just the current context,
+        which would send every member to one cluster)."""
+        if self.context is not None or self.kubeconfig is not None:
+            return self.context
+        return gke_context(self.spec.project, self.spec.region, self.spec.cluster.name)
+
+
+@dataclass(frozen=True)
+class BucketGrant:
+    """``role`` on the fleet's ``bucket`` for ``member`` (a worker's team or node service account)."""
+
+    bucket: str
+    role: str
+    member: str
+    worker: str
 
 
 @dataclass(frozen=True)
@@ -114,11 +172,12 @@ class FleetManager(ClusterDerived):
     """The fleet's MultiKueue manager: a cluster of its own that holds the fleet's queues and never a TPU pod.
 
     Exactly what its stack (``infra.stack.build_manager_stack``: network, cluster, CPU pool,
-    the teams' identities, the Terraform state) and its Kueue objects (the teams' queues over
-    every worker's flavors, Kueue's own settings) are made from. Derived, not written twice:
-    its name, region and zones come from the fleet file, everything else from the first
+    the teams' identities, the Terraform state, the fleet's buckets and their grants to
+    every worker) and its Kueue objects (the teams' queues over every worker's flavors,
+    Kueue's own settings) are made from. Derived, not written twice: its name, region,
+    zones, state and buckets come from the fleet file, everything else from the first
     worker (the teams, which every worker must share, and the cluster's settings under the
-    manager's name). Checked as a fleet (``check_fleet``, ``derive_manager``), not as an
+    manager's name; its network is named for its own cluster, with no DCN network). Checked as a fleet (``check_fleet``, ``derive_manager``), not as an
     environment spec: it has no TPU pool of its own, and ``pools`` lie in the workers'
     regions, each validated in its own worker's spec.
     """
@@ -138,10 +197,24 @@ class FleetManager(ClusterDerived):
     pools: tuple[TpuPoolSpec, ...]
     context: str | None = None
     kubeconfig: Path | None = None
+    buckets: tuple[FleetBucketSpec, ...] = ()
+    bucket_locations: tuple[str, ...] = ()  # one per bucket
+    bucket_grants: tuple[BucketGrant, ...] = ()
 
     @property
     def name(self) -> str:
         return self.cluster.name
+
+    @property
+    def field(self) -> str:
+        return "manager"
+
+    @property
+    def reach_context(self) -> str | None:
+        """As ``Worker.reach_context``: as written, else the context gcloud names the manager's cluster."""
+        if self.context is not None or self.kubeconfig is not None:
+            return self.context
+        return gke_context(self.project, self.region, self.cluster.name)
 
     @property
     def tpu_nodes(self) -> int:
@@ -188,7 +261,7 @@ class Fleet:
 
     @property
     def manager_context(self) -> str | None:
-        return self.manager.context
+        return self.manager.reach_context
 
     @property
     def manager_kubeconfig(self) -> Path | None:
@@ -199,20 +272,30 @@ class Fleet:
         manager (``load_env``), rendering the manager's Kueue objects (``workloads.render.multikueue``) and its
         local control plane (``workloads.local.fleet``).
 
-        Every section the ``FleetManager`` holds (its cluster, region and zones; the fleet's
-        pools, so a run is planned against every pool it could land on, under the teams every
-        worker shares), over the first worker's spec. Built here, at the boundary, and not
+        Every section the ``FleetManager`` holds (its cluster, region, zones, network and state;
+        the fleet's pools, so a run is planned against every pool it could land on, under the
+        teams every worker shares; the fleet's buckets, the only ones every worker's identity
+        may write), over the first worker's spec. Built here, at the boundary, and not
         validated again as one spec, because it is not one: its pools lie in the workers'
-        regions (each checked in its own worker's spec), and the sections a manager has no part
-        in (buckets, datasets, Lustre, xpk, prices...) are the first worker's, which is what a
-        run planned through the manager reads.
+        regions (each checked in its own worker's spec). It has no dataset and no Lustre
+        instance: those are one worker's, and a run through the manager may land on another.
+        The sections a manager has no part in (xpk, prices, TensorBoard...) are the first
+        worker's.
         """
         m = self.manager
         held = {
             **{"project": m.project, "region": m.region, "zones": list(m.zones), "labels": dict(m.labels), "network": m.network, "cluster": m.cluster},
             **{"cpu_pool": m.cpu_pool, "state": m.state, "teams": list(m.teams), "kueue": m.kueue, "tpu_pools": list(m.pools)},
+            **{"buckets": list(m.buckets), "datasets": [], "lustre": None},
         }
         return self.workers[0].spec.model_copy(update=held)
+
+    def bucket_bindings(self) -> dict[str, list[tuple[str, str]]]:
+        """Per fleet bucket, the (role, member) pairs the manager's stack grants: what its IAM policy holds after a deploy."""
+        out: dict[str, list[tuple[str, str]]] = {b.name: [] for b in self.manager.buckets}
+        for g in self.manager.bucket_grants:
+            out[g.bucket].append((g.role, g.member))
+        return out
 
     @staticmethod
     def secret_name(worker: str) -> str:
@@ -226,16 +309,32 @@ def load_fleet(path: str | os.PathLike[str]) -> Fleet:
 
 
 def parse_fleet(data: Any, *, base: Path, source: Path) -> Fleet:
+    """The fleet ``data`` describes, every check passed; each check before the work the next one needs.
+
+    The file's own shape and names first (a workers: list of tens of thousands of YAML
+    aliases is refused before any spec is read), then each distinct worker spec read once,
+    then what MultiKueue needs of the workers, then the manager derived and every member's
+    names held distinct.
+    """
     if not isinstance(data, dict):
         raise SpecError("", f"{source}: a fleet file must be a YAML mapping, got {type(data).__name__}", "start from examples/fleet/fleet.yaml")
+    listed = data.get("workers")
+    if isinstance(listed, list) and len(listed) > MAX_WORKERS:
+        raise SpecError(
+            "workers", f"{len(listed)} workers, and a MultiKueueConfig holds at most {MAX_WORKERS} clusters", "split the fleet, or list fewer workers"
+        )
     try:
         doc = FleetSpec.model_validate(data)
     except ValidationError as e:
         err = format_validation_error(e)
         raise SpecError(err.field, err.problem, err.fix.replace("examples/default.yaml", "examples/fleet/fleet.yaml")) from None
-    workers = tuple(_load_worker(i, w, base) for i, w in enumerate(doc.workers))
+    _check_names(doc)
+    loaded: dict[Path, EnvSpec] = {}
+    workers = tuple(_load_worker(i, w, base, loaded) for i, w in enumerate(doc.workers))
     check_fleet(doc, workers)
-    return Fleet(doc.name, derive_manager(doc.manager, workers, base), workers, doc.multikueue, source)
+    manager = derive_manager(doc, workers, base)
+    check_distinct(workers, manager)
+    return Fleet(doc.name, manager, workers, doc.multikueue, source)
 
 
 def _relative(path: str | None, base: Path) -> Path | None:
@@ -245,14 +344,33 @@ def _relative(path: str | None, base: Path) -> Path | None:
     return p if p.is_absolute() else base / p
 
 
-def _load_worker(i: int, w: FleetWorkerSpec, base: Path) -> Worker:
+def _load_worker(i: int, w: FleetWorkerSpec, base: Path, loaded: dict[Path, EnvSpec]) -> Worker:
     path = Path(w.spec) if Path(w.spec).is_absolute() else base / w.spec
-    try:
-        spec = load_spec(path)
-    except SpecError as e:
-        where = f"workers[{i}].spec" + (f" ({path}) {e.field}" if e.field and e.field != "--spec" else "")
-        raise SpecError(where, e.problem, e.fix) from None
-    return Worker(w.name, spec, path, w.context, _relative(w.kubeconfig, base))
+    key = path.resolve()
+    if key not in loaded:
+        try:
+            loaded[key] = load_spec(path)
+        except SpecError as e:
+            where = f"workers[{i}].spec" + (f" ({path}) {e.field}" if e.field and e.field != "--spec" else "")
+            raise SpecError(where, e.problem, e.fix) from None
+    return Worker(w.name, loaded[key], path, w.context, _relative(w.kubeconfig, base), i)
+
+
+def _check_names(doc: FleetSpec) -> None:
+    """The fleet file's own names: each worker's distinct, none the manager's. Before any worker spec is read."""
+    names: dict[str, int] = {}
+    for i, w in enumerate(doc.workers):
+        if w.name in names:
+            raise SpecError(
+                f"workers[{i}].name", f"worker {shown(w.name)} is named twice (also workers[{names[w.name]}])", "give each worker a name of its own"
+            )
+        names[w.name] = i
+        if w.name == doc.manager.cluster:
+            raise SpecError(
+                f"workers[{i}]",
+                f"worker {shown(w.name)} is the manager cluster {shown(doc.manager.cluster)} itself; a MultiKueue manager cannot be its own worker",
+                "remove it from workers or run the manager as a cluster of its own",
+            )
 
 
 def _cluster_key(spec: EnvSpec) -> tuple[str, str, str]:
@@ -261,15 +379,9 @@ def _cluster_key(spec: EnvSpec) -> tuple[str, str, str]:
 
 def check_fleet(doc: FleetSpec, workers: tuple[Worker, ...]) -> None:
     """What MultiKueue needs of a fleet and no single spec can see; one SpecError naming the field."""
-    names: dict[str, int] = {}
     clusters: dict[tuple[str, str, str], int] = {}
     for i, w in enumerate(workers):
-        if w.name in names:
-            raise SpecError(
-                f"workers[{i}].name", f"worker {shown(w.name)} is named twice (also workers[{names[w.name]}])", "give each worker a name of its own"
-            )
-        names[w.name] = i
-        if w.name == doc.manager.cluster or w.spec.cluster.name == doc.manager.cluster:
+        if w.spec.cluster.name == doc.manager.cluster:
             raise SpecError(
                 f"workers[{i}]",
                 f"worker {shown(w.name)} is the manager cluster {shown(doc.manager.cluster)} itself; a MultiKueue manager cannot be its own worker",
@@ -285,6 +397,7 @@ def check_fleet(doc: FleetSpec, workers: tuple[Worker, ...]) -> None:
         clusters[key] = i
     _check_teams(workers)
     _check_pools(workers)
+    _check_buckets(doc, workers)
 
 
 def _check_teams(workers: tuple[Worker, ...]) -> None:
@@ -334,14 +447,80 @@ def _check_pools(workers: tuple[Worker, ...]) -> None:
                 )
 
 
-def derive_manager(manager: FleetManagerSpec, workers: tuple[Worker, ...], base: Path) -> FleetManager:
-    """The manager from the fleet file's ``manager:`` and the workers: the first worker's settings, every worker's pools.
+def _check_buckets(doc: FleetSpec, workers: tuple[Worker, ...]) -> None:
+    """The fleet's buckets: each listed once, each one team's (as in a spec: ``infra.spec.rules``), never a data bucket.
+
+    A dataset is one worker's (its spec's ``datasets:``); the fleet's buckets are where runs
+    write, on whichever worker they land.
+    """
+    teams = [t.name for t in workers[0].spec.teams]
+    seen: dict[str, int] = {}
+    for i, b in enumerate(doc.buckets):
+        if b.name in seen:
+            raise SpecError(
+                f"buckets[{i}].name", f"bucket {shown(b.name)} is listed twice (also buckets[{seen[b.name]}])", "bucket names are global; list each once"
+            )
+        seen[b.name] = i
+        if b.purpose is BucketPurpose.DATA:
+            raise SpecError(
+                f"buckets[{i}].purpose",
+                "a fleet bucket is where runs write (checkpoints, artifacts); training data is a worker's dataset",
+                "use purpose: checkpoints or artifacts, and list data buckets in the workers' specs",
+            )
+        if b.team is None and len(teams) > 1:
+            raise SpecError(f"buckets[{i}].team", f"the fleet has {len(teams)} teams and a bucket belongs to one", f"set team to one of {', '.join(teams)}")
+        if b.team is not None and b.team not in teams:
+            raise SpecError(f"buckets[{i}].team", f"no team {shown(b.team)} on the fleet's workers", f"use one of {', '.join(teams)}")
+
+
+def bucket_location(regions: list[str]) -> str | None:
+    """The Cloud Storage location holding every region: one region itself, else the multi-region of their continent; None when none does."""
+    if len(set(regions)) == 1:
+        return regions[0].upper()
+    found = {MULTI_REGIONS.get(r.split("-", 1)[0]) for r in regions}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def _fleet_buckets(doc: FleetSpec, workers: tuple[Worker, ...], teams: tuple[TeamSpec, ...]) -> tuple[tuple[str, ...], tuple[BucketGrant, ...]]:
+    """Each fleet bucket's location, and what the manager's stack grants on it: the bucket's team's service account on
+    every worker (and the worker's node service account for a team that allows hostNetwork runs), with the roles a
+    worker's own bucket of that purpose gets (``infra.access.BUCKET_ROLES``)."""
+    from infra import access
+
+    regions = [w.spec.region for w in workers]
+    locations = []
+    for i, b in enumerate(doc.buckets):
+        where = b.location or bucket_location(regions)
+        if where is None:
+            raise SpecError(
+                f"buckets[{i}].location",
+                f"the workers' regions ({', '.join(sorted(set(regions)))}) are in no one Cloud Storage multi-region",
+                "set location: (a multi-region such as US or EU, or a dual-region) where every worker can reach it",
+            )
+        locations.append(where)
+    grants = []
+    for b in doc.buckets:
+        owner = teams[0] if b.team is None else next(t for t in teams if t.name == b.team)
+        node_role, team_role = access.BUCKET_ROLES[b.purpose]
+        for w in workers:
+            team = next(t for t in w.spec.teams if t.name == owner.name)
+            grants.append(BucketGrant(b.name, team_role, access.team_member(w.spec, team), w.name))
+            if team.host_network:
+                grants.append(BucketGrant(b.name, node_role, access.node_member(w.spec), w.name))
+    return tuple(locations), tuple(grants)
+
+
+def derive_manager(doc: FleetSpec, workers: tuple[Worker, ...], base: Path) -> FleetManager:
+    """The manager from the fleet file's ``manager:`` and ``buckets:`` and the workers: the first worker's settings, every worker's pools.
 
     A pool name two workers share gets its worker's name in front, so each stays a pool of
     its own (a multislice run plans against one worker's slices); pools of one shape share a
     flavor, whose quota adds up. Without ``manager.region`` it is the first worker's; without
-    ``manager.zones``, the first worker's zones in its region, else ``<region>-a``.
+    ``manager.zones``, the first worker's zones in its region, else ``<region>-a``. Its
+    Terraform state is its own (``manager.state``, else the first worker's state bucket under
+    ``tpu-gke-toolkit/<manager cluster>``), and so is its network (named for its cluster).
     """
+    manager = doc.manager
     first = workers[0].spec
     seen = {p.name for w in workers for p in w.spec.tpu_pools}
     counts = {n: sum(1 for w in workers for p in w.spec.tpu_pools if p.name == n) for n in seen}
@@ -349,23 +528,75 @@ def derive_manager(manager: FleetManagerSpec, workers: tuple[Worker, ...], base:
     region = manager.region or first.region
     zones = manager.zones or (first.zones if region == first.region else [f"{region}-a"])
     for z in zones:
-        if not z.startswith(region) or not re.match(ZONE, z):
+        if not z.startswith(region) or not re.fullmatch(ZONE, z):
             raise SpecError("manager.zones", f"zone {shown(z)} is not in the manager's region {region}", f"use zones of {region}")
+    state = manager.state or StateSpec(bucket=first.state_bucket)
+    teams = tuple(first.teams)
+    locations, grants = _fleet_buckets(doc, workers, teams)
     return FleetManager(
         cluster=first.cluster.model_copy(update={"name": manager.cluster}),
         project=first.project,
         region=region,
         zones=tuple(zones),
         labels=dict(first.labels),
-        network=first.network,
+        # The first worker's address plan, but a VPC of its own: no name of the worker's, no DCN network (no TPU node).
+        network=first.network.model_copy(update={"name": None, "dcn": None}),
         cpu_pool=first.cpu_pool,
-        state=first.state,
-        teams=tuple(first.teams),
+        state=state,
+        teams=teams,
         kueue=first.kueue,
         pools=pools,
         context=manager.context,
         kubeconfig=_relative(manager.kubeconfig, base),
+        buckets=tuple(doc.buckets),
+        bucket_locations=locations,
+        bucket_grants=grants,
     )
+
+
+def check_distinct(workers: tuple[Worker, ...], manager: FleetManager) -> None:
+    """Every name a member's stack creates that GCP holds one of is that member's alone (``infra.owned_names``).
+
+    One SpecError naming the field, the thing, and both members: two stacks sharing one
+    would adopt or delete each other's (the second state prefix plans the first cluster
+    away; one service account acts for two clusters).
+    """
+    from infra.owned_names import owned_names
+
+    seen: dict[tuple[str, ...], tuple[str, str]] = {}
+    members: list[tuple[str, str, EnvSpec | FleetManager]] = [(f"worker {w.name}", f"workers[{w.index}].spec", w.spec) for w in workers]
+    members.append((f"the manager {manager.name}", "manager", manager))
+    for who, where, member in members:
+        for o in owned_names(member):
+            field = _manager_field(o.field) if member is manager else f"{where} {o.field}"
+            if o.key in seen:
+                other, other_field = seen[o.key]
+                raise SpecError(
+                    field,
+                    f"{o.kind} {o.shown} of {who} is also {other}'s ({other_field}); two stacks would manage one, and deploying one would change or delete the other's",
+                    _distinct_fix(field, member.project),
+                )
+            seen[o.key] = (who, field)
+
+
+def _distinct_fix(field: str, project: str) -> str:
+    last = field.rsplit(" ", 1)[-1]
+    if last in ("cluster.name", "manager.cluster"):
+        return f"give the cluster a name of its own in {project}: its VPC, service accounts and Terraform state prefix are named for it"
+    if last.endswith("state.prefix"):
+        return "set state.prefix to a prefix of its own"
+    if last.startswith("buckets["):
+        return "rename the bucket: Cloud Storage bucket names are global, and each bucket has one owner"
+    return f"set {last} to a name of its own"
+
+
+def _manager_field(field: str) -> str:
+    """A manager's name field as the fleet file spells it (the rest of its names follow from its cluster)."""
+    if field == "state.prefix":
+        return "manager.state.prefix"
+    if field.startswith("buckets["):
+        return field
+    return "manager.cluster"
 
 
 # ------------------------------------------------------------------ "is this --spec a spec or a fleet?"
@@ -442,13 +673,37 @@ def load_env(path: str | os.PathLike[str] | None) -> EnvSpec:
     return found.manager_env() if isinstance(found, Fleet) else found
 
 
-def members(fleet: Fleet) -> list[EnvSpec | FleetManager]:
-    """One entry per cluster, in deploy order: every worker as its own spec says, then the manager.
+@dataclass(frozen=True)
+class Member:
+    """One cluster of a fleet, as the commands that act on every member see it (``infra`` on a fleet file)."""
 
-    The manager's cluster holds queues, never a TPU pod: its stack has no TPU pools, buckets,
+    name: str  # the worker's name, or "manager"
+    model: EnvSpec | FleetManager  # what its stack is made from
+    field: str  # where the fleet file names it: workers[0], manager
+    source: Path  # the file its settings come from: the worker's spec, the fleet file for the manager
+
+    @property
+    def is_manager(self) -> bool:
+        return isinstance(self.model, FleetManager)
+
+    @property
+    def cluster(self) -> str:
+        return self.model.cluster.name
+
+    @property
+    def label(self) -> str:
+        return f"manager {self.cluster}" if self.is_manager else f"worker {self.name} ({self.cluster})"
+
+
+def members(fleet: Fleet) -> list[Member]:
+    """One entry per cluster, in deploy order: every worker as its own spec says, then the manager (destroy: the reverse).
+
+    The manager's cluster holds queues, never a TPU pod: its stack has no TPU pools,
     datasets, Lustre instance, registry, TensorBoard or build trigger (each worker has its
-    own, and a second copy in the manager's stack would be a second owner of the workers'
-    buckets). Nothing ties the stacks together in Terraform: the manager reaches the workers
-    through the kubeconfig Secrets ``queues apply --fleet`` writes once all are up.
+    own). It holds the fleet's buckets and grants them to the workers' service accounts by
+    their names: those accounts must exist first, so the manager comes last when creating
+    and first when destroying. The manager reaches the workers through the kubeconfig
+    Secrets ``queues apply --fleet`` writes once all are up.
     """
-    return [*(w.spec for w in fleet.workers), fleet.manager]
+    out = [Member(w.name, w.spec, w.field, w.spec_path) for w in fleet.workers]
+    return [*out, Member("manager", fleet.manager, "manager", fleet.path)]

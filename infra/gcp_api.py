@@ -1,9 +1,11 @@
 """The one way the toolkit reads Google's REST APIs: GETs, JSON in, read-only, every answer bounded.
 
-Every HTTP request to a Google API goes through ``http_get`` here, with its ``Bounds``, and
-every paged listing through ``each_page``: a bound the toolkit sets on Google's answers is set
-here, once, and ``tests/test_gcp_api.py`` keeps other infra modules from talking HTTP another
-way. What a misbehaving (or unreachable) service meets:
+Every HTTP request infra makes to a Google API goes through ``http_get`` here, with its
+``Bounds``, and every paged listing through ``each_page``; the bounds' values and ``decode_json``
+are ``toolkit.google_answers``', the ones the workloads side's transport of Google's client
+libraries keeps too (``workloads.observe.google_http``). ``tests/test_gcp_api.py`` keeps other
+infra modules from talking HTTP another way, and ``tests/test_google_http.py`` the whole
+repository. What a misbehaving (or unreachable) service meets:
 
 - **unreachable**: a connect timeout (``connect_timeout_s``), so a black-holed endpoint fails
   in seconds, not at the kernel's TCP timeout;
@@ -24,7 +26,7 @@ Each is one line naming the API and what to do, exit 3 (``ApiError``; the price 
   request is an ``ApiRequest`` first, so ``--dry-run`` prints exactly what a real run sends,
   and the host part of every URL can be replaced (``$TGK_GOOGLE_API_ENDPOINT`` or
   ``--endpoint``): the tests point it at a loopback server that answers in the documented
-  shapes (and at ``tests/hostile_server.py``, which misbehaves on purpose).
+  shapes (and at ``tests/support/hostile_server.py``, which misbehaves on purpose).
 - the price table's refresh from the Cloud Billing Catalog API (``infra.price_refresh``).
 
 Auth is one lookup too: ``access_token`` (``$TGK_ACCESS_TOKEN`` when set, else
@@ -34,15 +36,24 @@ API key first, asks gcloud alone.
 
 from __future__ import annotations
 
-import json
-import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from toolkit.errors import ExternalToolError, ToolkitError
+from toolkit.errors import ExternalToolError, GoogleApiError
+from toolkit.google_answers import (  # noqa: F401 - re-exported: the bounds of infra's client
+    CONNECT_TIMEOUT_S,
+    DEADLINE_S,
+    MAX_BYTES,
+    MAX_DEPTH,
+    MAX_PAGES,
+    READ_TIMEOUT_S,
+    BadJson,
+    Bounds,
+    decode_json,
+)
 
 ENDPOINT_ENV_VAR = "TGK_GOOGLE_API_ENDPOINT"
 TOKEN_ENV_VAR = "TGK_ACCESS_TOKEN"
@@ -62,24 +73,10 @@ API_NAMES = {
     "monitoring": "Cloud Monitoring API",
     "cloudbilling": "Cloud Billing Catalog API",
 }
-MAX_BODY = 32 * 1024 * 1024  # a reservation or node pool list is KiBs; this bounds a runaway answer
-CONNECT_TIMEOUT_S = 10.0  # a TCP (and TLS) handshake with a Google front end takes milliseconds
-TIMEOUT_S = 30.0  # each wait for bytes once connected
-DEADLINE_S = 60.0  # one whole answer, from connected to its last byte
-MAX_PAGES = 1000  # pages of one listing; more is refused
-MAX_DEPTH = 64  # JSON nesting; Google's answers read here are under 10 deep
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What one GET may take. Every bound on a Google API's answer is one of these fields."""
-
-    read_timeout_s: float = TIMEOUT_S  # each wait for bytes once connected
-    deadline_s: float | None = DEADLINE_S  # the whole answer, from connected to its last byte; None: only the read timeout
-    max_bytes: int = MAX_BODY  # an answer longer than this is cut here and flagged (``Answer.over``)
-    connect_timeout_s: float = CONNECT_TIMEOUT_S  # the TCP (and TLS) handshake
-    max_pages: int = MAX_PAGES  # pages of one listing (``each_page``)
-    max_depth: int = MAX_DEPTH  # JSON nesting (``decode_json``)
+# The bounds on an answer, shared with the workloads side's client (workloads.observe.google_http)
+# so an answer one refuses the other refuses too; this module's names for them stay.
+MAX_BODY = MAX_BYTES
+TIMEOUT_S = READ_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -160,53 +157,6 @@ def _read_capped(resp: Any, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-class BadJson(ValueError):
-    """An answer (or a saved one) that is not JSON the toolkit will read: the reason, in words."""
-
-
-def decode_json(raw: bytes, max_depth: int = MAX_DEPTH) -> Any:
-    """UTF-8 JSON, within the number domain a double and an int64/uint64 have and ``max_depth`` deep; BadJson otherwise.
-
-    ``json.loads`` alone takes NaN and Infinity (not JSON), turns ``1e400`` into inf, reads a
-    100,000-digit integer for seconds, and raises RecursionError (a traceback) past ~1000 levels.
-    """
-
-    def constant(word: str) -> Any:
-        raise BadJson(f"{word} is not a JSON number")
-
-    def real(text: str) -> float:
-        x = float(text)
-        if not math.isfinite(x):
-            raise BadJson(f"the number {text[:24]} is out of a double's range")
-        return x
-
-    def integer(text: str) -> int:
-        if len(text.lstrip("-")) > 20:
-            raise BadJson(f"the integer {text[:24]}… is longer than any 64-bit one")
-        return int(text)
-
-    try:
-        doc = json.loads(raw.decode("utf-8"), parse_constant=constant, parse_float=real, parse_int=integer)
-    except RecursionError:
-        raise BadJson(f"it is nested more than {max_depth} deep") from None
-    except UnicodeDecodeError:
-        raise BadJson("it is not UTF-8 text") from None
-    except BadJson:
-        raise
-    except ValueError as e:
-        raise BadJson(f"it is not JSON ({str(e).splitlines()[0][:80]})") from None
-    stack = [(doc, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            raise BadJson(f"it is nested more than {max_depth} deep")
-        if isinstance(node, dict):
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-    return doc
-
-
 def each_page(get_page: Callable[[str], dict[str, Any]], *, what: str, max_pages: int = MAX_PAGES) -> list[dict[str, Any]]:
     """Every page of a listing: ``get_page(page_token)`` ("" first) until a page has no ``nextPageToken``.
 
@@ -225,14 +175,8 @@ def each_page(get_page: Callable[[str], dict[str, Any]], *, what: str, max_pages
             raise ApiError(f"{what}: more than {max_pages} pages, more than this listing ever is — check the endpoint (or ${ENDPOINT_ENV_VAR})")
 
 
-class ApiError(ToolkitError):
+class ApiError(GoogleApiError):
     """The API refused, could not be reached or answered what cannot be used: the cloud side failed, not the input (exit 3)."""
-
-    exit_code = 3
-
-    def __init__(self, message: str, *, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True)

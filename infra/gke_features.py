@@ -50,3 +50,14 @@ IN_PLACE_RESTART_MIN_JOBSET = "v0.11.0"
 # The image cloudbuild/image-maxtext.yaml builds the agent into (tag: the spec's versions.jobset); each
 # in-place run copies the agent from it into its pods (workloads/render/jobset.py).
 IN_PLACE_AGENT_IMAGE = "jobset-in-place-restart-agent"
+# GKE's slice controller add-on (addonsConfig.sliceControllerConfig; provider 7.43.0's
+# ContainerClusterAddonsConfigSliceControllerConfig), which forms tpu7x slices from Slice objects
+# (accelerator.gke.io/v1beta1). The only GKE page that says how to turn it on is dynamic slicing's
+# ("Use dynamic slicing with a custom scheduler": Standard, Rapid channel, 1.35.2-gke.1842000 or later),
+# so its floor is that one. Ironwood multislice training lists the add-on among its prerequisites.
+SLICE_CONTROLLER_MIN_GKE_VERSION = "1.35.2-gke.1842000"
+# Dynamic slicing of tpu7x (GA; GKE docs "About dynamic slicing", "Use dynamic slicing in GKE with Kueue"):
+# Standard, Rapid channel, COS, an All Capacity mode reservation consumed as SPECIFIC_RESERVATION, node pools
+# of one 4x4x4 sub-block each whose workload policy has accelerator_topology_mode PROVISION_ONLY.
+DYNAMIC_SLICING_MIN_GKE_VERSION = "1.35.2-gke.1842000"
+DYNAMIC_SLICING_GENERATIONS = ("tpu7x",)

@@ -91,8 +91,8 @@ NAMED: frozenset[str] = frozenset(
 )
 # Custom machine types: <series>-custom-<vCPUs>-<MiB>[-ext] (N1's are plain custom-<vCPUs>-<MiB>).
 CUSTOM_SERIES = ("e2", "n2", "n2d", "n4")
-_CUSTOM = re.compile(r"^(?:(?P<series>[a-z0-9]+)-)?custom-(?P<vcpu>\d+)-(?P<mib>\d+)(?P<ext>-ext)?$")
-_PREDEFINED = re.compile(r"^(?P<series>[a-z0-9]+)-(?P<variant>[a-z]+)-(?P<vcpu>\d+)(?P<lssd>-lssd)?$")
+_CUSTOM = re.compile(r"^(?:(?P<series>[a-z0-9]+)-)?custom-(?P<vcpu>[0-9]+)-(?P<mib>[0-9]+)(?P<ext>-ext)?$")
+_PREDEFINED = re.compile(r"^(?P<series>[a-z0-9]+)-(?P<variant>[a-z]+)-(?P<vcpu>[0-9]+)(?P<lssd>-lssd)?$")
 
 
 def known() -> list[str]:
@@ -118,11 +118,11 @@ def problem(machine_type: str) -> tuple[str, str] | None:
     """(problem, fix) when ``machine_type`` is not a CPU-pool machine type the table knows, else None."""
     if machine_type in NAMED:
         return None
-    custom = _CUSTOM.match(machine_type)
+    custom = _CUSTOM.fullmatch(machine_type)
     if custom:
         p = _custom_problem(custom)
         return (p, "use a valid custom type such as n2-custom-8-32768, or a predefined type such as n2-standard-8") if p else None
-    m = _PREDEFINED.match(machine_type)
+    m = _PREDEFINED.fullmatch(machine_type)
     if m:
         table = LOCAL_SSD if m["lssd"] else PREDEFINED
         sizes = table.get(m["series"], {}).get(m["variant"])

@@ -22,8 +22,8 @@ GKE_NODE_POOL_NAME_MAX = 40
 GCP_ID_MIN, GCP_ID_MAX = 6, 30
 GCP_ID = rf"^[a-z][-a-z0-9]{{{GCP_ID_MIN - 2},{GCP_ID_MAX - 2}}}[a-z0-9]$"
 BUCKET_NAME = r"^[a-z0-9][-_.a-z0-9]{1,61}[a-z0-9]$"  # Cloud Storage: 3-63 characters (the dotted 222-character form is not taken)
-REGION = r"^[a-z]+-[a-z]+\d+$"
-ZONE = r"^[a-z]+-[a-z]+\d+-[a-z]$"
+REGION = r"^[a-z]+-[a-z]+[0-9]+$"
+ZONE = r"^[a-z]+-[a-z]+[0-9]+-[a-z]$"
 
 
 def service_account_id(cluster: str, suffix: str) -> str:

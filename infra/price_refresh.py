@@ -11,9 +11,11 @@ silently disappears and no old figure is shown with a new date. The network call
 What is matched: TPU SKUs of the Compute Engine service (GKE TPU nodes are Compute
 Engine VMs; per gpuhunt's GCP provider the v5e, v5p and v6e SKUs there are priced per
 chip-hour), ``OnDemand`` as on-demand, ``Preemptible`` as spot and ``Commit1Yr`` as the
-reservation rate (TPU reservations come with a committed use discount). The generation
-is read from the description. SKUs this cannot place (no generation, another unit,
-DWS / flex-start or calendar wording, a zero price) are skipped and counted, never guessed.
+reservation rate (TPU reservations come with a committed use discount); a SKU whose
+description names Dynamic Workload Scheduler or flex-start (``DWS``, ``Flex start``) is the
+flex-start rate, whatever its usage type. The generation is read from the description.
+SKUs this cannot place (no generation, another unit, calendar-mode or sole-tenant wording,
+a zero price) are skipped and counted, never guessed.
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ _GENERATIONS: tuple[tuple[str, str], ...] = (
     ("v5e", r"\b(v5e|v5 ?lite(pod)?)\b"),
     ("v4", r"\bv4\b"),
 )
-# Capacity this table has no column for, or whose wording we cannot place: skipped.
-_SKIP_WORDS = re.compile(r"\b(dws|flex|calendar|dynamic workload|sole tenan)", re.IGNORECASE)
+# Flex-start capacity (Dynamic Workload Scheduler), whatever the SKU's usage type.
+_FLEX_WORDS = re.compile(r"\b(dws|flex[- ]?start|dynamic workload)", re.IGNORECASE | re.ASCII)
+# Capacity this table has no column for: skipped.
+_SKIP_WORDS = re.compile(r"\b(calendar|sole tenan)", re.IGNORECASE | re.ASCII)
 
 
 class RefreshError(ValueError):
@@ -134,12 +138,12 @@ def tpu_prices(pages: Iterable[dict[str, Any]]) -> Found:
                 continue
             found.tpu_skus += 1
             desc = str(sku.get("description", ""))
-            mode = _USAGE_TYPES.get(str(cat.get("usageType")))
+            if _SKIP_WORDS.search(desc):
+                found.skip("calendar-mode / sole-tenant wording")
+                continue
+            mode = CapacityMode.FLEX_START.value if _FLEX_WORDS.search(desc) else _USAGE_TYPES.get(str(cat.get("usageType")))
             if mode is None:
                 found.skip(f"usage type {cat.get('usageType')}")
-                continue
-            if _SKIP_WORDS.search(desc):
-                found.skip("DWS / flex-start / calendar wording")
                 continue
             gen = _generation(desc)
             if gen is None:
@@ -208,7 +212,10 @@ def merge(table: PriceTable, found: Found, *, as_of: str, url: str) -> tuple[dic
     ordered = []
     for (gen, region, src), row in sorted(rows.items()):
         ordered.append({"generation": gen, "region": region, **{m: row[m] for m in sorted(row, key=lambda k: order.get(k, 99)) if m in order}, "source": src})
-    cited = {r["source"] for r in ordered}
+    priced = {gen for gen, _, _ in found.prices}
+    discounts = [d.model_dump() for d in table.discounts]
+    unpublished = [u.model_dump() for u in table.unpublished if u.generation not in priced]  # the account now sees a price
+    cited = {r["source"] for r in ordered} | {d["source"] for d in discounts} | {u["source"] for u in unpublished}
     sources = {k: s.model_dump() for k, s in table.sources.items() if k in cited}
     if SOURCE_KEY in cited:
         sources[SOURCE_KEY] = {
@@ -216,10 +223,10 @@ def merge(table: PriceTable, found: Found, *, as_of: str, url: str) -> tuple[dic
             "date": as_of,
             "note": (
                 "Cloud Billing Catalog API, Compute Engine TPU SKUs: OnDemand as on-demand, Preemptible as spot, "
-                "Commit1Yr as reservation; read by `python -m infra prices refresh` on the date given."
+                "Commit1Yr as reservation, DWS / flex-start wording as flex-start; read by `python -m infra prices refresh` on the date given."
             ),
         }
-    doc = {"currency": table.currency, "unit": table.unit, "sources": sources, "rows": ordered}
+    doc = {"currency": table.currency, "unit": table.unit, "sources": sources, "discounts": discounts, "unpublished": unpublished, "rows": ordered}
     parse_table(doc, "refreshed table")  # what is written must load
     return doc, changes, same
 
@@ -229,6 +236,9 @@ def dump_table(doc: dict[str, Any], header: str) -> str:
     import yaml
 
     head = yaml.safe_dump({k: doc[k] for k in ("currency", "unit", "sources")}, sort_keys=False, width=100)
+    for section in ("discounts", "unpublished"):  # one flow mapping per entry, as the shipped file has them
+        if doc.get(section):
+            head += f"{section}:\n" + "".join("  - " + yaml.safe_dump(e, default_flow_style=True, width=1000).strip() + "\n" for e in doc[section])
     rows = "".join(
         "  - {" + ", ".join(f"{k}: {json.dumps(v) if isinstance(v, str) and not re.fullmatch(r'[-a-z0-9]+', v) else v}" for k, v in r.items()) + "}\n"
         for r in doc["rows"]

@@ -27,7 +27,7 @@ from toolkit.names import CapacityMode
 
 TABLE_PATH = Path(__file__).with_name("prices.yaml")
 MODES: tuple[str, ...] = tuple(m.value for m in CapacityMode)  # the order displays list them in
-DATE = r"^\d{4}-\d{2}-\d{2}$"  # YYYY-MM-DD, the day a price was taken
+DATE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"  # YYYY-MM-DD, the day a price was taken
 
 
 class _Model(BaseModel):
@@ -86,15 +86,44 @@ class PriceRow(_Located):
     source: str
 
 
+class Discount(_Model):
+    """A mode priced only as a documented discount off the on-demand rate ("up to N% off"): a range, not a figure."""
+
+    mode: str
+    up_to: float = Field(..., gt=0, lt=1, description="the largest discount the source documents, as a fraction")
+    generations: list[str] = Field(..., min_length=1)
+    source: str
+
+
+class Unpublished(_Model):
+    """A generation with no public list price in any mode: displays say so, with where that was checked."""
+
+    generation: str
+    source: str
+
+
 class PriceTable(_Model):
     currency: Literal["USD"] = "USD"
     unit: Literal["chip-hour"] = "chip-hour"
     sources: dict[str, PriceSource]
     rows: list[PriceRow]
+    discounts: list[Discount] = Field(default_factory=list)
+    unpublished: list[Unpublished] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _cited(self) -> PriceTable:
         seen: dict[tuple[str, str, str], int] = {}
+        for where, cited in [
+            *((f"discounts[{i}]", d.source) for i, d in enumerate(self.discounts)),
+            *((f"unpublished[{i}]", u.source) for i, u in enumerate(self.unpublished)),
+        ]:
+            if cited not in self.sources:
+                raise ValueError(f"{where} cites source {cited!r}, which is not under sources")
+        for i, d in enumerate(self.discounts):
+            if d.mode not in MODES or d.mode == CapacityMode.ON_DEMAND.value:
+                raise ValueError(
+                    f"discounts[{i}].mode {d.mode!r}: a discount is off the on-demand rate; use one of {', '.join(m for m in MODES if m != 'on-demand')}"
+                )
         for i, r in enumerate(self.rows):
             if r.source not in self.sources:
                 raise ValueError(f"rows[{i}] cites source {r.source!r}, which is not under sources")
@@ -132,16 +161,27 @@ class PriceOverrides(_Model):
 class Rate:
     """One price with its provenance: never a bare number."""
 
-    usd_per_chip_hour: float
+    usd_per_chip_hour: float  # with ``low``: the most it can be (the on-demand rate)
     as_of: str
     source: str  # a table source key, or "spec override"
     override: bool = False
+    low: float | None = None  # a documented discount's floor: the rate is somewhere in [low, usd_per_chip_hour]
+    discount_note: str = ""  # what the range rests on, with its own date
 
     def label(self) -> str:
-        return f"spec prices as of {self.as_of}" if self.override else f"list price as of {self.as_of} ({self.source})"
+        if self.override:
+            return f"spec prices as of {self.as_of}"
+        return f"list price as of {self.as_of} ({self.source})" + (f"; {self.discount_note}" if self.discount_note else "")
+
+    def text(self, sign: str = "$") -> str:
+        """``$2.7`` or ``$1.269-$2.7`` per chip-hour."""
+        return f"{sign}{self.usd_per_chip_hour:g}" if self.low is None else f"{sign}{self.low:.4g}-{sign}{self.usd_per_chip_hour:g}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"usd_per_chip_hour": self.usd_per_chip_hour, "price_as_of": self.as_of, "price_source": self.source}
+        out: dict[str, Any] = {"usd_per_chip_hour": self.usd_per_chip_hour, "price_as_of": self.as_of, "price_source": self.source}
+        if self.low is not None:
+            out |= {"usd_per_chip_hour_low": round(self.low, 5), "price_note": self.discount_note}
+        return out
 
 
 @dataclass(frozen=True)
@@ -152,6 +192,8 @@ class Prices:
     overrides: PriceOverrides | None = None
 
     def rate(self, generation: str, region: str, mode: str) -> Rate | None:
+        """The mode's figure (the spec's, else the table's); else, for a mode the table prices as a documented
+        discount off on-demand (flex-start), the range down to that discount; else None ("no price")."""
         if self.overrides:
             for o in self.overrides.chip_hour:
                 if (o.generation, o.region) == (generation, region) and (v := o.get(mode)) is not None:
@@ -159,7 +201,24 @@ class Prices:
         for r in self.table.rows:
             if (r.generation, r.region) == (generation, region) and (v := r.get(mode)) is not None:
                 return Rate(v, self.table.sources[r.source].date, r.source)
+        discount = next((d for d in self.table.discounts if d.mode == mode and generation in d.generations), None)
+        if discount is not None and mode != CapacityMode.ON_DEMAND.value:
+            base = self.rate(generation, region, CapacityMode.ON_DEMAND.value)
+            if base is not None:
+                src = self.table.sources[discount.source]
+                note = f"{mode}: up to {discount.up_to:.0%} off on-demand, no figure published ({discount.source}, {src.date})"
+                return Rate(
+                    base.usd_per_chip_hour, base.as_of, base.source, base.override, low=base.usd_per_chip_hour * (1 - discount.up_to), discount_note=note
+                )
         return None
+
+    def why_none(self, generation: str) -> str:
+        """Why a generation has no price, for a display: a public source that says so, else the table's fix."""
+        u = next((u for u in self.table.unpublished if u.generation == generation), None)
+        if u is None:
+            return "no price (add it under the spec's prices:)"
+        src = self.table.sources[u.source]
+        return f"no public list price ({src.url}, checked {src.date}): add it under the spec's prices:, or `python -m infra prices refresh`"
 
 
 def parse_table(data: Any, where: str) -> PriceTable:

@@ -62,10 +62,17 @@ class PoolCost:
     region: str
     chips: int  # all slices of this option
     rate: Rate | None
+    why_none: str = "no price (add it under the spec's prices:)"  # what a display says without a rate
 
     @property
     def per_hour(self) -> float | None:
+        """USD per hour while the slices run (the most it can be, for a mode priced as a range)."""
         return None if self.rate is None else self.chips * self.rate.usd_per_chip_hour
+
+    @property
+    def per_hour_low(self) -> float | None:
+        """The least it can be, for a mode priced as a range (flex-start); None otherwise."""
+        return None if self.rate is None or self.rate.low is None else self.chips * self.rate.low
 
     @property
     def idle_per_hour(self) -> float | None:
@@ -89,6 +96,8 @@ class PoolCost:
             "idle_usd_per_day": _round(None if idle is None else idle * HOURS_PER_DAY),
             "price_as_of": None if self.rate is None else self.rate.as_of,
             "price_source": None if self.rate is None else self.rate.source,
+            **({"usd_per_hour_low": _round(self.per_hour_low), "price_note": self.rate.discount_note} if self.per_hour_low is not None and self.rate else {}),
+            **({"no_price": self.why_none} if self.rate is None else {}),
         }
 
 
@@ -98,7 +107,7 @@ def pool_costs(spec: EnvSpec, prices: Prices | None = None) -> list[PoolCost]:
     for p in spec.tpu_pools:
         gen = p.shape.generation.name
         for o in pool_options(p):
-            out.append(PoolCost(p.name, o, gen, spec.region, p.total_chips, prices.rate(gen, spec.region, o.mode)))
+            out.append(PoolCost(p.name, o, gen, spec.region, p.total_chips, prices.rate(gen, spec.region, o.mode), why_none=prices.why_none(gen)))
     return out
 
 
@@ -133,9 +142,15 @@ def cost_lines(doc: dict[str, Any]) -> list[str]:
     out = []
     for p in doc["pools"]:
         if p["usd_per_hour"] is None:
-            out.append(f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips, no price for {p['mode']} (add it under the spec's prices:)")
+            out.append(f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips, {p['mode']}: {p.get('no_price', 'no price')}")
             continue
         idle = f"idle {usd(p['idle_usd_per_hour'])}/h = {usd(p['idle_usd_per_day'])}/day (fixed size)" if p["fixed_size"] else "idle $0 (scales from zero)"
+        if "usd_per_hour_low" in p:  # a documented discount, no figure: the range
+            out.append(
+                f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips = {usd(p['usd_per_hour_low'])}-{usd(p['usd_per_hour'])}/h while running"
+                f" ({p['price_note']}); {idle}"
+            )
+            continue
         out.append(f"  {p['pool']} [{p['capacity']}]: {p['chips']} chips x ${p['usd_per_chip_hour']:g} = {usd(p['usd_per_hour'])}/h while running; {idle}")
     unknown = f" (+ unknown for {', '.join(doc['idle_unknown_for'])})" if doc["idle_unknown_for"] else ""
     out.append(f"  idle total: {usd(doc['idle_usd_per_hour'])}/h = {usd(doc['idle_usd_per_day'])}/day{unknown}")
@@ -147,7 +162,12 @@ def cost_lines(doc: dict[str, Any]) -> list[str]:
 class ModeCost:
     mode: str
     rate: Rate | None
-    usd: float | None
+    usd: float | None  # the most it can be, for a mode priced as a range
+    usd_low: float | None = None  # the least, for a mode priced as a range (flex-start); else None
+    why_none: str = "no price"
+
+    def text(self) -> str:
+        return usd(self.usd) if self.usd_low is None else f"{usd(self.usd_low)}-{usd(self.usd)}"
 
 
 @dataclass(frozen=True)
@@ -171,26 +191,38 @@ class RunCost:
             "hours": round(self.seconds / 3600, 4),
             "pool_capacity": list(self.pool_modes),
             "currency": "USD",
-            "by_mode": {c.mode: None if c.rate is None else {"usd": _round(c.usd), **c.rate.to_dict()} for c in self.costs},
+            "by_mode": {
+                c.mode: None
+                if c.rate is None
+                else {"usd": _round(c.usd), **({"usd_low": _round(c.usd_low)} if c.usd_low is not None else {}), **c.rate.to_dict()}
+                for c in self.costs
+            },
         }
 
     def lines(self) -> list[str]:
         """Human lines: the modes side by side, the pool's own marked, each with its price's date."""
         out = [f"{self.basis} cost: {self.chips} {self.generation} chips x {self.seconds / 3600:,.2f} h in {self.region}"]
+        reasons = {c.why_none for c in self.costs if c.rate is None}
+        if all(c.rate is None for c in self.costs) and len(reasons) == 1:  # one reason for every mode: said once
+            return [*out, f"  every mode: {reasons.pop()}"]
         for c in self.costs:
             mark = "  <- the pool's" if c.mode in self.pool_modes else ""
             if c.rate is None:
-                out.append(f"  {c.mode:<12} no price{mark}")
+                out.append(f"  {c.mode:<12} {c.why_none}{mark}")
             else:
-                out.append(f"  {c.mode:<12} {usd(c.usd):>12}  at ${c.rate.usd_per_chip_hour:g}/chip-h, {c.rate.label()}{mark}")
+                out.append(f"  {c.mode:<12} {c.text():>12}  at {c.rate.text()}/chip-h, {c.rate.label()}{mark}")
         return out
 
 
 def run_cost(prices: Prices, generation: str, region: str, chips: int, seconds: float, *, pool_modes: Iterable[str] = (), basis: str) -> RunCost:
     costs = []
+    hours = seconds / 3600
     for m in MODES:
         rate = prices.rate(generation, region, m)
-        costs.append(ModeCost(m, rate, None if rate is None else chips * seconds / 3600 * rate.usd_per_chip_hour))
+        if rate is None:
+            costs.append(ModeCost(m, None, None, why_none=prices.why_none(generation)))
+        else:
+            costs.append(ModeCost(m, rate, chips * hours * rate.usd_per_chip_hour, None if rate.low is None else chips * hours * rate.low))
     return RunCost(basis, generation, region, chips, seconds, tuple(pool_modes), tuple(costs))
 
 
@@ -241,7 +273,7 @@ def plan_cost_lines(plan: Any, cost: RunCost | None) -> list[str]:
         return [f"estimated cost: none — {plan.program.recipe} is a plain command, so the plan has no step-time estimate"]
     p = plan.program
     head = (
-        f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step (at {100 * (p.assumed_mfu or 0):.0f}% MFU) "
+        f"estimated cost: {p.steps} steps x {p.estimated_step_seconds:.3g} s/step ({100 * (p.estimated_mfu or 0):.0f}% MFU) "
         f"x {cost.chips} {cost.generation} chips = {cost.seconds / 3600:,.2f} h in {cost.region}; compile and restarts not included"
     )
     return [head, *cost.lines()[1:]]

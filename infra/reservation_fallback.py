@@ -84,8 +84,8 @@ class TfError:
 
 
 # Terraform frames each diagnostic in box-drawing characters ("╷", "│ ", "╵") when it prints them.
-_FRAME = re.compile(r"^[\s│╷╵]*")
-_WITH = re.compile(r"^with ([A-Za-z0-9_.\-\[\]\"]+),\s*$")
+_FRAME = re.compile(r"^[\s│╷╵]*", re.ASCII)
+_WITH = re.compile(r"^with ([A-Za-z0-9_.\-\[\]\"]+),\s*$", re.ASCII)
 
 
 def errors(output: str) -> list[TfError]:
@@ -103,7 +103,7 @@ def errors(output: str) -> list[TfError]:
             current.append(line)
     out = []
     for block in blocks:
-        address = next((m.group(1) for ln in block if (m := _WITH.match(ln.strip()))), "")
+        address = next((m.group(1) for ln in block if (m := _WITH.fullmatch(ln.strip()))), "")
         out.append(TfError(block[0].removeprefix("Error: ").strip(), address, "\n".join(block)))
     return out
 
@@ -114,7 +114,7 @@ def node_pool_of(spec: EnvSpec, err: TfError) -> str | None:
         for n in chain.node_pools:
             if err.address and _names_node_pool(err.address, n):
                 return n
-            if not err.address and re.search(rf"nodePools/{re.escape(n)}(?![\w-])", err.text):
+            if not err.address and re.search(rf"nodePools/{re.escape(n)}(?![\w-])", err.text, re.ASCII):
                 return n
     return None
 

@@ -7,11 +7,12 @@
     terraform(path, dry_run)             the Terraform runner of a synthesized stack
     run(tf, steps, progress)             each step run, announced first
     apply(spec, out, tf, choice, ...)    apply the plan, trying a pool's reservations in order (infra.reservation_fallback)
-    outputs(spec, out) -> {...}          the stack's outputs from the Terraform state
+    outputs(spec, out) -> {...}          the stack's outputs from the Terraform state (outputs_at: of a synthesized stack)
     scale_to_zero / pool_status / delete_tpu   the pools between campaigns (infra.pools)
     price_rows(spec, region) -> [...]    the rates of a region (the spec's prices over the shipped table)
 
-Nothing here prints: the CLI (``infra.cli``) reads the spec once, calls these and formats
+A fleet file's members, each in its stated order, are ``infra.fleet_service``'s; each member's
+work is still one of these. Nothing here prints: the CLI (``infra.cli``) reads the spec once, calls these and formats
 what they return; a line of progress goes to the ``progress`` callable it passes. Bad input
 raises a ``ToolkitError`` naming the flag or the field, before anything is written or run.
 """
@@ -189,12 +190,25 @@ def apply(spec: EnvSpec, out: Path, tf: Terraform, path: Path, choice: dict[str,
     fallback.execute(spec, attempt, progress)
 
 
+OUTPUTS_MAX_BYTES = 16 * 1024 * 1024  # terraform output -json of one stack: a few KiB
+
+
 def outputs(spec: EnvSpec, out: Path) -> dict[str, Any]:
     """The stack's outputs as ``terraform output -json`` gives them (``{name: {value, sensitive, ...}}``)."""
-    path = synth_into(spec, out)[0]
+    return outputs_at(synth_into(spec, out)[0])
+
+
+def outputs_at(path: Path) -> dict[str, Any]:
+    """The outputs of the synthesized stack at ``path`` (a fleet member's: ``infra.fleet_service.stacks``)."""
     tf = terraform(path, dry_run=False)
     tf.run(tf.init(), capture=True)
-    return json.loads(tf.run(tf.output_json(), capture=True) or "{}")
+    from toolkit.errors import ExternalToolError
+    from toolkit.jsontext import JsonTextError, load_json
+
+    try:
+        return load_json(tf.run(tf.output_json(), capture=True) or "{}", max_bytes=OUTPUTS_MAX_BYTES)
+    except JsonTextError as e:
+        raise ExternalToolError(f"`terraform output -json` printed an answer that {e.problem} — run it yourself in {path.parent} to see why") from None
 
 
 # ------------------------------------------------------------------ pools between campaigns

@@ -37,12 +37,13 @@ from infra.fleet import FleetManager  # noqa: E402
 from infra.gcp_names import fit_display_name  # noqa: E402
 from infra.naming import service_account_id, team_service_account_id  # noqa: E402
 from infra.spec import EnvSpec, TeamSpec  # noqa: E402
+from infra.spec.ironwood import slice_controller_on  # noqa: E402
 from infra.stack_tpu import tpu_pools  # noqa: E402  (after the jsii runtime's environment is set)
 from modules.build_trigger import BuildTrigger, BuildTriggerProps  # noqa: E402
 from modules.checkpointing import BackupGrantProps, MultiTierBackupGrant  # noqa: E402
 from modules.cluster import AutoProvisioningProps, Cluster, ClusterProps, MaintenanceWindowProps, RayOperatorProps  # noqa: E402
 from modules.cpu_pool import CpuPool, CpuPoolProps  # noqa: E402
-from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps  # noqa: E402
+from modules.iam import NODE_PROJECT_ROLES, BucketGrant, Identity, IdentityProps, TeamIdentity, TeamIdentityProps, bucket_roles  # noqa: E402
 from modules.lustre import Lustre, LustreProps  # noqa: E402
 from modules.network import DcnNetwork, DcnNetworkProps, Network, NetworkProps  # noqa: E402
 from modules.registry import Registry, RegistryProps  # noqa: E402
@@ -217,7 +218,7 @@ def _attach_dcn(dcn: DcnNetwork, slices: dict[str, list[TpuSlice]]) -> None:
 def _buckets(ctx: _Context) -> dict[str, Bucket]:
     spec = ctx.env
     if spec is None:
-        return {}
+        return _fleet_buckets(ctx)
     # Multi-tier checkpointing's backup buckets: GKE backs the RAM disks up only to a bucket with
     # hierarchical namespace (GKE docs "Train ... with Multi-Tier Checkpointing").
     mtc_backups = {spec.mtc_bucket(p.multi_tier_checkpointing) for p in spec.tpu_pools if p.multi_tier_checkpointing is not None}
@@ -238,6 +239,37 @@ def _buckets(ctx: _Context) -> dict[str, Bucket]:
         )
         for b in spec.buckets
     }
+
+
+def _fleet_buckets(ctx: _Context) -> dict[str, Bucket]:
+    """A fleet manager's stack: the fleet's buckets, each granted to every worker's service accounts (``FleetManager.bucket_grants``).
+
+    The workers' accounts are named, not referenced: they are other stacks' (each worker's),
+    deployed before the manager's (``infra.fleet.members``).
+    """
+    m = ctx.spec
+    if not isinstance(m, FleetManager) or not m.buckets:
+        return {}
+    made = {
+        b.name: Bucket(
+            ctx.stack,
+            f"bucket-{b.name}",
+            props=BucketProps(
+                name=b.name,
+                location=where,
+                versioning=b.versioned,
+                force_destroy=b.force_destroy,
+                soft_delete_days=b.soft_delete_days,
+                labels={**ctx.labels, "purpose": b.purpose.value},
+                depends_on=(ctx.api["storage.googleapis.com"],),
+            ),
+        )
+        for b, where in zip(m.buckets, m.bucket_locations, strict=True)
+    }
+    for g in m.bucket_grants:
+        account = g.member.removeprefix("serviceAccount:").split("@", 1)[0]
+        bucket_roles(ctx.stack, f"fleet-{g.worker}-{account}", g.member, (BucketGrant(key=g.bucket, bucket=made[g.bucket].name, role=g.role),))
+    return made
 
 
 # ----------------------------------------------------------------- identity
@@ -329,6 +361,7 @@ def _cluster(ctx: _Context, network: Network, identity: Identity) -> Cluster:
             gcs_fuse_csi=c.gcs_fuse_csi,
             lustre_csi=ctx.lustre,
             high_scale_checkpointing=ctx.env is not None and any(p.multi_tier_checkpointing is not None for p in ctx.env.tpu_pools),
+            slice_controller=slice_controller_on(ctx.env) if ctx.env is not None else bool(c.slice_controller),
             ray_operator=RayOperatorProps(logging=c.ray.logging, monitoring=c.ray.monitoring) if c.ray.enabled else None,
             labels=ctx.labels,
             bootstrap_service_account=identity.node_sa.email,
@@ -502,7 +535,7 @@ def _outputs(
         "node_service_account": identity.node_sa.email,
         "team_service_accounts": {name: team.service_account.email for name, team in teams.items()},
         # per team: {bucket: purpose} (names as the spec gives them: a bucket's name is its id)
-        "buckets": {t.name: {b.name: b.purpose.value for b in env.team_buckets(t)} if env else {} for t in spec.teams},
+        "buckets": {t.name: {b.name: b.purpose.value for b in env.team_buckets(t)} if env else _fleet_team_buckets(spec, t) for t in spec.teams},
         "tpu_node_pools": {pool: [s.name for s in group] for pool, group in slices.items()},
     }
     if registry:
@@ -514,6 +547,13 @@ def _outputs(
         out["lustre_mount_point"] = lustre.mount_point
     for key, value in out.items():
         TerraformOutput(ctx.stack, key, value=value)
+
+
+def _fleet_team_buckets(spec: ClusterEnv, team: TeamSpec) -> dict[str, str]:
+    """A fleet manager's buckets of ``team`` ({bucket: purpose}), as an environment's output lists its own."""
+    if not isinstance(spec, FleetManager):
+        return {}
+    return {b.name: b.purpose.value for b in spec.buckets if (b.team or spec.teams[0].name) == team.name}
 
 
 def synth(spec: EnvSpec, outdir: Path, *, stack_id: str | None = None, reservations: Mapping[str, str] | None = None) -> Path:

@@ -84,6 +84,8 @@ def _workload_policy(b: _Build, pool: TpuPoolSpec, policies: dict[str, WorkloadP
     # The spec's name for it: the nodes carry it as a label the runs select (xpk's own name when xpk.enabled).
     pname = b.env.workload_policy_name(pool)
     assert pname is not None
+    if pool.dynamic_slicing:
+        return pname  # PROVISION_ONLY: made outside Terraform (infra.spec.ironwood.provision_only_policy says why), checked by `infra check`
     if pname not in policies:
         policies[pname] = WorkloadPolicy(
             b.stack,
@@ -129,6 +131,7 @@ def _tpu_slice(b: _Build, pool: TpuPoolSpec, option: CapacityOption, index: int,
             max_run_seconds=option.capacity.max_run_seconds if isinstance(option.capacity, FlexStart) else None,
             max_pods_per_node=spec.network.tpu_max_pods_per_node,
             disk_size_gb=pool.disk_size_gb,
+            gvnic=pool.gvnic_on,
             node_labels=pool.node_labels(option, index, chosen),
             resource_labels={**b.labels, "tpu-pool": pool.name},
         ),

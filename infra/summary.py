@@ -125,8 +125,9 @@ def uncut_console(file: Any = None) -> Any:
     """
     from rich.console import Console
 
-    c = Console(file=file)
-    return c if c.is_terminal else Console(file=file, width=_UNBOUNDED)
+    # No colour: what the CLIs print passes through toolkit.terminal, which shows escape sequences.
+    c = Console(file=file, color_system=None)
+    return c if c.is_terminal else Console(file=file, width=_UNBOUNDED, color_system=None)
 
 
 def _table(title: str, *columns: str, right: tuple[str, ...] = ()) -> Any:

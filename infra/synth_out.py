@@ -20,18 +20,25 @@ from infra.spec import EnvSpec
 from toolkit.clikit import check_out_dir
 
 
-def synth_into(target: EnvSpec | Fleet, out: Path, *, reservations: Mapping[str, str] | None = None) -> list[Path]:
+def synth_into(
+    target: EnvSpec | Fleet,
+    out: Path,
+    *,
+    reservations: Mapping[str, str] | None = None,
+    fleet_reservations: Mapping[str, Mapping[str, str]] | None = None,
+) -> list[Path]:
     """The ``cdk.tf.json`` of every stack ``target`` makes (one for a spec; a fleet's in deploy order), written into ``out``.
 
     ``reservations``: pool name -> the reservation of its capacity list its node pools
-    consume (``infra deploy``'s fallback; a spec only).
+    consume (``infra deploy``'s fallback; a spec). ``fleet_reservations``: the same per
+    worker cluster name (a fleet).
     """
     from toolkit import owned
 
     check_out_dir(out)  # before CDK loads: a bad --out costs nothing
     scratch = Path(tempfile.mkdtemp(prefix="tgk-synth-"))
     try:
-        produced = _synth(target, scratch, reservations)
+        produced = _synth(target, scratch, reservations, fleet_reservations)
         stacks = {
             p.parent.relative_to(scratch).as_posix(): {f.relative_to(p.parent).as_posix(): f.read_bytes() for f in sorted(p.parent.rglob("*")) if f.is_file()}
             for p in produced
@@ -56,11 +63,13 @@ def synth_into(target: EnvSpec | Fleet, out: Path, *, reservations: Mapping[str,
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _synth(target: EnvSpec | Fleet, scratch: Path, reservations: Mapping[str, str] | None) -> list[Path]:
+def _synth(
+    target: EnvSpec | Fleet, scratch: Path, reservations: Mapping[str, str] | None, fleet_reservations: Mapping[str, Mapping[str, str]] | None
+) -> list[Path]:
     if isinstance(target, Fleet):
         from infra.fleet_stack import synth_fleet
 
-        return synth_fleet(target, scratch)
+        return synth_fleet(target, scratch, reservations=fleet_reservations)
     from infra.stack import synth
 
     return [synth(target, scratch, reservations=reservations)]

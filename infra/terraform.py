@@ -26,6 +26,12 @@ def find_terraform() -> str:
     return binary
 
 
+# Terraform colours its output unless told not to; its output reaches the user through
+# toolkit.terminal, which shows an escape sequence instead of obeying it (TF_CLI_ARGS: every
+# command, so --dry-run's steps stay the commands a user would type).
+NO_COLOR = {"TF_CLI_ARGS": "-no-color"}
+
+
 @dataclass(frozen=True)
 class Step:
     args: tuple[str, ...]
@@ -63,7 +69,7 @@ class Terraform:
 
     def run_logged(self, step: Step, log_dir: Path, log_name: str) -> tools.Completed:
         """Run ``step`` with its output kept in ``log_dir`` (read by the caller, e.g. for RESOURCE_EXHAUSTED); never raises on failure."""
-        env = {**os.environ, "TF_IN_AUTOMATION": "1", **self.env}
+        env = {**os.environ, "TF_IN_AUTOMATION": "1", **NO_COLOR, **self.env}
         log_dir.mkdir(parents=True, exist_ok=True)
         try:
             return tools.run(step.args, env=env, log_dir=log_dir, log_name=log_name)
@@ -76,7 +82,7 @@ class Terraform:
         An interactive step is never captured: it gets the terminal, stdin included,
         so terraform can ask its question.
         """
-        env = {**os.environ, "TF_IN_AUTOMATION": "1", **self.env}
+        env = {**os.environ, "TF_IN_AUTOMATION": "1", **NO_COLOR, **self.env}
         capture = capture and not step.interactive
         try:
             done = tools.run(step.args, env=env, capture=capture, interactive=step.interactive)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # reading suppressions back must not start the jsii runtime
     from cdktn import TerraformResource
 
-CHECK_ID = re.compile(r"^CKV2?_[A-Z0-9]+_\d+$")
+CHECK_ID = re.compile(r"^CKV2?_[A-Z0-9]+_[0-9]+$")
 
 
 def suppress(resource: TerraformResource, reasons: Mapping[str, str]) -> None:
@@ -33,7 +33,7 @@ def suppress(resource: TerraformResource, reasons: Mapping[str, str]) -> None:
     if not reasons:
         return
     for check_id, why in reasons.items():
-        if not CHECK_ID.match(check_id):
+        if not CHECK_ID.fullmatch(check_id):
             raise ValueError(f"{check_id!r} is not a checkov check id (e.g. CKV_GCP_62)")
         if not why or not why.strip():
             raise ValueError(f"suppressing {check_id} needs a reason")

@@ -17,6 +17,7 @@ from cdktn_provider_google.container_cluster import (
     ContainerClusterAddonsConfigRayOperatorConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterLoggingConfig,
     ContainerClusterAddonsConfigRayOperatorConfigRayClusterMonitoringConfig,
+    ContainerClusterAddonsConfigSliceControllerConfig,
     ContainerClusterClusterAutoscaling,
     ContainerClusterClusterAutoscalingAutoProvisioningDefaults,
     ContainerClusterClusterAutoscalingAutoProvisioningDefaultsManagement,
@@ -107,6 +108,7 @@ class ClusterProps:
     # replicator and the CheckpointConfiguration API); written only when on.
     high_scale_checkpointing: bool = False
     ray_operator: RayOperatorProps | None = None  # None: the add-on stays off
+    slice_controller: bool = False  # GKE's slice controller add-on for tpu7x slices (written only when on)
     labels: Mapping[str, str] = field(default_factory=dict)
     # Service account of the throw-away default pool (it exists only until the
     # first apply removes it, but it should not run as the Compute default SA).
@@ -282,6 +284,7 @@ def _addons(p: ClusterProps) -> ContainerClusterAddonsConfig:
         ray_operator_config=_ray_operator(p),
         lustre_csi_driver_config=ContainerClusterAddonsConfigLustreCsiDriverConfig(enabled=True) if p.lustre_csi else None,
         high_scale_checkpointing_config=ContainerClusterAddonsConfigHighScaleCheckpointingConfig(enabled=True) if p.high_scale_checkpointing else None,
+        slice_controller_config=ContainerClusterAddonsConfigSliceControllerConfig(enabled=True) if p.slice_controller else None,
         # Only the legacy dataplane's Calico NetworkPolicy needs the add-on.
         network_policy_config=None if p.dataplane_v2 else ContainerClusterAddonsConfigNetworkPolicyConfig(disabled=False),
     )

@@ -18,6 +18,7 @@ from cdktn_provider_google.container_node_pool import (
     ContainerNodePoolAutoscaling,
     ContainerNodePoolManagement,
     ContainerNodePoolNodeConfig,
+    ContainerNodePoolNodeConfigGvnic,
     ContainerNodePoolNodeConfigReservationAffinity,
     ContainerNodePoolNodeConfigShieldedInstanceConfig,
     ContainerNodePoolNodeConfigTaint,
@@ -67,6 +68,7 @@ class TpuSliceProps:
     max_run_seconds: int | None = None
     max_pods_per_node: int = 15
     disk_size_gb: int = 100
+    gvnic: bool = False  # Google Virtual NIC (written only when on)
     node_labels: Mapping[str, str] = field(default_factory=dict)
     resource_labels: Mapping[str, str] = field(default_factory=dict)
     depends_on: tuple[ITerraformDependable, ...] = ()
@@ -123,6 +125,7 @@ class TpuSlice(Construct):
                 labels=dict(p.node_labels) or None,
                 resource_labels=dict(p.resource_labels) or None,
                 taint=[TPU_TAINT],
+                gvnic=ContainerNodePoolNodeConfigGvnic(enabled=True) if p.gvnic else None,
                 spot=True if p.capacity is CapacityMode.SPOT else None,
                 flex_start=True if flex else None,
                 max_run_duration=f"{p.max_run_seconds}s" if p.max_run_seconds else None,

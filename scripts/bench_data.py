@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from infra import access  # noqa: E402
 from infra.spec import parse_spec  # noqa: E402
-from tests.conftest import example_doc  # noqa: E402
-from tests.gcs_emulator import running_emulator  # noqa: E402
+from tests.support import example_doc  # noqa: E402
+from tests.support.gcs_emulator import running_emulator  # noqa: E402
 from workloads.data import local_read  # noqa: E402
 from workloads.data import upload as up  # noqa: E402
 from workloads.local import bucket as local_bucket  # noqa: E402
@@ -66,8 +66,8 @@ def bench_upload(url: str, venv: Path, mib: int, repeats: int) -> dict:
             client = local_bucket.SERVICE.client(url)
             d = spec.datasets[0]
             plan = up.plan_upload(spec, d, src)
-            up.refuse_existing(client, spec, d, plan)
-            rates.append(up.upload(client, d, plan).mib_per_s)
+            decision = up.decide(client, spec, d, plan)
+            rates.append(up.upload(client, d, plan, decision).mib_per_s)
     return {"bytes": size, "files": 4, "mib_per_s_median": round(statistics.median(rates), 1), "mib_per_s": [round(r, 1) for r in rates]}
 
 

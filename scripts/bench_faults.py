@@ -6,12 +6,12 @@
 Each sample submits a fresh one-slice run of maxtext-6b (the default spec's v5e-16 pools: two
 slices' worth of node pools, so a slice has somewhere else to go) and, once it trains:
 
-- bad host: ``local fault badhost`` on one of its VMs (the event); then polls ``badhost``'s
+- bad host: ``local badhost`` on one of its VMs (the event); then polls ``badhost``'s
   verdict (``workloads.runs.badhost.examine``, the same the command reads) until it names the
   VM (detection) and applies ``--cordon`` at once, as an operator or a cron job would; then
   waits for every worker of a new attempt Running on other VMs (recovered). The run restarts
   in a loop meanwhile, which is what the detection ends.
-- hang: ``local fault hang`` on worker 0 (the event); detection is the first workload container
+- hang: ``local hang`` on worker 0 (the event); detection is the first workload container
   that ended with the exit guard's 124; recovered is every worker of the next attempt Running.
 
 Steps redone are the run's, from ``metrics`` (Cloud Logging's attempts) once it has finished.

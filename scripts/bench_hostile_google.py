@@ -1,6 +1,6 @@
 """Worst-case time and memory of the Google API client (infra.gcp_api) against a hostile loopback server.
 
-For each misbehaviour (tests/hostile_server.py and a few JSON bodies), one fresh process
+For each misbehaviour (tests/support/hostile_server.py and a few JSON bodies), one fresh process
 runs ``Client.get`` (or ``Client.pages``) with the shipped bounds and reports how it ended,
 the wall time, the peak Python allocation (tracemalloc) and the process's peak RSS. Nothing
 here is asserted: the tests check each failure's kind and message; this prints the figures.
@@ -41,7 +41,7 @@ CASES = {
 
 def one(case: str) -> dict:
     from infra import gcp_api
-    from tests.hostile_server import serve
+    from tests.support.hostile_server import serve
 
     mode, body, listing = CASES[case]
     req = gcp_api.ApiRequest("cloudquotas", "/v1/projects/p/locations/global/services/compute.googleapis.com/quotaInfos/X", "bench")

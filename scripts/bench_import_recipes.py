@@ -64,7 +64,7 @@ def main() -> None:
 
     import yaml
 
-    from tests.conftest import example_doc
+    from tests.support import example_doc
     from toolkit.errors import ToolkitError
     from workloads.planning import import_recipe as ir
     from workloads.planning import recipes

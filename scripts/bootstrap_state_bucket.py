@@ -10,15 +10,19 @@ weaker than the above they are tightened (location cannot change and is only rep
 
     python scripts/bootstrap_state_bucket.py [--spec FILE] [--dry-run] [--output json]
 
+``--spec`` may name a fleet file (``infra.fleet``): every distinct state bucket of its
+members (the workers', and the manager's), each as above, in the fleet's order.
+
 Honours STORAGE_EMULATOR_HOST (the google-cloud-storage client talks to an emulator).
-Exit codes: 0 done, 2 bad input (one ``error:`` line), 1 the storage API failed.
+Exit codes: 0 done, 2 bad input (one ``error:`` line), 1 the storage API refused, 3 it could not
+be reached in time or answered what no Google API does (the toolkit's bounded client,
+``workloads.observe.google_http``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -48,13 +52,10 @@ class Plan:
 
 
 def _client(project: str):
-    from google.cloud import storage
+    """The toolkit's bounded Cloud Storage client (anonymous against $STORAGE_EMULATOR_HOST)."""
+    from workloads.observe.storage import make_client
 
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project, credentials=AnonymousCredentials())
-    return storage.Client(project=project)
+    return make_client(project)
 
 
 def plan_for(existing: Any | None, bucket: str, project: str, location: str) -> Plan:
@@ -100,31 +101,47 @@ def main(argv: list[str] | None = None, client: Any | None = None) -> int:
     ap.add_argument("--output", choices=("text", "json"), default="text")
     args = ap.parse_args(argv)
 
-    from infra.spec import load_spec
+    from infra.fleet import Fleet, load_spec_or_fleet, members
     from toolkit.errors import ToolkitError
 
     try:
-        spec = load_spec(args.spec)
+        found = load_spec_or_fleet(args.spec)
     except ToolkitError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code
+    models = [m.model for m in members(found)] if isinstance(found, Fleet) else [found]
+    # Each state bucket once, in its first member's region (a fleet's members may share one).
+    targets = list(dict.fromkeys((m.state_bucket, m.project) for m in models))
+    regions = {(m.state_bucket, m.project): m.region for m in reversed(models)}
+    for bucket, project in targets:
+        rc = _bootstrap(bucket, project, regions[(bucket, project)], args, client)
+        if rc:
+            return rc
+    return 0
 
+
+def _bootstrap(bucket: str, project: str, location: str, args: argparse.Namespace, client: Any | None) -> int:
     from google.api_core import exceptions as gexc
-    from google.auth import exceptions as auth_exc
 
-    bucket, project, location = spec.state_bucket, spec.project, spec.region
+    from toolkit.errors import GoogleApiError
+    from workloads.observe.storage import StorageError
+
     try:
         client = client or _client(project)
-        existing = client.lookup_bucket(bucket)
-        plan = plan_for(existing, bucket, project, location)
-        if not args.dry_run:
-            apply(client, plan, existing)
-    except auth_exc.DefaultCredentialsError:
+    except StorageError:  # no Application Default Credentials
         if args.dry_run:
             plan = Plan(bucket, project, location, "create", notes=["no Google credentials, so whether the bucket exists was not checked"])
             return _report(plan, args)
         print("error: no Google credentials — run `gcloud auth application-default login` or set STORAGE_EMULATOR_HOST", file=sys.stderr)
         return 1
+    try:
+        existing = client.lookup_bucket(bucket)
+        plan = plan_for(existing, bucket, project, location)
+        if not args.dry_run:
+            apply(client, plan, existing)
+    except GoogleApiError as e:  # unreachable, too slow, or an answer no Google API gives: one line naming Cloud Storage
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
     except gexc.Forbidden as e:
         print(
             f"error: gs://{bucket}: permission denied ({e.message}) — use an account with storage.buckets.create on {project}, or pick another state.bucket",

@@ -6,7 +6,9 @@
 # remake it when the pinned MaxText moves.
 #
 #   scripts/gen_maxtext_log.sh            writes tests/data/maxtext/tiny_cpu.{log,metrics.jsonl}
-#                                         and tiny_cpu_noprof.{log,metrics.jsonl}
+#                                         and tiny_cpu_noprof.{log,metrics.jsonl}, then tiny_cpu_tb.*
+#   scripts/gen_maxtext_log.sh tensorboard  writes only tests/data/maxtext/tiny_cpu_tb.{metrics.jsonl,tfevents}:
+#                                         the TensorBoard event file MaxText wrote beside its metrics file
 #   TGK_PY312=/path/to/python3.12 ...     interpreter for the MaxText venv (MaxText needs >= 3.12)
 #
 # The venv is the project's pinned MaxText environment (scripts/setup-maxtext.sh:
@@ -47,9 +49,23 @@ run() {  # name, extra args...
   cp "$work/$name.metrics.jsonl" "$out/$name.metrics.jsonl"
 }
 
+tensorboard() {  # MaxText's TensorBoard event file (process 0, tensorboardX) and the metrics file of the same steps
+  run tiny_cpu_tb steps=6 enable_tensorboard=true
+  rm "$out/tiny_cpu_tb.log"
+  # max_utils.initialize_summary_writer: <tensorboard_dir>/<run_name>/, i.e. <output>/<run>/tensorboard/<run>/
+  local events=("$work"/out/tiny_cpu_tb/tensorboard/tiny_cpu_tb/events.out.tfevents.*)
+  [ "${#events[@]}" -eq 1 ] || { log "expected one event file, found: ${events[*]}"; exit 1; }
+  cp "${events[0]}" "$out/tiny_cpu_tb.tfevents"
+}
+
 start=$(date +%s)
-# With the profiler window on (steps 5-6), as the playbook's runs do.
-run tiny_cpu steps=10 profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=2
-# A plain run, profiler off.
-run tiny_cpu_noprof steps=12
+if [ "${1:-}" = "tensorboard" ]; then
+  tensorboard
+else
+  # With the profiler window on (steps 5-6), as a profiled run of a published recipe has it.
+  run tiny_cpu steps=10 profiler=xplane skip_first_n_steps_for_profiler=5 profiler_steps=2
+  # A plain run, profiler off.
+  run tiny_cpu_noprof steps=12
+  tensorboard
+fi
 log "done in $(( $(date +%s) - start )) s"

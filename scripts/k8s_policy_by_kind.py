@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/k8s_policy_by_kind.py [-o json]
 
-Renders what tests/k8s_scan.py lays out (every example's cluster objects, every runtime's
+Renders what tests/support/k8s_scan.py lays out (every example's cluster objects, every runtime's
 runs, what the controllers create from them), runs the pinned checkov once, and prints per
 kind: objects scanned, checks passed and failed, and the failed check ids. Raw counts:
 accepted findings (tests/test_k8s_policy.py ACCEPTED) are counted too, which is the point.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.k8s_scan import write_scan_tree  # noqa: E402
+from tests.support.k8s_scan import write_scan_tree  # noqa: E402
 
 
 def checkov() -> str:

@@ -1,4 +1,4 @@
-"""The multi-tier checkpointing RAM disk the planner derives, per recipe and shape (issue 25's figures).
+"""The multi-tier checkpointing RAM disk the planner derives, per recipe and shape.
 
     .venv/bin/python scripts/mtc_ramdisk_sizes.py [--json out.json]
 

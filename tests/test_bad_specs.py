@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 from toolkit.errors import SpecError
 
 BAD = REPO / "tests" / "bad_specs"

@@ -29,8 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.cli import app as _infra_app
-from tests.conftest import REPO
-from tests.hostile_server import serve
+from tests.support import REPO
+from tests.support.hostile_server import serve
 from toolkit.clikit import run
 from toolkit.errors import ClusterError, FieldError, Rejected, Unreachable
 from toolkit.inputfile import LOG, RUN_SCRIPT, NotReadable, read_bounded
@@ -424,7 +424,7 @@ def test_a_plugin_token_is_sent_and_renewed_when_it_expires(tmp_path: Path) -> N
         f'echo x >> {count}\nn=$(wc -l < {count})\necho \'{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
         f'"status":{{"token":"tok-\'$n\'","expirationTimestamp":"2000-01-01T00:00:00Z"}}}}\'\n',
     )
-    from tests.fake_apiserver import serve as serve_api
+    from tests.support.fake_apiserver import serve as serve_api
 
     with serve_api() as api:
         kubeconfig = tmp_path / "kc"

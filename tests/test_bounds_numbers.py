@@ -1,4 +1,4 @@
-"""Issue 21 class 7, numbers past their domain: every number is bounded to what its consumer accepts.
+"""Numbers past their domain: every number is bounded to what its consumer accepts.
 
 The reported cases (NaN, 1e300 and negative step times in a metrics log; --checkpoint-every
 1e308; --steps 1e23; --max-restarts 2^66), then the audit as tests: every numeric flag of
@@ -28,7 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from infra.cli import app as _infra_app
 from infra.spec import EnvSpec, parse_spec
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit.clikit import run
 from toolkit.errors import FieldError, SpecError
 from workloads.cli import _register
@@ -215,11 +215,13 @@ BASE = {
     ("workloads", "report"): ["report", str(TINY_LOG), "--out", "/nonexistent/never-written"],
     ("workloads", "preflight"): ["preflight", "maxtext-6b", "--kubeconfig", "/nonexistent"],
     ("workloads", "run-local"): ["run-local", "maxtext-6b"],
+    ("workloads", "convert"): ["convert", "llama3.1-8b", "--from", "gs://my-hf/x", "--kubeconfig", "/nonexistent"],
     ("workloads", "local", "up"): ["local", "up"],
     ("workloads", "local", "preempt"): ["local", "preempt", "r1"],
     ("workloads", "local", "crash"): ["local", "crash", "r1"],
-    ("workloads", "local", "fault", "badhost"): ["local", "fault", "badhost", "n1"],
-    ("workloads", "local", "fault", "hang"): ["local", "fault", "hang", "r1"],
+    ("workloads", "journal", "add"): ["journal", "add", str(TINY_LOG), "--dry-run", "--shape", "v5litepod-16"],
+    ("workloads", "local", "badhost"): ["local", "badhost", "n1"],
+    ("workloads", "local", "hang"): ["local", "hang", "r1"],
     ("workloads", "badhost"): ["badhost", "r1", "-n", "research", "--kubeconfig", "/nonexistent"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }

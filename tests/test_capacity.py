@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, FlexStart, OnDemand, Reservation, Spot, load_spec, parse_spec
-from tests.conftest import cli, spec_from
+from tests.support import cli, spec_from
 from toolkit.errors import SpecError
 from toolkit.names import GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL, K8S_ZONE_LABEL, TGK_CAPACITY_LABEL, TGK_LOCAL_MANAGED_LABEL, TGK_POOL_LABEL, TGK_RESERVATION_LABEL
 from workloads.local import nodes

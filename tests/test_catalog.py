@@ -1,6 +1,8 @@
-"""The TPU catalog against the facts in shared/docs/facts/tpu-gke.md.
+"""The TPU catalog against the published facts: Cloud TPU's and GKE's documentation ("Plan TPUs
+in GKE", https://cloud.google.com/kubernetes-engine/docs/concepts/plan-tpus, and the per-generation
+TPU pages), xpk's hardware table and the published tpu-recipes.
 
-The expected values below are transcribed from that table, not from catalog.py.
+The expected values below are transcribed from those sources, not from catalog.py.
 """
 
 from __future__ import annotations
@@ -223,7 +225,7 @@ def test_arbitrary_names_resolve_with_matching_count_or_raise(prefix, n):
 
 def test_every_tpu_machine_type_has_a_size() -> None:
     """Kueue quota and the local nodes never fall back for a machine type the catalog itself uses."""
-    machines = {m for g in catalog.GENERATIONS.values() for m in (g.multi_host_machine, *dict(g.single_host_machines).values())}
+    machines = {m for g in catalog.GENERATIONS.values() for m in (g.multi_host_machine, *g.alternate_machines, *dict(g.single_host_machines).values())}
     assert machines == set(catalog.TPU_VM_SIZES)
 
 

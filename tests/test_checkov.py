@@ -1,7 +1,9 @@
 """checkov on the synthesized JSON of every example: zero unaccepted findings.
 
 Also scanned: v6e-reservation with the GKE Ray operator add-on on (``cluster.ray``; no
-example turns it on), so the add-on's Terraform is held to the same two runs.
+example turns it on), so the add-on's Terraform is held to the same two runs; and every
+stack of the fleet example (examples/fleet/): its workers and its MultiKueue manager, whose
+stack holds the fleet's buckets and their grants to the workers' identities.
 
 Accepted findings live next to their resource (``"//".checkov.skip`` with a
 reason, written by modules/_checkov.suppress). checkov 3.3's Terraform-JSON
@@ -27,7 +29,7 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec, parse_spec
 from modules._checkov import CHECK_ID, baseline, suppressions
-from tests.conftest import EXAMPLE_NAMES, example_doc
+from tests.support import EXAMPLE_NAMES, example_doc
 
 pytestmark = [pytest.mark.tools, pytest.mark.synth]
 
@@ -62,6 +64,11 @@ def synthesized(tmp_path_factory) -> tuple[Path, dict[str, dict[str, Any]]]:
     for name, spec in specs.items():
         path = synth(spec, root / name)
         docs["/" + str(path.relative_to(root))] = json.loads(path.read_text())
+    from infra.fleet import load_fleet
+    from infra.fleet_stack import synth_fleet
+
+    for path in synth_fleet(load_fleet(EXAMPLES_DIR / "fleet" / "fleet.yaml"), root / "fleet"):
+        docs["/" + str(path.relative_to(root))] = json.loads(path.read_text())
     return root, docs
 
 
@@ -93,6 +100,13 @@ def test_findings_are_exactly_the_suppressions(synthesized):
     stale = sorted(accepted - failed)
     assert not unaccepted, "checkov findings without a suppression next to the resource:\n" + "\n".join(map(str, unaccepted))
     assert not stale, "suppressions for checks that now pass (remove them):\n" + "\n".join(map(str, stale))
+
+
+def test_the_fleet_manager_s_stack_is_scanned(synthesized):
+    _root, docs = synthesized
+    managers = [d for f, d in docs.items() if f.startswith("/fleet/") and f.split("/")[3] == "tpu-fleet-mgr"]
+    (mgr,) = managers
+    assert "google_storage_bucket_iam_member" in mgr["resource"], "the fleet buckets' grants to the workers are in the scan"
 
 
 def test_zero_failures_with_the_generated_baseline(synthesized, tmp_path):

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli, example_doc
-from tests.gcs_emulator import emulator_client
+from tests.support import EXAMPLES, REPO, cli, example_doc
+from tests.support.gcs_emulator import precondition_client
+from toolkit import ledger, names
 from toolkit.errors import FieldError
 from workloads.cluster import cleanup as cl
 from workloads.planning import model
@@ -27,13 +28,18 @@ def _iso(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _jobset(name: str, state: str | None, finished_ago: float = 0, kind: str = "JobSet", ns: str = "llm") -> dict:
+def _labels(name: str) -> dict[str, str]:
+    return {names.K8S_MANAGED_BY_LABEL: names.TGK, names.TGK_RUN_LABEL: name}
+
+
+def _jobset(name: str, state: str | None, finished_ago: float = 0, kind: str = "JobSet", ns: str = "llm", ours: bool = True) -> dict:
     conds = []
     if state:
         ctype = {"ok": "Complete" if kind == "Job" else "Completed", "failed": "Failed"}[state]
         conds.append({"type": ctype, "status": "True", "lastTransitionTime": _iso(NOW - finished_ago)})
         conds.append({"type": "Suspended", "status": "False", "lastTransitionTime": _iso(NOW - 9e5)})
-    return {"kind": kind, "metadata": {"name": name, "namespace": ns, "uid": f"uid-{name}"}, "status": {"conditions": conds}}
+    meta = {"name": name, "namespace": ns, "uid": f"uid-{name}", **({"labels": _labels(name)} if ours else {})}
+    return {"kind": kind, "metadata": meta, "status": {"conditions": conds}}
 
 
 def test_run_state_from_conditions() -> None:
@@ -50,7 +56,7 @@ def test_run_state_from_conditions() -> None:
 def test_rayjob_state_from_its_status_fields() -> None:
     rj = {
         "kind": "RayJob",
-        "metadata": {"name": "r", "namespace": "llm"},
+        "metadata": {"name": "r", "namespace": "llm", "labels": _labels("r")},
         "status": {"jobDeploymentStatus": "Complete", "jobStatus": "SUCCEEDED", "endTime": _iso(NOW - 30)},
     }
     assert cl.run_from(rj) == cl.Run("llm", "r", "RayJob", True, "Succeeded", NOW - 30, "")
@@ -107,9 +113,28 @@ def test_a_named_finished_run_goes_whatever_its_age() -> None:
     assert [r.name for r in plan.runs] == ["new"]
 
 
+def test_runs_the_toolkit_did_not_submit_are_kept_whatever_their_state() -> None:
+    """A finished JobSet or Job without the toolkit's labels (xpk's, a user's) is never deleted: once it was."""
+    runs = [
+        cl.run_from(o) for o in (_jobset("mine", "ok", 9e5), _jobset("xpk-run", "ok", 9e5, ours=False), _jobset("hand", "failed", 9e5, kind="Job", ours=False))
+    ]
+    plan = cl.choose(runs, [], now=NOW, older_than=0)
+    assert [r.name for r in plan.runs] == ["mine"]
+    kept = dict(plan.kept)
+    assert "not submitted by this toolkit" in kept["JobSet llm/xpk-run"] and "not submitted by this toolkit" in kept["Job llm/hand"]
+    assert [r.name for r in cl.choose(runs, [], now=NOW, older_than=0, force=True).runs] == ["mine"]  # not even with --force
+    with pytest.raises(FieldError) as e:  # named: refused, nothing deleted
+        cl.choose(runs, [], now=NOW, older_than=0, names=["xpk-run"])
+    assert e.value.field == "RUN" and "not submitted by this toolkit" in str(e.value)
+
+
 def test_orphaned_finished_workloads() -> None:
     fin = {"type": "Finished", "status": "True", "lastTransitionTime": _iso(NOW - 7200)}
-    wl = {"metadata": {"name": "jobset-x-1", "namespace": "llm", "ownerReferences": [{"uid": "gone"}]}, "status": {"conditions": [fin]}}
+    owner = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "x", "uid": "gone"}
+    wl = {
+        "metadata": {"name": "jobset-x-1", "namespace": "llm", "ownerReferences": [owner], "labels": {names.TGK_RUN_LABEL: "x"}},
+        "status": {"conditions": [fin]},
+    }
     assert cl.orphan_from(wl, {"uid-a"}) == cl.OrphanWorkload("llm", "jobset-x-1", NOW - 7200)
     assert cl.orphan_from(wl, {"gone"}) is None  # its owner is still there: it goes with the owner
     pending = {**wl, "status": {"conditions": [{"type": "QuotaReserved", "status": "False"}]}}
@@ -117,22 +142,32 @@ def test_orphaned_finished_workloads() -> None:
     o = cl.orphan_from(wl, set())
     assert cl.choose([], [o], now=NOW, older_than=3600).orphans == (o,)
     assert cl.choose([], [o], now=NOW, older_than=3 * 3600).orphans == ()
+    # A Workload whose owner is a kind cleanup does not list, or one without the run label, stays (both were deleted once).
+    lws = {**wl, "metadata": {**wl["metadata"], "ownerReferences": [{**owner, "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}]}}
+    unlabelled = {**wl, "metadata": {**wl["metadata"], "labels": {}}}
+    plan = cl.choose([], [cl.orphan_from(lws, set()), cl.orphan_from(unlabelled, set())], now=NOW, older_than=0)
+    assert plan.orphans == () and [w for w, _ in plan.kept] == ["Workload llm/jobset-x-1"] * 2
+    assert "LeaderWorkerSet" in plan.kept[0][1] and "label" in plan.kept[1][1]
+
+
+def _dir(run: str, last: float, owner: str | None = "", fmt: int = 2) -> cl.CheckpointDir:
+    return cl.CheckpointDir(ledger.OutputDir(f"gs://b/{run}/", run, run if owner == "" else owner, fmt, NOW - 9e7, NOW - 9e7, last, 3, 300))
 
 
 def test_checkpoints_past_retention_of_runs_that_are_gone() -> None:
     dirs = [
-        cl.CheckpointDir("b", "old", 3, 300, NOW - 20 * 86400, owner="old"),  # its run is deleted in this cleanup
-        cl.CheckpointDir("b", "live", 3, 300, NOW - 20 * 86400, owner="live"),  # its run is still on the cluster
-        cl.CheckpointDir("b", "gone-recent", 1, 10, NOW - 86400, owner="gone-recent"),  # written within retention
-        cl.CheckpointDir("b", "gone-old", 1, 10, NOW - 15 * 86400, owner="gone-old"),
-        cl.CheckpointDir("b", "base-ckpt", 1, 10, NOW - 90 * 86400),  # no identity: not written by a toolkit run
-        cl.CheckpointDir("b", "copied", 1, 10, NOW - 90 * 86400, owner="elsewhere"),  # its identity names another run
+        _dir("old", NOW - 20 * 86400),  # its run is deleted in this cleanup
+        _dir("live", NOW - 20 * 86400),  # its run is still on the cluster
+        _dir("gone-recent", NOW - 86400),  # written within retention
+        _dir("gone-old", NOW - 15 * 86400),
+        _dir("base-ckpt", NOW - 90 * 86400, owner=None),  # no identity: not written by a toolkit run
+        _dir("copied", NOW - 90 * 86400, owner="elsewhere"),  # its identity names another run
     ]
     plan = cl.choose(_runs(), [], now=NOW, older_than=14 * 86400, checkpoints=dirs, retention=14 * 86400)
-    assert [c.run for c in plan.checkpoints] == ["gone-old"]
+    assert [c.run for c in plan.checkpoints] == ["gone-old"] and plan.checkpoints[0].permit is not None
     kept = dict(plan.kept)
-    assert "no tgk-run.json beside it" in kept["gs://b/base-ckpt/checkpoints/"]
-    assert "names run elsewhere" in kept["gs://b/copied/checkpoints/"]
+    assert "no tgk-run.json beside it" in kept["gs://b/base-ckpt/"]
+    assert "names run elsewhere" in kept["gs://b/copied/"]
     plan = cl.choose(_runs(), [], now=NOW, older_than=0, checkpoints=dirs, retention=14 * 86400)
     assert [c.run for c in plan.checkpoints] == ["old", "gone-old"]
     assert cl.choose(_runs(), [], now=NOW, older_than=0, checkpoints=dirs, retention=None).checkpoints == ()
@@ -199,7 +234,8 @@ def test_unreachable_cluster_is_exit_3(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def gcs_client():
-    with emulator_client() as client:
+    """fake-gcs-server: it checks the generation a delete names, as Cloud Storage does (tests/support/gcs_emulator.py)."""
+    with precondition_client() as client:
         yield client
 
 
@@ -209,24 +245,66 @@ def test_checkpoint_dirs_and_their_deletion(gcs_client) -> None:
     files = {
         "run-a/checkpoints/10/items/state": b"x" * 100,
         "run-a/checkpoints/20/items/state": b"y" * 50,
+        "run-a/metrics/metrics_step_0.txt": b"{}",
         "run-a/tensorboard/events": b"keep me",
         "run-b/checkpoints/5/items/state": b"z",
         "loose-file": b"not a run",
     }
     from workloads.runs.identity import IDENTITY, Identity
 
-    files[f"run-a/{IDENTITY}"] = Identity("run-a", "maxtext-6b", {"model_name": "default"}, "sha256:x", "2026-01-01T00:00:00Z").encode()
+    b.blob(f"run-a/{IDENTITY}").upload_from_string(Identity("run-a", "maxtext-6b", {"model_name": "default"}, "sha256:x", "2026-01-01T00:00:00Z").encode())
     for name, data in files.items():
         b.blob(name).upload_from_string(data)
-    dirs = {d.run: d for d in service.checkpoint_dirs(gcs_client, bucket)}
-    assert set(dirs) == {"run-a", "run-b"}
-    assert (dirs["run-a"].objects, dirs["run-a"].size, dirs["run-a"].owner) == (2, 150, "run-a")
-    assert dirs["run-b"].owner is None  # no identity: e.g. a converted base checkpoint
-    assert abs(dirs["run-a"].last_write - datetime.now(UTC).timestamp()) < 300
-    assert service.delete_checkpoints(gcs_client, dirs["run-a"]) == 2
-    assert service.delete_checkpoints(gcs_client, dirs["run-b"]) == 0  # even when asked directly: no identity, nothing deleted
+    found = {d.run: (d, objects) for d, objects in service.bucket_dirs(gcs_client, bucket)}
+    assert set(found) == {"run-a", "run-b"}
+    a, a_objects = found["run-a"]
+    assert (a.objects, a.size, a.owner, a.record_format) == (3, 152, "run-a", 2)
+    assert found["run-b"][0].owner is None  # no identity: e.g. a converted base checkpoint
+    assert abs(a.last_write - datetime.now(UTC).timestamp()) < 300
+    plan = cl.choose([], [], now=NOW + 9e7, older_than=0, checkpoints=[cl.CheckpointDir(a), cl.CheckpointDir(found["run-b"][0])], retention=0)
+    assert [c.run for c in plan.checkpoints] == ["run-a"]
+    # One object rewritten since the listing: it stays (the delete names the generation listed).
+    b.blob("run-a/checkpoints/20/items/state").upload_from_string(b"rewritten")
+    assert service.delete_checkpoints(gcs_client, plan.checkpoints[0], a_objects) == 2
     left = sorted(bl.name for bl in gcs_client.list_blobs(bucket))
-    assert left == ["loose-file", "run-a/tensorboard/events", f"run-a/{IDENTITY}", "run-b/checkpoints/5/items/state"]
+    assert left == [
+        "loose-file",
+        "run-a/checkpoints/20/items/state",
+        "run-a/tensorboard/events",
+        f"run-a/{IDENTITY}",
+        "run-b/checkpoints/5/items/state",
+    ]
+
+
+def test_a_deletion_stops_when_the_identity_changed_since_the_listing(gcs_client) -> None:
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    b = gcs_client.create_bucket(bucket)
+    from workloads.runs.identity import IDENTITY, Identity
+
+    b.blob(f"r/{IDENTITY}").upload_from_string(Identity("r", "maxtext-6b", {"model_name": "default"}, "sha256:x", "t").encode())
+    b.blob("r/checkpoints/1/items/state").upload_from_string(b"w")
+    ((d, objects),) = service.bucket_dirs(gcs_client, bucket)
+    (c,) = cl.choose([], [], now=NOW + 9e7, older_than=0, checkpoints=[cl.CheckpointDir(d)], retention=0).checkpoints
+    b.blob(f"r/{IDENTITY}").upload_from_string(Identity("r", "maxtext-6b", {"model_name": "default"}, "sha256:y", "t").encode())  # resubmitted meanwhile
+    assert service.delete_checkpoints(gcs_client, c, objects) == 0
+    assert [bl.name for bl in gcs_client.list_blobs(bucket, prefix="r/checkpoints/")] == ["r/checkpoints/1/items/state"]
+
+
+def test_an_older_toolkits_adopted_base_checkpoint_is_never_deleted(gcs_client) -> None:
+    """An earlier toolkit's `submit --resume` beside a converted checkpoint wrote an identity (format 1), and cleanup deleted the checkpoint."""
+    import json
+    import time
+
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    b = gcs_client.create_bucket(bucket)
+    b.blob("llama-base/checkpoints/0/items/checkpoint").upload_from_string(b"converted weights")
+    time.sleep(0.01)  # the server's clock orders the two
+    doc = {"written_by": "tpu-gke-toolkit", "format": 1, "run": "llama-base", "recipe": "llama3-8b", "model": {}, "submission": "s", "created": "t"}
+    b.blob("llama-base/tgk-run.json").upload_from_string(json.dumps(doc).encode())
+    ((d, _),) = service.bucket_dirs(gcs_client, bucket)
+    assert d.owner == "llama-base" and d.record_format == 1 and d.record_time > d.first_write
+    plan = cl.choose([], [], now=NOW + 9e7, older_than=0, checkpoints=[cl.CheckpointDir(d)], retention=0)
+    assert plan.checkpoints == () and "not provably the toolkit's" in dict(plan.kept)["gs://" + bucket + "/llama-base/"]
 
 
 # ------------------------------------------------------------------ python -m infra pools

@@ -25,7 +25,7 @@ import yaml
 from infra import cloud_checks
 from infra.gcp_api import TOKEN_ENV_VAR
 from infra.spec import load_spec
-from tests.conftest import cli, example_doc
+from tests.support import cli, example_doc
 
 PROJECT = "my-tpu-project"
 COMPUTE = f"/compute/v1/projects/{PROJECT}"
@@ -188,7 +188,7 @@ def test_a_project_where_the_pools_fit(google: FakeGoogle):
     assert spot["ok"] and "0 in use, 64 free" in spot["detail"] and "field reports" in spot["detail"]  # unverified id: said so
     res1, res2 = found[("reservation", "reservation trillium-res-1")], found[("reservation", "reservation trillium-res-2")]
     assert res1["ok"] and "8 VMs free" in res1["detail"]
-    # The fallback reservation is reported with its health and free count (seed 003's DEGRADED), not refused: deploy may not need it.
+    # The fallback reservation is reported with its health and free count (DEGRADED: a reservation under maintenance may not allocate, even with hosts free), not refused: deploy may not need it.
     assert not res2["ok"] and not res2["refuses"] and "DEGRADED" in res2["detail"] and "2 VMs free" in res2["detail"]
     assert {auth for _, auth in google.seen} == {"Bearer test-token"}
 

@@ -6,7 +6,7 @@ files and CLI commands that steps reference. Behavioural checks: steps are run l
 that the JobSet/Kueue versions the provision pipeline installs are the spec's, that the
 image pipeline pushes the tag the recipes pull, and that the CI test step runs .ci/run with
 Go and Node 22 on PATH. The bootstrap script runs against a real GCS-compatible emulator
-(gcp-storage-emulator, tests/gcs_emulator.py) on loopback.
+(gcp-storage-emulator, tests/support/gcs_emulator.py) on loopback.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli
-from tests.gcs_emulator import running_emulator
+from tests.support import EXAMPLES, REPO, cli
+from tests.support.gcs_emulator import running_emulator
 
 CB = REPO / "cloudbuild"
 CONFIGS = sorted(CB.glob("*.yaml"))
@@ -413,10 +413,11 @@ def test_provision_installs_the_spec_versions(versions, tmp_path: Path, shims: P
     js, kq = spec.versions.jobset, spec.versions.kueue
     if versions:
         assert (js, kq) == ("v0.8.3", "v0.14.9")
-    assert calls[0] == f"kubectl apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/{js}/manifests.yaml"
-    assert calls[1] == f"kubectl apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/{kq}/manifests.yaml"
-    assert calls[2].startswith("kubectl -n jobset-system wait --for=condition=Available deployment --all")
-    assert calls[3].startswith("kubectl -n kueue-system wait --for=condition=Available deployment --all")
+    ctx = f"--context gke_{spec.project}_{spec.region}_{spec.cluster.name}"
+    assert calls[0] == f"kubectl {ctx} apply --server-side -f https://github.com/kubernetes-sigs/jobset/releases/download/{js}/manifests.yaml"
+    assert calls[1] == f"kubectl {ctx} apply --server-side -f https://github.com/kubernetes-sigs/kueue/releases/download/{kq}/manifests.yaml"
+    assert calls[2].startswith(f"kubectl {ctx} -n jobset-system wait --for=condition=Available deployment --all")
+    assert calls[3].startswith(f"kubectl {ctx} -n kueue-system wait --for=condition=Available deployment --all")
 
     env = (ws / ".tgk" / "env.sh").read_text()
     assert f"export TGK_CLUSTER={spec.cluster.name}" in env and f"export TGK_REGION={spec.region}" in env
@@ -438,7 +439,7 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     for step in ("spec-env", "kueue-config-read", "kueue-config-merge", "kueue-config-apply"):
         r = _run_step(doc, step, ws, subs, shims)
         assert r.returncode == 0, f"{step}: {r.stderr}"
-    merged = yaml.safe_load((ws / ".tgk" / "kueue-config.merged.yaml").read_text())
+    merged = yaml.safe_load((ws / ".tgk" / "kueue-config.01.merged.yaml").read_text())
     assert merged["integrations"]["frameworks"] == ["batch/job", "jobset.x-k8s.io/jobset"]  # the release's own settings kept
     w = merged["waitForPodsReady"]
     from infra.spec import load_spec
@@ -448,7 +449,43 @@ def test_provision_turns_on_wait_for_pods_ready(tmp_path: Path, shims: Path, mon
     calls = log.read_text()
     assert "controller_manager_config\\.yaml" in calls or "controller_manager_config\\\\.yaml" in calls
     assert "rollout restart deployment/kueue-controller-manager" in calls
-    assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.merged.yaml" in calls
+    assert "--from-file=controller_manager_config.yaml=.tgk/kueue-config.01.merged.yaml" in calls
+
+
+@pytest.mark.parametrize("in_place", [True, False], ids=["in-place", "recreate"])
+def test_provision_turns_on_jobsets_in_place_gate_only_where_runs_restart_in_place(tmp_path: Path, shims: Path, monkeypatch, in_place):
+    """JobSet's release configuration, read from the cluster, comes back with its InPlaceRestart gate and the
+    controller is restarted to read it; a spec without in-place restarts leaves JobSet's configuration alone."""
+    log = tmp_path / "calls.log"
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    # JobSet v0.12.0's config/components/manager/controller_manager_config.yaml
+    release_config = (
+        "apiVersion: config.jobset.x-k8s.io/v1alpha1\nkind: Configuration\nleaderElection:\n  leaderElect: true\ninternalCertManagement:\n  enable: true\n"
+    )
+    _shim(shims, "kubectl", f'echo "kubectl $*" >> "$TGK_TEST_LOG"\ncase "$*" in *"get configmap"*) printf \'%s\' "{release_config}";; esac\n')
+    spec_doc = yaml.safe_load((EXAMPLES / "default.yaml").read_text())
+    if in_place:
+        spec_doc["recovery"] = {"restart": "in-place"}
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(yaml.safe_dump(spec_doc))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(spec_file)}
+    for step in ("spec-env", "jobset-config", "jobset-config-merge", "jobset-config-apply"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    merged = yaml.safe_load((ws / ".tgk" / "jobset-config.01.merged.yaml").read_text())
+    assert merged["leaderElection"] == {"leaderElect": True} and merged["internalCertManagement"] == {"enable": True}  # the release's kept
+    calls = log.read_text()
+    if in_place:
+        assert merged["featureGates"] == {"InPlaceRestart": True}
+        assert "--from-file=controller_manager_config.yaml=.tgk/jobset-config.01.merged.yaml" in calls
+        assert "rollout restart deployment/jobset-controller-manager" in calls
+    else:
+        assert "featureGates" not in merged
+        assert "jobset-manager-config --from-file" not in calls and "rollout restart" not in calls
+        assert "its release configuration stays" in r.stdout
 
 
 def test_provision_leaves_multi_tier_checkpointing_to_the_stack():
@@ -475,7 +512,7 @@ def test_destroy_stops_on_deletion_protection(tmp_path: Path, shims: Path, monke
     doc = load(CB / "destroy.yaml")
     _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
     (ws / ".tgk").mkdir()
-    (ws / ".tgk" / "stack_dir").write_text("cdktn.out/stacks/x\n")
+    (ws / ".tgk" / "stack_dirs").write_text("cdktn.out/stacks/x\n")
     unprotected = tmp_path / "unprotected.yaml"  # deletion protection is on by default: the opt-out is explicit
     unprotected.write_text(
         (EXAMPLES / "default.yaml").read_text().replace("  release_channel: RAPID\n", "  release_channel: RAPID\n  deletion_protection: false\n")
@@ -661,6 +698,8 @@ def test_the_image_pipeline_pushes_what_the_recipes_pull(example: str, tmp_path:
     planned = 0
     for name in in_image:
         recipe = recipes.load_recipe(name)
+        if recipe.kind.value == "sft":
+            continue  # fine-tuning needs a conversation dataset of the spec: its image is checked with one in tests/test_fine_tuning.py
         if all(why_not(recipe, p.shape) for p in spec.tpu_pools):
             assert recipe.image.registry == images.MAXTEXT_IMAGE, name  # runs elsewhere (e.g. tpu7x only): same image
             continue
@@ -822,7 +861,7 @@ def test_bad_spec_is_one_line(tmp_path: Path):
 
 @pytest.fixture(scope="module")
 def gcs_emulator():
-    """A real GCS-compatible emulator process on loopback (tests/gcs_emulator.py, as the storage tests use).
+    """A real GCS-compatible emulator process on loopback (tests/support/gcs_emulator.py, as the storage tests use).
 
     It keeps buckets and PATCHed settings but drops some create-time fields (location,
     iamConfiguration, versioning), so those are checked on the request the client sent.
@@ -916,3 +955,134 @@ def test_emulator_script_as_a_process(gcs_emulator, tmp_path: Path):
     second = run("--output", "json")
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["action"] != "create"
+
+
+# ------------------------------------------------------------------ a fleet file: every cluster, in order
+
+FLEET = EXAMPLES / "fleet" / "fleet.yaml"
+FLEET_CLUSTERS = ["tpu-west", "tpu-east", "tpu-fleet-mgr"]
+
+
+def _fleet_workspace(tmp_path: Path, shims: Path, monkeypatch, spec: Path = FLEET) -> tuple[dict, dict[str, str], Path, Path]:
+    log = tmp_path / "calls.log"
+    log.write_text("")
+    monkeypatch.setenv("TGK_TEST_LOG", str(log))
+    ws = tmp_path / "ws"
+    ws.mkdir(exist_ok=True)
+    doc = load(CB / "provision.yaml")
+    subs = {**doc["substitutions"], "_SPEC": str(spec)}
+    r = _run_step(doc, "spec-env", ws, subs, shims)
+    assert r.returncode == 0, r.stderr
+    return doc, subs, ws, log
+
+
+def _members(ws: Path) -> list[dict[str, str]]:
+    out = []
+    for f in sorted((ws / ".tgk" / "members").glob("*.sh")):
+        env = dict(line.removeprefix("export ").split("=", 1) for line in f.read_text().splitlines())
+        out.append({k: v.strip("'") for k, v in env.items()})
+    return out
+
+
+def test_provision_reads_every_member_of_a_fleet_in_deploy_order(tmp_path: Path, shims: Path, monkeypatch):
+    _doc, _subs, ws, _log = _fleet_workspace(tmp_path, shims, monkeypatch)
+    members = _members(ws)
+    assert [(m["TGK_CLUSTER"], m["TGK_ROLE"]) for m in members] == [("tpu-west", "worker"), ("tpu-east", "worker"), ("tpu-fleet-mgr", "manager")]
+    assert [m["TGK_MEMBER_SPEC"] for m in members] == [str(FLEET.parent / "west.yaml"), str(FLEET.parent / "east.yaml"), str(FLEET)]
+    assert members[2]["TGK_STATE_PREFIX"] == "tpu-gke-toolkit/tpu-fleet-mgr" and members[2]["TGK_CONTEXT"] == "gke_my-tpu-project_us-central1_tpu-fleet-mgr"
+    assert "export TGK_FLEET=true" in (ws / ".tgk" / "env.sh").read_text()
+
+
+def test_provision_applies_a_fleet_s_stacks_workers_first_and_wires_it_last(tmp_path: Path, shims: Path, monkeypatch):
+    doc, subs, ws, log = _fleet_workspace(tmp_path, shims, monkeypatch)
+    _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
+    (ws / ".tgk" / "stack_dirs").write_text("".join(f"cdktn.out/stacks/{c}\n" for c in FLEET_CLUSTERS))  # what the synth step writes
+    for step in ("tf-init", "tf-plan", "tf-apply"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    tf = [ln.split()[1:3] for ln in log.read_text().splitlines() if ln.startswith("terraform")]
+    want = [[f"-chdir=cdktn.out/stacks/{c}", cmd] for cmd in ("init", "plan", "apply") for c in FLEET_CLUSTERS]
+    assert tf == want, "every member planned before any is applied; applied workers first, the manager last"
+    # The Kueue objects: one `queues apply --fleet`, after every cluster's add-ons (the venv's python logs its arguments here).
+    venv_python = ws / ".tgk" / "venv" / "bin" / "python"
+    venv_python.write_text('#!/bin/sh\necho "python $*" >> "$TGK_TEST_LOG"\n')
+    r = _run_step(doc, "kueue-objects", ws, subs, shims)
+    assert r.returncode == 0, r.stderr
+    assert f"python -m workloads queues apply --fleet {FLEET}" in log.read_text()
+
+
+def test_provision_installs_kueue_on_every_member_and_gives_the_manager_multikueue(tmp_path: Path, shims: Path, monkeypatch):
+    release = "apiVersion: config.kueue.x-k8s.io/v1beta2\nkind: Configuration\nnamespace: kueue-system\n"
+    _fleet_workspace(tmp_path, shims, monkeypatch)  # the log path and workspace
+    _shim(shims, "kubectl", f'echo "kubectl $*" >> "$TGK_TEST_LOG"\ncase "$*" in *"get configmap"*) printf \'%s\' "{release}";; esac\n')
+    doc, subs, ws, log = _fleet_workspace(tmp_path, shims, monkeypatch)
+    for step in ("install-jobset-kueue", "kueue-config-read", "kueue-config-merge", "kueue-config-apply"):
+        r = _run_step(doc, step, ws, subs, shims)
+        assert r.returncode == 0, f"{step}: {r.stderr}"
+    contexts = [m["TGK_CONTEXT"] for m in _members(ws)]
+    installs = [ln.split()[2] for ln in log.read_text().splitlines() if "apply --server-side -f https://github.com/kubernetes-sigs/kueue/" in ln]
+    assert installs == contexts
+    merged = [yaml.safe_load((ws / ".tgk" / f"kueue-config.0{i}.merged.yaml").read_text()) for i in (1, 2, 3)]
+    assert "multiKueue" not in merged[0] and "multiKueue" not in merged[1]
+    assert merged[2]["multiKueue"]["origin"] == "tpu-fleet" and merged[2]["waitForPodsReady"]["timeout"]
+    restarts = [ln.split()[2] for ln in log.read_text().splitlines() if "rollout restart" in ln]
+    assert restarts == contexts
+
+
+def test_provision_credentials_name_each_context_as_the_fleet_reaches_it(tmp_path: Path, shims: Path, monkeypatch):
+    named = tmp_path / "named"
+    named.mkdir()
+    for n in ("west", "east"):
+        (named / f"{n}.yaml").write_text((FLEET.parent / f"{n}.yaml").read_text())
+    doc_text = FLEET.read_text().replace("  - name: east\n    spec: east.yaml\n", "  - name: east\n    spec: east.yaml\n    context: east-admin\n")
+    (named / "fleet.yaml").write_text(doc_text)
+    doc, subs, ws, log = _fleet_workspace(tmp_path, shims, monkeypatch, named / "fleet.yaml")
+    _shim(shims, "gcloud", 'echo "gcloud $*" >> "$TGK_TEST_LOG"\n')
+    r = _run_step(doc, "credentials", ws, subs, shims)
+    assert r.returncode == 0, r.stderr
+    text = log.read_text()
+    assert [ln.split()[4] for ln in text.splitlines() if "get-credentials" in ln] == FLEET_CLUSTERS
+    assert "kubectl config rename-context gke_my-tpu-project_us-east5_tpu-east east-admin" in text
+    assert "kubectl config set-context east-admin --user=tgk-build" in text
+
+
+def test_provision_refuses_a_fleet_member_with_a_kubeconfig_file_of_its_own(tmp_path: Path, shims: Path, monkeypatch):
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET.read_text().replace("  cluster: tpu-fleet-mgr ", "  kubeconfig: mgr.kubeconfig\n  cluster: tpu-fleet-mgr "))
+    for n in ("west", "east"):
+        (tmp_path / f"{n}.yaml").write_text((FLEET.parent / f"{n}.yaml").read_text())
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    doc = load(CB / "provision.yaml")
+    r = _run_step(doc, "spec-env", ws, {**doc["substitutions"], "_SPEC": str(fleet)}, shims)
+    assert r.returncode == 2
+    (line,) = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
+    assert line.startswith("error: manager.kubeconfig: the provision pipeline reaches every member"), line
+
+
+def test_destroy_of_a_fleet_goes_manager_first_and_checks_every_member_first(tmp_path: Path, shims: Path, monkeypatch):
+    monkeypatch.setenv("TGK_TEST_LOG", str(tmp_path / "log"))
+    _shim(shims, "terraform", 'echo "terraform $*" >> "$TGK_TEST_LOG"\n')
+    doc = load(CB / "destroy.yaml")
+    unprotected = tmp_path / "unprotected"
+    unprotected.mkdir()
+    (unprotected / "fleet.yaml").write_text(FLEET.read_text())
+    for n in ("west", "east"):
+        data = yaml.safe_load((FLEET.parent / f"{n}.yaml").read_text())
+        data["cluster"]["deletion_protection"] = False
+        (unprotected / f"{n}.yaml").write_text(yaml.safe_dump(data))
+    for fleet, protected in ((FLEET, True), (unprotected / "fleet.yaml", False)):
+        (tmp_path / "log").write_text("")
+        ws = tmp_path / f"ws-{protected}"
+        ws.mkdir()
+        subs = {**doc["substitutions"], "_SPEC": str(fleet)}
+        assert _run_step(doc, "spec-env", ws, subs, shims).returncode == 0
+        (ws / ".tgk" / "stack_dirs").write_text("".join(f"cdktn.out/stacks/{c}\n" for c in FLEET_CLUSTERS))
+        r = _run_step(doc, "tf-destroy", ws, subs, shims)
+        calls = [ln.split()[1] for ln in (tmp_path / "log").read_text().splitlines() if ln.startswith("terraform")]
+        if protected:
+            assert r.returncode == 2 and "deletion_protection" in r.stderr and calls == [], r.stderr
+        else:
+            assert r.returncode == 0, r.stderr
+            assert calls == [f"-chdir=cdktn.out/stacks/{c}" for c in reversed(FLEET_CLUSTERS)]

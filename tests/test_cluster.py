@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.fake_apiserver import serve
+from tests.support import REPO
+from tests.support.fake_apiserver import serve
 from toolkit.errors import ClusterError, ToolkitError
 from workloads.cluster.api import LogsUnavailable
 from workloads.cluster.client import Cluster
@@ -165,16 +165,29 @@ def test_delete_of_a_missing_jobset_is_normal() -> None:
     t = FakeTransport()
     res = Cluster(t).delete_jobset("research", "gone")
     assert res.deleted is False
-    assert t.calls[0]["method"] == "DELETE" and t.calls[0]["query"]["propagationPolicy"] == "Foreground"
+    assert [c["method"] for c in t.calls] == ["GET"]  # nothing there: nothing to delete
+
+
+def _ours(name: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "research", "labels": {"app.kubernetes.io/managed-by": "tpu-gke-toolkit", "tpu-gke-toolkit/run": name}}}
 
 
 def test_delete_existing_and_dry_run() -> None:
     path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"
-    t = FakeTransport({("DELETE", path): {"kind": "Status", "status": "Success"}})
+    t = FakeTransport({("GET", path): _ours("r1"), ("DELETE", path): {"kind": "Status", "status": "Success"}})
     c = Cluster(t)
     assert c.delete_jobset("research", "r1").deleted is True
+    assert t.calls[-1]["method"] == "DELETE" and t.calls[-1]["query"]["propagationPolicy"] == "Foreground"
     res = c.delete_jobset("research", "r1", dry_run=True)
     assert res.deleted and res.dry_run and t.calls[-1]["query"]["dryRun"] == "All"
+
+
+def test_a_jobset_the_toolkit_did_not_submit_is_not_deleted() -> None:
+    """The ownership ledger (toolkit/ledger.py): without the toolkit's labels nothing is deleted, by name or not."""
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/theirs"
+    t = FakeTransport({("GET", path): {"metadata": {"name": "theirs", "namespace": "research", "labels": {"app": "x"}}}})
+    assert Cluster(t).delete_jobset("research", "theirs").deleted is False
+    assert "DELETE" not in [c["method"] for c in t.calls]
 
 
 # -------------------------------------------------------- pods and logs

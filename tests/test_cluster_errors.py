@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fake_apiserver import serve
+from tests.support.fake_apiserver import serve
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport, jobset, workload
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
 from workloads.cluster.api import LogsUnavailable
@@ -67,6 +67,8 @@ def test_each_verb_names_its_own_rbac_verb(loopback) -> None:
     answer(api, "GET", pods, 403, 'pods is forbidden: User "bob" cannot list resource "pods"')
     with pytest.raises(Forbidden, match=r"to list pods in namespace team-a: .*can-i list pods -n team-a\)$"):
         cluster.pods("team-a", "r1")
+    ours = {"labels": {"app.kubernetes.io/managed-by": "tpu-gke-toolkit", "tpu-gke-toolkit/run": "r1"}}
+    api.routes[("GET", JS_PATH)] = lambda q, b: (200, {**jobset(ns="team-a"), "metadata": {"name": "r1", "namespace": "team-a", **ours}})
     answer(api, "DELETE", JS_PATH, 403, "nope")
     with pytest.raises(Forbidden, match=r"to delete jobsets.jobset.x-k8s.io in namespace team-a"):
         cluster.delete_jobset("team-a", "r1")

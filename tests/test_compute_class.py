@@ -12,7 +12,7 @@ import pytest
 from infra import cloud_checks
 from infra.catalog import gke_version_tuple
 from infra.spec import COMPUTE_CLASS_MIN_GKE_VERSION
-from tests.conftest import cli, example_doc, spec_from
+from tests.support import cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from toolkit.names import GKE_COMPUTE_CLASS_LABEL
 from workloads.render.kueue import queue_objects

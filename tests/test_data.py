@@ -15,8 +15,8 @@ import yaml
 
 from infra import access
 from infra.datasets import DatasetFormat
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import emulator_client
+from tests.support import REPO, cli, example_doc, spec_from
+from tests.support.gcs_emulator import emulator_client
 from toolkit.errors import SpecError
 from workloads.data import checks, formats, mount, tokenizer
 from workloads.local import bucket as local_bucket
@@ -236,9 +236,19 @@ def test_upload_puts_the_files_then_refuses_to_replace_them(server, tmp_path: Pa
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert got["bytes"] == 2 * (FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).stat().st_size and got["mib_per_s"] > 0
-    assert sorted(b.name for b in client.list_blobs(d.bucket)) == ["text/v1/t.array_record-0", "text/v1/t.array_record-1"]
+    assert sorted(b.name for b in client.list_blobs(d.bucket)) == ["text/v1.tgk-dataset.json", "text/v1/t.array_record-0", "text/v1/t.array_record-1"]
+    record = json.loads(client.bucket(d.bucket).blob("text/v1.tgk-dataset.json").download_as_bytes())
+    assert record["complete"] is True and record["files"] == {
+        "text/v1/t.array_record-0": got["files"][0]["bytes"],
+        "text/v1/t.array_record-1": got["files"][1]["bytes"],
+    }
     again = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
-    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "never replaces" in again.stderr, again.stderr
+    assert again.returncode == 2 and again.stderr.count("\n") == 1 and "never added to" in again.stderr, again.stderr
+    # A later upload of one more file into the prefix runs already read: refused.
+    (src / "t.array_record-2").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    more = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", sp, env=_env(server))
+    assert more.returncode == 2 and more.stderr.startswith("error: datasets[0].path: gs://") and "a new path" in more.stderr, more.stderr
+    assert "text/v1/t.array_record-2" not in [b.name for b in client.list_blobs(d.bucket)]  # nothing uploaded
 
 
 def test_upload_refuses_a_file_in_another_format_and_sends_nothing(server, tmp_path: Path) -> None:
@@ -250,6 +260,69 @@ def test_upload_refuses_a_file_in_another_format_and_sends_nothing(server, tmp_p
     done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), env=_env(server))
     assert done.returncode == 2 and done.stderr.startswith("error: datasets[0].format: ") and "looks like tfrecord" in done.stderr, done.stderr
     assert list(client.list_blobs(d.bucket)) == []
+
+
+@pytest.mark.parametrize("hostile", ["symlink-out", "fifo", "link-to-dev-zero", "device-node", "symlink-to-dir"])
+def test_upload_takes_regular_files_inside_the_directory_only(server, tmp_path: Path, hostile: str) -> None:
+    """A link out of SRC is refused, never followed; a FIFO or device named like a shard is refused without a read."""
+    import os
+
+    client, spec, d, doc = _fresh(server)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.array_record").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    secret = tmp_path / "id_rsa"
+    secret.write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())  # even a valid shard outside SRC is not taken
+    bad = src / "b.array_record"
+    if hostile == "symlink-out":
+        bad.symlink_to(secret)
+    elif hostile == "fifo":
+        os.mkfifo(bad)
+    elif hostile == "link-to-dev-zero":
+        bad.symlink_to("/dev/zero")
+    elif hostile == "device-node":
+        import stat
+
+        try:
+            os.mknod(bad, stat.S_IFCHR | 0o600, os.makedev(1, 5))  # /dev/zero's numbers
+        except PermissionError:
+            pytest.skip("making a device node needs CAP_MKNOD (the link to /dev/zero case covers the read)")
+    else:
+        bad.symlink_to(src)
+    done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), env=_env(server))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and done.stderr.startswith("error: SRC: "), done.stderr
+    assert "b.array_record" in done.stderr and done.stdout == ""
+    assert list(client.list_blobs(d.bucket)) == []
+
+
+def test_upload_takes_a_link_that_stays_inside_the_directory(server, tmp_path: Path) -> None:
+    client, spec, d, doc = _fresh(server)
+    src = tmp_path / "src"
+    (src / "shards").mkdir(parents=True)
+    (src / "shards" / "real.bin").write_bytes((FIXTURES / FILES[DatasetFormat.ARRAYRECORD]).read_bytes())
+    (src / "a.array_record").symlink_to(src / "shards" / "real.bin")
+    done = cli("workloads", "data", "upload", src, "--dataset", "text", "--spec", _write_spec(tmp_path, doc), "-o", "json", env=_env(server))
+    assert done.returncode == 0, done.stderr
+    # the data, and beside its prefix the upload's record (workloads.data.upload)
+    assert [b.name for b in client.list_blobs(d.bucket)] == ["text/v1.tgk-dataset.json", "text/v1/a.array_record"]
+
+
+def test_a_file_swapped_after_the_check_is_not_uploaded(tmp_path: Path) -> None:
+    """The plan's file or nothing: a link put in its place between plan and upload is refused at open."""
+    from workloads.data import upload
+
+    src = tmp_path / "src"
+    src.mkdir()
+    f = src / "a.array_record"
+    f.write_bytes(b"x" * 10)
+    path, st = upload.regular_inside(src, f)
+    item = upload.UploadItem(path, "text/v1/a.array_record", st.st_size, (st.st_dev, st.st_ino))
+    f.unlink()
+    f.symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").write_bytes(b"y" * 10)
+    with pytest.raises(SpecError) as e:
+        upload._open_same(item)
+    assert e.value.field == "SRC"
 
 
 @pytest.mark.parametrize(

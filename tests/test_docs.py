@@ -68,6 +68,7 @@ OTHER_PROGRAMS = {
 REPO_PROGRAMS = {
     "scripts/bench_everyday.py": {"--compare", "--xpk"},
     "scripts/bench_import_recipes.py": {"--toolkit"},
+    "scripts/bench_synth.py": {"--fleet", "--samples", "--repo", "--sizes"},
     "workloads/ray/jax_trainer.py": {"--accelerator-type", "--num-workers", "--cpu"},
     "workloads/ray/entrypoint.py": {"--maxtext-args-b64"},
 }

@@ -1,7 +1,7 @@
 """Each CLI entry point once as a real process: what the in-process runner returns is what the process gives.
 
 The fast tier runs ``python -m workloads`` and ``python -m infra`` in process
-(tests/conftest.py ``cli``). Here each runs as a real ``python -m`` process too, and
+(``cli`` in tests/support/cli.py). Here each runs as a real ``python -m`` process too, and
 both ways must give the same exit code, stdout and stderr byte for byte: a success,
 a bad input (one stderr line, exit 2), a usage error and the help. The other entry
 points run as processes where they are tested: ``python -m infra.app`` and the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import EXAMPLES, cli, run_module
+from tests.support import EXAMPLES, cli, run_module
 
 CASES = [
     ("workloads", ["submit", "maxtext-6b", "--slices", "2", "--name", "smoke", "--dry-run", "-o", "json", "--spec", str(EXAMPLES / "default.yaml")], 0),

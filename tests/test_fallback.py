@@ -9,7 +9,7 @@ import pytest
 
 from infra import reservation_fallback as fallback
 from infra.spec import load_spec
-from tests.conftest import cli, example_doc, spec_from
+from tests.support import cli, example_doc, spec_from
 
 SPEC = load_spec("examples/fallback.yaml")  # v6e-16: trillium-res-1 > trillium-res-2 > on-demand > spot
 POOL = SPEC.tpu_pools[0]

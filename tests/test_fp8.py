@@ -15,7 +15,7 @@ import pytest
 
 from infra import catalog
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli
+from tests.support import EXAMPLES, cli
 from tests.test_metrics import ABSL, HAND
 from workloads.observe import metrics as m
 from workloads.planning import recipes as r

@@ -24,7 +24,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import EXAMPLES, REPO, cli_app
+from tests.support import EXAMPLES, REPO, cli_app
 from toolkit.clikit import run
 from workloads.planning.maxtext_keys import MODEL_KEYS
 

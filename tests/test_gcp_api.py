@@ -2,7 +2,7 @@
 paged listing through each_page, and gcloud's token is asked for in one place.
 
 The structural tests keep it so (a second hand-made GET or token lookup fails them); the
-others hold the bounds against a loopback server that misbehaves (tests/hostile_server.py).
+others hold the bounds against a loopback server that misbehaves (tests/support/hostile_server.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from infra import gcp_api
-from tests.conftest import REPO, cli
-from tests.hostile_server import serve
+from tests.support import REPO, cli
+from tests.support.hostile_server import serve
 
 INFRA = REPO / "infra"
 # Modules that open HTTP connections themselves: only the client may.

@@ -1,4 +1,4 @@
-"""Values only GCP refuses, caught at spec load (issue 21 class 8): every name, label and display name
+"""Values only GCP refuses, caught at spec load, before a single cloud call: every name, label and display name
 in the synthesized Terraform, held against GCP's documented rules.
 
 ``violations`` is the rule table: for each resource type the stack creates, the fields a

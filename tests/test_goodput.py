@@ -79,7 +79,7 @@ def test_no_timed_lines() -> None:
 def test_metrics_and_report_show_goodput(tmp_path) -> None:
     import json
 
-    from tests.conftest import cli
+    from tests.support import cli
 
     a1, end1 = _attempt(0.0, 0, 25, init=5.0, compile_extra=30.0, step=1.0, restored=None)
     a2, _ = _attempt(end1 + 60.0, 21, 40, init=8.0, compile_extra=30.0, step=1.0, restored=20)

@@ -20,11 +20,19 @@ from pathlib import Path
 import pytest
 
 from toolkit.errors import Forbidden
-from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, K8S_COMPLETION_INDEX_LABEL, WORKLOAD_CONTAINER
+from toolkit.names import (
+    JOBSET_JOB_INDEX_LABEL,
+    JOBSET_NAME_LABEL,
+    K8S_COMPLETION_INDEX_LABEL,
+    K8S_JOB_NAME_LABEL,
+    RAY_SUBMITTER_CONTAINER,
+    TGK_RUN_LABEL,
+    WORKLOAD_CONTAINER,
+)
 from workloads.local import cloudlogging as cl
 from workloads.local import loopback
 from workloads.observe import goodput
-from workloads.observe.history import JOBSET_UID_LABEL, HistoryUnavailable, LogScope, make_client, read, worker_filter
+from workloads.observe.history import JOB_UID_LABEL, JOBSET_UID_LABEL, HistoryUnavailable, LogScope, make_client, read, worker_filter
 
 SCOPE = LogScope(project="proj-1", location="us-east5", cluster="tpu-a", namespace="research", run="llm-1", run_uid="uid-2")
 
@@ -182,8 +190,9 @@ def test_an_unreachable_server_is_unavailable_not_a_traceback() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(HistoryUnavailable, match="unreachable|answered"):
+    with pytest.raises(HistoryUnavailable, match=r"^Cloud Logging \(POST http://127\.0\.0\.1:\d+/v2/entries:list\): cannot connect") as failed:
         read(make_client("p", endpoint=loopback.url(port)), SCOPE, limit_bytes=1 << 20)
+    assert failed.value.exit_code == 3 and "\n" not in str(failed.value)
 
 
 def test_an_attempt_that_never_reached_a_step_stays_an_attempt() -> None:
@@ -250,3 +259,193 @@ def test_a_deleted_run_is_still_read_from_cloud_logging_and_a_gone_one_is_one_li
         "no history of run 'never-ran'" in line
         and f"Cloud Logging (project {env.project}, cluster {env.region}/{env.cluster.name}, namespace research)" in line
     )
+
+
+# ------------------------------------------------------------------ every runtime: a Job's and a RayJob's attempts
+
+
+def _job_source(pod: str, *, run: str = "llm-1", uid: str = "job-uid-2", index: str = "0") -> cl.Container:
+    """A pod of an Indexed Job, labelled as the Job controller labels it."""
+    labels = {K8S_JOB_NAME_LABEL: run, "job-name": run, JOB_UID_LABEL: uid, K8S_COMPLETION_INDEX_LABEL: index, TGK_RUN_LABEL: run}
+    return cl.Container("proj-1", "us-east5", "tpu-a", "research", pod, WORKLOAD_CONTAINER, labels)
+
+
+def _submitter_source(pod: str, *, run: str = "llm-1") -> cl.Container:
+    """A RayJob's submitter pod (K8sJobMode): the Job KubeRay makes carries the RayJob's name."""
+    labels = {K8S_JOB_NAME_LABEL: run, "job-name": run, JOB_UID_LABEL: f"uid-of-{pod}", TGK_RUN_LABEL: run}
+    return cl.Container("proj-1", "us-east5", "tpu-a", "research", pod, RAY_SUBMITTER_CONTAINER, labels)
+
+
+def _steps(t: float, ks: range) -> list[str]:
+    return [_absl(t + k, f"completed step: {k}, seconds: 1.0") for k in ks]
+
+
+def test_a_job_runs_attempts_are_read_by_its_own_labels(server) -> None:
+    store, url = server
+    t0 = time.time() - 3600
+    store.ship(_job_source("llm-1-0-aaaaa"), _steps(t0, range(0, 5)), t0)  # attempt 1: worker 0
+    store.ship(_job_source("llm-1-1-bbbbb", index="1"), ["worker 1"], t0)
+    store.ship(_job_source("llm-1-0-ccccc", uid="job-uid-1"), ["an earlier Job of the name"], t0)
+    store.ship(_submitter_source("llm-1-ddddd"), ["a RayJob's submitter of the name"], t0)
+    store.ship(_source("llm-1-slice-0-0-eeeee"), ["a JobSet of the name"], t0)
+    store.ship(_job_source("llm-1-0-fffff"), _steps(t0 + 100, range(3, 8)), t0 + 100)  # attempt 2, after a Kueue eviction
+    scope = LogScope("proj-1", "us-east5", "tpu-a", "research", "llm-1", run_uid="job-uid-2", runtime="job")
+    hist = read(make_client("proj-1", endpoint=url), scope, limit_bytes=1 << 20)
+    assert hist.pods == ("llm-1-0-aaaaa", "llm-1-0-fffff") and len(hist.lines) == 10
+    assert goodput.from_attempt_logs(hist.per_pod()).attempts == 2
+
+
+def test_a_rayjobs_attempts_are_its_submitter_pods(server) -> None:
+    store, url = server
+    t0 = time.time() - 3600
+    store.ship(_submitter_source("llm-1-aaaaa"), _steps(t0, range(0, 4)), t0)
+    store.ship(_job_source("llm-1-0-bbbbb"), ["a plain Job of the name"], t0)
+    store.ship(_submitter_source("llm-1-ccccc"), _steps(t0 + 100, range(2, 6)), t0 + 100)  # KubeRay's retry: a new submitter
+    scope = LogScope("proj-1", "us-east5", "tpu-a", "research", "llm-1", runtime="ray", since=cl.rfc3339(t0 - 1))
+    assert 'container_name="ray-job-submitter"' in worker_filter(scope) and "controller-uid" not in worker_filter(scope)
+    hist = read(make_client("proj-1", endpoint=url), scope, limit_bytes=1 << 20)
+    assert hist.pods == ("llm-1-aaaaa", "llm-1-ccccc") and "a plain Job" not in hist.text
+
+
+def test_each_runtimes_filter_names_its_own_pods() -> None:
+    def fields(runtime: str, uid: str | None) -> dict[str, str]:
+        return {".".join(t.path): t.value for t in cl.parse_filter(worker_filter(LogScope("p", "l", "c", "ns", "r", run_uid=uid, runtime=runtime)))}
+
+    job = fields("job", "u-1")
+    assert job["labels.k8s-pod/batch_kubernetes_io/job-name"] == "r" and job["labels.k8s-pod/batch_kubernetes_io/controller-uid"] == "u-1"
+    assert job["labels.k8s-pod/batch_kubernetes_io/job-completion-index"] == "0" and job["resource.labels.container_name"] == WORKLOAD_CONTAINER
+    assert not any("jobset" in k for k in job)
+    ray = fields("ray", None)
+    assert ray["resource.labels.container_name"] == RAY_SUBMITTER_CONTAINER and ray["labels.k8s-pod/batch_kubernetes_io/job-name"] == "r"
+    with pytest.raises(ValueError):
+        LogScope("p", "l", "c", "ns", "r", runtime="pods")
+
+
+def _load(run: str, env, cluster, url: str):
+    """``metrics RUN``'s loader, on ``cluster`` (a callable giving the fake), with the local Cloud Logging server at ``url``."""
+    from workloads.observe import analysis
+
+    return analysis.load_run(
+        run,
+        spec=lambda: env,
+        cluster=cluster,
+        metrics_file=None,
+        namespace="research",
+        team=None,
+        logging_client=lambda cluster, project: make_client(project, endpoint=url),
+    )
+
+
+class _RunThere:
+    """A cluster where the run object is there (a Job or a RayJob) and its pod is the last attempt's."""
+
+    context = "gke_proj-1_us-east5_tpu-a"
+
+    def __init__(self, kind, uid: str, created: str) -> None:
+        self.kind, self.uid, self.created = kind, uid, created
+
+    def find_run(self, ns: str, run: str):
+        return self.kind, {"metadata": {"name": run, "namespace": ns, "uid": self.uid, "creationTimestamp": self.created}, "status": {}}
+
+    def find_pod(self, ns: str, run: str, found=None):
+        return {"metadata": {"name": f"{run}-last"}}
+
+    def workload_for(self, ns: str, obj):
+        return None
+
+
+@pytest.mark.parametrize("runtime", ["job", "ray"])
+def test_metrics_of_a_job_or_rayjob_run_reads_every_attempt(server, runtime: str) -> None:
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from workloads.cluster import runkinds
+
+    store, url = server
+    env = load_spec(DEFAULT_SPEC_PATH)
+    t0 = time.time() - 3600
+    kind = runkinds.BY_RUNTIME[runtime]
+    for k in range(2):
+        src = _job_source(f"llm-1-0-{k}") if runtime == "job" else _submitter_source(f"llm-1-{k}")
+        store.ship(
+            cl.Container(env.project, env.region, env.cluster.name, "research", src.pod, src.container, src.pod_labels),
+            _steps(t0 + 100 * k, range(3 * k, 3 * k + 3)),
+            t0 + 100 * k,
+        )
+    there = _RunThere(kind, "job-uid-2", cl.rfc3339(t0 - 10))
+    got = _load("llm-1", env, lambda: there, url)
+    assert got.attempts is not None and len(got.attempts) == 2, got.source
+    assert got.source.startswith(f"Cloud Logging (project {env.project}") and [s.step for s in got.log.steps] == list(range(6))
+
+
+@pytest.mark.parametrize("runtime", ["job", "ray"])
+def test_a_gone_job_or_rayjob_run_is_found_as_its_runtime(server, runtime: str) -> None:
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+
+    store, url = server
+    env = load_spec(DEFAULT_SPEC_PATH)
+    t0 = time.time() - 3600
+    src = _job_source("llm-9-0-x", run="llm-9") if runtime == "job" else _submitter_source("llm-9-x", run="llm-9")
+    store.ship(cl.Container(env.project, env.region, env.cluster.name, "research", src.pod, src.container, src.pod_labels), _steps(t0, range(4)), t0)
+    got = _load("llm-9", env, _GoneCluster, url)
+    assert [s.step for s in got.log.steps] == [0, 1, 2, 3] and got.source.endswith(src.pod)
+
+
+@pytest.mark.parametrize(
+    ("runtime", "status", "workload"),
+    [
+        ("job", {}, {"status": {"schedulingStats": {"evictions": [{"reason": "Preempted", "count": 1}]}}}),
+        ("ray", {"failed": 1}, None),
+        ("jobset", {"restarts": 1}, None),
+    ],
+)
+def test_where_earlier_attempts_cannot_be_had_one_line_says_so(server, capsys, runtime: str, status: dict, workload: dict | None) -> None:
+    """Cloud Logging holds nothing of the run: the last attempt's pod log is read, and one warning line says what is missing."""
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from workloads.cluster import runkinds
+
+    _, url = server
+    env = load_spec(DEFAULT_SPEC_PATH)
+
+    class Restarted(_RunThere):
+        def find_run(self, ns: str, run: str):
+            kind, obj = super().find_run(ns, run)
+            return kind, {**obj, "status": status}
+
+        def workload_for(self, ns: str, obj):
+            return workload
+
+        def logs(self, ns: str, pod: str):
+            return iter(_steps(time.time() - 60, range(5, 8)))
+
+    there = Restarted(runkinds.BY_RUNTIME[runtime], "uid-x", cl.rfc3339(time.time() - 600))
+    got = _load("llm-5", env, lambda: there, url)
+    assert [s.step for s in got.log.steps] == [5, 6, 7] and got.source == "research/llm-5-last"
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        "warning: run 'llm-5' restarted 1 time(s); pod llm-5-last's log holds its own attempt only (earlier attempts: no entries for it in Cloud Logging"
+    )
+
+
+def test_a_cloud_logging_that_misbehaves_is_a_warning_beside_a_pod_and_exit_3_without_one(capsys) -> None:
+    """An endless listing (tests/support/hostile_server.py): beside the run's pod, one warning and its log; with
+    nothing on the cluster, the service's failure is the answer, one line, exit 3."""
+    from infra.spec import DEFAULT_SPEC_PATH, load_spec
+    from tests.support.hostile_server import serve
+    from workloads.cluster import runkinds
+
+    env = load_spec(DEFAULT_SPEC_PATH)
+
+    class WithPod(_RunThere):
+        def logs(self, ns: str, pod: str):
+            return iter(_steps(time.time() - 60, range(2)))
+
+    page = b'{"entries": [], "nextPageToken": "again"}'
+    with serve({"*": "json"}, body=page) as h:
+        got = _load("llm-7", env, lambda: WithPod(runkinds.JOBSET, "u", cl.rfc3339(time.time() - 600)), h.url)
+        (line,) = capsys.readouterr().err.splitlines()
+        assert [s.step for s in got.log.steps] == [0, 1] and got.source == "research/llm-7-last"
+        assert line.startswith("warning: earlier attempts unknown: Cloud Logging (POST http://127.0.0.1:") and "more than 1000 pages" in line
+        with pytest.raises(HistoryUnavailable) as failed:
+            _load("llm-7", env, _GoneCluster, h.url)
+    text = str(failed.value)
+    assert failed.value.exit_code == 3 and "\n" not in text and text.count(" — ") == 1
+    assert text.startswith("no history of run 'llm-7' in namespace 'research' (no run and no pod there): Cloud Logging (POST http://127.0.0.1:")

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import REPO, cli, example_doc, spec_from
+from tests.support import REPO, cli, example_doc, spec_from
 from toolkit.errors import FieldError
 from workloads.planning import compute_types, shellwords, step_figures
 from workloads.planning import import_recipe as ir

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, REPO, cli, spec_from
+from tests.support import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError
 from workloads.planning import import_recipe as ir
 from workloads.planning import recipes as r
@@ -344,7 +344,7 @@ def test_cli_out_file_must_carry_the_recipe_name(tmp_path: Path) -> None:
     assert yaml.safe_load((tmp_path / "demo-6b.yaml").read_text())["name"] == "demo-6b"
 
 
-# ------------------------------------------------------- playbook checks at plan time
+# ------------------------------------------------------- a recipe's mesh checked at plan time
 
 
 def _ds_recipe(user_recipes: Path) -> None:
@@ -361,7 +361,9 @@ def test_fsdp_beyond_the_model_limit_is_refused_with_the_playbook_fix(user_recip
     with pytest.raises(FieldError) as e:
         plan_run("ds", big, Overrides())
     msg = str(e.value)
-    assert "deepseek3-671b shards FSDP 1024 ways" in msg and "at most 512 ways" in msg
+    # The limit comes from the model: multi-head latent attention's key/value rank (512) is split over fsdp.
+    assert "fsdp (ici x dcn) = 1024 cannot split the latent key/value rank" in msg and "of deepseek3-671b (512)" in msg
+    assert "at most 512 ways" in msg
     assert "--set ici_data_parallelism=2" in msg
     # The fix it names plans: FSDP 512, data 2.
     plan = plan_run("ds", big, Overrides(sets=("ici_data_parallelism=2",)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 HEAVY = ("cdktn", "cdktn_provider_google", "jsii", "constructs", "modules")
 

@@ -1,4 +1,4 @@
-"""`python -m infra` end to end, as a user runs it (in process: tests/conftest.py cli; real synth)."""
+"""`python -m infra` end to end, as a user runs it (in process: tests/support/cli.py; real synth)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli
+from tests.support import REPO, cli
 
 
 def infra(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -1,7 +1,7 @@
-"""Run values reach every runtime's program intact and inert (issue 21, class 3).
+"""Run values reach every runtime's program intact and inert: a value never runs as a command.
 
 Each runtime's rendered object is taken through what stands between it and the program,
-with real shells (tests/shell_layers.py): the JobSet's and the Job's container through the
+with real shells (tests/support/shell_layers.py): the JobSet's and the Job's container through the
 kubelet's ``$(NAME)`` expansion and the exit guard's ``/bin/sh``; the RayJob's entrypoint
 through KubeRay's submitter script under ``/bin/bash -ce``, ``ray job submit``'s
 ``list2cmdline`` and the job supervisor's ``shell=True``. A stand-in ``python3`` records the
@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from infra.spec import load_spec
-from tests.conftest import REPO, run_module
-from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
+from tests.support import REPO, run_module
+from tests.support.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
 from workloads.planning import program_text
 from workloads.planning import recipes as r
@@ -45,7 +45,7 @@ from workloads.render.kustomize import run_objects as stamped  # the runtime's o
 EXAMPLES = REPO / "examples"
 # MaxText keys the planner passes on as written (it reads none of them).
 FREE_KEYS = ("dataset_path", "tokenizer_path", "hf_path", "hf_data_dir", "eval_dataset_name")
-ISSUE_EXAMPLE = "x;touch${IFS}/tmp/p"  # issue 21's own value, marker /tmp/p
+ISSUE_EXAMPLE = "x;touch${IFS}/tmp/p"  # a --set value that once ran on the Ray head (`;` ends the command, ${IFS} is a space); marker /tmp/p
 # Inert words that look like flags or like the encoded form: they stay plain in the entrypoint.
 INERT_TRICKY = ["-rf", "--", "--maxtext-args-b64=W10=", "a=b=c", "%s@:,+./"]
 PROPERTY = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

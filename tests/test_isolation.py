@@ -31,7 +31,7 @@ import pytest
 
 from infra.derived_names import RESERVED_NAMESPACE
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
-from tests.conftest import EXAMPLE_NAMES, example_doc
+from tests.support import EXAMPLE_NAMES, example_doc
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import kueue
 from workloads.render.jobset import run_objects

@@ -1,4 +1,4 @@
-"""The ``job`` runtime (seed 000): a batch/v1 Indexed Job + headless Service from the RunPlan.
+"""The ``job`` runtime: a batch/v1 Indexed Job + headless Service from the RunPlan.
 
 Contract facts, goldens, the Kustomize round trip, the one-line refusals, and the
 cluster side (find the run, its pods, its status, delete it and its Service) against a
@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli
+from tests.support import EXAMPLES, cli
+from tests.support.goldens import check_golden
 from tests.test_cluster import KUEUE_DISCOVERY, KUEUE_GROUP, FakeTransport
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
-from tests.test_manifests import _check_golden
 from toolkit import names
+from workloads.cluster import runkinds
 from workloads.cluster import status as st
 from workloads.cluster.client import Cluster
 from workloads.cluster.runkinds import JOB, JOBSET, LOOKUP_ORDER
@@ -163,7 +164,7 @@ GOLDEN_RUNS = [
 @pytest.mark.parametrize("example, recipe, kw", GOLDEN_RUNS, ids=[f"{e}-{r}" for e, r, _ in GOLDEN_RUNS])
 def test_job_golden(example: str, recipe: str, kw: dict) -> None:
     plan = _plan(example, recipe, **{"name": "golden", **kw})
-    _check_golden(f"job-{example}-{recipe}-x1", job.run_objects(plan))
+    check_golden(f"job-{example}-{recipe}-x1", job.run_objects(plan))
 
 
 # ------------------------------------------------------------------ the Kustomize tree
@@ -283,7 +284,8 @@ def _job_pod(i: int, phase: str = "Running", node: str | None = None) -> dict:
 
 def test_lookup_order_covers_every_runtime_and_puts_the_rayjob_before_the_job() -> None:
     order = [k.runtime for k in LOOKUP_ORDER]
-    assert sorted(order) == sorted(RUNTIMES)
+    # A Pathways run is a JobSet, found as one and told apart by its runtime label (runkinds.kind_of).
+    assert sorted([*order, runkinds.PATHWAYS.runtime]) == sorted(RUNTIMES) == sorted(runkinds.BY_RUNTIME)
     assert order.index("ray") < order.index("job")  # KubeRay's submitter Job carries the RayJob's name
 
 
@@ -361,7 +363,7 @@ def test_find_pod_of_a_job_run_ignores_the_slice() -> None:
 
 
 def _svc(run_label: str | None = "jr") -> dict:
-    labels = {names.TGK_RUN_LABEL: run_label} if run_label else {}
+    labels = {names.K8S_MANAGED_BY_LABEL: names.TGK, names.TGK_RUN_LABEL: run_label} if run_label else {}
     return {"kind": "Service", "metadata": {"name": "jr", "labels": labels}}
 
 

@@ -2,7 +2,7 @@
 
 The Terraform is scanned in tests/test_checkov.py; this is the same for the
 Kubernetes side, with checkov 3.3.30's ``kubernetes`` framework over what
-tests/k8s_scan.py lays out per example: the cluster objects (``queues apply``: Kueue,
+tests/support/k8s_scan.py lays out per example: the cluster objects (``queues apply``: Kueue,
 Namespaces, KSAs, PriorityClasses, NetworkPolicies, the priority admission policies,
 the DCN DaemonSet), the Kustomize tree of every runtime, what ``submit`` applies (JobSet;
 Service + Job; RayJob), and what the controllers create from it (the JobSet's child
@@ -28,9 +28,10 @@ import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
 from modules._checkov import CHECK_ID
-from tests.k8s_scan import write_scan_tree
+from tests.support.k8s_scan import write_scan_tree
 from tests.test_checkov import run_checkov as checkov_report
 from toolkit.names import RAY_SUBMITTER_CONTAINER, TPU_RESOURCE
+from workloads.render.pathways import PROXY_CONTAINER
 from workloads.render.rayjob import HEAD_CONTAINER
 from workloads.render.skeleton import BASE_NAME
 
@@ -49,14 +50,16 @@ def tpu_worker(obj: dict[str, Any]) -> bool:
     return any(TPU_RESOURCE in (c.get("resources") or {}).get("limits", {}) for c in _pod(obj).get("containers", []))
 
 
-def ray_cpu_pod(obj: dict[str, Any]) -> bool:
-    """A RayJob's head pod or its submitter Job: CPU pods on the spec's CPU pool."""
-    names = {c["name"] for c in _pod(obj).get("containers", [])}
-    return not tpu_worker(obj) and bool(names & {HEAD_CONTAINER, RAY_SUBMITTER_CONTAINER})
+def cpu_run_pod(obj: dict[str, Any]) -> bool:
+    """A run's CPU pod on the spec's CPU pool: a RayJob's head pod or its submitter Job, a Pathways head Job (its proxy and
+    resource manager as native sidecars)."""
+    pod = _pod(obj)
+    names = {c["name"] for c in [*pod.get("containers", []), *pod.get("initContainers", [])]}
+    return not tpu_worker(obj) and bool(names & {HEAD_CONTAINER, RAY_SUBMITTER_CONTAINER, PROXY_CONTAINER})
 
 
 def run_pod(obj: dict[str, Any]) -> bool:
-    return tpu_worker(obj) or ray_cpu_pod(obj)
+    return tpu_worker(obj) or cpu_run_pod(obj)
 
 
 def _always(_obj: dict[str, Any]) -> bool:
@@ -92,11 +95,6 @@ class Accepted:
 
 
 _RUN = "a run's pods (TPU workers of the JobSet, the Job and the RayJob's worker group; the Ray head and submitter)"
-_MAXTEXT_ROOT = (
-    "the toolkit's MaxText image (and the Ray image built FROM it) runs as root, and GKE's TPU docs show TPU pods only as their image's "
-    "user; a team that sets run_as_user runs as that UID (runAsNonRoot) and its namespace enforces Pod Security restricted. Root here "
-    "holds no capabilities, cannot escalate, and runs under RuntimeDefault seccomp"
-)
 _DAEMONSET = "the DCN TCP-tuning DaemonSet (workloads/render/multinetwork.py, network.dcn)"
 _PRIVILEGED = (
     f"{_DAEMONSET}: its init container writes net.ipv4.tcp_rmem in the host's network namespace, which needs hostNetwork and "
@@ -109,15 +107,16 @@ _IN_DEFAULT_NS = (
 
 
 def _resources(check: str, what: str) -> tuple[Accepted, ...]:
-    """One resources finding, for the TPU workers and for the Ray head and submitter (Jobs and Pods alike)."""
+    """One resources finding, for the TPU workers and for the runs' CPU pods (Jobs and Pods alike)."""
     cpu = (
-        "the Ray head and submitter request no CPU or memory on purpose: the team's ClusterQueue has only TPU flavors, and Kueue "
-        "would give a pod set that requests a resource they cover a TPU flavor's node labels (workloads/render/rayjob.py)"
+        "the Ray head and submitter and the Pathways head request no CPU or memory on purpose: the team's ClusterQueue has only TPU "
+        "flavors, and Kueue would give a pod set that requests a resource they cover a TPU flavor's node labels (workloads/render/rayjob.py); "
+        "a Pathways head's CPU node is checked against its sidecars' published sizes at plan time (workloads/planning/pathways.py)"
     )
     return tuple(
         Accepted(check, kind, reason, applies)
         for kind in ("Job", "Pod")
-        for reason, applies in ((f"the TPU worker owns its whole TPU VM (it takes every chip); {what}", tpu_worker), (cpu, ray_cpu_pod))
+        for reason, applies in ((f"the TPU worker owns its whole TPU VM (it takes every chip); {what}", tpu_worker), (cpu, cpu_run_pod))
     )
 
 
@@ -162,8 +161,6 @@ ACCEPTED: tuple[Accepted, ...] = (
         )
         for kind in ("Job", "Pod")
     ),
-    *(Accepted("CKV_K8S_23", kind, f"{_RUN}: {_MAXTEXT_ROOT}") for kind in ("Job", "Pod")),
-    *(Accepted("CKV_K8S_40", kind, f"{_RUN}: {_MAXTEXT_ROOT} (a run_as_user above 10000 passes this check too)") for kind in ("Job", "Pod")),
     Accepted(
         "CKV_K8S_14",
         "Job",
@@ -259,8 +256,18 @@ def test_every_runtime_and_kind_is_scanned(scanned):
     assert {"JobSet", "Job", "Service", "RayJob", "Pod", "DaemonSet", "NetworkPolicy", "ValidatingAdmissionPolicy"} <= kinds, kinds
     created = [o for f, objs in objects.items() if "/created/" in f for o in objs]
     assert any(tpu_worker(o) and o["kind"] == "Pod" for o in created), "no Ray TPU worker pod scanned"
-    assert any(ray_cpu_pod(o) and o["kind"] == "Pod" for o in created), "no Ray head pod scanned"
-    assert any(ray_cpu_pod(o) and o["kind"] == "Job" for o in created), "no Ray submitter Job scanned"
+    assert any(cpu_run_pod(o) and o["kind"] == "Pod" for o in created), "no Ray head pod scanned"
+    assert any(cpu_run_pod(o) and o["kind"] == "Job" and o["metadata"]["name"].endswith("-pathways-head") for o in created), "no Pathways head scanned"
+    assert any(cpu_run_pod(o) and o["kind"] == "Job" and not o["metadata"]["name"].endswith("-pathways-head") for o in created), "no Ray submitter Job scanned"
+
+
+def test_the_fleet_s_own_objects_are_scanned(scanned):
+    """The manager's MultiKueue objects, its identity's RBAC and token Secret on each worker, and its kubeconfig Secrets."""
+    _root, objects = scanned
+    fleet = {o["kind"] for f, objs in objects.items() if f.startswith("/fleet/") for o in objs}
+    assert {"ClusterRole", "ClusterRoleBinding", "RoleBinding", "ServiceAccount", "Secret", "MultiKueueCluster", "ClusterQueue"} <= fleet, fleet
+    secrets = [o for f, objs in objects.items() if f.startswith("/fleet/") for o in objs if o["kind"] == "Secret"]
+    assert {s.get("type") for s in secrets} == {"kubernetes.io/service-account-token", "Opaque"}  # token Secrets and kubeconfig Secrets
 
 
 @pytest.fixture(scope="module")

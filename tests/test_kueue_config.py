@@ -8,7 +8,7 @@ import pytest
 
 from infra import recovery
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli, spec_from
+from tests.support import EXAMPLES, cli, spec_from
 from toolkit.errors import SpecError
 from workloads.render.kueue import manager_settings, merge_manager_config
 
@@ -61,9 +61,10 @@ def test_time_scale_and_limit() -> None:
 
 def test_disabled_turns_off_kueues_own_default() -> None:
     # Kueue v0.19 has it on without a block: off is its DisableWaitForPodsReady gate.
-    assert manager_settings(_spec(enabled=False)) == {"featureGates": {"DisableWaitForPodsReady": True}}
+    off = manager_settings(_spec(enabled=False))
+    assert off["featureGates"] == {"DisableWaitForPodsReady": True} and "waitForPodsReady" not in off
     older = spec_from("default", kueue={"wait_for_pods_ready": {"enabled": False}}, versions={"kueue": "v0.17.1"})
-    assert manager_settings(older) == {}
+    assert "featureGates" not in manager_settings(older) and "waitForPodsReady" not in manager_settings(older)
 
 
 @pytest.mark.parametrize("field, value", [("timeout_seconds", 1200), ("recovery_timeout_seconds", 2100)])
@@ -73,6 +74,16 @@ def test_a_timeout_shorter_than_what_it_guards_is_refused(field, value) -> None:
     ) as e:
         _spec(**{field: value})
     assert "raise it to at least" in str(e.value)
+
+
+def test_kueue_copies_the_run_label_onto_every_workload() -> None:
+    """Once a run is gone, the label on its Workload is the ownership ledger's proof that a run of the toolkit's made it."""
+    from toolkit.names import TGK_RUN_LABEL
+
+    for enabled in (True, False):
+        assert manager_settings(_spec(enabled=enabled))["integrations"] == {"labelKeysToCopy": [TGK_RUN_LABEL]}
+    merged = merge_manager_config({"integrations": {"frameworks": ["batch/job"]}}, manager_settings(_spec()))
+    assert merged["integrations"] == {"frameworks": ["batch/job"], "labelKeysToCopy": [TGK_RUN_LABEL]}  # the release's frameworks kept
 
 
 def test_merge_keeps_the_release_settings() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, REPO, cli
+from tests.support import EXAMPLES, REPO, cli
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import yamlio
 from workloads.render.jobset import jobset
@@ -128,7 +128,7 @@ def test_kustomize_builds_each_of_several_runs_in_one_tree(tmp_path: Path, kusto
 
 @pytest.mark.tools
 def test_cli_render_then_build_equals_submit_dry_run(tmp_path: Path, kustomize_bin: str) -> None:
-    args = ["maxtext-6b", "--slices", "2", "--name", "eq-run", "--set", "remat_policy=minimal", "--steps", "12"]
+    args = ["maxtext-6b", "--slices", "2", "--name", "eq-run", "--set", "per_device_batch_size=2", "--steps", "12"]
     r = cli("workloads", "render", *args, "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr
     d = cli("workloads", "submit", *args, "--dry-run", "-o", "json")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PROJECT = ("toolkit", "modules", "infra", "workloads")
 DOC = REPO / "docs" / "architecture.md"
@@ -60,7 +60,16 @@ LAYERS: dict[str, Layer] = {
         Layer("workloads.observe", ("workloads.planning", "workloads.cluster", "infra", "toolkit")),
         Layer(
             "workloads.local",
-            ("workloads.cluster", "workloads.render", "workloads.planning", "workloads.observe.storage", "workloads.observe.history", "infra", "toolkit"),
+            (
+                "workloads.cluster",
+                "workloads.render",
+                "workloads.planning",
+                "workloads.observe.storage",
+                "workloads.observe.history",
+                "workloads.observe.tb_events",
+                "infra",
+                "toolkit",
+            ),
         ),
         Layer(
             "workloads.runs",
@@ -69,6 +78,7 @@ LAYERS: dict[str, Layer] = {
                 "workloads.render",
                 "workloads.cluster",
                 "workloads.observe.storage",
+                "workloads.observe.owned_objects",
                 "workloads.observe.history",
                 "workloads.observe.faults",
                 "workloads.data.checks",
@@ -76,7 +86,19 @@ LAYERS: dict[str, Layer] = {
                 "toolkit",
             ),
         ),
-        Layer("workloads.data", ("workloads.planning", "workloads.render.volumes", "workloads.maxtext", "workloads.observe.storage", "infra", "toolkit")),
+        Layer(
+            "workloads.data",
+            (
+                "workloads.planning",
+                "workloads.render.volumes",
+                "workloads.maxtext",
+                "workloads.observe.storage",
+                "workloads.observe.owned_objects",
+                "workloads.observe.google_http",
+                "infra",
+                "toolkit",
+            ),
+        ),
         Layer("workloads.ray", (), third_party=("ray", "maxtext")),
         Layer("workloads.cli", ("workloads", "infra", "toolkit")),
     )

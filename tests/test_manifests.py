@@ -1,25 +1,22 @@
 """JobSet and Kueue objects: golden files for every example, plus the contract's key facts.
 
-Goldens are compared as parsed YAML. Regenerate with TGK_UPDATE_GOLDEN=1 (never in CI).
+Goldens are compared as parsed YAML (tests/support/goldens.py). Regenerate with TGK_UPDATE_GOLDEN=1 (never in CI).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from infra.spec import PRIORITY_CLASSES, load_spec
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
+from tests.support.goldens import check_golden
 from workloads.planning.planner import Overrides, PlanError, plan_run
 from workloads.render import exitguard, kueue, yamlio
 from workloads.render.jobset import jobset, run_objects
-
-GOLDEN = Path(__file__).resolve().parent / "golden"
 
 # (example, recipe, overrides): single and multislice across every generation.
 RUNS = [
@@ -27,6 +24,7 @@ RUNS = [
     ("default", "maxtext-6b", Overrides(slices=2, name="golden")),
     ("default", "hello-tpu", Overrides(slices=2, name="golden")),
     ("fallback", "llama3-8b", Overrides(slices=2, name="golden")),
+    ("compute-class", "llama3-8b", Overrides(slices=2, name="golden")),
     ("flex-start", "llama3-8b", Overrides(slices=1, name="golden")),
     ("teams", "maxtext-6b", Overrides(slices=2, name="golden", team="research")),
     ("flex-start", "llama3-8b", Overrides(slices=4, name="golden", priority="very-high")),
@@ -40,35 +38,32 @@ RUNS = [
     ("v6e-reservation", "llama3-8b", Overrides(slices=2, name="golden-data", team="pretrain", dataset="c4-en", multi_tier_checkpointing=True)),
     ("default", "maxtext-6b", Overrides(slices=2, name="golden-fuse", checkpoint_storage="gcsfuse")),
     ("tpu7x-multislice", "maxtext-6b", Overrides(slices=2, name="golden-lustre", checkpoint_storage="lustre")),
+    ("tpu7x-dynamic-slicing", "maxtext-6b", Overrides(name="golden", topology="2x2x2")),
+    ("tpu7x-dynamic-slicing", "maxtext-6b", Overrides(name="golden", topology="4x4x8")),
 ]
 
 
 def _tail(o: Overrides) -> str:
     """A golden's name suffix for the storage options it shows (a dataset, multi-tier checkpointing)."""
-    return ("-data" if o.dataset else "") + ("-mtc" if o.multi_tier_checkpointing else "") + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
-
-
-def _check_golden(name: str, objects: list[dict]) -> None:
-    path = GOLDEN / f"{name}.yaml"
-    if os.environ.get("TGK_UPDATE_GOLDEN") == "1":
-        assert not os.environ.get("CI"), "goldens are never regenerated in CI"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(yamlio.dump_all(objects))
-    assert path.exists(), f"{path} is missing; create it with TGK_UPDATE_GOLDEN=1 and review the diff"
-    assert yamlio.load_all(path.read_text()) == objects, f"{path.name} differs; if intended, regenerate with TGK_UPDATE_GOLDEN=1"
+    return (
+        ("-data" if o.dataset else "")
+        + ("-mtc" if o.multi_tier_checkpointing else "")
+        + (f"-{o.checkpoint_storage}" if o.checkpoint_storage else "")
+        + (f"-{o.topology}" if o.topology else "")
+    )
 
 
 @pytest.mark.golden
 @pytest.mark.parametrize("example, recipe, overrides", RUNS, ids=[f"{e}-{r}-x{o.slices or 1}{_tail(o)}" for e, r, o in RUNS])
 def test_jobset_golden(example: str, recipe: str, overrides: Overrides) -> None:
     plan = plan_run(recipe, load_spec(EXAMPLES / f"{example}.yaml"), overrides)
-    _check_golden(f"jobset-{example}-{recipe}-x{plan.target.slices}{_tail(overrides)}", run_objects(plan))
+    check_golden(f"jobset-{example}-{recipe}-x{plan.target.slices}{_tail(overrides)}", run_objects(plan))
 
 
 @pytest.mark.golden
 @pytest.mark.parametrize("example", sorted(p.stem for p in EXAMPLES.glob("*.yaml")))
 def test_kueue_golden(example: str) -> None:
-    _check_golden(f"kueue-{example}", kueue.queue_objects(load_spec(EXAMPLES / f"{example}.yaml")))
+    check_golden(f"kueue-{example}", kueue.queue_objects(load_spec(EXAMPLES / f"{example}.yaml")))
 
 
 def test_every_example_has_goldens() -> None:
@@ -171,7 +166,7 @@ def test_kueue_objects_two_teams() -> None:
         "research": "trillium-t-research@my-tpu-project.iam.gserviceaccount.com",
     }
     psa = {ns["metadata"]["name"]: ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for ns in _by_kind(objs, "Namespace")}
-    assert psa == {"pretrain": "privileged", "research": "baseline"}  # only pretrain opted in to hostNetwork runs
+    assert psa == {"pretrain": "privileged", "research": "restricted"}  # only pretrain opted in to hostNetwork runs; research runs as non-root
 
 
 def test_quota_is_per_shape_sum_of_slices() -> None:

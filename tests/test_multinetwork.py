@@ -1,8 +1,10 @@
 """tpu7x multislice DCN networking (spec network.dcn): spec checks, the run's JobSet, the
 in-cluster objects and the CRDs they need, and (synth tier) the Terraform side.
 
-Expected values come from the spec and the playbook's published settings (seed 003),
-not from the renderer. The local cluster applies the objects in
+Expected values come from the spec and from published settings, not from the renderer:
+the TCP receive buffers Google's TPU collectives benchmark expects on every TPU node
+(https://github.com/AI-Hypercomputer/tpu-recipes/blob/main/microbenchmarks/trillium/collectives/cluster_toolkit/README.md)
+and MegaScale's gRPC told to use the DCN NICs. The local cluster applies the objects in
 tests/integration/test_multinetwork.py.
 """
 
@@ -15,7 +17,7 @@ import pytest
 import yaml
 
 from infra.spec import load_spec, parse_spec
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from toolkit.errors import SpecError
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
@@ -23,7 +25,7 @@ from workloads.render import jobset as js
 from workloads.render import multinetwork as mn
 
 EXAMPLE = EXAMPLES / "tpu7x-multislice.yaml"
-PLAYBOOK_RMEM = "4096 41943040 314572800"  # seed 003: the playbook's DaemonSet value
+PLAYBOOK_RMEM = "4096 41943040 314572800"  # net.ipv4.tcp_rmem as that benchmark README sets it
 PLAYBOOK_FLAG = "--megascale_grpc_interface_prefixes=eth1,eth2,lo"
 
 

@@ -1,7 +1,7 @@
-"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/conftest.py cli).
+"""`python -m workloads` status/logs/metrics/report/delete/preflight, as a user sees them (in process: tests/support/cli.py).
 
 Offline paths use the real MaxText test data; cluster paths use a kubeconfig that points at
-an unreachable port, or at a small recording HTTP server on loopback (tests/fake_apiserver.py)
+an unreachable port, or at a small recording HTTP server on loopback (tests/support/fake_apiserver.py)
 so the real kubernetes client is exercised end to end.
 """
 
@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import cli
-from tests.fake_apiserver import serve
-from tests.gcs_emulator import running_emulator
+from tests.support import cli
+from tests.support.fake_apiserver import serve
 
 DATA = Path(__file__).parent / "data" / "maxtext"
 LOG = str(DATA / "tiny_cpu.log")
@@ -125,18 +124,32 @@ def test_report_writes_files(tmp_path: Path) -> None:
 
 
 def test_report_upload_to_the_spec_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each upload is a new prefix, every object created only where none is (fake-gcs-server checks the precondition):
+    a second report, or another run's under a reused name, never replaces the first."""
+    from tests.support.gcs_emulator import running_precondition_server
     from workloads.observe import storage
 
-    with running_emulator() as url:
+    with running_precondition_server() as url:
         monkeypatch.setenv(storage.EMULATOR_ENV, url)
         client = storage.make_client(project="my-tpu-project")
         bucket = "my-tpu-project-tpu-dev-artifacts"  # buckets[purpose=artifacts] of examples/default.yaml
         client.create_bucket(bucket)
         r = wl("report", LOG, "--out", str(tmp_path / "rep"), "--upload")
         assert r.returncode == 0, r.stderr
-        assert f"uploaded gs://{bucket}/reports/tiny_cpu/report.md" in r.stdout
-        names = sorted(b.name for b in client.list_blobs(bucket))
-        assert names == ["reports/tiny_cpu/metrics.png", "reports/tiny_cpu/report.md", "reports/tiny_cpu/summary.json"]
+        assert f"uploaded gs://{bucket}/reports/tiny_cpu/2" in r.stdout
+        first = {b.name: b.generation for b in client.list_blobs(bucket)}
+        assert sorted(n.rsplit("/", 1)[1] for n in first) == ["metrics.png", "report.md", "summary.json"]
+        prefix = next(iter(first)).rsplit("/", 1)[0]
+        import time
+
+        time.sleep(1.1)  # the prefix is the upload's second
+        again = wl("report", LOG, "--out", str(tmp_path / "rep2"), "--upload")
+        assert again.returncode == 0, again.stderr
+        now = {b.name: b.generation for b in client.list_blobs(bucket)}
+        assert len(now) == 6 and all(now[n] == g for n, g in first.items())  # the first report is as it was
+        with pytest.raises(storage.StorageError, match="already exists, and an upload never replaces an object"):
+            storage.upload(tmp_path / "rep", bucket, prefix, client=client)
+        assert {b.name: b.generation for b in client.list_blobs(bucket)} == now
 
 
 # ------------------------------------------------------------ cluster paths
@@ -315,7 +328,14 @@ def test_logs_and_metrics_of_a_run_from_the_cluster(api) -> None:
 
 def test_delete_normal_and_already_gone(api) -> None:
     server, kc = api
-    server.json("DELETE", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1", {"kind": "Status", "status": "Success"})
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/research/jobsets/r1"
+    # A JobSet the toolkit did not submit (no labels of its own): one line, exit 2, nothing deleted (toolkit/ledger.py).
+    theirs = wl("delete", "r1", "--yes", "--kubeconfig", kc)
+    assert theirs.returncode == 2 and theirs.stderr.count("\n") == 1 and "not submitted by this toolkit" in theirs.stderr, theirs.stderr
+    assert not any(s["method"] == "DELETE" for s in server.seen)
+    labels = {"app.kubernetes.io/managed-by": "tpu-gke-toolkit", "tpu-gke-toolkit/run": "r1"}
+    server.json("GET", path, {**JOBSET, "metadata": {**JOBSET["metadata"], "labels": {**(JOBSET["metadata"].get("labels") or {}), **labels}}})
+    server.json("DELETE", path, {"kind": "Status", "status": "Success"})
     r = wl("delete", "r1", "--yes", "--kubeconfig", kc)
     assert r.returncode == 0 and "deleted JobSet research/r1" in r.stdout
     d = next(s for s in server.seen if s["method"] == "DELETE")

@@ -6,7 +6,7 @@ import fnmatch
 import subprocess
 import tomllib
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 PACKAGES = ("infra", "modules", "toolkit", "workloads")
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, spec_from
+from tests.support import EXAMPLES, spec_from
 from workloads.planning.maxtext_keys import MESH_AXES
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render.jobset import coordinator_address
@@ -285,7 +285,7 @@ def test_plan_invariants(pool, slices_in_spec, data) -> None:
         assert product(mesh(p, "ici")) * product(mesh(p, "dcn")) == p.target.devices
 
 
-# ------------------------------------------------- bad input, by class (issue 15)
+# ------------------------------------------------- bad input, by class
 
 
 def _plan_error(sets: tuple[str, ...], recipe: str = "maxtext-6b") -> PlanError:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra import price_table, pricing
-from tests.conftest import EXAMPLES, REPO, cli, spec_from
+from tests.support import EXAMPLES, REPO, cli, spec_from
 from toolkit.errors import FieldError, SpecError
 
 BASE = {
@@ -48,11 +48,20 @@ def test_every_row_cites_a_dated_source_with_a_url():
         assert all(v > 0 and math.isfinite(v) for v in r.given().values())
 
 
-def test_the_table_leaves_unpublished_figures_out():
-    """No flex-start or tpu7x figure was found in a public source: they are absent, not guessed."""
+def test_the_table_leaves_unpublished_figures_out_and_says_why():
+    """No flex-start or tpu7x figure was found in a public source: they are absent, not guessed.
+    Flex-start is a documented discount off on-demand (a range); tpu7x says where its absence was checked."""
     assert not any(r.flex_start for r in TABLE.rows)
     assert not any(r.generation == "tpu7x" for r in TABLE.rows)
-    assert price_table.Prices(TABLE).rate("tpu7x", "us-central1", "on-demand") is None
+    p = price_table.Prices(TABLE)
+    assert p.rate("tpu7x", "us-central1", "on-demand") is None
+    why = p.why_none("tpu7x")
+    assert "no public list price" in why and TABLE.sources["tpu7x-access"].url in why and TABLE.sources["tpu7x-access"].date in why
+    flex = p.rate("v6e", "us-east5", "flex-start")
+    on_demand = table_rate("v6e", "us-east5", "on-demand")
+    assert flex.usd_per_chip_hour == on_demand and flex.low == pytest.approx(on_demand * (1 - 0.53))
+    assert "up to 53% off on-demand" in flex.label() and TABLE.sources["gke-flex-start"].date in flex.label()
+    assert p.rate("v4", "us-central2", "flex-start") is None  # GKE's flex-start names v5e, v5p and v6e only
 
 
 def test_spot_is_cheaper_than_on_demand_in_every_row():
@@ -204,13 +213,20 @@ def test_run_cost_is_chips_times_hours_times_rate_in_every_mode():
     by = {c.mode: c for c in rc.costs}
     assert by["on-demand"].usd == pytest.approx(64 * 1.5 * table_rate("v6e", "us-central1", "on-demand"))
     assert by["spot"].usd == pytest.approx(64 * 1.5 * table_rate("v6e", "us-central1", "spot"))
-    assert by["flex-start"].rate is None and by["flex-start"].usd is None
+    flex = by["flex-start"]  # no figure published: on-demand down to the documented 53% off
+    assert flex.usd == pytest.approx(by["on-demand"].usd) and flex.usd_low == pytest.approx(by["on-demand"].usd * 0.47)
+    assert by["reservation"].usd == pytest.approx(64 * 1.5 * table_rate("v6e", "us-central1", "reservation"))
+    v5p = {c.mode: c for c in pricing.run_cost(p, "v5p", "us-east5", 64, 5400.0, basis="estimated").costs}
+    assert v5p["reservation"].rate is None and v5p["reservation"].usd is None
     d = rc.to_dict()
-    assert d["by_mode"]["flex-start"] is None and d["by_mode"]["spot"]["price_as_of"] == TABLE.sources["skypilot-catalog"].date
+    assert d["by_mode"]["reservation"]["usd"] > 0 and d["by_mode"]["spot"]["price_as_of"] == TABLE.sources["skypilot-catalog"].date
+    assert d["by_mode"]["flex-start"]["usd_low"] == pytest.approx(flex.usd_low, abs=0.01)
     lines = rc.lines()
     assert any("spot" in ln and "<- the pool's" in ln for ln in lines)
-    assert any("flex-start" in ln and "no price" in ln for ln in lines)
+    assert any("flex-start" in ln and f"{pricing.usd(flex.usd_low)}-{pricing.usd(flex.usd)}" in ln and "up to 53% off" in ln for ln in lines)
     assert all("as of" in ln for ln in lines[1:] if "no price" not in ln)
+    tpu7x = pricing.run_cost(p, "tpu7x", "us-central1", 128, 3600.0, basis="estimated")
+    assert all(c.rate is None and "no public list price" in c.why_none for c in tpu7x.costs)
 
 
 def test_usd_formatting():
@@ -239,7 +255,8 @@ def test_infra_spec_json_cost_block(tmp_path: Path):
     assert proc.returncode == 0, proc.stderr
     cost = json.loads(proc.stdout)["cost"]
     [p] = cost["pools"]
-    assert p["mode"] == "flex-start" and p["usd_per_hour"] is None and p["price_as_of"] is None  # no price, not 0
+    # No published flex-start figure: the range from on-demand down to the documented discount, never a guess.
+    assert p["mode"] == "flex-start" and p["usd_per_hour_low"] < p["usd_per_hour"] and "up to 53% off" in p["price_note"]
     assert p["idle_usd_per_day"] == 0.0 and not p["fixed_size"]  # but idle it costs nothing: it scales from zero
 
 
@@ -287,7 +304,7 @@ def test_render_json_plan_has_the_estimated_cost(tmp_path: Path):
         want = plan["chips"] * hours * table_rate("v5e", "us-west4", mode)
         assert cost["by_mode"][mode]["usd"] == pytest.approx(want, abs=0.01)
         assert cost["by_mode"][mode]["price_as_of"] == TABLE.sources["skypilot-catalog"].date
-    assert cost["by_mode"]["flex-start"] is None and cost["pool_capacity"] == ["spot"]
+    assert cost["by_mode"]["flex-start"]["usd_low"] < cost["by_mode"]["flex-start"]["usd"] and cost["pool_capacity"] == ["spot"]
 
 
 def test_submit_dry_run_prints_the_cost_of_every_mode_beside_the_manifests():
@@ -300,7 +317,7 @@ def test_submit_dry_run_prints_the_cost_of_every_mode_beside_the_manifests():
     assert "32 v5e chips" in head and "us-west4" in head
     rows = {ln.split()[0]: ln for ln in err if ln.startswith("  ")}
     assert set(rows) >= set(price_table.MODES)
-    assert "no price" in rows["flex-start"] and "no price" in rows["reservation"]
+    assert "up to 53% off on-demand" in rows["flex-start"] and "no price" in rows["reservation"]
     assert "<- the pool's" in rows["spot"] and "<- the pool's" not in rows["on-demand"]
     for mode in ("on-demand", "spot"):
         assert f"at ${table_rate('v5e', 'us-west4', mode):g}/chip-h, list price as of {TABLE.sources['skypilot-catalog'].date}" in rows[mode]
@@ -325,7 +342,7 @@ def test_sku_pages_read_into_per_chip_hour_figures():
     from infra import price_refresh as pr
 
     found = pr.tpu_prices(PAGES)
-    assert found.skus == 13 and found.tpu_skus == 12
+    assert found.skus == 14 and found.tpu_skus == 13
     assert found.prices == {
         ("v6e", "us-east5", "on-demand"): 2.7,
         ("v6e", "us-east5", "spot"): 1.05,
@@ -333,8 +350,9 @@ def test_sku_pages_read_into_per_chip_hour_figures():
         ("v5e", "us-west4", "reservation"): 0.84,
         ("v5p", "us-east5", "on-demand"): 4.2,
         ("tpu7x", "us-central1", "on-demand"): 5.0,
+        ("v6e", "us-east5", "flex-start"): 1.6,  # DWS wording: the flex-start rate, whatever the usage type
     }
-    assert found.skipped == {"usage type Commit3Yr": 1, "DWS / flex-start / calendar wording": 1, "zero price": 1, "not priced per hour in USD": 1}
+    assert found.skipped == {"usage type Commit3Yr": 1, "calendar-mode / sole-tenant wording": 1, "zero price": 1, "not priced per hour in USD": 1}
     assert list(found.conflicts) == [("v5e", "us-east1", "on-demand")]  # two SKUs disagree: neither is used
 
 
@@ -376,6 +394,9 @@ def _check_refreshed(table: Path, as_of: str) -> None:
     assert text.startswith(price_table.TABLE_PATH.read_text().split("\ncurrency:")[0])  # the comment header is kept
     new = price_table.parse_table(yaml.safe_load(text), "refreshed")
     p = price_table.Prices(new)
+    # The documented flex-start discount is kept for the regions the API did not price; tpu7x, now
+    # priced for this account, is no longer listed as unpublished (nor is its source kept).
+    assert [d.mode for d in new.discounts] == ["flex-start"] and not new.unpublished and "tpu7x-access" not in new.sources
     changed = p.rate("v6e", "us-east5", "spot")
     assert (changed.usd_per_chip_hour, changed.as_of, changed.source) == (1.05, as_of, "billing-catalog")
     confirmed = p.rate("v6e", "us-east5", "on-demand")  # same figure, now dated by the API read
@@ -386,7 +407,8 @@ def _check_refreshed(table: Path, as_of: str) -> None:
     assert kept.usd_per_chip_hour == table_rate("v5e", "us-east1", "on-demand") and kept.source == "skypilot-catalog"
     assert p.rate("tpu7x", "us-central1", "on-demand").usd_per_chip_hour == 5.0
     assert p.rate("v5e", "us-west4", "reservation").usd_per_chip_hour == 0.84
-    assert p.rate("v6e", "us-east5", "flex-start") is None  # DWS wording was skipped, not mapped
+    flex = p.rate("v6e", "us-east5", "flex-start")  # the API's DWS figure replaces the documented-discount range
+    assert (flex.usd_per_chip_hour, flex.low, flex.source) == (1.6, None, "billing-catalog")
     # every row of the old table is still priced (a refresh never drops a figure)
     for r in TABLE.rows:
         for m in r.given():
@@ -398,8 +420,13 @@ def test_refresh_from_a_recorded_response(tmp_path: Path):
     proc = cli("infra", "prices", "refresh", "--from-file", str(_pages_file(tmp_path)), "--as-of", "2026-11-20", "--table", str(table), "--output", "json")
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
-    assert out["written"] and out["figures"] == 6 and out["unchanged"] == 3
-    assert sorted(out["changed"]) == ["tpu7x us-central1 on-demand: new 5", "v5e us-west4 reservation: new 0.84", "v6e us-east5 spot: 1.08 -> 1.05"]
+    assert out["written"] and out["figures"] == 7 and out["unchanged"] == 3
+    assert sorted(out["changed"]) == [
+        "tpu7x us-central1 on-demand: new 5",
+        "v5e us-west4 reservation: new 0.84",
+        "v6e us-east5 flex-start: new 1.6",
+        "v6e us-east5 spot: 1.08 -> 1.05",
+    ]
     _check_refreshed(table, "2026-11-20")
 
 
@@ -533,7 +560,7 @@ def test_report_shows_the_cost_of_the_measured_time(tmp_path: Path):
     md = (tmp_path / "rep" / "report.md").read_text()
     section = md.split("## Cost", 1)[1].split("![", 1)[0]
     assert "not live" in section and f"| spot (the pool's) | {pricing.usd(cost['by_mode']['spot']['usd'])} |" in section
-    assert f"{TABLE.sources['skypilot-catalog'].date} (skypilot-catalog)" in section and "| flex-start | – | no price | – |" in section
+    assert f"{TABLE.sources['skypilot-catalog'].date} (skypilot-catalog)" in section and "| flex-start | " in section and "up to 53% off on-demand" in section
     assert "<- the pool's" in proc.stdout
 
 
@@ -575,7 +602,8 @@ def test_prices_show_lists_the_region_with_dates_and_refuses_a_region_without_an
     doc = json.loads(out)
     [v5e] = [r for r in doc["rates"] if r["generation"] == "v5e"]
     assert doc["region"] == "us-west4" and v5e["spot"]["usd_per_chip_hour"] == table_rate("v5e", "us-west4", "spot")
-    assert v5e["spot"]["price_as_of"] == TABLE.sources["skypilot-catalog"].date and v5e["flex-start"] is None
+    assert v5e["spot"]["price_as_of"] == TABLE.sources["skypilot-catalog"].date and v5e["reservation"] is None
+    assert v5e["flex-start"]["usd_per_chip_hour_low"] == pytest.approx(v5e["on-demand"]["usd_per_chip_hour"] * 0.47)
     rc, out, err = infra_in_process(capsys, "prices", "show", "--region", "europe-west2")
     assert rc == 2 and out == ""
     assert err.splitlines() == [err.strip()] and err.startswith("error: --region: no TPU prices for 'europe-west2'")
@@ -587,3 +615,20 @@ def test_a_rate_field_per_capacity_mode():
     from toolkit.names import CapacityMode
 
     assert [f.alias or name for name, f in Rates.model_fields.items()] == list(CapacityMode) == list(price_table.MODES)
+
+
+@pytest.mark.parametrize("name", [p.stem for p in sorted(EXAMPLES.glob("*.yaml"))])
+def test_every_example_spec_gets_a_cost_line_for_every_pool_option(name):
+    """A figure, a documented range, or a dated public source saying there is none: never a bare gap."""
+    from infra.spec import load_spec
+
+    spec = load_spec(EXAMPLES / f"{name}.yaml")
+    doc = pricing.costs_document(spec)
+    lines = pricing.cost_lines(doc)
+    assert len(doc["pools"]) == sum(len(p.capacity_options()) for p in spec.tpu_pools) >= 1
+    for p, line in zip(doc["pools"], lines, strict=False):
+        assert p["pool"] in line
+        if p["usd_per_hour"] is None:
+            assert "no public list price" in p["no_price"] and "checked 20" in p["no_price"], line  # tpu7x: where it was checked
+        else:
+            assert "/h while running" in line and p["price_as_of"]

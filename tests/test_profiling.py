@@ -25,7 +25,7 @@ import yaml
 
 from infra import access
 from infra.spec import EXAMPLES_DIR, EnvSpec, load_spec, parse_spec
-from tests.conftest import cli
+from tests.support import cli
 from workloads.observe.metrics import ProfilerWindow, parse_log
 from workloads.planning.planner import DEFAULT_PROFILE_START, Overrides, PlanError, plan_run
 

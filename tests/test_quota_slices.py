@@ -1,4 +1,4 @@
-"""Quotas in whole slices (infra.quotas; issue 21 class 5): the rule, its refusals, and properties over generated specs.
+"""Quotas in whole slices (infra.quotas; no paid slice stranded): the rule, its refusals, and properties over generated specs.
 
 The real Kueue side (a stranded slice reproduced, every slice admitted) is
 tests/integration/test_quota_slices.py.

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, SpecError, parse_spec
-from tests.conftest import cli, example_doc
+from tests.support import cli, example_doc
 
 
 def _spec_data(**ray) -> dict:

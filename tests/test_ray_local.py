@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli, run_module
+from tests.support import REPO, cli, run_module
 from toolkit import names
 from workloads.local import addons, kuberay
 from workloads.ray import RAY_ACCELERATOR_TYPES, ray_accelerator_type

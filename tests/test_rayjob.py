@@ -1,4 +1,4 @@
-"""The ``ray`` runtime (seed 001): a KubeRay RayJob with its RayCluster, from the RunPlan.
+"""The ``ray`` runtime: a KubeRay RayJob with its RayCluster, from the RunPlan.
 
 Contract facts, goldens, the Kustomize round trip, the one-line refusals, and the cluster
 side (find the run, its driver/head/worker pods, its status, delete it) against a recording
@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, cli
+from tests.support import EXAMPLES, cli
+from tests.support.goldens import check_golden
 from tests.test_cluster import FakeTransport
 from tests.test_job_runtime import _one_line
 from tests.test_kustomize import kustomize_bin  # noqa: F401  (the pinned kustomize, a fixture)
-from tests.test_manifests import _check_golden
 from toolkit import names
 from toolkit.names import RAY_HOST_INDEX_LABEL, RAY_NODE_TYPE_LABEL, RAY_REPLICA_INDEX_LABEL
 from workloads.cluster import status as st
@@ -72,7 +72,7 @@ def test_rayjob_follows_the_plan(slices: int) -> None:
     assert pod["tolerations"] == [dict(names.TPU_TOLERATION)]
     (worker,) = pod["containers"]
     assert worker["resources"] == {"requests": {names.TPU_RESOURCE: 4}, "limits": {names.TPU_RESOURCE: 4}}
-    assert {e["name"]: e["value"] for e in worker["env"]} == dict(plan.program.env)
+    assert {e["name"]: e["value"] for e in worker["env"]} == {**dict(plan.program.env), "HOME": "/tmp"}  # non-root: a HOME it can write
     assert group["template"]["metadata"]["labels"][names.TGK_RUN_LABEL] == plan.name  # how status finds them
 
     head = cluster["headGroupSpec"]["template"]["spec"]
@@ -140,7 +140,7 @@ GOLDEN_RUNS = [("v6e-reservation", 1), ("v6e-reservation", 2), ("flex-start", 1)
 @pytest.mark.parametrize("example, slices", GOLDEN_RUNS, ids=[f"{e}-x{s}" for e, s in GOLDEN_RUNS])
 def test_rayjob_golden(example: str, slices: int) -> None:
     plan = _plan(example, slices=slices, name="golden")
-    _check_golden(f"ray-{example}-llama3-8b-x{slices}", rayjob.run_objects(plan))
+    check_golden(f"ray-{example}-llama3-8b-x{slices}", rayjob.run_objects(plan))
 
 
 # ------------------------------------------------------------------ the Kustomize tree

@@ -1,4 +1,4 @@
-"""What is written is what was checked (issue 21, class 4): import-recipe's file, and `recipes` over the user's files.
+"""What is written is what was checked: import-recipe's file, and `recipes` over the user's files.
 
 Before: an unmapped flag value holding a newline went into the recipe's comment header as it
 was, so the file on disk gained keys (`runtimes`, `env`, `fatal_exit_codes`) that `-o json`

@@ -1,8 +1,8 @@
-"""A run's checkpoint directory belongs to that run (issue 21, class 2): workloads/runs/identity.py.
+"""A run's checkpoint directory belongs to that run: workloads/runs/identity.py.
 
 `submit maxtext-6b --name exp1`, finished and gone; later `submit gpt3-6b --name exp1` would
 restore the first run's latest checkpoint (the same <bucket>/exp1/checkpoints/). Against a real
-GCS-compatible server (tests/gcs_emulator.py) and through the run service, as `submit` calls it:
+GCS-compatible server (tests/support/gcs_emulator.py) and through the run service, as `submit` calls it:
 another run under the name is refused before anything is applied unless it asks to --resume,
 and even then only into a model of the same shape.
 """
@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.spec import load_spec
-from tests.conftest import REPO
-from tests.gcs_emulator import emulator_client
+from tests.support import REPO
+from tests.support.gcs_emulator import emulator_client
+from tests.support.recording_cluster import RecordingCluster
 from toolkit.errors import FieldError
 from workloads import runs
 from workloads.planning.planner import Overrides
@@ -36,27 +37,12 @@ def gcs():
         yield client
 
 
-class Cluster:
-    """A real cluster's context (no hook), with nothing under the name: records what is applied."""
-
-    context = "gke_p_us-west4_c"
-
-    def __init__(self) -> None:
-        self.applied: list[dict] = []
-
-    def find_run(self, namespace, name):
-        return None
-
-    def apply(self, objects, **_):
-        self.applied.extend(objects)
-
-
 def _plan(recipe: str, name: str, bucket: str, **kw):
     return runs.plan(recipe, SPEC, Overrides(name=name, sets=(f"base_output_directory=gs://{bucket}/runs",), **kw))
 
 
-def _submit(plan, resume: bool = False) -> tuple[Cluster, object]:
-    cluster = Cluster()
+def _submit(plan, resume: bool = False) -> tuple[RecordingCluster, object]:
+    cluster = RecordingCluster()
     try:
         return cluster, runs.apply(cluster, plan, resume=resume)
     except FieldError as e:
@@ -125,8 +111,20 @@ def test_unrecorded_checkpoints_are_refused_unless_resumed(gcs, bucket: str) -> 
     assert isinstance(err, FieldError) and "holds checkpoints no toolkit run recorded" in str(err) and cluster.applied == []
     assert _identity(gcs, bucket, "exp3") is None
     cluster, sub = _submit(plan, resume=True)
-    assert sub.checkpoints.state == "resumed" and "checkpoints no toolkit run recorded" in sub.checkpoints.line()
-    assert _identity(gcs, bucket, "exp3")["recipe"] == "maxtext-6b"
+    assert sub.checkpoints.state == "foreign" and cluster.applied
+    assert "which no toolkit run recorded; read, not adopted" in sub.checkpoints.line()
+    assert _identity(gcs, bucket, "exp3") is None  # read, never adopted: no record that the toolkit made it
+    again = _submit(plan)[1]  # and so the next submit under the name still needs --resume
+    assert isinstance(again, FieldError) and "no toolkit run recorded" in str(again)
+
+
+def test_files_nobody_recorded_besides_checkpoints_are_refused(gcs, bucket: str) -> None:
+    """Metrics of another writer under <run>/ and no identity: a new run would write among them."""
+    gcs.bucket(bucket).blob("runs/exp8/metrics/metrics_step_0.txt").upload_from_string(b"{}")
+    cluster, err = _submit(_plan("maxtext-6b", "exp8", bucket))
+    assert isinstance(err, FieldError) and "holds files no toolkit run recorded (e.g. metrics/" in str(err) and cluster.applied == []
+    cluster, err = _submit(_plan("maxtext-6b", "exp8", bucket), resume=True)
+    assert isinstance(err, FieldError) and "nothing to resume" in str(err) and _identity(gcs, bucket, "exp8") is None
 
 
 def test_resume_with_nothing_to_resume_is_refused(gcs, bucket: str) -> None:
@@ -136,16 +134,20 @@ def test_resume_with_nothing_to_resume_is_refused(gcs, bucket: str) -> None:
     assert isinstance(err, FieldError) and "saves no checkpoints" in str(err) and cluster.applied == []
 
 
-def test_a_run_that_keeps_no_checkpoints_is_not_checked(gcs, bucket: str) -> None:
-    plan = _plan("maxtext-6b", "exp5", bucket, checkpoint_every=None)
+def test_a_run_that_keeps_no_checkpoints_still_owns_its_directory(gcs, bucket: str) -> None:
+    """MaxText writes metrics and TensorBoard traces under <run>/ whether or not it checkpoints: the directory is the run's all the same."""
     off = runs.plan("maxtext-6b", SPEC, Overrides(name="exp5", sets=(f"base_output_directory=gs://{bucket}/runs", "enable_checkpointing=false")))
-    assert ident.guarded(plan) and not ident.guarded(off)
+    assert ident.guarded(off) and not ident.resumable(off)
     cluster, sub = _submit(off)
-    assert sub.checkpoints is None and cluster.applied and _identity(gcs, bucket, "exp5") is None
+    assert sub.checkpoints.state == "new" and cluster.applied and _identity(gcs, bucket, "exp5")["run"] == "exp5"
+    cluster, err = _submit(off, resume=True)
+    assert isinstance(err, FieldError) and "saves no checkpoints" in str(err) and cluster.applied == []
+    hello = runs.plan("hello-tpu", SPEC, Overrides(name="exp5"))
+    assert not ident.guarded(hello)  # a plain command writes no directory of the toolkit's choosing
 
 
 def test_a_missing_bucket_is_one_line_and_nothing_applied(gcs) -> None:
-    cluster = Cluster()
+    cluster = RecordingCluster()
     with pytest.raises(Exception) as e:
         runs.apply(cluster, _plan("maxtext-6b", "exp6", f"nope-{uuid.uuid4().hex[:6]}"))
     assert "does not exist" in str(e.value) and "\n" not in str(e.value) and cluster.applied == []
@@ -153,7 +155,7 @@ def test_a_missing_bucket_is_one_line_and_nothing_applied(gcs) -> None:
 
 def test_a_foreign_identity_file_is_refused(gcs, bucket: str) -> None:
     gcs.bucket(bucket).blob(f"runs/exp7/{ident.IDENTITY}").upload_from_string(b'{"hello": 1}')
-    cluster = Cluster()
+    cluster = RecordingCluster()
     with pytest.raises(Exception, match="is not a run identity the toolkit wrote"):
         runs.apply(cluster, _plan("maxtext-6b", "exp7", bucket))
     assert cluster.applied == []
@@ -171,7 +173,7 @@ def test_dry_run_says_what_it_would_check(capsys) -> None:
     line = [ln for ln in err.getvalue().splitlines() if ln.startswith("would check")]
     assert line == [
         "would check gs://my-tpu-project-tpu-dev-ckpt/exp1/tgk-run.json and gs://my-tpu-project-tpu-dev-ckpt/exp1/checkpoints/ before applying,"
-        " write the run's identity there, and refuse the submit if another run (or unrecorded checkpoints) is there"
+        " write the run's identity there, and refuse the submit if another run (or files it did not record) is there"
     ]
 
 
@@ -211,7 +213,124 @@ def test_decide_never_hands_a_run_another_runs_state_by_accident(mine, found, ch
     if found is not None and found.submission != mine.submission:
         assert resume and found.model == mine.model  # another submission's state only on purpose, into the same shape
     if found is None and checkpoints:
-        assert resume  # unrecorded checkpoints only on purpose
+        assert resume and state == "foreign"  # unrecorded checkpoints only on purpose, and never adopted
     if resume:
-        assert state in ("resumed", "same") and (checkpoints or found is not None)
-    assert state in ("new", "same", "resumed")
+        assert state in ("resumed", "same", "foreign") and (checkpoints or found is not None)
+    if state == "new":
+        assert found is None and not checkpoints and not resume  # a record is made only for a directory the toolkit makes
+    assert state in ("new", "same", "resumed", "foreign")
+
+
+PLAN = runs.plan("maxtext-6b", SPEC, Overrides(name="run", slices=1))
+MINE = ident.identity_of(PLAN)
+FOUND = st.none() | st.sampled_from(
+    [
+        MINE,  # the same submission
+        ident.Identity("run", "maxtext-6b", MINE.model, "sha256:other", "t"),  # same shape, other options
+        ident.Identity("run", "gpt3-6b", {"model_name": "gpt3-6b"}, "sha256:x", "t"),  # another shape
+    ]
+)
+
+
+class MemStore:
+    """A directory in memory: what ``claim`` reads, and every write it makes."""
+
+    where = "mem://run/"
+
+    def __init__(self, found, checkpoints: bool, others: list[str]) -> None:
+        self.record = None if found is None else found.encode()
+        self.names = (["checkpoints/"] if checkpoints else []) + others + ([ident.IDENTITY] if found is not None else [])
+        self.checkpoints = checkpoints
+        self.writes: list[tuple[str, bool]] = []
+
+    def read(self, name):
+        return self.record if name == ident.IDENTITY else None
+
+    def write(self, name, data, *, create):
+        self.writes.append((name, create))
+        self.record = data
+        return True
+
+    def has_any(self, prefix):
+        return self.checkpoints
+
+    def entries(self):
+        return list(self.names)
+
+
+@settings(max_examples=200, deadline=None)
+@given(found=FOUND, checkpoints=st.booleans(), others=st.lists(st.sampled_from(["metrics/", "tensorboard/", "notes.txt"]), max_size=2), resume=st.booleans())
+def test_claim_records_a_directory_only_when_the_toolkit_makes_it(found, checkpoints: bool, others: list[str], resume: bool) -> None:
+    """The ledger's rule on a run's directory: recorded when the toolkit makes it, never when it merely uses it."""
+    store = MemStore(found, checkpoints, others)
+    try:
+        verdict = ident.claim(store, PLAN, resume=resume)
+    except FieldError:
+        assert store.writes == []  # a refusal writes nothing
+        return
+    if store.writes == [(ident.IDENTITY, True)]:
+        assert verdict.state == "new" and found is None and not checkpoints and not others  # created: only into an empty directory
+    elif store.writes == [(ident.IDENTITY, False)]:
+        assert verdict.state == "resumed" and found is not None  # replaced: only a record the toolkit wrote, on purpose
+        assert ident.Identity.decode(store.record, "x").format == found.format  # a resume never upgrades how the directory came to be
+    else:
+        assert store.writes == [] and verdict.state in ("same", "foreign")
+    if found is None and checkpoints:
+        assert verdict.state == "foreign" and store.writes == []  # foreign checkpoints: read, not adopted
+
+
+# ------------------------------------------------------------------ the storage's preconditions (fake-gcs-server checks them)
+
+
+@pytest.fixture(scope="module")
+def strict():
+    from tests.support.gcs_emulator import precondition_client
+
+    with precondition_client() as client:
+        yield client
+
+
+class _Racing(ident.GcsStore):
+    """A store that lets another submit claim the directory between its look and its write."""
+
+    def __init__(self, client, output_dir, other) -> None:
+        super().__init__(client, output_dir)
+        self.other = other
+
+    def has_any(self, prefix):
+        if self.other is not None:
+            other, self.other = self.other, None
+            ident.claim(ident.GcsStore(self.client, other.program.output_dir), other, resume=False)
+        return super().has_any(prefix)
+
+
+def test_two_submits_racing_to_one_directory_one_wins(strict) -> None:
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    strict.create_bucket(bucket)
+    mine, theirs = _plan("maxtext-6b", "race", bucket), _plan("gpt3-6b", "race", bucket)
+    with pytest.raises(FieldError, match="was claimed by another run just now"):
+        ident.claim(_Racing(strict, mine.program.output_dir, theirs), mine, resume=False)
+    doc = json.loads(strict.bucket(bucket).blob("runs/race/tgk-run.json").download_as_bytes())
+    assert doc["recipe"] == "gpt3-6b"  # the winner's record stands: Cloud Storage refused the second create
+
+
+def test_a_resume_replaces_the_identity_only_as_it_was_read(strict) -> None:
+    bucket = f"ckpt-{uuid.uuid4().hex[:8]}"
+    strict.create_bucket(bucket)
+    first = _plan("maxtext-6b", "res", bucket)
+    ident.claim(ident.GcsStore(strict, first.program.output_dir), first, resume=False)
+    strict.bucket(bucket).blob("runs/res/checkpoints/5/items/state").upload_from_string(b"w")
+    longer = _plan("maxtext-6b", "res", bucket, steps=500)
+    store = ident.GcsStore(strict, longer.program.output_dir)
+    raw = store.read(ident.IDENTITY)
+    strict.bucket(bucket).blob("runs/res/tgk-run.json").upload_from_string(raw)  # another submit rewrote it meanwhile
+    assert store.write(ident.IDENTITY, b"{}", create=False) is False
+    with pytest.raises(FieldError, match="changed while this submit read it"):
+
+        class Stale(ident.GcsStore):
+            def read(self, name):
+                got = super().read(name)
+                strict.bucket(bucket).blob("runs/res/tgk-run.json").upload_from_string(got)
+                return got
+
+        ident.claim(Stale(strict, longer.program.output_dir), longer, resume=True)

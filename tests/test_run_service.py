@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import EXAMPLES_DIR, PRIORITY_CLASSES, load_spec
-from tests.fake_apiserver import serve
+from tests.support.fake_apiserver import serve
 from toolkit.names import TGK_SUBMISSION_ANNOTATION
 from workloads import runs
 from workloads.planning import defaults
@@ -202,7 +202,7 @@ def _click_command(name: str):
 def test_every_override_with_a_flag_is_an_option_with_its_help(command: str) -> None:
     options = {o: p for p in _click_command(command).params for o in [*p.opts, *p.secondary_opts]}
     flagged = [(f, flag_of(f)) for f in Overrides.__dataclass_fields__.values() if flag_of(f)]
-    assert len(flagged) == 20 and "ttl_seconds" not in {f.name for f, _ in flagged}
+    assert len(flagged) == 26 and "ttl_seconds" not in {f.name for f, _ in flagged}
     for _, flag in flagged:
         for decl in flag.decls.split("/"):
             assert options[decl].help == flag.help, decl
@@ -239,7 +239,8 @@ def test_a_new_override_field_is_a_new_option_with_no_other_edit() -> None:
 def test_help_quotes_the_defaults_the_planner_applies() -> None:
     options = {o: p for p in _click_command("submit").params for o in p.opts}
     restarts, every, start = options["--max-restarts"].help, options["--checkpoint-every"].help, options["--profile-start"].help
-    assert restarts.endswith(f"default by capacity: {defaults.by_capacity(defaults.DEFAULT_MAX_RESTARTS)}")
+    assert restarts.endswith(f"recreating: {defaults.by_capacity(defaults.DEFAULT_MAX_RESTARTS)}")
+    assert f"default by capacity, in place: {defaults.by_capacity(defaults.DEFAULT_IN_PLACE_MAX_RESTARTS)};" in restarts
     assert f"(exit {', '.join(map(str, defaults.PROGRAM_ERROR_EXIT_CODES))}: fails at once)" in restarts
     assert every.endswith(f"default by capacity: {defaults.by_capacity(defaults.DEFAULT_CHECKPOINT_MINUTES)}")
     assert f"(default {defaults.DEFAULT_PROFILE_START}:" in start
@@ -315,7 +316,7 @@ def counted(monkeypatch) -> Counted:
 def test_one_submit_reads_the_spec_once_and_renders_the_run_once(tmp_path: Path, counted: Counted) -> None:
     """Dry run and real submit alike: the spec read at the CLI's edge, the objects built, read back and hashed once, and
     what a real submit applies (and writes as the run's identity) is that one render: what the dry run printed."""
-    from tests.conftest import cli
+    from tests.support import cli
 
     args = ("submit", "maxtext-6b", "--slices", "2", "--name", "nb-run", "--spec", EXAMPLES_DIR / "default.yaml")
     dry = cli("workloads", *args, "--dry-run", "-o", "json")
@@ -335,7 +336,7 @@ def test_one_submit_reads_the_spec_once_and_renders_the_run_once(tmp_path: Path,
 
 
 def test_render_reads_the_spec_once_and_renders_once(tmp_path: Path, counted: Counted) -> None:
-    from tests.conftest import cli
+    from tests.support import cli
 
     r = cli("workloads", "render", "maxtext-6b", "--name", "r1", "--out", tmp_path / "out", "--spec", EXAMPLES_DIR / "default.yaml", "-o", "json")
     assert r.returncode == 0, r.stderr
@@ -343,7 +344,7 @@ def test_render_reads_the_spec_once_and_renders_once(tmp_path: Path, counted: Co
 
 
 def test_submit_through_a_fleet_reads_each_of_its_files_once(counted: Counted) -> None:
-    from tests.conftest import cli
+    from tests.support import cli
 
     fleet = EXAMPLES_DIR / "fleet" / "fleet.yaml"
     r = cli("workloads", "submit", "maxtext-6b", "--name", "f1", "--spec", fleet, "--dry-run", "-o", "json")

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from toolkit.names import GKE_TPU_ACCELERATOR_LABEL, GKE_TPU_TOPOLOGY_LABEL
 from workloads.observe.analysis import _tpu_pod_specs, run_shape
 from workloads.planning.planner import Overrides, plan_run

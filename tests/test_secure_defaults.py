@@ -1,4 +1,4 @@
-"""Secure defaults (issue 21, class 10), checked over what the toolkit renders and synthesizes.
+"""Secure defaults (docs/security.md), checked over what the toolkit renders and synthesizes.
 
 - every pod of every runtime and example: RuntimeDefault seccomp, no privilege
   escalation, every capability dropped (none added), no mounted service-account token,
@@ -24,8 +24,9 @@ import pytest
 import yaml
 
 from infra.spec import EXAMPLES_DIR, PRIORITY_CLASSES, TeamSpec, load_spec, parse_spec
-from tests.conftest import REPO
-from tests.k8s_scan import EXAMPLES, created, runs
+from infra.spec.teams import DEFAULT_RUN_AS_USER
+from tests.support import REPO
+from tests.support.k8s_scan import EXAMPLES, created, runs
 from toolkit.errors import SpecError
 from toolkit.names import K8S_NAMESPACE_NAME_LABEL, K8S_PSA_AUDIT_LABEL, K8S_PSA_ENFORCE_LABEL, K8S_PSA_WARN_LABEL, RAY_NODE_TYPE_LABEL
 from workloads.planning.planner import Overrides, PlanError, plan_run
@@ -82,8 +83,13 @@ def test_every_run_pod_is_hardened(example: str) -> None:
     for label, spec in pods:
         assert spec["automountServiceAccountToken"] is False, label
         assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, label
-        assert "runAsNonRoot" not in spec["securityContext"], f"{label}: the teams of the examples run as the image's user"
+        ctx = spec["securityContext"]
+        uid = DEFAULT_RUN_AS_USER
+        assert (ctx["runAsNonRoot"], ctx["runAsUser"], ctx["runAsGroup"], ctx["fsGroup"]) == (True, uid, uid, uid), f"{label}: non-root by default"
         for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            assert c["securityContext"].get("runAsUser", uid) != 0, (label, c["name"])
+            if c["name"] != "wait-gcs-ready":  # KubeRay's own init container: its env is KubeRay's (RAY_IP), HOME as the image sets it
+                assert any(e["name"] == "HOME" for e in c.get("env", [])), (label, c["name"])
             ctx = c["securityContext"]
             assert ctx["allowPrivilegeEscalation"] is False, (label, c["name"])
             assert ctx["capabilities"] == {"drop": ["ALL"]}, (label, c["name"])  # nothing added back
@@ -92,22 +98,39 @@ def test_every_run_pod_is_hardened(example: str) -> None:
 
 def test_the_examples_cover_every_runtime() -> None:
     seen = {p.runtime for e in EXAMPLES for p in runs(e)}
-    assert seen == {"jobset", "job", "ray"}
+    assert seen == {"jobset", "job", "ray", "pathways"}
 
 
 def test_a_team_uid_runs_every_pod_as_non_root() -> None:
     spec = load_spec(EXAMPLES_DIR / "v6e-reservation.yaml")
     doc = spec.model_dump(mode="json", exclude_none=True)
-    doc["teams"][1]["run_as_user"] = 1000
+    doc["teams"][1]["run_as_user"] = 20000
     spec = parse_spec(doc)
     for runtime in ("jobset", "job", "ray"):
         plan = plan_run("llama3-8b", spec, Overrides(team="research", runtime=runtime, name=f"uid-{runtime}"))
         objs = RUNTIMES[runtime].objects(plan)
         for obj in [*objs, *created(objs)]:
             for s in _pod_specs(obj):
-                assert s["securityContext"]["runAsNonRoot"] is True and s["securityContext"]["runAsUser"] == 1000, obj["kind"]
+                ctx = s["securityContext"]
+                assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["runAsGroup"] == ctx["fsGroup"] == 20000, obj["kind"]
                 for c in s["containers"]:
                     assert {"name": "HOME", "value": podsecurity.NON_ROOT_HOME} in c["env"], (runtime, c["name"])
+
+
+def test_root_only_by_the_team_s_explicit_opt_in() -> None:
+    spec = load_spec(EXAMPLES_DIR / "v6e-reservation.yaml")
+    doc = spec.model_dump(mode="json", exclude_none=True)
+    doc["teams"][1]["run_as_root"] = True
+    spec = parse_spec(doc)
+    for runtime in ("jobset", "job", "ray"):
+        plan = plan_run("llama3-8b", spec, Overrides(team="research", runtime=runtime, name=f"root-{runtime}"))
+        assert plan.target.run_as_user is None
+        objs = RUNTIMES[runtime].objects(plan)
+        for obj in [*objs, *created(objs)]:
+            for s in _pod_specs(obj):
+                assert not {"runAsNonRoot", "runAsUser", "fsGroup"} & set(s["securityContext"]), obj["kind"]
+    other = plan_run("llama3-8b", spec, Overrides(team=spec.teams[0].name, name="other"))
+    assert other.target.run_as_user == DEFAULT_RUN_AS_USER  # the opt-in is the team's, not the cluster's
 
 
 def test_a_recipe_home_is_kept() -> None:
@@ -139,11 +162,12 @@ def test_the_dcn_daemonset_is_privileged_only_where_it_must_be() -> None:
 @pytest.mark.parametrize(
     "team, labels",
     [
-        (TeamSpec(name="a"), {K8S_PSA_ENFORCE_LABEL: "baseline", K8S_PSA_WARN_LABEL: "restricted", K8S_PSA_AUDIT_LABEL: "restricted"}),
+        (TeamSpec(name="a"), {K8S_PSA_ENFORCE_LABEL: "restricted"}),
         (TeamSpec(name="a", run_as_user=1000), {K8S_PSA_ENFORCE_LABEL: "restricted"}),
+        (TeamSpec(name="a", run_as_root=True), {K8S_PSA_ENFORCE_LABEL: "baseline", K8S_PSA_WARN_LABEL: "restricted", K8S_PSA_AUDIT_LABEL: "restricted"}),
         (TeamSpec(name="a", host_network=True), {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}),
     ],
-    ids=["default", "run_as_user", "host_network"],
+    ids=["default", "run_as_user", "run_as_root", "host_network"],
 )
 def test_pod_security_labels(team: TeamSpec, labels: dict[str, str]) -> None:
     assert kueue.pod_security_labels(team) == labels
@@ -168,6 +192,7 @@ def test_a_team_may_use_its_priority_and_the_lower_ones_by_default() -> None:
         ({"name": "a", "priorities": ["low"]}, "teams[0].priorities"),  # its own priority (medium) missing
         ({"name": "a", "priorities": []}, "teams[0].priorities"),
         ({"name": "a", "run_as_user": 0}, "teams[0].run_as_user"),
+        ({"name": "a", "run_as_user": 1000, "run_as_root": True}, "teams[0].run_as_root"),
     ],
 )
 def test_bad_team_security_fields_are_one_line(team: dict[str, Any], field: str) -> None:
@@ -390,6 +415,7 @@ def test_the_security_page_documents_every_opt_out() -> None:
         "deletion_protection: false",
         "priorities:",
         "run_as_user",
+        "run_as_root: true",
         "network_policy",
         "egress_cidrs",
     ):
@@ -403,3 +429,21 @@ def test_stdout_stays_clean_for_dry_runs() -> None:
     rc, out, _err = cli(workloads_app, "queues", "apply", "--dry-run", "-o", "json")
     kinds = {o["kind"] for o in json.loads(out)} if out.lstrip().startswith("[") else set()
     assert rc == 0 and {"NetworkPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} <= kinds, out[:300]
+
+
+def test_the_toolkit_s_other_pods_are_non_root_by_default() -> None:
+    """Not only runs: the conversion Job and the Lustre helper pod run as the team's non-root UID (Pod Security restricted refuses
+    them otherwise, as the real API server did)."""
+    from workloads.planning.conversion import plan_conversion
+    from workloads.render import convert_job, volume_helper
+    from workloads.runs.cleanup import _lustre
+
+    uid = DEFAULT_RUN_AS_USER
+    pod = convert_job.job(plan_conversion("llama3.1-8b", load_spec(EXAMPLES_DIR / "default.yaml"), source="gs://my-hf/meta/L", name="c"))["spec"]["template"][
+        "spec"
+    ]
+    assert (pod["securityContext"]["runAsNonRoot"], pod["securityContext"]["runAsUser"]) == (True, uid)
+    spec = load_spec(EXAMPLES_DIR / "tpu7x-multislice.yaml")
+    (v, *_) = _lustre(spec, None)
+    helper = volume_helper.helper_pod(name="h", namespace=v.namespace, claim=v.claim, mount_dir=v.mount_dir, request={}, run_as_user=v.run_as_user)
+    assert (helper["spec"]["securityContext"]["runAsNonRoot"], helper["spec"]["securityContext"]["runAsUser"]) == (True, uid)

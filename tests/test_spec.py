@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infra.spec import FlexStart, OnDemand, Reservation, Spot, load_spec, pods_block_per_node
-from tests.conftest import EXAMPLES, spec_from
+from tests.support import EXAMPLES, spec_from
 from toolkit.errors import SpecError
 
 BASE = {
@@ -29,7 +29,8 @@ def spec_with(**changes):
 def test_examples_load(path):
     spec = load_spec(path)
     # One set of node pools per capacity option; a list's reservations share one (deploy tries them in turn).
-    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * len(p.capacity_options()) for p in spec.tpu_pools)
+    # A ComputeClass pool's slices count once: GKE makes them from one of the class's priorities at a time.
+    assert spec.tpu_nodes == sum(p.slices * p.shape.nodes * (1 if p.compute_class else len(p.capacity_options())) for p in spec.tpu_pools)
     assert all(len(p.capacity_options()) == len(p.capacities) - max(0, len(p.reservation_choices) - 1) for p in spec.tpu_pools)
 
 
@@ -198,7 +199,7 @@ def test_node_pool_names_and_chips():
     assert spec.multislice
 
 
-# ------------------------------------------------------- bad input, by class (issue 15)
+# ------------------------------------------------------- bad input, by class
 
 
 def _refused(field: str, **changes) -> SpecError:

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.spec import EnvFields, EnvSpec, parse_spec, rules
-from tests.conftest import REPO
+from tests.support import REPO
 from toolkit.errors import SpecError
 
 DEFAULT = yaml.safe_load((REPO / "examples" / "default.yaml").read_text())
@@ -48,6 +48,7 @@ def test_envspec_runs_the_list_in_order(monkeypatch: pytest.MonkeyPatch):
     assert ran == [
         "check_zones",
         "check_pools",
+        "check_ironwood",
         "check_flavor_count",
         "check_gke_version",
         "check_teams",

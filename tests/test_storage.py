@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.gcs_emulator import running_emulator
+from tests.support.gcs_emulator import running_emulator
 from workloads.observe import metrics as m
 from workloads.observe import report as rp
 from workloads.observe import storage

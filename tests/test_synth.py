@@ -20,7 +20,7 @@ import pytest
 
 from infra.catalog import Placement
 from infra.spec import EXAMPLES_DIR, BucketPurpose, EnvSpec, FlexStart, Reservation, Spot, load_spec
-from tests.conftest import EXAMPLE_NAMES, REPO
+from tests.support import EXAMPLE_NAMES, REPO
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 SNAPSHOT_TYPES = (
@@ -86,7 +86,8 @@ def test_no_keys_and_no_data_sources(stacks, example):
 def test_node_pools(stacks, example):
     spec, doc, _ = stacks[example]
     pools = pools_by_name(doc)
-    assert len(pools) == sum(p.slices * len(p.capacity_options()) for p in spec.tpu_pools) + 1
+    # A ComputeClass pool declares none: GKE's node auto-provisioning creates its slices.
+    assert len(pools) == sum(0 if p.compute_class else p.slices * len(p.capacity_options()) for p in spec.tpu_pools) + 1
     cpu = pools[spec.cpu_pool.name]
     assert cpu["autoscaling"] == {"min_node_count": spec.cpu_pool.min_nodes, "max_node_count": spec.cpu_pool.max_nodes}
     assert cpu["node_config"]["machine_type"] == spec.cpu_pool.machine_type
@@ -120,6 +121,9 @@ def test_node_pools(stacks, example):
             placement = np_.get("placement_policy")
             if shape.placement is Placement.COMPACT:
                 assert placement == {"type": "COMPACT", "tpu_topology": shape.topology}
+            elif shape.placement is Placement.WORKLOAD_POLICY and pool.dynamic_slicing:
+                # made outside Terraform (infra.spec.ironwood.provision_only_policy): referenced by name
+                assert placement == {"type": "COMPACT", "policy_name": spec.workload_policy_name(pool)}
             elif shape.placement is Placement.WORKLOAD_POLICY:
                 policy = ref("google_compute_resource_policy", doc, lambda v, shape=shape: v["workload_policy"]["accelerator_topology"] == shape.topology)
                 assert placement == {"type": "COMPACT", "policy_name": f"${{{policy}.name}}"}
@@ -169,7 +173,8 @@ def test_a_reservation_list_declares_one_reservation_at_a_time(stacks, tmp_path)
 @pytest.mark.parametrize("example", EXAMPLE_NAMES)
 def test_workload_policies_only_where_needed(stacks, example):
     spec, doc, _ = stacks[example]
-    wanted = {p.shape.topology for p in spec.tpu_pools if p.shape.placement is Placement.WORKLOAD_POLICY}
+    # A dynamically sliced pool's PROVISION_ONLY policy is made outside Terraform (infra.spec.ironwood).
+    wanted = {p.shape.topology for p in spec.tpu_pools if p.shape.placement is Placement.WORKLOAD_POLICY and not p.dynamic_slicing}
     policies = resources(doc, "google_compute_resource_policy")
     assert {p["workload_policy"]["accelerator_topology"] for p in policies} == wanted
     assert len(policies) == len(wanted), "one policy per distinct topology"

@@ -1,8 +1,8 @@
-"""Training on the spec's datasets and GKE's multi-tier checkpointing (issue 25 items 1 and 3): the plan, the pods, the cluster objects, IAM.
+"""Training on the spec's datasets and GKE's multi-tier checkpointing: the plan, the pods, the cluster objects, IAM.
 
 The bad inputs (exit 2, one line, nothing applied) are in tests/bad_runs/cases.yaml and
 tests/bad_specs/; the objects against the real API server in
-tests/integration/test_training_storage_live.py; checkov scans them through tests/k8s_scan.py.
+tests/integration/test_training_storage_live.py; checkov scans them through tests/support/k8s_scan.py.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def test_the_jobset_mounts_the_dataset_read_only_through_gcs_fuse() -> None:
     options = vol["csi"]["volumeAttributes"]["mountOptions"].split(",")
     assert "only-dir=c4/en/3.0.1" in options and "implicit-dirs" in options and "metadata-cache:ttl-secs:-1" in options
     assert not any(o.startswith("file-cache:") for o in options)  # no file cache: see workloads/render/volumes.py
-    assert not any(o.startswith(("uid=", "gid=")) for o in options)  # the team runs as the image's user
+    assert options[-2:] == ["uid=10001", "gid=10001"]  # the team's pods run as non-root by default: the mount is theirs
     (mount,) = [m for m in template["spec"]["containers"][0]["volumeMounts"] if m["name"] == volumes.DATASET_VOLUME]
     assert mount == {"name": "dataset", "mountPath": "/data/c4-en", "readOnly": True}
 
@@ -261,7 +261,7 @@ def test_checkpoints_to_lustre_through_the_teams_claim() -> None:
     args = _args_dict(plan.program.args)
     assert args["base_output_directory"] == "/checkpoints/llm"  # the team's own directory
     assert plan.program.output_dir is None and plan.checkpoint_dir == "lustre:ironwood-ckpt/llm/t/checkpoints/"
-    assert any("does not check" in w for w in plan.program.warnings)  # the identity check cannot reach Lustre
+    assert not any("does not check" in w for w in plan.program.warnings)  # the identity check reaches Lustre (tests/test_lustre_identity.py)
     template = _pod(jobset.jobset(plan))
     (vol,) = [v for v in template["spec"]["volumes"] if v["name"] == volumes.CHECKPOINT_VOLUME]
     assert vol == {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "tpu-gke-toolkit-lustre"}}
@@ -315,7 +315,7 @@ def test_the_stack_creates_the_instance_its_peering_and_the_csi_driver(tmp_path:
 
 
 def test_infra_spec_shows_datasets_multi_tier_checkpointing_and_lustre() -> None:
-    from tests.conftest import cli
+    from tests.support import cli
 
     r = cli("infra", "spec", "--spec", str(V6E))
     assert r.returncode == 0, r.stderr

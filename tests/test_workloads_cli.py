@@ -1,4 +1,4 @@
-"""`python -m workloads` run commands, as a user sees them (run in process: tests/conftest.py cli).
+"""`python -m workloads` run commands, as a user sees them (run in process: tests/support/cli.py).
 
 The bad-input corpus (tests/bad_runs/cases.yaml): exit 2, exactly one stderr
 line naming the flag, no traceback, nothing written or applied.
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import EXAMPLES, cli
+from tests.support import EXAMPLES, cli
 from workloads.render import yamlio
 
 # Runs applied to fake clusters keep their checkpoint directory's identity in memory (tests/conftest.py).

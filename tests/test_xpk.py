@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from infra.spec import PRIORITY_CLASSES, load_spec, parse_spec
-from tests.conftest import EXAMPLES, REPO, cli, example_doc, spec_from
+from tests.support import EXAMPLES, REPO, cli, example_doc, spec_from
 from toolkit.errors import SpecError
 from workloads.render import kueue, xpk
 
@@ -47,7 +47,7 @@ def test_resources_configmap_counts_vms_per_device_type() -> None:
     spec = _spec("tpu7x.yaml")
     res, meta = xpk.configmaps(spec)
     assert res["metadata"] == {"name": "ironwood-resources-configmap", "namespace": "default"}
-    # tpu7x 4x4x8: 128 chips = 256 TensorCores, 4 chips per VM -> 32 VMs (the playbook's table).
+    # tpu7x 4x4x8: 128 chips = 256 TensorCores, 4 chips per VM -> 32 VMs.
     assert res["data"] == {"tpu7x-256": "32"}
     assert meta["metadata"]["name"] == "ironwood-metadata-configmap"
     assert meta["data"] == {"xpk_version": xpk.XPK_VERSION, "capacity_type": "ON_DEMAND"}

@@ -1,8 +1,9 @@
 """What both CLIs (``python -m infra`` and ``python -m workloads``) share.
 
 Errors are caught once, here: a ``ToolkitError`` becomes one line on stderr and
-its exit code; the traceback only with ``--debug`` (or TGK_DEBUG=1). Kept free
-of heavy imports so ``--help`` stays fast.
+its exit code; the traceback only with ``--debug`` (or TGK_DEBUG=1). Everything a command
+prints, its errors and tracebacks included, goes through ``toolkit.terminal`` (control
+sequences escaped, credentials redacted). Kept free of heavy imports so ``--help`` stays fast.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from toolkit import terminal
 from toolkit.errors import ToolkitError
 
 
@@ -127,7 +129,8 @@ def debug_enabled() -> bool:
 
 
 def err_line(message: str) -> None:
-    sys.stderr.write(f"error: {message}\n")
+    """The one line of an error: whatever the message holds, it stays one line (``terminal.one_line``)."""
+    sys.stderr.write(f"error: {terminal.one_line(message)}\n")
 
 
 def print_json(data: Any) -> None:
@@ -152,7 +155,23 @@ def _finite(data: Any) -> Any:
 
 
 def run(app: typer.Typer, argv: list[str] | None = None) -> int:
-    """Run a Typer app; return its exit code with toolkit errors as one line."""
+    """Run a Typer app; return its exit code with toolkit errors as one line.
+
+    The whole command runs under ``terminal.guarded``: what it prints, and the traceback of
+    an error it did not expect (printed here, exit 1, as Python would), reaches the terminal
+    escaped and redacted.
+    """
+    with terminal.guarded():
+        try:
+            return _run(app, argv)
+        except Exception:  # noqa: BLE001 - a bug: its traceback, through the guard, and exit 1 as Python's own
+            import traceback
+
+            traceback.print_exc()
+            return 1
+
+
+def _run(app: typer.Typer, argv: list[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in args
     if debug:
@@ -164,7 +183,10 @@ def run(app: typer.Typer, argv: list[str] | None = None) -> int:
         return rc if isinstance(rc, int) else 0
     except ToolkitError as e:
         if debug_enabled():
-            raise
+            import traceback
+
+            traceback.print_exc()
+            return e.exit_code
         err_line(str(e))
         return e.exit_code
     except typer.Exit as e:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import reprlib
 
+from toolkit.credentials import redact
+
 # The longest error line: a value quoted in a message (a YAML value, a flag, a server's
 # answer) can be megabytes, and a line the user cannot read helps nobody.
 MAX_MESSAGE_CHARS = 1000
@@ -47,12 +49,13 @@ def shown(value: object, limit: int = 100) -> str:
 
 
 class ToolkitError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user (``clip``ped to MAX_MESSAGE_CHARS)."""
+    """Base class: ``str(err)`` is the one line shown to the user (``clip``ped to MAX_MESSAGE_CHARS, credentials
+    redacted: ``toolkit.credentials``, so a message carried in JSON or a report holds none either)."""
 
     exit_code = 2
 
     def __str__(self) -> str:
-        return clip(super().__str__())
+        return clip(redact(super().__str__()))
 
 
 class FieldError(ToolkitError):
@@ -126,3 +129,14 @@ class Unreachable(ClusterError):
 class Rejected(ClusterError):
     """Any other refusal the server answered with: an invalid object (400/422), an admission
     webhook or Pod Security (403 that is not RBAC), throttling (429), a server failure (5xx)."""
+
+
+class GoogleApiError(ToolkitError):
+    """A Google service could not be reached in time, or answered what cannot be used: the cloud
+    side failed, not the input (exit 3). The message names the API and the request."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 from toolkit.errors import FieldError
 
-__all__ = ["LOG", "PRICE_RESPONSE", "RUN_SCRIPT", "YAML", "InputKind", "NotReadable", "human_bytes", "read_bounded", "read_input"]
+__all__ = ["LOG", "PRICE_RESPONSE", "RUN_SCRIPT", "YAML", "InputKind", "NotReadable", "human_bytes", "read_bounded", "read_head", "read_input"]
 
 MIB = 1024 * 1024
 
@@ -89,6 +89,26 @@ def read_bounded(path: Path | str, kind: InputKind) -> bytes:
             total += len(chunk)
         if total > kind.limit:
             raise NotReadable(_too_large(path, kind), f"pass the {kind.what} itself")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def read_head(path: Path | str, limit: int) -> bytes:
+    """At most the first ``limit`` bytes of the regular file ``path`` (a README: its head is what is read); ``NotReadable``
+    for anything but a regular file, never blocking. Open errors stay ``OSError``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotReadable(f"{path} is {_file_type(st.st_mode)}, not a regular file", "pass a regular file")
+        chunks, total = [], 0
+        while total < limit:
+            chunk = os.read(fd, min(MIB, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
         return b"".join(chunks)
     finally:
         os.close(fd)

@@ -42,9 +42,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from toolkit import ledger
 from toolkit.errors import FieldError
+from toolkit.inputfile import InputKind, read_bounded
+from toolkit.jsontext import load_json
 
 MANIFEST = ".tgk-files.json"
+_MANIFEST_KIND = InputKind("file manifest of the toolkit", 16 * 1024 * 1024)  # a digest per file: far below this
 LOCK = ".tgk.lock"
 SCRATCH_PREFIX = ".tgk-tmp-"
 WRITER = "tpu-gke-toolkit"
@@ -135,7 +139,7 @@ def _read_manifest(unit: Path, flag: str) -> tuple[dict[str, str], dict[str, str
     if not stat.S_ISREG(st.st_mode):
         raise _refuse(flag, path, "is not a regular file", fix)
     try:
-        doc = json.loads(path.read_bytes()[: 16 * 1024 * 1024])
+        doc = load_json(read_bounded(path, _MANIFEST_KIND), max_bytes=_MANIFEST_KIND.limit)
     except (OSError, ValueError) as e:
         raise _refuse(flag, path, f"cannot be read ({getattr(e, 'strerror', None) or e.__class__.__name__})", fix) from None
     files, previous = (doc.get("files"), doc.get("previous") or {}) if isinstance(doc, dict) else (None, None)
@@ -437,10 +441,26 @@ def update_files(root: Path, unit_rel: str, files: Mapping[str, str | bytes], fl
             p.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(p, data[rel])
         for rel in pruned:
-            (unit / rel).unlink(missing_ok=True)
+            path = unit / rel
+            verdict = ledger.owned_file(str(path), recorded=s.owned[rel], current=_digest_of(path))
+            if isinstance(verdict, ledger.Permit):
+                _remove_owned(verdict, path)
     if changed or pruned or _read_manifest(unit, flag) != (final, {}):
         _atomic_write(unit / MANIFEST, _manifest_bytes(final))
     return [unit / rel for rel in data]
+
+
+def _digest_of(path: Path) -> str | None:
+    try:
+        return digest(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+def _remove_owned(permit: ledger.Permit, path: Path) -> None:
+    """Remove a file the ledger permitted (the toolkit wrote it, unchanged since): the one way a unit's file goes."""
+    ledger.require(permit, ledger.Kind.FILE, str(path))
+    path.unlink(missing_ok=True)
 
 
 def owned_files(unit: Path) -> list[Path]:

@@ -4,8 +4,11 @@ Argument lists only (never a shell). Every failure becomes one ``ExternalToolErr
 line with the same trimming: the last meaningful line of the tool's stderr, without
 Terraform's box drawing or blank lines. Output can go to pipes (small outputs, read
 by the caller) or to files (MaxText writes megabytes; a full pipe would stall it).
-The child's own peak RSS is measured with ``wait4``, so a benchmark of one run is
-not confused by other children of this process.
+Output meant for the user (``capture=False``: terraform's plan, gcloud, a build's
+progress) is relayed line by line onto the CLI's own stdout and stderr, never given the
+terminal: what a tool prints of the cloud's answers reaches the user through
+``toolkit.terminal`` like everything else. The child's own peak RSS is measured with
+``wait4``, so a benchmark of one run is not confused by other children of this process.
 """
 
 from __future__ import annotations
@@ -78,16 +81,54 @@ class Completed:
         return ExternalToolError(f"`{what}` failed with exit code {self.returncode}" + (f": {detail}" if detail else ""))
 
 
-def _streams(capture: bool, log_dir: Path | None, log_name: str, stderr_to_terminal: bool):
+def _streams(capture: bool, log_dir: Path | None, log_name: str, interactive: bool):
     """(stdout, stderr, files to close, stdout path, stderr path) for Popen."""
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
         out_path, err_path = log_dir / f"{log_name}.stdout", log_dir / f"{log_name}.stderr"
         out_f, err_f = open(out_path, "wb"), open(err_path, "wb")
         return out_f, err_f, (out_f, err_f), out_path, err_path
-    if capture:
-        return subprocess.PIPE, (None if stderr_to_terminal else subprocess.PIPE), (), None, None
+    if capture or not interactive:
+        return subprocess.PIPE, subprocess.PIPE, (), None, None  # uncaptured: relayed (_relay)
     return None, None, (), None, None
+
+
+def _relay(proc: subprocess.Popen, stop: threading.Event, stdout_too: bool) -> bytes:
+    """Pass the child's stderr (and stdout, with ``stdout_too``) on line by line through ``toolkit.terminal``
+    as it comes; the stdout kept is returned when not passed on. Ends at EOF on both, or at ``stop``."""
+    import selectors
+
+    from toolkit import terminal
+
+    kept = bytearray()
+    partial = {proc.stdout: b"", proc.stderr: b""}
+    sel = selectors.DefaultSelector()
+    for f in partial:
+        sel.register(f, selectors.EVENT_READ)
+    try:
+        while sel.get_map() and not stop.is_set():
+            for key, _ in sel.select(timeout=0.1):
+                chunk = os.read(key.fd, 65536)
+                f = key.fileobj
+                err = f is proc.stderr
+                if not err and not stdout_too:
+                    if chunk:
+                        kept.extend(chunk)
+                    else:
+                        sel.unregister(f)
+                    continue
+                if not chunk:
+                    sel.unregister(f)
+                    if partial[f]:
+                        terminal.relay(partial[f], err=err)
+                    continue
+                lines = (partial[f] + chunk).split(b"\n")
+                partial[f] = lines.pop()
+                if lines:
+                    terminal.relay(b"\n".join(lines) + b"\n", err=err)
+    finally:
+        sel.close()
+    return bytes(kept)
 
 
 def _killpg(proc: subprocess.Popen) -> None:
@@ -128,8 +169,10 @@ def _collect(proc: subprocess.Popen, limit: int, stop: threading.Event, kill) ->
     return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr])
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None, max_output: int | None = None) -> tuple[str, str, int, bool, bool]:
-    """Wait for ``proc`` (killing its process group at ``timeout``): stdout, stderr, peak RSS, timed out, output overflowed."""
+def _wait(proc: subprocess.Popen, timeout: float | None, max_output: int | None = None, relay: str | None = None) -> tuple[str, str, int, bool, bool]:
+    """Wait for ``proc`` (killing its process group at ``timeout``): stdout, stderr, peak RSS, timed out, output overflowed.
+
+    ``relay``: "all" passes both streams on to the terminal, "stderr" only stderr (stdout is returned)."""
     timed_out = threading.Event()
 
     def _kill() -> None:
@@ -143,7 +186,15 @@ def _wait(proc: subprocess.Popen, timeout: float | None, max_output: int | None 
     rss = 0
     overflowed = False
     try:
-        if max_output is not None and (proc.stdout is not None or proc.stderr is not None):
+        if relay is not None:
+            o = _relay(proc, timed_out, stdout_too=relay == "all")
+            for f in (proc.stdout, proc.stderr):
+                f.close()
+            _, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            rss = usage.ru_maxrss * 1024
+            out = o.decode(errors="replace")
+        elif max_output is not None and (proc.stdout is not None or proc.stderr is not None):
             o, e = _collect(proc, max_output, timed_out, lambda: _killpg(proc))
             overflowed = max(len(o), len(e)) >= max_output
             if overflowed:
@@ -188,9 +239,9 @@ def run(
     """Run ``argv`` and wait for it.
 
     ``capture``: stdout/stderr as text; with ``log_dir``, into ``<log_dir>/<log_name>.{stdout,stderr}``
-    instead (and the child's peak RSS is measured); without either, inherited.
-    ``stderr_to_terminal`` keeps stderr on the terminal (build progress) while stdout is
-    captured. A timeout kills the whole process group. ``check`` raises the one-line
+    instead (and the child's peak RSS is measured); without either, relayed line by line to
+    this process's stdout and stderr (``toolkit.terminal``). ``stderr_to_terminal`` relays
+    stderr (build progress) while stdout is captured. A timeout kills the whole process group. ``check`` raises the one-line
     failure instead of returning it. ``interactive`` (with ``capture=False``) also gives the
     child the terminal's stdin and session, so it can ask questions and gets the user's
     Ctrl-C itself; otherwise stdin is empty and the child runs in a session of its own.
@@ -198,7 +249,8 @@ def run(
     the process group when one overflows (``Completed.overflowed``).
     """
     argv = [str(a) for a in argv]
-    stdout, stderr, files, out_path, err_path = _streams(capture, log_dir, log_name, stderr_to_terminal)
+    stdout, stderr, files, out_path, err_path = _streams(capture, log_dir, log_name, interactive)
+    relay = None if log_dir is not None or interactive else "all" if not capture else "stderr" if stderr_to_terminal else None
     start = time.monotonic()
     try:
         try:
@@ -213,7 +265,7 @@ def run(
             )
         except OSError as e:
             raise ExternalToolError(f"cannot run {argv[0]!r}: {e.strerror or e}") from None
-        out, err, rss, timed_out, overflowed = _wait(proc, timeout, max_output if capture and log_dir is None else None)
+        out, err, rss, timed_out, overflowed = _wait(proc, timeout, max_output if capture and log_dir is None else None, relay)
     finally:
         for f in files:
             f.close()

@@ -28,6 +28,9 @@ MAX_YAML_BYTES = YAML.limit  # a spec or recipe is a few KiB; more is not one
 # few hundred bytes stand for billions ("billion laughs"), which every later reader
 # (validation, error messages, JSON output) would walk one by one.
 MAX_YAML_NODES = 250_000
+# Mappings and lists nested in each other: a spec nests about six deep. Past this the document
+# is refused here, before the validators, error messages and JSON output walk it recursively.
+MAX_YAML_DEPTH = 100
 
 
 class YamlFileError(ValueError):
@@ -140,7 +143,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def _check_expansion(root: yaml.Node) -> None:
     """Refuse a document that holds more than MAX_YAML_NODES values once its aliases are
-    expanded, or an alias inside its own anchor (an endless value).
+    expanded, nests more than MAX_YAML_DEPTH deep, or has an alias inside its own anchor (an endless value).
 
     The composed document is a graph in which an alias is its anchor's node again; each
     node's expanded size (itself and its children's) is computed once, so this is linear
@@ -149,11 +152,16 @@ def _check_expansion(root: yaml.Node) -> None:
     """
     sizes: dict[int, int] = {}
     open_nodes: set[int] = set()  # the current node and its ancestors
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    stack: list[tuple[yaml.Node, bool, int]] = [(root, False, 1)]
     aliased = False
     while stack:
-        node, finished = stack.pop()
+        node, finished, depth = stack.pop()
         key = id(node)
+        if depth > MAX_YAML_DEPTH and _children(node):
+            raise YamlFileError(
+                f"is nested too deeply to be a spec or recipe (more than {MAX_YAML_DEPTH} levels, line {node.start_mark.line + 1})",
+                "fix the YAML structure",
+            )
         if finished:
             open_nodes.discard(key)
             size = 1 + sum(sizes[id(c)] for c in _children(node))
@@ -173,8 +181,8 @@ def _check_expansion(root: yaml.Node) -> None:
                 f"has an alias inside its own anchor (line {node.start_mark.line + 1}): its value would never end", "remove the alias or point it elsewhere"
             )
         open_nodes.add(key)
-        stack.append((node, True))
-        stack.extend((c, False) for c in _children(node))
+        stack.append((node, True, depth))
+        stack.extend((c, False, depth + 1) for c in _children(node))
 
 
 def _construct(ld: Any, node: yaml.Node) -> Any:

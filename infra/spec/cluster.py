@@ -27,7 +27,7 @@ class MaintenanceWindow(Section):
     @field_validator("start_time", "end_time")
     @classmethod
     def _rfc3339(cls, v: str) -> str:
-        if not re.match(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$", v):
+        if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", v):
             raise ValueError(f"{v!r} is not an RFC 3339 UTC time; write it like 2025-01-01T03:00:00Z")
         return v
 
@@ -83,6 +83,9 @@ class ClusterSpec(Section):
     maintenance_window: MaintenanceWindow = Field(default_factory=MaintenanceWindow)
     gcs_fuse_csi: bool = True
     ray: RayAddonSpec = Field(default_factory=RayAddonSpec)
+    slice_controller: bool | None = Field(
+        None, description="GKE's slice controller add-on (default: on with a multislice or dynamically sliced tpu7x pool; infra/spec/ironwood.py)"
+    )
 
     @model_validator(mode="after")
     def _ray_needs_gcs_fuse(self) -> ClusterSpec:

@@ -32,6 +32,7 @@ from infra.gke_features import (
 )
 from infra.naming import GCP_ID, REGION, ZONE
 from infra.price_table import PriceOverrides
+from infra.spec import ironwood
 from infra.spec.capacity import FlexStart, flex_start_words
 from infra.spec.cidrs import Cidrs, derive_cidrs
 from infra.spec.cluster import ClusterSpec, CpuPoolSpec
@@ -133,7 +134,7 @@ class EnvFields(ClusterDerived, Section):
     @classmethod
     def _labels(cls, v: dict[str, str]) -> dict[str, str]:
         for k, val in v.items():
-            if not re.match(gcp_names.LABEL_KEY, k) or not re.match(gcp_names.LABEL_VALUE, str(val)):
+            if not re.fullmatch(gcp_names.LABEL_KEY, k) or not re.fullmatch(gcp_names.LABEL_VALUE, str(val)):
                 raise ValueError(f"label {k}={val} is not a GCP label; use lowercase letters, digits, - and _")
             if k in STACK_LABEL_KEYS:
                 raise ValueError(f"label {k} is one the stack sets itself (its value would be replaced); use another key")
@@ -212,7 +213,7 @@ class EnvFields(ClusterDerived, Section):
             floors.append(
                 (IN_PLACE_RESTART_MIN_GKE_VERSION, "the first GKE version with container restart rules, which in-place restarts need (recovery.restart)")
             )
-        return floors + cluster_floors(self.cluster)
+        return floors + ironwood.floors(self) + cluster_floors(self.cluster)
 
     @property
     def gke_version_floor(self) -> str | None:
@@ -328,6 +329,8 @@ class EnvFields(ClusterDerived, Section):
         """
         if pool.shape.placement is not catalog.Placement.WORKLOAD_POLICY:
             return None
+        if pool.dynamic_slicing:
+            return ironwood.provision_only_policy(self.cluster.name)
         if self.xpk.enabled:
             # xpk's pods select this exact name (xpk 1.13 core/scheduling.py get_placement_policy_name).
             return f"{pool.shape.accelerator_type}-{pool.shape.topology}-placement-policy"

@@ -33,7 +33,7 @@ class DcnNetworkSpec(Section):
     mtu: int = Field(8896, ge=1300, le=8896, description="the second VPC's MTU (8896: GCP's largest, fewer packets per DCN transfer)")
     tcp_rmem: str = Field(
         "4096 41943040 314572800",
-        pattern=r"^\d+ \d+ \d+$",
+        pattern=r"^[0-9]+ [0-9]+ [0-9]+$",
         description="net.ipv4.tcp_rmem the TCP-tuning DaemonSet sets on every TPU node "
         "(the receive buffers the multislice MaxText scripts of https://github.com/AI-Hypercomputer/tpu-recipes set)",
     )

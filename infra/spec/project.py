@@ -68,14 +68,14 @@ class CloudBuildSpec(Section):
     @field_validator("github_owner")
     @classmethod
     def _owner(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(gcp_names.GITHUB_OWNER, v):
+        if v is not None and not re.fullmatch(gcp_names.GITHUB_OWNER, v):
             raise ValueError(f"{v!r} is not a GitHub user or organization name; use 1-39 letters, digits and single hyphens, not at either end")
         return v
 
     @field_validator("github_repo")
     @classmethod
     def _repo_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(gcp_names.GITHUB_REPO, v):
+        if v is not None and not re.fullmatch(gcp_names.GITHUB_REPO, v):
             raise ValueError(f"{v!r} is not a GitHub repository name; use 1-100 letters, digits, '.', '-' and '_'")
         return v
 

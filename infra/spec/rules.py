@@ -23,6 +23,7 @@ from infra import catalog, derived_names, naming, quotas
 from infra.gke_features import FLEX_START_GENERATIONS, IN_PLACE_RESTART_MIN_JOBSET, MTC_GENERATIONS
 from infra.naming import GCE_NAME_MAX, GCP_ID, GCP_ID_MAX, GCP_ID_MIN, GKE_NODE_POOL_NAME_MAX
 from infra.price_table import Prices, load_table
+from infra.spec import ironwood
 from infra.spec.capacity import FlexStart, Reservation, flex_start_words
 from infra.spec.cidrs import Cidrs, derive_cidrs
 from infra.spec.env import EnvFields
@@ -162,6 +163,11 @@ def _flex_start(spec: EnvFields, field: str, pool: TpuPoolSpec, cap: FlexStart) 
             f"{what} is not offered for TPU {gen}",
             f"use a {', '.join(FLEX_START_GENERATIONS)} pool, or on-demand, spot or a reservation for {gen}",
         )
+
+
+def check_ironwood(spec: EnvFields) -> None:
+    """Dynamic slicing's capacity, shape, generation and channel; the slice controller where a pool needs it (``infra.spec.ironwood``)."""
+    ironwood.check(spec)
 
 
 def check_flavor_count(spec: EnvFields) -> None:
@@ -376,7 +382,7 @@ def check_derived_names(spec: EnvFields) -> None:
     accounts = ["nodes", "workload"] + (["ci"] if spec.cloud_build.enabled else [])
     for suffix in accounts:
         account = naming.service_account_id(spec.cluster.name, suffix)
-        if not re.match(GCP_ID, account):
+        if not re.fullmatch(GCP_ID, account):
             raise SpecError(
                 "cluster.name",
                 f"makes the {suffix} service account id {account!r}, but GCP needs {GCP_ID_MIN}-{GCP_ID_MAX} characters",
@@ -485,6 +491,7 @@ def check_recovery(spec: EnvFields) -> None:
 RULES = (
     check_zones,
     check_pools,
+    check_ironwood,
     check_flavor_count,
     check_gke_version,
     check_teams,

@@ -15,7 +15,7 @@ import ipaddress
 from pydantic import BaseModel, ConfigDict
 
 # An add-on's release tag (Kueue, JobSet): v0.19.2.
-RELEASE = r"^v\d+\.\d+\.\d+$"
+RELEASE = r"^v[0-9]+\.[0-9]+\.[0-9]+$"
 # A Compute Engine machine type's shape (n2-standard-8); infra/machine_types.py knows which exist.
 MACHINE_TYPE = r"^[a-z0-9]+-[a-z0-9-]+$"
 

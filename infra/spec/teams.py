@@ -25,6 +25,12 @@ PRIORITY_CLASSES: dict[str, int] = {
 }
 
 
+# The UID, GID and file-system group of a team's pods unless it names another (run_as_user) or opts
+# into its image's user (run_as_root). Above 10000: clear of the UIDs a node's own users take, so a
+# process that escaped its container is nobody on the host (checkov CKV_K8S_40's rule).
+DEFAULT_RUN_AS_USER = 10001
+
+
 class BorrowWithinCohortSpec(Section):
     """Kueue's borrowWithinCohort: may a run that borrows preempt lower-priority runs of other teams."""
 
@@ -76,8 +82,13 @@ class TeamSpec(Section):
         None,
         ge=1,
         le=2**31 - 1,
-        description="run the team's pods as this non-root UID (runAsNonRoot), and enforce Pod Security restricted on its namespace; "
-        "default: the image's user (the toolkit's MaxText image runs as root), under baseline",
+        description=f"the non-root UID the team's pods run as (also their GID and the volumes' group); default {DEFAULT_RUN_AS_USER}. "
+        "The team's namespace enforces Pod Security restricted",
+    )
+    run_as_root: bool = Field(
+        False,
+        description="opt in: run the team's pods as their image's user (root for the toolkit's MaxText image), under Pod Security "
+        "baseline; for an image or a node whose TPU devices a non-root user cannot open",
     )
 
     @field_validator("priority")
@@ -112,6 +123,19 @@ class TeamSpec(Section):
             return tuple(p for p in PRIORITY_CLASSES if p in self.priorities)
         ceiling = PRIORITY_CLASSES[self.priority]
         return tuple(p for p, v in PRIORITY_CLASSES.items() if v <= ceiling)
+
+    @model_validator(mode="after")
+    def _one_user(self) -> TeamSpec:
+        if self.run_as_root and self.run_as_user is not None:
+            raise FieldValueError(
+                "run_as_root", f"is set beside run_as_user: {self.run_as_user}", "keep one: run_as_user for a non-root UID, run_as_root for the image's user"
+            )
+        return self
+
+    @property
+    def pod_user(self) -> int | None:
+        """The UID (and GID, and fsGroup) the team's pods run as; None: the image's user (``run_as_root``)."""
+        return None if self.run_as_root else (self.run_as_user or DEFAULT_RUN_AS_USER)
 
     @model_validator(mode="after")
     def _lend_own(self) -> TeamSpec:

@@ -17,6 +17,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from infra import catalog
 from infra.naming import GKE_NODE_POOL_NAME_MAX
 from infra.spec.capacity import OPTION_TAGS, RUN_MODE_ORDER, Capacity, CapacityOption, FlexStart, OnDemand, Reservation, capacity_shorthand, parse_capacity_list
+from infra.spec.ironwood import GVNIC_DEFAULT_GENERATIONS, machine_shape
 from infra.spec.messages import split_problem
 from infra.spec.section import FieldValueError, Section
 from toolkit.errors import CatalogError
@@ -91,6 +92,18 @@ class TpuPoolSpec(Section):
     multi_tier_checkpointing: MultiTierCheckpointingSpec | None = Field(
         None, description="GKE's multi-tier checkpointing on these VMs (runs opt in with --multi-tier-checkpointing)"
     )
+    machine_type: str | None = Field(
+        None,
+        max_length=63,
+        description="the multi-host VM type where the generation offers several (tpu7x: tpu7x-standard-4t, the default, or "
+        "tpu7x-ultranet-4t with its iRDMA NIC; `infra check` asks Compute Engine whether the zone offers it)",
+    )
+    gvnic: bool | None = Field(None, description="Google Virtual NIC on the pool's VMs (default: on for tpu7x, as its published node pools have it)")
+    dynamic_slicing: bool = Field(
+        False,
+        description="GKE dynamic slicing (tpu7x, an All Capacity reservation): each slice here is one 4x4x4 sub-block, and runs ask "
+        "for sub-slices (2x2x1 .. 2x4x4) or super-slices (4x4x8 ...) with submit --topology (infra/spec/ironwood.py)",
+    )
 
     _shape: catalog.SliceShape = PrivateAttr()
     # capacity: [a, b, c] keeps a in `capacity` (what single-option code reads) and b, c here.
@@ -144,6 +157,8 @@ class TpuPoolSpec(Section):
             self._shape = catalog.resolve(self.type, generation=self.generation, topology=self.topology, chips_per_vm=self.chips_per_vm)
         except CatalogError as e:
             raise FieldValueError(self._shape_field(), *split_problem(str(e), "pick a valid TPU shape")) from None
+        if self.machine_type is not None:
+            self._shape = machine_shape(self._shape, self.machine_type)
         if self.slices > 1 and not self.shape.multi_host:
             raise FieldValueError(
                 "slices",
@@ -255,6 +270,8 @@ class TpuPoolSpec(Section):
         shape with one option shares, or ``<pool>-<tag>`` for an option of a capacity list."""
         if self.class_name is not None:
             return self.class_name  # one flavor for the class: GKE, not Kueue, picks the priority
+        if self.dynamic_slicing:
+            return self.name  # its own: its nodes are placed by a Kueue Topology of its own (workloads.render.dynamic_slicing)
         option = option or self.capacity_options()[0]
         return f"{self.name}-{option.tag}" if option.tag else self.shape.key
 
@@ -291,6 +308,11 @@ class TpuPoolSpec(Section):
         if isinstance(option.capacity, Reservation):
             labels[TGK_RESERVATION_LABEL] = option.reservation(reservation).name
         return labels
+
+    @property
+    def gvnic_on(self) -> bool:
+        """gVNIC on the pool's VMs: as set, else on for the generations whose published node pools use it."""
+        return self.gvnic if self.gvnic is not None else self.shape.generation.name in GVNIC_DEFAULT_GENERATIONS
 
     @property
     def total_nodes(self) -> int:

@@ -28,11 +28,9 @@ from typing import Any
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import run_module
-from tests.integration.conftest import own_spec, start_own_cluster, wait_for
+from tests.support import run_module
+from tests.support.local_cluster import own_spec, start_own_cluster, wait_for
 from toolkit.names import GKE_COMPUTE_CLASS_LABEL, GKE_NODEPOOL_LABEL, GKE_SPOT_LABEL, TPU_RESOURCE
-
-pytestmark = pytest.mark.integration
 
 NS = "research"
 

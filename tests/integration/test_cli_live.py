@@ -17,13 +17,9 @@ import re
 import secrets
 from pathlib import Path
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
+from tests.support import run_module
 from toolkit.names import GKE_NODEPOOL_LABEL
-
-pytestmark = pytest.mark.integration
 
 
 def wl(*args: str, timeout: float = 300):

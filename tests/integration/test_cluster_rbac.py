@@ -16,14 +16,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import run_module
-from tests.integration.conftest import wait_for
+from tests.support import run_module
+from tests.support.local_cluster import wait_for
 from toolkit.errors import Conflict, Forbidden
 from toolkit.names import TGK_FIELD_MANAGER
 from workloads.cluster.client import Cluster
 from workloads.local import certs
-
-pytestmark = pytest.mark.integration
 
 READER = "tgk-test-reader"
 

@@ -11,15 +11,12 @@ import secrets
 import shutil
 from pathlib import Path
 
-import pytest
 import yaml
 
 from infra import access
 from infra.spec import parse_spec
-from tests.conftest import EXAMPLES, REPO
 from tests.integration.test_rehearsal import wl
-
-pytestmark = pytest.mark.integration
+from tests.support import EXAMPLES, REPO
 
 FIXTURE = REPO / "tests" / "data" / "datasets" / "three.array_record"
 

@@ -15,12 +15,10 @@ from datetime import UTC, datetime
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.integration.conftest import wait_for
+from tests.support.local_cluster import wait_for
 from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as manifests
-
-pytestmark = pytest.mark.integration
 
 NS, NAME = "research", "disrupted"
 COMPLETE_DELAY = "pod-complete.stage.kwok.x-k8s.io/delay"

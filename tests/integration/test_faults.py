@@ -1,10 +1,10 @@
 """A bad host and a hang, rehearsed on the local cluster (real control plane, JobSet, Kueue, kwok nodes).
 
-* ``local fault badhost NODE``: every workload container on the node fails; the run
+* ``local badhost NODE``: every workload container on the node fails; the run
   restart-loops on the same VMs; ``badhost`` names that node (and none of its slice peers,
   which JobSet's restart stops with 143), ``status`` says so, ``--cordon`` cordons and taints it
   and labels its pool, and the next attempt runs on the other pool and completes;
-* ``local fault hang RUN``: worker 0 stops stepping, every pod stays Running, the exit guard's
+* ``local hang RUN``: worker 0 stops stepping, every pod stays Running, the exit guard's
   bound (the plan's, on the rehearsal's clock) ends the attempt with 124, the JobSet restarts
   it from the last checkpoint, the run completes; ``status`` and ``metrics`` count the hang;
 * bad input to both: one line naming the argument or flag, exit 2, nothing changed.
@@ -107,7 +107,7 @@ def test_a_bad_host_loops_the_run_until_it_is_named_and_cordoned_then_the_run_fi
     _label_pool(cluster, other_pool, "true")
     try:
         wait_for(lambda: _last_step(cluster, run_name) >= 5, 60, "step 5", interval=0.5)
-        res = wl("local", "fault", "badhost", bad, "--state-dir", str(local_cluster.state_dir))
+        res = wl("local", "badhost", bad, "--state-dir", str(local_cluster.state_dir))
         assert res.returncode == 0 and f"bad host {bad}: every workload container on it fails with exit 134" in res.stdout, res.stderr
 
         def named():
@@ -162,7 +162,7 @@ def test_a_hang_ends_the_attempt_with_the_guards_code_and_the_run_resumes(cluste
     assert sub.returncode == 0, sub.stderr
     first = wait_for(lambda: _running(cluster, run_name), 180, "all 4 workers Running")
     wait_for(lambda: _last_step(cluster, run_name) >= 10, 60, "step 10", interval=0.5)
-    res = wl("local", "fault", "hang", run_name, "--state-dir", str(local_cluster.state_dir))
+    res = wl("local", "hang", run_name, "--state-dir", str(local_cluster.state_dir))
     assert res.returncode == 0, res.stderr
 
     def ended_by_guard():
@@ -190,9 +190,9 @@ def test_bad_input_to_badhost_and_the_local_faults_is_one_line_exit_2_and_change
     node = next(n for n, p in _pools(cluster).items() if p.startswith("v5e-16"))
     cases = [
         (["badhost", "no-such-run", "--kubeconfig", str(kubeconfig)], "RUN"),
-        (["local", "fault", "badhost", node, "--exit-code", "143", "--state-dir", str(local_cluster.state_dir)], "--exit-code"),
-        (["local", "fault", "badhost", "no-such-node", "--state-dir", str(local_cluster.state_dir)], "NODE"),
-        (["local", "fault", "hang", "no-such-run", "--state-dir", str(local_cluster.state_dir)], "--worker"),
+        (["local", "badhost", node, "--exit-code", "143", "--state-dir", str(local_cluster.state_dir)], "--exit-code"),
+        (["local", "badhost", "no-such-node", "--state-dir", str(local_cluster.state_dir)], "NODE"),
+        (["local", "hang", "no-such-run", "--state-dir", str(local_cluster.state_dir)], "--worker"),
     ]
     for args, field in cases:
         res = wl(*args)

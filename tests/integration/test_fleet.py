@@ -7,6 +7,9 @@
 * dispatch: with one worker full, the next run submitted to the manager lands on the
   other and runs there; `status` through the manager names the worker; deleting both from
   the manager removes them from the workers;
+* rotating the manager's credentials (``queues rotate-credentials``): the old token is
+  refused by the worker, the new one reaches it, both MultiKueueClusters stay Active and
+  a run submitted after lands and runs;
 * a worker lost (its API server stopped) gets its run requeued onto the other worker,
   where it runs again. Last in the module: the lost worker stays down.
 
@@ -29,12 +32,10 @@ import pytest
 import yaml
 
 from infra.fleet import load_fleet
-from tests.conftest import run_module
-from tests.integration.conftest import own_spec, own_state_dir, wait_for
+from tests.support import run_module
+from tests.support.local_cluster import own_spec, own_state_dir, wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import JOBSET_API, KUEUE_API
-
-pytestmark = pytest.mark.integration
 
 NS = "research"
 
@@ -57,6 +58,8 @@ def write_fleet(tmp: Path, root: Path) -> Path:
         # Each member's kubeconfig: where `local up --fleet` writes it.
         "manager": {"cluster": "fleet-mgr", "kubeconfig": str(root / "manager" / "kubeconfig")},
         "workers": [{"name": n, "spec": f"{n}.yaml", "kubeconfig": str(root / f"worker-{n}" / "kubeconfig")} for n in ("west", "east")],
+        # Where runs through the manager checkpoint, whichever worker they land on.
+        "buckets": [{"name": "my-tpu-project-tgk-fleet-ckpt", "purpose": "checkpoints"}],
         # Scaled by the rehearsal's time factor like every other duration: a few seconds here.
         "multikueue": {"worker_lost_timeout_seconds": 300, "gc_interval_seconds": 60},
     }
@@ -215,6 +218,53 @@ def test_metrics_through_the_manager_read_the_worker_s_logs(fleet) -> None:
         assert all(w.jobset(NS, run) is None for w in workers.values())
     finally:
         delete(lf, path, run)
+
+
+def manager_kubeconfig_of(manager, worker: str, path: Path) -> Path:
+    """The kubeconfig the manager's Kueue reads for ``worker`` (its Secret), written to ``path``."""
+    sec = manager.get(manager.resource("v1", "Secret"), f"{worker}-multikueue", "kueue-system")
+    path.write_bytes(base64.b64decode(sec["data"]["kubeconfig"]))
+    return path
+
+
+def test_rotating_the_manager_s_credentials_revokes_the_old_token(fleet, tmp_path) -> None:
+    from workloads.cluster.client import Cluster
+
+    lf, path = fleet
+    f = load_fleet(path)
+    manager, workers = lf.clients(f)
+    old = {w: manager_kubeconfig_of(manager, w, tmp_path / f"{w}-old") for w in workers}
+    for kc in old.values():
+        Cluster.connect(kc, timeout=30).server_version()  # the old token works before
+    r = cli("queues", "rotate-credentials", "--fleet", str(path), "--yes", "-o", "json")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    rotated = {x["worker"]: x for x in json.loads(r.stdout)["rotated"]}
+    assert set(rotated) == set(workers) and all(x["active"] == "True" for x in rotated.values()), rotated
+    for w, kube in workers.items():
+        with pytest.raises(ClusterError):
+            Cluster.connect(old[w], timeout=30).server_version()  # revoked: the worker refuses it
+        new = manager_kubeconfig_of(manager, w, tmp_path / f"{w}-new")
+        assert new.read_bytes() != old[w].read_bytes()
+        for kc in (old[w], new):  # neither token is ever printed
+            (user,) = yaml.safe_load(kc.read_text())["users"]
+            assert user["user"]["token"] not in r.stdout + r.stderr
+        Cluster.connect(new, timeout=30).server_version()
+        names = [s["metadata"]["name"] for s in kube.list(kube.resource("v1", "Secret"), "kueue-system", label_selector="tpu-gke-toolkit/multikueue-token")]
+        assert names == [rotated[w]["new_secret_name"]], names
+    # MultiKueue still reaches both workers with the new tokens: a run submitted now lands and runs.
+    run = f"fl-rot-{secrets.token_hex(2)}"
+    try:
+        submit(lf, path, run, 600)
+        on = wait_for(lambda: landed_on(manager, run), 120, f"{run} dispatched after the rotation")
+        wait_for(lambda: running_pods(workers[on], run), 120, f"{run} Running on {on}")
+    finally:
+        delete(lf, path, run)
+    # Applying the fleet again keeps the rotated token: it is never re-created from the old name.
+    r = cli("queues", "apply", "--fleet", str(path), "-o", "json")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    for w, kube in workers.items():
+        names = [s["metadata"]["name"] for s in kube.list(kube.resource("v1", "Secret"), "kueue-system", label_selector="tpu-gke-toolkit/multikueue-token")]
+        assert names == [rotated[w]["new_secret_name"]], names
 
 
 def restarts(kube, run: str) -> int:

@@ -1,10 +1,10 @@
-"""Run values reach the program inert, through the real components (issue 21, class 3).
+"""Run values reach the program inert, through the real components: a value never runs as a command.
 
 tests/test_injection.py models two third-party steps; here they are the real thing:
 
 - the kubelet's ``$(NAME)`` / ``$$`` expansion is Kubernetes v1.34.2's own Go function, and the
   K8sJobMode submitter container is built by KubeRay v1.6.0's own ``BuildJobSubmitCommand``
-  (tests/kubeside: compiled from the module cache), and each model is checked against them;
+  (tests/support/kubeside: compiled from the module cache), and each model is checked against them;
 - the RayJob's entrypoint goes through that submitter command under ``/bin/bash -ce``, the
   real ``ray job submit`` (Ray 2.54.0) against a real Ray head (``workloads.ray.standin_head``),
   whose job supervisor runs it with ``shell=True``; a stand-in ``python3`` on the head's PATH
@@ -36,16 +36,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests import kubeside
-from tests.conftest import REPO
-from tests.integration.conftest import wait_for
-from tests.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
+from tests.support import REPO, kubeside
+from tests.support.local_cluster import wait_for
+from tests.support.shell_layers import Shims, kubelet_expand, kuberay_submitter, only_record, started
 from tests.test_injection import INERT_TRICKY, ISSUE_EXAMPLE, RENDERERS, _plan, _TmpP, _worker_container, nasty
 from workloads.local.procs import free_port
 from workloads.ray import RAY_VERSION
 from workloads.render import rayjob
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +51,7 @@ def probe() -> Path:
     try:
         binary = kubeside.build()
     except (kubeside.KubesideError, OSError, subprocess.SubprocessError) as e:
-        pytest.fail(f"tests/kubeside could not be built: {e}", pytrace=False)
+        pytest.fail(f"tests/support/kubeside could not be built: {e}", pytrace=False)
     sys.stderr.write(f"[kubeside] {binary} ready in {time.monotonic() - t0:.1f}s\n")
     return binary
 

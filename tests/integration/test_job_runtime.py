@@ -10,17 +10,16 @@ delete leaves no Job, Service, pod or Workload behind.
 
 from __future__ import annotations
 
+import json
+import re
 import secrets
 import time
 from pathlib import Path
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
+from tests.support import run_module
+from tests.support.local_cluster import wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL, K8S_COMPLETION_INDEX_LABEL, K8S_JOB_NAME_LABEL, KUEUE_JOB_UID_LABEL, TPU_RESOURCE
-
-pytestmark = pytest.mark.integration
 
 
 def wl(*args: str, timeout: float = 300):
@@ -98,3 +97,72 @@ def test_a_plain_job_run_is_admitted_placed_completed_and_deleted(kubeconfig: Pa
     assert gone.returncode == 0, (gone.stdout, gone.stderr)
     assert gone.stdout.splitlines() == [f"deleted Job {ns}/{run}", f"deleted Service {ns}/{run}"]
     assert _gone(cluster, ns, run, job_uid) == {"Job": 0, "Service": 0, "Pod": 0, "Workload": 0}
+
+
+def test_a_job_runs_attempts_across_a_kueue_eviction_are_its_history(kubeconfig: Path, cluster, tpu_quota) -> None:
+    """A plain Job's whole-run restart is a Kueue eviction (here: the Workload deactivated, then
+    reactivated, Kueue's own `spec.active`): the Job is suspended, its pods go, new pods come at
+    re-admission. `metrics` reads worker 0 of both attempts from the local Cloud Logging, by the
+    labels the Job controller puts on its pods, one attempt per pod."""
+    from workloads.local.disrupt import patch
+
+    ns = load_spec(DEFAULT_SPEC_PATH).teams[0].ns
+    run = f"job-hist-{secrets.token_hex(3)}"
+    kc = ("--kubeconfig", str(kubeconfig))
+    step = re.compile(r"completed step: (\d+),")
+
+    def worker0() -> dict | None:
+        return cluster.find_pod(ns, run)
+
+    def worker0_steps() -> int:
+        from workloads.cluster.api import LogsUnavailable
+
+        pod = worker0()
+        try:
+            text = "\n".join(cluster.logs(ns, pod["metadata"]["name"])) if pod else ""
+        except LogsUnavailable:
+            return -1
+        found = step.findall(text)
+        return int(found[-1]) if found else -1
+
+    def running(n: int) -> list[dict] | None:
+        pods = [
+            p
+            for p in cluster.list(cluster.resource("v1", "Pod"), ns, label_selector=f"{K8S_JOB_NAME_LABEL}={run}")
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        return pods if len(pods) == n and all(p["status"].get("phase") == "Running" for p in pods) else None
+
+    try:
+        sub = wl("submit", "llama3-8b", "--runtime", "job", "--name", run, "--rehearse-seconds", "30", *kc)
+        assert sub.returncode == 0, (sub.stdout, sub.stderr)
+        first = wait_for(lambda: running(4), 180, "the Job's 4 workers Running")
+        first_uids = {p["metadata"]["uid"] for p in first}
+        wait_for(lambda: worker0_steps() >= 5, 120, "worker 0 to reach step 5", interval=0.5)
+
+        job = cluster.get(cluster.resource("batch/v1", "Job"), run, ns)
+        workload = cluster.workload_for(ns, job)
+        wl_path = cluster.kueue("Workload").path(ns, workload["metadata"]["name"])
+        patch(cluster, wl_path, {"spec": {"active": False}})
+        wait_for(
+            lambda: (cluster.get(cluster.resource("batch/v1", "Job"), run, ns) or {}).get("spec", {}).get("suspend") is True and running(0) is not None,
+            120,
+            "the Job suspended and its pods gone",
+        )
+        patch(cluster, wl_path, {"spec": {"active": True}})
+        second = wait_for(lambda: running(4), 180, "the re-admitted Job's 4 workers Running")
+        assert not first_uids & {p["metadata"]["uid"] for p in second}  # new pods: a new attempt
+
+        done = wl("status", run, "--wait", "--timeout", "240", *kc)
+        assert done.returncode == 0 and done.stdout.startswith(f"{ns}/{run}: Succeeded"), (done.stdout, done.stderr)
+        evictions = (cluster.workload_for(ns, job)["status"].get("schedulingStats") or {}).get("evictions") or []
+        assert sum(e.get("count", 0) for e in evictions) >= 1, evictions
+
+        met = wl("metrics", run, "-o", "json", *kc)
+        assert met.returncode == 0, met.stderr
+        doc = json.loads(met.stdout)
+        assert doc["source"].startswith("Cloud Logging (project ") and doc["source"].count(f"{run}-0-") == 2, doc["source"]
+        assert doc["goodput"]["attempts"] == 2, doc["goodput"]
+        assert max(s["step"] for s in doc["steps"]) == 99 and "warning" not in met.stderr, met.stderr
+    finally:
+        wl("delete", run, "--yes", *kc)

@@ -14,16 +14,14 @@ import copy
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES
-from tests.integration.conftest import wait_for
+from tests.support import EXAMPLES
+from tests.support.local_cluster import wait_for
 from toolkit.errors import ClusterError
 from toolkit.names import K8S_PSA_ENFORCE_LABEL, TGK_FIELD_MANAGER
 from workloads.local import addons
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import jobset as js
 from workloads.render import multinetwork as mn
-
-pytestmark = pytest.mark.integration
 
 EXAMPLE = EXAMPLES / "tpu7x-multislice.yaml"
 PROBE_NS = "dcn-probe"

@@ -1,7 +1,8 @@
 """The real API server enforces what tests/test_isolation.py assumes of the team namespaces.
 
-A team that did not opt in to hostNetwork runs gets Pod Security ``baseline`` on its
-namespace (workloads.render.kueue.pod_security_labels): a host-network pod there, which
+A team that did not opt in to hostNetwork runs gets Pod Security ``restricted`` (its pods run
+as non-root by default; ``baseline`` if it opted into root) on its namespace
+(workloads.render.kueue.pod_security_labels): a host-network pod there, which
 would act as the TPU nodes' service account instead of the team's, is refused at
 admission, while the toolkit's own pod-network worker pod is accepted. A namespace of a
 team that opted in admits the host-network pod. Server-side dry runs: nothing is created.
@@ -19,8 +20,6 @@ from toolkit.names import TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import kueue
 from workloads.render.jobset import run_objects
-
-pytestmark = pytest.mark.integration
 
 OPTED_IN_NS = "tgk-psa-opted-in"
 

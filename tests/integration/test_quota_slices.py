@@ -1,4 +1,4 @@
-"""Quotas in whole slices, against the real Kueue: no paid slice is stranded (issue 21, class 5).
+"""Quotas in whole slices, against the real Kueue: no paid slice is stranded.
 
 Two shapes of four 16-chip slices each and three teams. The module's cluster is built from
 the accepted spec (shares 0.5/0.25/0.25: whole slices of both shapes).
@@ -31,14 +31,12 @@ import pytest
 
 from infra.catalog import QUOTA_FALLBACK_SIZE, machine_size
 from infra.spec import load_spec, parse_spec
-from tests.integration.conftest import own_spec, start_own_cluster, wait_for
+from tests.support.local_cluster import own_spec, start_own_cluster, wait_for
 from toolkit.errors import SpecError
 from toolkit.names import TPU_RESOURCE
 from workloads import runs
 from workloads.render.flavors import flavors
 from workloads.render.kueue import cluster_objects, cluster_queues
-
-pytestmark = pytest.mark.integration
 
 TEAMS = ("a", "b", "c")
 ACCEPTED = {"a": 0.5, "b": 0.25, "c": 0.25}

@@ -32,11 +32,9 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, run_module
-from tests.integration.conftest import _state_dir, wait_for
+from tests.support import EXAMPLES, run_module
+from tests.support.local_cluster import shared_state_dir, wait_for
 from toolkit.names import GKE_NODEPOOL_LABEL
-
-pytestmark = pytest.mark.integration
 
 SPEC = EXAMPLES / "v6e-reservation.yaml"  # the seed's v6e 4x4 slices
 RECIPE = "llama3-8b"
@@ -48,7 +46,7 @@ def ray_cluster() -> Iterator[object]:
     from workloads.local import LocalClusterError
     from workloads.local.controlplane import LocalCluster
 
-    cluster = LocalCluster(Path(f"{_state_dir()}-ray"), progress=lambda m: sys.stderr.write(f"[local-cluster ray] {m}\n"))
+    cluster = LocalCluster(Path(f"{shared_state_dir()}-ray"), progress=lambda m: sys.stderr.write(f"[local-cluster ray] {m}\n"))
     t0 = time.monotonic()
     try:
         cluster.up(load_spec(SPEC), spec_path=str(SPEC), build=True, timeout=600, with_ray=True)

@@ -32,14 +32,12 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.conftest import run_module
-from tests.integration.conftest import wait_for
-from toolkit.errors import ToolkitError
+from tests.support import REPO, run_module
+from tests.support.local_cluster import wait_for
+from toolkit.errors import NotFound, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL
 from workloads.local.addons import SIGTERM_EXIT_CODE
 from workloads.local.disrupt import replacements_dir
-
-pytestmark = pytest.mark.integration
 
 NS = "research"
 ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
@@ -130,6 +128,29 @@ def run_name(cluster):
     wait_for(lambda: cluster.jobset(NS, name) is None and not cluster.pods(NS, name), 120, f"JobSet {name} and its pods to go")
 
 
+def _load_without_cloud_logging(kubeconfig: Path, run: str):
+    """What `metrics RUN` reads when Cloud Logging cannot answer: the run's current pod and its files in the local bucket server."""
+    from infra.fleet import load_env
+    from workloads.cluster.client import Cluster
+    from workloads.observe import analysis
+    from workloads.observe.history import HistoryUnavailable
+    from workloads.runs import hooks
+
+    def no_logging(cluster, project):
+        raise HistoryUnavailable("Cloud Logging is off in this test")
+
+    return analysis.load_run(
+        run,
+        spec=lambda: load_env(None),
+        cluster=lambda: Cluster.connect(kubeconfig, None),
+        metrics_file=None,
+        namespace=NS,
+        team=None,
+        logging_client=no_logging,
+        storage_client=lambda cluster, project: hooks.storage_client(hooks.for_context(cluster.context), cluster, project),
+    )
+
+
 def _submit(kubeconfig: Path, run: str, seconds: float, *extra: str) -> None:
     sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--rehearse-seconds", str(seconds), "--kubeconfig", str(kubeconfig), *extra)
     assert sub.returncode == 0, (sub.stdout, sub.stderr)
@@ -181,7 +202,12 @@ def test_rehearsal_workers_run_together_on_their_own_vms_and_serve_maxtext_logs(
     text = json.dumps(doc)
     assert '"steps_seen": 100' in text, text[:500]
     mfu = re.search(r'"mfu": ([0-9.]+)', text)
-    assert mfu and 0.33 <= float(mfu.group(1)) <= 0.37, text[:800]  # the planner's assumed MFU (0.35)
+    # The rehearsal steps at the plan's estimated step time: metrics measures the MFU the plan estimated.
+    from infra.spec import load_spec
+    from workloads.planning.planner import Overrides, plan_run
+
+    expected = plan_run("maxtext-6b", load_spec(REPO / "examples" / "default.yaml"), Overrides(slices=2)).program.estimated_mfu
+    assert mfu and expected and abs(float(mfu.group(1)) - expected) <= 0.02, (expected, text[:800])
 
     # Without --pool: the shape and slice count come from the run on the cluster, and the figures are the same.
     own = wl("metrics", run_name, "-o", "json", "--kubeconfig", str(kubeconfig))
@@ -258,28 +284,7 @@ def test_preemption_restarts_the_jobset_once_for_free_and_the_run_completes(clus
 
     # Without Cloud Logging: the new pod's log (its own attempt) and MaxText's metrics files in
     # the run's bucket, which worker 0 wrote every log_period steps in both attempts.
-    from infra.fleet import load_env
-    from workloads.cluster.client import Cluster
-    from workloads.observe import analysis
-    from workloads.observe.history import HistoryUnavailable
-    from workloads.runs import hooks
-
-    def no_logging(cluster, project):
-        raise HistoryUnavailable("Cloud Logging is off in this test")
-
-    def storage(cluster, project):
-        return hooks.storage_client(hooks.for_context(cluster.context), cluster, project)
-
-    got = analysis.load_run(
-        run_name,
-        spec=lambda: load_env(None),
-        cluster=lambda: Cluster.connect(kubeconfig, None),
-        metrics_file=None,
-        namespace=NS,
-        team=None,
-        logging_client=no_logging,
-        storage_client=storage,
-    )
+    got = _load_without_cloud_logging(kubeconfig, run_name)
     assert got.attempts is None and "metrics file(s) in gs://" in got.source, got.source
     # MaxText uploads every log_period (10) steps: the first attempt's whole periods are in the
     # files; the steps it did after its last upload were lost with it (checkpointed, not
@@ -336,6 +341,36 @@ def test_an_outside_eviction_behaves_like_preempt(cluster, kubeconfig, run_name)
         assert failed and _cond(failed[-1], "DisruptionTarget")["reason"] == "EvictionByEvictionAPI"
         assert {c["state"]["terminated"]["exitCode"] for c in failed[-1]["status"]["containerStatuses"]} == {SIGTERM_EXIT_CODE}
         assert history[-1][0] == "DELETED"
+
+
+@pytest.mark.usefixtures("tpu_quota")
+def test_a_gcs_fuse_runs_event_files_hold_every_attempts_steps_when_cloud_logging_cannot_answer(cluster, kubeconfig, run_name) -> None:
+    """Checkpoints through GCS FUSE: MaxText's gcs_metrics is off (it uploads to a gs:// output only), and
+    process 0's TensorBoard event file of each attempt lands in the mounted bucket when its writer
+    closes (here: at the SIGTERM of an outside eviction, and at the end). With Cloud Logging off,
+    `metrics` reads the last pod's log and both event files, so every step is in the figures."""
+    pod_info = cluster.resource("v1", "Pod")
+    _submit(kubeconfig, run_name, 12.0, "--max-restarts", "0", "--checkpoint-storage", "gcsfuse")
+    first = wait_for(lambda: _all_running(cluster, run_name, "0", 8), 180, "all 8 workers Running")
+    wait_for(lambda: _last_step(_log(cluster, run_name)) >= 10, 60, "the run to reach step 10", interval=0.5)
+    for p in (p for p in first if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"):
+        name = p["metadata"]["name"]
+        try:
+            cluster.request(
+                "POST", pod_info.path(NS, name, "eviction"), {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": NS}}
+            )
+        except NotFound:
+            pass  # the first eviction's restart already deleted it
+    wait_for(lambda: _all_running(cluster, run_name, "1", 8), 180, "all 8 workers of the restarted JobSet Running")
+    assert wait_for(lambda: _finished(cluster, run_name), 180, "the run to finish") == "Completed"
+    restored = RESTORED.search(_log(cluster, run_name))
+    assert restored, "the second attempt restored a checkpoint from the mounted bucket"
+
+    got = _load_without_cloud_logging(kubeconfig, run_name)
+    assert "2 TensorBoard event file(s) in gs://" in got.source and f"/{run_name}/tensorboard/{run_name}/" in got.source, got.source
+    # The first attempt's file holds every step it did (closed at its SIGTERM); the second's from the restored one on.
+    assert [s.step for s in got.log.steps] == list(range(100))
+    assert not any(f"completed step: {s}," in got.text for s in range(int(restored.group(1)) + 1))  # those come from the first file only
 
 
 # ------------------------------------------------------------------ bad input

@@ -10,10 +10,8 @@ import secrets
 
 import pytest
 
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, _finished, wl
-
-pytestmark = pytest.mark.integration
+from tests.support.local_cluster import wait_for
 
 
 @pytest.mark.usefixtures("tpu_quota")

@@ -1,7 +1,7 @@
-"""A reused run name on the real local cluster and its real Cloud Storage server (issue 21, class 2).
+"""A reused run name on the real local cluster and its real Cloud Storage server: a run never reuses another run's checkpoints.
 
 The local cluster plays GKE's buckets with a real gcp-storage-emulator process (scripts/setup-gcs-emulator.sh,
-the server tests/gcs_emulator.py runs; workloads/local/bucket.py); the rehearsal daemon keeps a
+the server tests/support/gcs_emulator.py runs; workloads/local/bucket.py); the rehearsal daemon keeps a
 run's checkpoints in ``<bucket>/<run>/checkpoints/`` as MaxText does, so a new JobSet under a
 finished run's name would restore them, as on GKE. `submit` checks the run's identity there first:
 
@@ -10,7 +10,10 @@ finished run's name would restore them, as on GKE. `submit` checks the run's ide
 3. `submit maxtext-6b --name N --steps more` is refused without --resume; with it, the rehearsal
    restores the first run's last step and continues from the next;
 4. `cleanup --checkpoints` lists the run's directory, and keeps a converted base checkpoint
-   (MaxText's documented layout, no identity) whatever its age.
+   (MaxText's documented layout, no identity) whatever its age;
+5. `submit --resume` from the converted base checkpoint (the docs' way to continue from one)
+   reads it without adopting it: no identity is written beside it, and cleanup still keeps it
+   (the ownership ledger, toolkit/ledger.py).
 """
 
 from __future__ import annotations
@@ -21,10 +24,8 @@ import secrets
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, BucketPurpose, load_spec
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, RESTORED, STEP, _finished, _log, wl
-
-pytestmark = pytest.mark.integration
+from tests.support.local_cluster import wait_for
 
 
 def _bucket_client(cluster):
@@ -83,24 +84,38 @@ def test_a_reused_name_restores_only_its_own_runs_checkpoints(cluster, kubeconfi
         steps = [int(s) for s in STEP.findall(log)]
         assert steps[0] == 20 and steps[-1] == 29, steps  # continued, not from 0
 
+        # From the converted base checkpoint, on purpose: read, never adopted.
+        from_base = wl("submit", "maxtext-6b", "--slices", "1", "--name", "llama-base", "--steps", "4", "--rehearse-seconds", "2", "--resume", "--no-wait", *kc)
+        assert from_base.returncode == 0, from_base.stderr
+        assert "which no toolkit run recorded; read, not adopted" in from_base.stderr
+        assert base.get_blob("llama-base/tgk-run.json") is None
+        assert wait_for(lambda: _finished(cluster, "llama-base"), 240, "the run from the base checkpoint to finish") == "Completed"
+
         # cleanup lists the run's directory once the run is gone; the converted checkpoint is never a candidate.
-        cluster.delete_jobset(NS, run)
-        wait_for(lambda: cluster.jobset(NS, run) is None, 120, "the resumed run to go")
+        for name in (run, "llama-base"):
+            cluster.delete_jobset(NS, name)
+            wait_for(lambda name=name: cluster.jobset(NS, name) is None, 120, f"{name} to go")
         dry = wl("cleanup", "--checkpoints", "--older-than", "0s", "--dry-run", "-o", "json", "--spec", str(DEFAULT_SPEC_PATH), *kc)
         assert dry.returncode == 0, dry.stderr
         doc = json.loads(dry.stdout)
-        assert f"gs://{ckpt_bucket}/{run}/checkpoints/" in [c["uri"] for c in doc["checkpoints"]]
+        assert {"uri": f"gs://{ckpt_bucket}/{run}/", "parts": ["checkpoints/", "metrics/"]}.items() <= next(
+            c for c in doc["checkpoints"] if c["uri"].endswith(f"/{run}/")
+        ).items()
         kept = {k["what"]: k["why"] for k in doc["kept"]}
-        assert "no tgk-run.json beside it" in kept[f"gs://{ckpt_bucket}/llama-base/checkpoints/"]
+        assert "no tgk-run.json beside it" in kept[f"gs://{ckpt_bucket}/llama-base/"]
         # What cleanup deletes (its own functions: an unnamed cleanup would take other tests' runs too).
+        from workloads.cluster import cleanup as cl
         from workloads.runs import cleanup as svc
 
-        dirs = {d.run: d for d in svc.checkpoint_dirs(gcs, ckpt_bucket)}
-        assert dirs[run].owner == run and dirs["llama-base"].owner is None
-        assert svc.delete_checkpoints(gcs, dirs[run]) > len(saved)  # the first run's saves and the resumed run's
-        assert svc.delete_checkpoints(gcs, dirs["llama-base"]) == 0
+        found = {d.run: (d, objects) for d, objects in svc.bucket_dirs(gcs, ckpt_bucket)}
+        assert found[run][0].owner == run and found["llama-base"][0].owner is None
+        plan = cl.choose([], [], now=9e9, older_than=0, checkpoints=[cl.CheckpointDir(found[n][0]) for n in (run, "llama-base")], retention=0)
+        (mine,) = plan.checkpoints
+        assert mine.run == run and svc.delete_checkpoints(gcs, mine, found[run][1]) > len(saved)  # the first run's saves and the resumed run's
         assert not list(gcs.list_blobs(ckpt_bucket, prefix=f"{run}/checkpoints/"))
         assert base.blob(converted).download_as_bytes() == b"converted weights"
     finally:
         cluster.delete_jobset(NS, run)
-        base.blob(converted).delete()
+        cluster.delete_jobset(NS, "llama-base")
+        for b in gcs.list_blobs(ckpt_bucket, prefix="llama-base/"):
+            b.delete()

@@ -11,15 +11,11 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-import pytest
-
 from infra.spec import DEFAULT_SPEC_PATH, load_spec
-from tests.integration.conftest import wait_for
+from tests.support.local_cluster import wait_for
 from workloads import runs
 from workloads.cluster.client import Cluster
 from workloads.local.addons import REHEARSAL_LABEL
-
-pytestmark = pytest.mark.integration
 
 
 def test_a_notebook_submits_to_the_local_cluster_and_the_run_completes(kubeconfig: Path, cluster, tpu_quota) -> None:

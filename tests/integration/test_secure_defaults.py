@@ -1,4 +1,4 @@
-"""The secure defaults (issue 21, class 10) against the real API server of the local cluster.
+"""The secure defaults (tests/test_secure_defaults.py) against the real API server of the local cluster.
 
 - The priority admission policy that ``local up`` applied for the default spec's team
   (through ``cluster_objects``, as ``queues apply`` and the provision pipeline do): a Pod,
@@ -6,9 +6,11 @@
   the team, the priority and the allowed ones; an allowed one is admitted; other
   namespaces are not touched. A narrowed policy does not strand what was admitted before
   (updates that leave priorities alone pass). The policy type-checks clean.
-- Pod Security: a team with ``run_as_user`` gets ``restricted``, and every pod the
-  toolkit renders for it, on every runtime (with what KubeRay adds to its pods), is
-  admitted; the same pods as root are refused. The default ``baseline`` admits them all.
+- Pod Security: every team gets ``restricted`` (its pods run as non-root by default; a
+  ``run_as_user`` of its own too), and every pod the toolkit renders for it, on every
+  runtime (with what KubeRay adds to its pods), is admitted; the same pods as root are
+  refused. A team that opted into its image's user (``run_as_root``) gets ``baseline``,
+  which admits its pods.
 - Every example's NetworkPolicies and admission objects pass server-side validation
   (dry run). The local cluster has no network plugin, so NetworkPolicies are not
   enforced here: what they allow is tested as data in tests/test_secure_defaults.py.
@@ -26,15 +28,13 @@ from typing import Any
 import pytest
 
 from infra.spec import DEFAULT_SPEC_PATH, EXAMPLES_DIR, TeamSpec, load_spec, parse_spec
-from tests.integration.conftest import wait_for
-from tests.k8s_scan import EXAMPLES, created
+from tests.support.k8s_scan import EXAMPLES, created
+from tests.support.local_cluster import wait_for
 from toolkit.errors import Rejected
 from toolkit.names import KUEUE_PRIORITY_CLASS_LABEL, TGK_FIELD_MANAGER
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import admission, kueue, netpol
 from workloads.render.kustomize import RUNTIMES
-
-pytestmark = pytest.mark.integration
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
 
@@ -183,17 +183,14 @@ def test_narrowing_a_team_refuses_new_pods_but_not_updates_of_admitted_ones(clus
 # ------------------------------------------------------------------ Pod Security
 
 
-def _restricted_spec():
+def _team_spec(namespace: str, **team: Any):
     doc = load_spec(EXAMPLES_DIR / "v6e-reservation.yaml").model_dump(mode="json", exclude_none=True)
-    doc["teams"][1].update(run_as_user=1000, namespace="tgk-psa-restricted")
+    doc["teams"][1].update(namespace=namespace, **team)
     return parse_spec(doc)
 
 
-@pytest.fixture(scope="module")
-def restricted(cluster) -> Iterator[Any]:
-    spec = _restricted_spec()
+def _namespace_of(cluster, spec) -> Iterator[Any]:
     team = spec.teams[1]
-    assert kueue.pod_security_labels(team) == {"pod-security.kubernetes.io/enforce": "restricted"}
     cluster.apply(
         [
             o
@@ -207,6 +204,16 @@ def restricted(cluster) -> Iterator[Any]:
         cluster.delete(cluster.resource("v1", "Namespace"), team.ns)
 
 
+# A namespace each: the first one's deletion is still going on when the second is made.
+@pytest.fixture(scope="module", params=[("tgk-psa-default-uid", {}), ("tgk-psa-own-uid", {"run_as_user": 20000})], ids=["default-uid", "own-uid"])
+def restricted(cluster, request) -> Iterator[Any]:
+    namespace, team = request.param
+    spec = _team_spec(namespace, **team)
+    team = spec.teams[1]
+    assert kueue.pod_security_labels(team) == {"pod-security.kubernetes.io/enforce": "restricted"}
+    yield from _namespace_of(cluster, spec)
+
+
 @pytest.mark.parametrize("runtime", ["jobset", "job", "ray"])
 def test_a_non_root_team_meets_restricted_on_every_runtime(cluster, restricted, runtime) -> None:
     plan = plan_run("llama3-8b", restricted, Overrides(team="research", runtime=runtime, name=f"psa-{runtime}"))
@@ -214,7 +221,8 @@ def test_a_non_root_team_meets_restricted_on_every_runtime(cluster, restricted, 
     assert pods
     for pod in pods:
         stored = cluster.create(pod, dry_run=True)
-        assert stored["spec"]["securityContext"]["runAsNonRoot"] is True, pod["metadata"]["name"]
+        ctx = stored["spec"]["securityContext"]
+        assert ctx["runAsNonRoot"] is True and ctx["runAsUser"] == ctx["fsGroup"] == plan.target.run_as_user, pod["metadata"]["name"]
         as_root = copy.deepcopy(pod)
         for key in ("runAsNonRoot", "runAsUser", "runAsGroup"):
             as_root["spec"]["securityContext"].pop(key)
@@ -222,14 +230,49 @@ def test_a_non_root_team_meets_restricted_on_every_runtime(cluster, restricted, 
         assert 'violates PodSecurity "restricted:latest": runAsNonRoot != true' in msg, msg
 
 
+@pytest.fixture(scope="module")
+def opted_into_root(cluster) -> Iterator[Any]:
+    spec = _team_spec("tgk-psa-root", run_as_root=True)
+    assert kueue.pod_security_labels(spec.teams[1])["pod-security.kubernetes.io/enforce"] == "baseline"
+    yield from _namespace_of(cluster, spec)
+
+
 @pytest.mark.parametrize("runtime", ["jobset", "job", "ray"])
-def test_baseline_admits_every_hardened_pod(cluster, team, runtime) -> None:
+def test_a_team_that_opted_into_root_is_admitted_under_baseline(cluster, opted_into_root, runtime) -> None:
+    plan = plan_run("llama3-8b", opted_into_root, Overrides(team="research", runtime=runtime, name=f"root-{runtime}"))
+    pods = _pods_of(RUNTIMES[runtime].objects(plan))
+    assert pods
+    for pod in pods:
+        stored = cluster.create(pod, dry_run=True)
+        assert "runAsNonRoot" not in stored["spec"]["securityContext"], pod["metadata"]["name"]
+
+
+@pytest.mark.parametrize("runtime", ["jobset", "job", "ray"])
+def test_the_default_team_namespace_admits_every_hardened_pod(cluster, team, runtime) -> None:
     recipe = "llama3-8b" if runtime == "ray" else "hello-tpu"  # the recipe that lists ray
     plan = plan_run(recipe, load_spec(DEFAULT_SPEC_PATH), Overrides(runtime=runtime, name=f"base-{runtime}"))
     pods = _pods_of(RUNTIMES[runtime].objects(plan))
     assert pods and all(p["metadata"]["namespace"] == team.ns for p in pods)
     for pod in pods:
         assert cluster.create(pod, dry_run=True)["spec"]["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+
+
+# ------------------------------------------------------------------ credentials from Secrets
+
+
+@pytest.mark.parametrize("runtime", ["jobset", "job"])
+def test_a_secret_env_run_is_admitted_and_stored_holding_only_the_reference(cluster, team, runtime) -> None:
+    """--secret-env renders a secretKeyRef the real API server takes (with the JobSet webhook, Pod Security restricted)."""
+    recipe = "hello-tpu"
+    plan = plan_run(recipe, load_spec(DEFAULT_SPEC_PATH), Overrides(runtime=runtime, name=f"secret-{runtime}", secret_env=("HF_TOKEN=hf-token/token",)))
+    workloads = [o for o in RUNTIMES[runtime].objects(plan) if o["kind"] in ("JobSet", "Job")]
+    assert workloads
+    for obj in workloads:
+        stored = cluster.create(obj, dry_run=True)
+        refs = [e for t in _templates(stored) for c in t["containers"] for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+        assert refs == [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}], refs
+    for pod in _pods_of(RUNTIMES[runtime].objects(plan)):
+        assert cluster.create(pod, dry_run=True)["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
 # ------------------------------------------------------------------ schemas

@@ -23,11 +23,9 @@ from typing import Any
 import pytest
 
 from infra.spec import load_spec
-from tests.integration.conftest import own_spec, start_own_cluster, wait_for
 from tests.integration.test_capacity import admitted_flavor, finished, running_pods, wl_cli, workload
+from tests.support.local_cluster import own_spec, start_own_cluster, wait_for
 from toolkit.errors import ToolkitError
-
-pytestmark = pytest.mark.integration
 
 A, B = "team-a", "team-b"
 TEAMS_SPEC: dict[str, Any] = own_spec(

@@ -17,11 +17,9 @@ import time
 
 import pytest
 
-from tests.integration.conftest import wait_for
 from tests.integration.test_rehearsal import NS, Recorder, _cond, wl
+from tests.support.local_cluster import wait_for
 from workloads.local.disrupt import Replacement, replacements_dir
-
-pytestmark = pytest.mark.integration
 
 
 @pytest.mark.usefixtures("tpu_quota")

@@ -26,12 +26,10 @@ import pytest
 import yaml
 
 from infra.spec import load_spec
-from tests.conftest import REPO, example_doc, run_module
-from tests.integration.conftest import start_own_cluster
+from tests.support import REPO, example_doc, run_module
+from tests.support.local_cluster import start_own_cluster
 from workloads.cluster import wait
 from workloads.render import xpk as xr
-
-pytestmark = pytest.mark.integration
 
 WORKLOAD = "xpk-probe"
 

@@ -1,5 +1,6 @@
 """The MaxText tier: real MaxText 0.2.5 in its own venv (scripts/setup-maxtext.sh).
 
+Every test in this folder is marked ``maxtext`` by the folder (tests/conftest.py).
 The session fixture builds the venv on first use (cold: a few minutes, ~2.8 GB, cached
 under $TGK_CACHE) and reuses it afterwards. If it cannot be built the tier FAILS with the
 reason: a missing MaxText must never look like a passing check.
@@ -13,15 +14,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import EnvSpec, load_spec
-from tests.conftest import EXAMPLES
-
-
-def pytest_collection_modifyitems(items):
-    # Every test in this directory runs real MaxText.
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.maxtext)
+from tests.support import EXAMPLES
 
 
 @pytest.fixture(scope="session")

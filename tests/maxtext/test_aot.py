@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_module
+from tests.support import run_module
 
 GIB = 2**30
 
@@ -36,13 +36,15 @@ def test_maxtext_6b_fits_v5e_16(maxtext_venv, slices):
     assert f"compile_topology_num_slices={slices}" in argv and f"dcn_data_parallelism={slices}" in argv
     assert "ici_fsdp_parallelism=16" in argv and "per_device_batch_size=4" in argv
     assert d["env"]["LIBTPU_INIT_ARGS"].startswith("--xla_tpu_enable_data_parallel_all_reduce_opt=true")
-    # The calibration's CI sample (scripts/bench_hbm_calibration.py has the matrix): the
-    # planner's estimate is within the error band it refuses and warns by.
+    # The calibration's CI sample (scripts/bench_hbm_calibration.py has the matrix, tests/test_hbm.py
+    # its recorded compiles): this compile, live, is inside the error the plan prints for its kind.
     from infra.spec import DEFAULT_SPEC_PATH, load_spec
-    from workloads.planning.planner import HBM_ERROR_BAND, Overrides, plan_run
+    from workloads.planning.planner import Overrides, plan_run
 
-    est = plan_run("maxtext-6b", load_spec(DEFAULT_SPEC_PATH), Overrides(slices=slices)).program.sizing.hbm.total_bytes / GIB
-    assert abs(est / mem["total"] - 1) <= HBM_ERROR_BAND, (est, mem["total"])
+    hbm = plan_run("maxtext-6b", load_spec(DEFAULT_SPEC_PATH), Overrides(slices=slices)).program.sizing.hbm
+    est = hbm.total_bytes / GIB
+    assert hbm.measured and hbm.error[0] - 0.02 <= mem["total"] / est <= hbm.error[1] + 0.02, (est, mem["total"], hbm.error)
+    assert abs(est / mem["total"] - 1) <= 0.15, (est, mem["total"])
     print(
         f"\n[maxtext tier] AOT maxtext-6b v5e-16 x{slices}: {mem['total']} GiB/device (estimate {est:.2f}), {d['compile_seconds']} s,"
         f" peak RSS {d['peak_rss_bytes'] / GIB:.2f} GiB"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import run_module
+from tests.support import run_module
 
 
 def test_run_local_needs_tiny(tmp_path):

@@ -77,5 +77,8 @@ def test_locate_prefers_tgk_maxtext_venv(tmp_path, monkeypatch):
 def test_last_error_prefers_config_errors_then_exceptions():
     assert last_error("x\nMAXTEXT CONFIG ERROR: bad key\nTraceback\n  SystemExit: 2\n") == "MAXTEXT CONFIG ERROR: bad key"
     assert last_error("ValueError: no\nwhile handling\n") == "ValueError: no"
+    # A destructor's error Python reports as ignored, after the real one (Grain's iterator in MaxText 0.2.5), is not the failure.
+    ignored = "Traceback (most recent call last):\n  f\nIndivisibleError: axis 0\nException ignored in: <function __del__>\nTraceback (most recent call last):\n  g\nAssertionError: ()\n"
+    assert last_error(ignored) == "IndivisibleError: axis 0"
     assert last_error("just words\n\n  the end  \n") == "the end"
     assert last_error("") == "no output"

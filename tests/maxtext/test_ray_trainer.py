@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES, REPO
+from tests.support import EXAMPLES, REPO
 from workloads.maxtext import env as maxtext_env
 from workloads.maxtext import run_local as rl
 from workloads.observe import metrics as m

@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from infra.datasets import DatasetFormat
-from tests.conftest import REPO, cli, example_doc, spec_from
-from tests.gcs_emulator import running_emulator
+from tests.support import REPO, cli, example_doc, spec_from
+from tests.support.gcs_emulator import running_emulator
 from toolkit.errors import SpecError
 from workloads.data import formats, tokenizer
 from workloads.local import bucket as local_bucket

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, run_module
+from tests.support import REPO, run_module
 from workloads.maxtext import run_local as rl
 from workloads.observe import metrics as m
 

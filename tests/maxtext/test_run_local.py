@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import EXAMPLES, run_module
+from tests.support import EXAMPLES, run_module
 from workloads.observe import metrics as m
 from workloads.planning.recipe_model import Kind
 from workloads.planning.recipes import all_recipes

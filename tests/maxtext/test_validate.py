@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from infra.spec import parse_spec
-from tests.conftest import EXAMPLES, REPO, example_doc
+from tests.support import EXAMPLES, REPO, example_doc
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.model import RunPlan
 from workloads.planning.planner import Overrides, plan_run
@@ -140,3 +140,27 @@ def test_maxtext_rejects_bad_args(results, cid, fragment):
     r = out[cid]
     assert not r["ok"], r
     assert fragment in r["error"], r["error"]
+
+
+def test_the_secret_keys_are_the_ones_maxtext_keeps_out_of_its_log_and_read_from_the_environment(maxtext_venv, tmp_path):
+    """_maxtext_keys.yaml's secret_keys against the installed MaxText: its KEYS_NO_LOGGING, and the variable each is read from."""
+    import json
+    import subprocess
+
+    from workloads.planning.maxtext_keys import secret_env_name, secret_keys
+
+    code = (
+        "import json, os\n"
+        "from maxtext.configs import pyconfig\n"
+        "os.environ['HF_TOKEN'] = 'from-the-secret'\n"
+        "print(json.dumps({'no_logging': list(pyconfig.KEYS_NO_LOGGING), 'prefix': pyconfig._MAX_PREFIX,"
+        " 'hf': pyconfig._resolve_or_infer_addl_config().get('hf_access_token')}))\n"
+    )
+    env = maxtext_env.local_env(())
+    env.pop("HF_TOKEN", None)
+    done = subprocess.run([str(maxtext_env.python(maxtext_venv)), "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(got["no_logging"]) == secret_keys()
+    assert got["hf"] == "from-the-secret" and secret_env_name("hf_access_token") == "HF_TOKEN"
+    assert secret_env_name("some_key") == f"{got['prefix']}SOME_KEY"  # any key from M_<KEY> (pyconfig's environment overrides)

@@ -141,14 +141,16 @@ def logging_client(cluster: Any, project: str) -> Any:
 # evaluating each parameter's type, before it dispatches (~8% of a `submit --dry-run`).
 # A name not listed here (a typo, `--help`) loads them all, so help and "did you
 # mean" see every command. tests/test_cli_registry.py holds this table to the modules.
-MODULES = ("runs", "observe", "delete", "preflight", "local", "maxtext", "cleanup", "data", "faults")
+MODULES = ("runs", "observe", "overview", "delete", "preflight", "local", "maxtext", "convert", "cleanup", "data", "journal", "faults")
 COMMAND_MODULE = {
     "recipes": "runs", "import-recipe": "runs", "render": "runs", "submit": "runs", "queues": "runs",
-    "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "delete": "delete", "preflight": "preflight",
+    "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "list": "overview", "delete": "delete", "preflight": "preflight",
     "local": "local",
     "run-local": "maxtext",
+    "convert": "convert",
     "cleanup": "cleanup",
     "data": "data",
+    "journal": "journal",
     "badhost": "faults",
 }  # fmt: skip
 
@@ -157,8 +159,8 @@ def _register(argv: list[str] | None = None) -> None:
     """Import the command modules (each adds its commands to ``app``): the one ``argv``'s command needs, else all.
 
     runs: recipes, import-recipe, render, submit, queues; observe: status, logs, metrics,
-    report; delete; preflight (+ --compile); local: the local simulated cluster; maxtext:
-    run-local (real MaxText on CPU); cleanup: finished runs, old checkpoints; data: dataset upload and checks. A missing
+    report; overview: list (every run at a glance); delete; preflight (+ --compile); local: the local simulated cluster; maxtext:
+    run-local (real MaxText on CPU); convert: Hugging Face weights to a MaxText checkpoint; cleanup: finished runs, old checkpoints; data: dataset upload and checks; journal: a training journal per model. A missing
     module is a broken install, so its ImportError propagates instead of silently dropping commands.
     """
     import importlib

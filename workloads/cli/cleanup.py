@@ -2,8 +2,9 @@
 
 Parse, call, print: the flow is ``workloads.runs.cleanup`` (scope -> prepare -> carry out),
 with the confirmation asked here between the last two. Everything is decided before
-anything is deleted (``workloads.cluster.cleanup.choose``): a named run that is still
-queued or running, without ``--force``, is one line and exit 2 with nothing removed.
+anything is deleted (``workloads.cluster.cleanup.choose``, by the ownership ledger
+``toolkit.ledger``): a named run that is still queued or running, without ``--force``, or
+that the toolkit did not submit, is one line and exit 2 with nothing removed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ def cleanup(
         bool,
         typer.Option(
             "--checkpoints",
-            help="also delete <run>/checkpoints/ in the team's checkpoints bucket when last written more than --older-than ago and the run is gone",
+            help="also delete <run>/checkpoints/ and <run>/metrics/ (the team's checkpoints bucket, and the spec's Lustre) when a run of the toolkit's "
+            "made them, last wrote them more than --older-than ago, and is gone",
         ),
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="also delete runs that are still queued or running")] = False,
@@ -62,7 +64,7 @@ def cleanup(
                 "deleted": [{"kind": r.kind, "namespace": r.namespace, "name": r.name, "deleted": r.deleted} for r in results],
                 "runs": [{"kind": r.kind, "namespace": r.namespace, "name": r.name, "state": r.state} for r in plan.runs],
                 "orphaned_workloads": [{"namespace": o.namespace, "name": o.name} for o in plan.orphans],
-                "checkpoints": [{"uri": c.uri, "objects": deleted_objects[c.uri], "bytes": c.size} for c in plan.checkpoints],
+                "checkpoints": [{"uri": c.uri, "parts": list(c.parts), "objects": deleted_objects[c.uri], "bytes": c.size} for c in plan.checkpoints],
                 "kept": [{"what": w, "why": y} for w, y in plan.kept],
             }
         )
@@ -72,7 +74,7 @@ def cleanup(
         if r.deleted:
             typer.echo(f"{verb} {r.kind} {r.namespace}/{r.name}")
     for c in plan.checkpoints:
-        typer.echo(f"{verb} {deleted_objects[c.uri]} objects ({c.size / 2**20:.1f} MiB) under {c.uri}")
+        typer.echo(f"{verb} {deleted_objects[c.uri]} objects ({c.size / 2**20:.1f} MiB) under {c.uri} ({', '.join(c.parts)})")
     for what, why in plan.kept:
         typer.echo(f"kept {what}: {why}")
     if plan.empty():

@@ -50,7 +50,7 @@ def upload(
     kubeconfig: KubeconfigOpt = None,
     context: ContextOpt = None,
 ) -> None:
-    """Upload a dataset's files to gs://<bucket>/<path>/ with progress; files are checked against the declared format first, and existing objects are never replaced."""
+    """Upload a dataset's files to gs://<bucket>/<path>/ with progress; files are checked against the declared format first, and a dataset's path is written once (a new version goes to a new path)."""
     from workloads.data import upload as up
 
     env, d = _dataset(spec, dataset)
@@ -64,15 +64,15 @@ def upload(
             print(f"{len(plan.items)} file(s), {plan.bytes} bytes to {plan.uri}")
         return
     client = _buckets(env, kubeconfig, context)
-    up.refuse_existing(client, env, d, plan)
-    done = _with_progress(client, d, plan)
+    decision = up.decide(client, env, d, plan)  # a dataset prefix is written once (toolkit.ledger)
+    done = _with_progress(client, d, plan, decision)
     if output is OutputFormat.json:
         print_json(done.to_dict())
     else:
         print(f"uploaded {len(plan.items)} file(s), {plan.bytes} bytes to {plan.uri} in {done.seconds:.1f}s ({done.mib_per_s:.1f} MiB/s)")
 
 
-def _with_progress(client: Any, d: Any, plan: Any) -> Any:
+def _with_progress(client: Any, d: Any, plan: Any, decision: Any) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
@@ -89,7 +89,7 @@ def _with_progress(client: Any, d: Any, plan: Any) -> Any:
         transient=False,
     ) as bar:
         task = bar.add_task(f"upload to {plan.uri}", total=plan.bytes)
-        return up.upload(client, d, plan, on_bytes=lambda n: bar.advance(task, n))
+        return up.upload(client, d, plan, decision, on_bytes=lambda n: bar.advance(task, n))
 
 
 @data_app.command("check")
@@ -126,7 +126,7 @@ def check(
         print_json({**facts.to_dict(), "tokenizer_load": tok.to_dict() if tok else None})
         return
     print(f"dataset {d.name}: {facts.files} file(s), {facts.bytes} bytes at {facts.uri} ({d.format.value}; sampled {len(facts.sampled)})")
-    print(f"  read access: {facts.reader.removeprefix('serviceAccount:')} may read it" if facts.reader else f"  read access: not checked — {facts.access_note}")
+    print(f"  read access: {facts.reader.removeprefix('serviceAccount:')} may read it" if facts.reader else f"  read access: warning: {facts.access_note}")
     if tok is not None:
         print(f"  tokenizer: {facts.tokenizer} loads with MaxText's loader ({tok.vocab_size} ids)")
     else:

@@ -235,7 +235,24 @@ def preempt(
     )
 
 
-# `local fault badhost|hang` (workloads.cli.local_faults).
+@local_app.command("fault")
+def fault(
+    node_pool: Annotated[str, typer.Argument(metavar="NODE_POOL", help="a dynamically sliced pool's sub-block node pool, e.g. tpu7x-cubes-1")],
+    repair: Annotated[bool, typer.Option("--repair", help="the sub-block is healthy again (its partitions HEALTHY)")] = False,
+    state_dir: StateDirOpt = None,
+) -> None:
+    """A faulty host in a dynamic-slicing sub-block, as GKE reports it: its partitions UNHEALTHY, its Slices FAILED, runs moved off it."""
+    from workloads.local import LocalClusterError, slices
+
+    lc = _cluster(state_dir, quiet=True)
+    if not lc.daemon("rehearsal").alive():
+        raise LocalClusterError(f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (it plays the slice controllers) — run 'local up'")
+    n = (slices.repair if repair else slices.fault)(lc.client(), node_pool)
+    state = "HEALTHY again" if repair else "UNHEALTHY: its Slices fail, and Kueue places their runs on healthy sub-blocks"
+    sys.stdout.write(f"sub-block {node_pool} ({n} nodes): every partition {state}\n")
+
+
+# `local badhost` and `local hang` (workloads.cli.local_faults).
 from workloads.cli.local_faults import register as _register_faults  # noqa: E402
 
 _register_faults(local_app)

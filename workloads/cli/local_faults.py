@@ -1,4 +1,4 @@
-"""``python -m workloads local fault badhost|hang``: faults GKE's own tools do not make, played on the local cluster (``workloads.local.faults``).
+"""``python -m workloads local badhost|hang``: faults GKE's own tools do not make, played on the local cluster (``workloads.local.faults``).
 
 Registered by ``workloads.cli.local`` under its ``local`` group; only typer and the shared options are imported here.
 """
@@ -11,14 +11,11 @@ from typing import Annotated, Optional
 
 import typer
 
-from toolkit.clikit import OutputFormat, make_app, print_json
+from toolkit.clikit import OutputFormat, print_json
 from workloads.cli import Output, SpecOpt
 from workloads.planning.defaults import INT32_MAX
 
-fault_app = make_app("fault", "Faults GKE's tools do not make, played on the local cluster: a bad host, a hang.")
 
-
-@fault_app.command("badhost")
 def fault_badhost(
     node: Annotated[str, typer.Argument(metavar="NODE", help="a TPU node of the local cluster")],
     exit_code: Annotated[int, typer.Option("--exit-code", min=1, max=255, help="what every workload container on it exits with (default 134, SIGABRT)")] = 134,
@@ -33,7 +30,6 @@ def fault_badhost(
     print_json(res.to_dict()) if output is OutputFormat.json else sys.stdout.write(f"bad host {res.target}: {res.detail}\n")
 
 
-@fault_app.command("hang")
 def fault_hang(
     run: Annotated[str, typer.Argument(metavar="RUN", help="run (JobSet) name")],
     slice_index: Annotated[int, typer.Option("--slice", min=0, max=INT32_MAX, help="slice (JobSet job index)")] = 0,
@@ -61,4 +57,5 @@ def _local(state_dir: Path | None):  # noqa: ANN202  the local cluster's API cli
 
 
 def register(local_app: typer.Typer) -> None:
-    local_app.add_typer(fault_app, name="fault")
+    local_app.command("badhost")(fault_badhost)
+    local_app.command("hang")(fault_hang)

@@ -66,6 +66,15 @@ def run_local(
         ),
     ] = None,
     team: Annotated[Optional[str], typer.Option("--team", help="with --dataset: the team whose identity must be able to read it")] = None,
+    load_parameters: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--load-parameters",
+            metavar="DIR",
+            help="start from the parameters of this checkpoint on this machine (its items directory, e.g. what `convert --local --tiny` wrote); "
+            "checked first to be the tiny model's",
+        ),
+    ] = None,
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
     kubeconfig: KubeconfigOpt = None,
@@ -93,6 +102,9 @@ def run_local(
     plan = plan_run(recipe, env, overrides, now=datetime.now(UTC), rand="loc")
     # Before minutes of MaxText: a file of yours in --out is refused now.
     checked = rl.check(plan, out, checkpoint_dir=checkpoint_dir, resume=resume, sets=overrides.sets, reserved=rp.REPORT_NAMES)
+    parameters = None if load_parameters is None else load_parameters.expanduser().absolute()  # MaxText starts in a scratch directory
+    if parameters is not None and dataset is None:
+        rl.check_parameters(plan, parameters)  # now, before the venv is located (with --dataset: once the tokenizer's vocabulary is known)
     venv = maxtext_env.locate(log=lambda msg: sys.stderr.write(msg + "\n"))
     claimed = None
     if checked.run_dir is not None:
@@ -105,9 +117,9 @@ def run_local(
             sys.stderr.write(claimed.line() + "\n")
         sys.stderr.write(f"running {plan.program.recipe} (tiny model, {steps} steps, {plan.target.shape.devices} CPU devices) with MaxText...\n")
     if dataset is None:
-        done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=checked.period)
+        done = rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=checked.period, load_parameters=parameters)
     else:
-        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, checked.period, kubeconfig, context, output)
+        done = _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, checked.period, kubeconfig, context, output, parameters)
     # The cluster path's parsers: the absl log and the metrics file (whose numbers win).
     a = analysis.analyse_files(plan.name, done.log_path, done.metrics_path, first_steady_step=done.first_step + 2)  # the first two steps of any start compile
     files = analysis.write_report(done.out_dir, a, cost=None, first_steady_step=done.first_step + 2)
@@ -134,7 +146,7 @@ def run_local(
     )
 
 
-def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output):  # noqa: ANN001, ANN202  the command's own values
+def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubeconfig, context, output, parameters):  # noqa: ANN001, ANN202  the command's own values
     """The tiny run reading the plan's dataset through a gcsfuse mount of its bucket (workloads.data.local_read)."""
     import os
     import tempfile
@@ -153,4 +165,4 @@ def _run_on_dataset(env, plan, venv, out, timeout, checkpoint_dir, period, kubec
         with reading(env, plan, client, endpoint, Path(tmp) / "data", venv) as data:
             if output is OutputFormat.text:
                 sys.stderr.write(f"reading dataset {d.name} (gs://{d.bucket}/{d.path}/) through gcsfuse at {Path(tmp) / 'data' / d.name}\n")
-            return rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period, data=data)
+            return rl.run_tiny(plan, venv, out, timeout=timeout, checkpoint_dir=checkpoint_dir, checkpoint_period=period, data=data, load_parameters=parameters)

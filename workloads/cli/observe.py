@@ -340,12 +340,17 @@ def print_summary(run: str, source: str, summ, hw) -> None:
 def report(
     target: Annotated[str, typer.Argument(metavar="RUN_OR_LOGFILE", help="a run name (logs read from the cluster) or a MaxText log file")],
     out: Annotated[Path, typer.Option("--out", help="directory to write report.md, metrics.png and summary.json into")],
-    upload: Annotated[bool, typer.Option("--upload", help="also upload to the spec's artifacts bucket under reports/<run>/")] = False,
+    upload: Annotated[
+        bool,
+        typer.Option(
+            "--upload", help="also upload to the spec's artifacts bucket under reports/<run>/<UTC time>/ (a new prefix each time: nothing is replaced)"
+        ),
+    ] = False,
     source: RunSource = RunSource(),
 ) -> None:
     """Write a Markdown run report with per-step and steady-state tables and a plot."""
     from workloads.observe import analysis
-    from workloads.observe.report import upload_target
+    from workloads.observe.report import report_prefix, upload_target
 
     specs = SpecFile(source.spec)
     bucket, project = upload_target(specs.env()) if upload else (None, None)
@@ -360,5 +365,5 @@ def report(
     if bucket:
         from workloads.observe.storage import upload as do_upload
 
-        for u in do_upload(files.directory, bucket, f"reports/{a.run}", files=files.files, project=project):
+        for u in do_upload(files.directory, bucket, report_prefix(a.run), files=files.files, project=project):
             _out(f"uploaded {u.uri} ({u.content_type})")

@@ -210,6 +210,7 @@ def render(
         typer.echo(str(p))
     typer.echo(f"apply with: kustomize build {overlay} | kubectl apply --server-side -f -", err=True)
     _echo_storage(plan)
+    _echo_estimates(plan)
     _echo_cost(plan, env)
 
 
@@ -235,6 +236,26 @@ def _echo_storage(plan: RunPlan) -> None:
             f"local saves every {m.local_period_steps} steps to {m.directory}, backed up every {m.backup_minutes} min",
             err=True,
         )
+
+
+def _echo_estimates(plan: RunPlan) -> None:
+    """The plan's HBM and step-time estimates, each with the error measured for runs of its kind (stderr)."""
+    p = plan.program
+    if p.sizing is None or p.estimated_step_seconds is None:
+        return
+    h = p.sizing.hbm
+    parts = ", ".join(f"{k} {v / 2**30:.1f}" for k, v in h.parts().items())
+    typer.echo(
+        f"estimated HBM: {h.total_bytes / 2**30:.1f} GiB per device of {h.available_bytes / 2**30:g} ({parts} GiB); {h.range_text()}",
+        err=True,
+    )
+    if p.step_error is None:
+        measured = f"no published step time measures {plan.target.shape.generation.name}"
+    else:
+        measured = f"published {p.step_kind} runs took {p.step_error[0]:g}-{p.step_error[1]:g}x this model's estimate (leave-one-out)"
+    typer.echo(
+        f"estimated step: {p.estimated_step_seconds:.3g} s ({p.step_kind}, {100 * (p.estimated_mfu or 0):.0f}% MFU as MaxText counts it); {measured}", err=True
+    )
 
 
 def _echo_cost(plan: RunPlan, env: EnvSpec) -> None:
@@ -282,6 +303,8 @@ def submit(
     from workloads import runs
 
     env, fleet = _spec(spec)
+    if fleet is not None:
+        runs.fleet_options(options)  # what one worker has and another does not, refused before planning
     plan = _plan(recipe, env, options)
     rendered = runs.render(plan)
     if fleet is not None:  # submitted to a fleet's manager: MultiKueue runs it on a worker
@@ -291,14 +314,20 @@ def submit(
         _print_objects(list(rendered.objects), output)
         if output is OutputFormat.text:
             _echo_storage(plan)
+            _echo_estimates(plan)
             _echo_cost(plan, env)
             if check:
                 typer.echo(check, err=True)
+            if runs.parameters_note(plan):
+                typer.echo(runs.parameters_note(plan), err=True)
         return
 
     from workloads.cluster.client import Cluster
 
-    cluster = Cluster.connect(kubeconfig, context)
+    if fleet is not None:  # the manager, as the fleet file reaches it (as list and queues status do)
+        cluster = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, context or fleet.manager_context)
+    else:
+        cluster = Cluster.connect(kubeconfig, context)
     sub = runs.apply(cluster, plan, rendered, rehearse_seconds=rehearse_seconds, resume=resume, spec=env)
     t = plan.target
     if sub.existing is not None:
@@ -319,6 +348,8 @@ def submit(
             typer.echo(f"  {sub.note}", err=True)
         if sub.checkpoints:
             typer.echo(f"  {sub.checkpoints.line()}", err=True)
+    if sub.dataset_access:
+        typer.echo(f"warning: dataset {plan.program.dataset.name if plan.program.dataset else ''}: {sub.dataset_access}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
@@ -326,6 +357,8 @@ def submit(
         data: dict = {"run": plan.name, "namespace": t.namespace, "applied": sub.refs, "plan": runs.summary(plan, env)}
         if sub.checkpoints:
             data["checkpoints"] = {"state": sub.checkpoints.state, "directory": sub.checkpoints.where, "restorable": sub.checkpoints.checkpoints}
+        if sub.dataset_access:
+            data["dataset_access"] = sub.dataset_access
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted,
@@ -374,7 +407,7 @@ def _resilience(plan: RunPlan) -> str:
 def _profile_note(plan: RunPlan) -> str:
     p = plan.program.profile
     assert p is not None
-    where = f"uploaded to Vertex AI TensorBoard {p.tensorboard!r} (experiment {plan.name})" if p.tensorboard else "no TensorBoard in the spec: not uploaded"
+    where = f"uploaded to Vertex AI TensorBoard {p.tensorboard!r} (experiment {p.experiment})" if p.tensorboard else "no TensorBoard in the spec: not uploaded"
     return f"profiling steps {p.first_step}-{p.first_step + p.steps - 1} (xplane) to {plan.program.output_dir}tensorboard/, {where}"
 
 
@@ -448,16 +481,54 @@ def _queues_apply_fleet(path: Path, dry_run: bool, output: OutputFormat, kubecon
     if dry_run:
         _print_objects(queues.fleet_objects(fleet), output)
         return
-    from workloads.cluster.client import Cluster
 
-    manager = Cluster.connect(fleet.manager_kubeconfig or kubeconfig, fleet.manager_context)
-    workers = {w.name: Cluster.connect(w.kubeconfig or kubeconfig, w.context) for w in fleet.workers}
+    manager, workers = queues.connect_fleet(fleet, kubeconfig)  # every member its own cluster, the workers on TLS: else nothing is applied
     res, active = queues.apply_fleet(fleet, manager, workers, progress=lambda m: sys.stderr.write(m + "\n"))
     if output is OutputFormat.json:
         print_json({**res.to_dict(), "active": active})
     else:
         for name, state in active.items():
             typer.echo(f"worker {name}: MultiKueueCluster active: {state}")
+
+
+@queues_app.command("status")
+def queues_status(
+    team: Annotated[Optional[str], typer.Option("--team", help="only this team's queue (its namespace's LocalQueues and their ClusterQueue)")] = None,
+    namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="only the queues and runs of this namespace")] = None,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    spec: SpecOpt = None,
+) -> None:
+    """Per team and flavor: nominal TPU quota, in use, borrowed; each waiting run with Kueue's reason and its position (a fleet: every member)."""
+    from workloads.cli.overview import queues_status as show
+
+    show(team, namespace, output, spec, kubeconfig, context)
+
+
+@queues_app.command("rotate-credentials")
+def queues_rotate_credentials(
+    fleet: Annotated[Path, typer.Option("--fleet", help="the fleet file whose manager's credentials on its workers to replace")],
+    worker: Annotated[Optional[list[str]], typer.Option("--worker", help="a worker of the fleet (repeatable; default: every worker)")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask for confirmation")] = False,
+    output: Output = OutputFormat.text,
+    kubeconfig: KubeconfigOpt = None,
+) -> None:
+    """Replace the manager's token on each worker: a new token, the manager's Secret rewritten, its MultiKueueCluster Active, then the old token revoked."""
+    from infra.fleet import load_spec_or_fleet
+    from toolkit.clikit import confirm
+    from workloads.runs import queues
+
+    f = load_spec_or_fleet(fleet, want="fleet")
+    names = [f.worker(n).name for n in worker or []]  # an unknown worker is refused before anything is reached
+    manager, workers = queues.connect_fleet(f, kubeconfig)
+    confirm(f"Replace the manager's token on {', '.join(names or [w.name for w in f.workers])} and revoke the old one(s)?", yes=yes)
+    done = queues.rotate_fleet(f, manager, workers, names or None, progress=lambda m: sys.stderr.write(m + "\n"))
+    if output is OutputFormat.json:
+        print_json({"rotated": [r.to_dict() for r in done]})
+    else:
+        for r in done:
+            typer.echo(f"worker {r.worker}: token Secret {r.token_secret}; revoked {', '.join(r.revoked) or 'none'}; MultiKueueCluster active: {r.active}")
 
 
 @queues_app.command("manager-config")
@@ -470,12 +541,12 @@ def queues_manager_config(
     output: Output = OutputFormat.text,
     spec: SpecOpt = None,
 ) -> None:
-    """A controller's settings from the spec (Kueue's waitForPodsReady; JobSet's in-place restart gate), alone or merged into its configuration file."""
+    """A controller's settings from the spec (Kueue's waitForPodsReady; JobSet's in-place restart gate), alone or merged into its configuration file; a fleet file's manager's (Kueue's with multiKueue)."""
     from workloads.render import yamlio
     from workloads.runs import queues
 
-    env, _ = _spec(spec)
-    config = queues.manager_config(env, merge, controller=controller)
+    env, fleet = _spec(spec)
+    config = queues.manager_config(fleet or env, merge, controller=controller)
     if output is OutputFormat.json:
         print_json(config)
     else:

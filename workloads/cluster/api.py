@@ -15,7 +15,6 @@ Run-level queries (find a run, its status, its pods, the Kueue admission wait) a
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any, Self
 from urllib.parse import quote
 
 from toolkit.errors import ClusterError, Forbidden, NotFound, Unreachable
+from toolkit.jsontext import load_json
 from toolkit.names import JOB_API, JOBSET_API, KUEUE_GROUP, PRIORITY_CLASS_API, TGK_FIELD_MANAGER
 from workloads.cluster import kubeconfig as kc
 from workloads.cluster.errors import refusal
@@ -307,7 +307,7 @@ class KubeApi:
             if not line.strip():
                 continue
             try:
-                ev = json.loads(line)
+                ev = load_json(line, max_bytes=len(line))  # the stream bounded the line
             except (ValueError, RecursionError):
                 continue
             if not isinstance(ev, dict):

@@ -63,7 +63,14 @@ def in_place_problem(cluster: Any, namespace: str) -> str | None:
     except NotFound:
         return "the cluster does not serve JobSets"
     except Rejected as e:
-        return f"the cluster's JobSet refuses in-place restarts ({_short(str(e))})"
+        text = str(e)
+        # The two refusals a JobSet gives, said plainly: the webhook's reason comes last and a
+        # shortened message would lose it (jobset_webhook.go; the CRD's restartStrategy enum).
+        if "feature gate is disabled" in text:
+            return "the cluster's JobSet runs with its InPlaceRestart feature gate off (its webhook refuses restartStrategy: InPlaceRestart)"
+        if "Unsupported value" in text and "InPlaceRestart" in text:
+            return "the cluster's JobSet predates in-place restarts (its CRD has no restartStrategy InPlaceRestart)"
+        return f"the cluster's JobSet refuses in-place restarts ({_short(text)})"
     return None
 
 

@@ -8,9 +8,18 @@ the API server. A run is *finished* when its top-level object says so (JobSet
 condition's ``lastTransitionTime``. A run that is queued or running is never removed
 unless ``force``; naming one without ``force`` is refused before anything is deleted.
 
+What may go at all is the ownership ledger's to say (``toolkit.ledger``): a run is a
+candidate only when it carries the toolkit's labels (``run_object``); a JobSet, Job or
+RayJob without them is kept and listed as kept, whatever its state.
+
 Kueue Workloads: a run's Workload is owned by it and goes with the Foreground delete.
 A finished Workload whose owner is already gone (deleted by hand, or a
-``ttlSecondsAfterFinished`` GC that raced Kueue) is an orphan, removed as well.
+``ttlSecondsAfterFinished`` GC that raced Kueue) is an orphan, removed as well — only when
+its owner was a kind of run the toolkit submits and Kueue copied the toolkit's run label
+onto it (``orphan_workload``; ``queues manager-config`` asks Kueue to).
+
+A run's checkpoints (``<run>/checkpoints/`` and ``<run>/metrics/``, in a bucket or on the
+team's Lustre) go by ``toolkit.ledger.run_output``.
 """
 
 from __future__ import annotations
@@ -21,22 +30,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from toolkit import ledger
 from toolkit.errors import FieldError
-from toolkit.names import TGK_RUN_LABEL
 from workloads.cluster import runkinds as rk
 
 if TYPE_CHECKING:
     from workloads.cluster.api import DeleteResult
     from workloads.cluster.client import Cluster
 
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$")
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhdw])$", re.ASCII)
 _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 MAX_DURATION_S = 3650 * 86400.0  # ten years: no run or checkpoint retention needs more
 
 
 def parse_duration(text: str, flag: str = "--older-than") -> float:
     """``90s``, ``30m``, ``12h``, ``7d``, ``2w`` -> seconds."""
-    m = _DURATION.match(text.strip())
+    m = _DURATION.fullmatch(text.strip())
     if not m:
         raise FieldError(flag, f"{text[:40]!r} is not a duration", "write a number and a unit: 30m, 12h, 7d or 2w")
     seconds = float(m.group(1)) * _UNIT[m.group(2)]  # 400 digits are inf: the ceiling refuses them too
@@ -62,6 +71,7 @@ class Run:
     state: str  # Succeeded, Failed, Active
     finished_at: float | None  # epoch seconds of the finishing condition
     uid: str = ""
+    owned: ledger.Verdict | None = field(default=None, compare=False)  # the ledger's word on it (None: not asked)
 
     def age(self, now: float) -> float | None:
         return None if self.finished_at is None else max(0.0, now - self.finished_at)
@@ -85,7 +95,11 @@ def run_from(obj: Mapping[str, Any]) -> Run:
         if str(c.get("status", "")).lower() == "true":
             state, when = label, _epoch(c.get("lastTransitionTime"))
             break
-    return Run(str(meta.get("namespace") or ""), str(meta.get("name") or ""), kind, state != "Active", state, when, str(meta.get("uid") or ""))
+    owned = ledger.run_object({"apiVersion": _API.get(kind, ""), **obj})
+    return Run(str(meta.get("namespace") or ""), str(meta.get("name") or ""), kind, state != "Active", state, when, str(meta.get("uid") or ""), owned)
+
+
+_API = {k.kind: k.api_version for k in rk.LOOKUP_ORDER}
 
 
 @dataclass(frozen=True)
@@ -93,38 +107,46 @@ class OrphanWorkload:
     namespace: str
     name: str
     finished_at: float | None
+    permit: ledger.Permit | None = field(default=None, compare=False)
 
 
-def orphan_from(wl: Mapping[str, Any], live_uids: set[str]) -> OrphanWorkload | None:
-    """A finished Workload none of whose owners is among the live objects; None otherwise."""
+def orphan_from(wl: Mapping[str, Any], live_uids: set[str]) -> OrphanWorkload | ledger.Kept | None:
+    """A finished Workload none of whose owners is among the live objects: deletable (the ledger's permit) or kept; None: not an orphan."""
+    verdict = ledger.orphan_workload(wl, live_uids)
+    if verdict is None or isinstance(verdict, ledger.Kept):
+        return verdict
     meta = wl.get("metadata") or {}
-    owners = {r.get("uid") for r in meta.get("ownerReferences") or []}
-    if owners & live_uids:
-        return None
-    fin = next((c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == "Finished"), None)
-    if not fin or str(fin.get("status", "")).lower() != "true":
-        return None
-    return OrphanWorkload(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _epoch(fin.get("lastTransitionTime")))
+    fin = next(c for c in (wl.get("status") or {}).get("conditions") or [] if c.get("type") == "Finished")
+    return OrphanWorkload(str(meta.get("namespace") or ""), str(meta.get("name") or ""), _epoch(fin.get("lastTransitionTime")), verdict)
 
 
 @dataclass(frozen=True)
 class CheckpointDir:
-    """``gs://<bucket>/<run>/checkpoints/``: MaxText's checkpoints of one run (base_output_directory/run_name)."""
+    """A run's output directory (``gs://<bucket>/<run>/`` or ``lustre:<instance>/<namespace>/<run>/``) as listed, and the
+    ledger's permit to delete its checkpoints and metrics (None until ``choose`` gives one)."""
 
-    bucket: str
-    run: str
-    objects: int
-    size: int
-    last_write: float  # epoch seconds of the newest object
-    owner: str | None = None  # the run its identity (<run>/tgk-run.json, written by submit) names; None: no identity
-
-    @property
-    def prefix(self) -> str:
-        return f"{self.run}/checkpoints/"
+    dir: ledger.OutputDir
+    permit: ledger.Permit | None = field(default=None, compare=False)
 
     @property
     def uri(self) -> str:
-        return f"gs://{self.bucket}/{self.prefix}"
+        return self.dir.where
+
+    @property
+    def run(self) -> str:
+        return self.dir.run
+
+    @property
+    def objects(self) -> int:
+        return self.dir.objects
+
+    @property
+    def size(self) -> int:
+        return self.dir.size
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return ledger.OUTPUT_PARTS
 
 
 @dataclass(frozen=True)
@@ -141,7 +163,7 @@ class CleanupPlan:
 
 def choose(
     runs: Iterable[Run],
-    orphans: Iterable[OrphanWorkload],
+    orphans: Iterable[OrphanWorkload | ledger.Kept],
     *,
     now: float,
     older_than: float,
@@ -172,6 +194,13 @@ def choose(
         if wanted and r.name not in wanted:
             continue
         what = f"{r.kind} {r.namespace}/{r.name}"
+        if not isinstance(r.owned, ledger.Permit):
+            why = r.owned.why if isinstance(r.owned, ledger.Kept) else "not judged by the ownership ledger"
+            if wanted:
+                raise FieldError("RUN", f"{what} {why}", "pick the name of a run this toolkit submitted (status lists them)")
+            if r.finished:
+                kept.append((what, why))
+            continue
         if not r.finished:
             if force:
                 chosen.append(r)
@@ -184,43 +213,42 @@ def choose(
             continue
         chosen.append(r)
     gone = {(r.namespace, r.name) for r in chosen}
-    orph = tuple(o for o in orphans if not wanted and (o.finished_at is None or now - o.finished_at >= older_than))
+    orph: list[OrphanWorkload] = []
+    for o in orphans if not wanted else ():
+        if isinstance(o, ledger.Kept):
+            kept.append((o.what, o.why))
+        elif o.finished_at is None or now - o.finished_at >= older_than:
+            orph.append(o)
     ckpts: list[CheckpointDir] = []
     if retention is not None:
+        # Any run under the name still on the cluster, the toolkit's or not: it may be writing there.
         live = {r.name for r in runs if (r.namespace, r.name) not in gone}
         for c in checkpoints:
-            if c.owner != c.run:
-                # Only what a run of the toolkit's wrote goes: a converted base checkpoint, say, has no identity.
-                why = "no tgk-run.json beside it" if c.owner is None else f"its tgk-run.json names run {c.owner}"
-                kept.append((c.uri, f"{why}: not written by a run this toolkit submitted (delete it yourself if it is garbage)"))
-            elif c.run in live:
-                kept.append((c.uri, "its run is still on the cluster"))
-            elif now - c.last_write < retention:
-                kept.append((c.uri, f"last written {_human(now - c.last_write)} ago, within retention"))
+            verdict = ledger.run_output(c.dir, live=live, now=now, retention=retention)
+            if isinstance(verdict, ledger.Permit):
+                ckpts.append(CheckpointDir(c.dir, verdict))
             else:
-                ckpts.append(c)
-    return CleanupPlan(tuple(chosen), orph, tuple(ckpts), tuple(kept))
+                kept.append((verdict.what, verdict.why))
+    return CleanupPlan(tuple(chosen), tuple(orph), tuple(ckpts), tuple(kept))
 
 
-def _human(seconds: float) -> str:
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds / size:.1f}{unit}"
-    return f"{seconds:.0f}s"
+_human = ledger.human
 
 
 # ------------------------------------------------------------------ the edges
 
 
-def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], list[OrphanWorkload]]:
-    """Every run (JobSet, RayJob, and plain Job made by the toolkit) and orphaned finished Workload in the namespaces.
+def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], list[OrphanWorkload | ledger.Kept]]:
+    """Every run (JobSet, RayJob, plain Job) and orphaned finished Workload in the namespaces, each with the ledger's word.
 
-    A runtime or Kueue that is not installed has nothing to clean up; a refused read
-    (Forbidden) is raised: a cleanup that skipped what it may not see would report
-    "nothing to remove" for a cluster it never looked at.
+    Every object of each kind is listed (a Workload is an orphan only when no live object of
+    any kind owns it); a Job owned by something else (a JobSet's, KubeRay's submitter) is not
+    a run of its own. A runtime or Kueue that is not installed has nothing to clean up; a
+    refused read (Forbidden) is raised: a cleanup that skipped what it may not see would
+    report "nothing to remove" for a cluster it never looked at.
     """
     runs: list[Run] = []
-    orphans: list[OrphanWorkload] = []
+    orphans: list[OrphanWorkload | ledger.Kept] = []
     from toolkit.errors import NotFound
 
     for ns in namespaces:
@@ -230,14 +258,12 @@ def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], lis
                 info = cluster.resource(kind.api_version, kind.kind)
             except NotFound:
                 continue  # that runtime is not installed
-            selector = f"{TGK_RUN_LABEL}" if kind is rk.JOB else None
-            for obj in cluster.list(info, ns, label_selector=selector):
+            for obj in cluster.list(info, ns):
                 meta = obj.get("metadata") or {}
                 live_uids.add(str(meta.get("uid") or ""))
                 if kind is rk.JOB and meta.get("ownerReferences"):
-                    continue  # a JobSet's child Job, not a run of its own
-                obj = {"kind": kind.kind, **obj}
-                runs.append(run_from(obj))
+                    continue  # a JobSet's child Job, or KubeRay's submitter: not a run of its own
+                runs.append(run_from({"apiVersion": kind.api_version, "kind": kind.kind, **obj}))
         try:
             workloads = cluster.list(cluster.kueue("Workload"), ns)
         except NotFound:
@@ -250,12 +276,17 @@ def collect(cluster: Cluster, namespaces: Iterable[str]) -> tuple[list[Run], lis
 
 
 def execute(cluster: Cluster, plan: CleanupPlan, *, dry_run: bool) -> list[DeleteResult]:
-    """Delete the plan's runs (Foreground: pods and Workload first) and orphaned Workloads."""
+    """Delete the plan's runs (Foreground: pods and Workload first; the ledger asked again) and orphaned Workloads (by their permits)."""
     out: list[DeleteResult] = []
     for r in plan.runs:
         out.extend(cluster.delete_run(r.namespace, r.name, dry_run=dry_run))
-    if plan.orphans:
-        info = cluster.kueue("Workload")
-        for o in plan.orphans:
-            out.append(cluster.delete(info, o.name, o.namespace, dry_run=dry_run))
+    for o in plan.orphans:
+        if o.permit is not None:
+            out.append(cluster.delete_owned(o.permit, cluster.kueue("Workload"), o.name, o.namespace, dry_run=dry_run))
     return out
+
+
+def delete_toolkit_object(cluster: Any, info: Any, kind: str, name: str, namespace: str, permit: ledger.Permit, **kw: Any) -> None:
+    """Delete an object the toolkit made that is no run (``toolkit.ledger.toolkit_object``'s permit)."""
+    ledger.require(permit, ledger.Kind.TOOLKIT_OBJECT, f"{kind} {namespace}/{name}")
+    cluster.delete(info, name, namespace, **kw)

@@ -18,14 +18,22 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from toolkit.errors import ClusterError, Forbidden, NotFound, Unreachable
-from toolkit.names import JOBSET_API, KUEUE_JOB_UID_LABEL, KUEUE_QUEUE_LABEL, TGK_RUN_LABEL
+from toolkit import ledger
+from toolkit.errors import ClusterError, FieldError, Forbidden, NotFound, Unreachable
+from toolkit.names import JOBSET_API, KUEUE_JOB_UID_LABEL, KUEUE_QUEUE_LABEL
 from workloads.cluster import runkinds as rk
 from workloads.cluster import status as st
-from workloads.cluster.api import DeleteResult, KubeApi
+from workloads.cluster.api import DeleteResult, KubeApi, ResourceInfo
 from workloads.cluster.wait import WaitTimeout, wait_for
 
-__all__ = ["AdmissionResult", "Cluster"]
+__all__ = ["AdmissionResult", "Cluster", "NotOwned"]
+
+
+class NotOwned(FieldError):
+    """The object under the name is not the toolkit's (``toolkit.ledger``): nothing is deleted."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__("RUN", problem, "pick the name of a run this toolkit submitted (status lists them)")
 
 
 @dataclass(frozen=True)
@@ -63,7 +71,7 @@ class Cluster(KubeApi):
                 continue  # that runtime's CRDs are not installed: no run of it here
             obj = self.get(info, run, namespace)
             if obj is not None:
-                return kind, obj
+                return rk.refine(kind, obj), obj
         return None
 
     def workload_for(self, namespace: str, jobset: dict) -> dict | None:
@@ -135,14 +143,27 @@ class Cluster(KubeApi):
         # Several attempts after restarts: the newest is the one that is running.
         return max(pods, key=lambda p: (p.get("metadata") or {}).get("creationTimestamp") or "")
 
+    def delete_owned(self, permit: ledger.Permit, info: ResourceInfo, name: str, namespace: str, *, dry_run: bool = False) -> DeleteResult:
+        """Delete one object the ownership ledger permitted (Foreground: what it owns goes first); the one way the toolkit deletes an object."""
+        ledger.require(permit, permit.kind, f"{namespace}/{name}")
+        return self.delete(info, name, namespace, dry_run=dry_run, propagation="Foreground")
+
     def delete_jobset(self, namespace: str, name: str, *, dry_run: bool = False) -> DeleteResult:
-        # Foreground: the child Jobs and pods go before the JobSet disappears, so a
-        # resubmit under the same name does not race the old pods.
-        return self.delete(self.resource(JOBSET_API, "JobSet"), name, namespace, dry_run=dry_run, propagation="Foreground")
+        """Delete a JobSet the toolkit submitted (Foreground: its Jobs and pods go first, so a resubmit under the
+        name does not race the old pods); one it did not submit is kept (``deleted`` False)."""
+        obj = self.jobset(namespace, name)
+        if obj is None:
+            return DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)
+        verdict = ledger.run_object({"apiVersion": JOBSET_API, "kind": "JobSet", **obj}, name=name, namespace=namespace)
+        if not isinstance(verdict, ledger.Permit):
+            return DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)
+        return self.delete_owned(verdict, self.resource(JOBSET_API, "JobSet"), name, namespace, dry_run=dry_run)
 
     def delete_run(self, namespace: str, name: str, *, dry_run: bool = False) -> list[DeleteResult]:
         """Delete a run of any runtime (Foreground), and the headless Service a plain Job run has beside it.
 
+        Only a run the toolkit submitted (``toolkit.ledger.run_object``: its labels): another
+        object under the name is refused (``NotOwned``, one line, exit 2, nothing deleted).
         The Service is also deleted when the Job is already gone (its ``ttlSecondsAfterFinished``
         removes the Job but nothing owns the Service). Only a Service labelled as this run's is
         touched. Nothing found: one result with ``deleted`` False (a JobSet, the default runtime's kind).
@@ -150,13 +171,18 @@ class Cluster(KubeApi):
         found = self.find_run(namespace, name)
         out: list[DeleteResult] = []
         if found is not None:
-            kind, _ = found
-            out.append(self.delete(self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run, propagation="Foreground"))
+            kind, obj = found
+            verdict = ledger.run_object({"apiVersion": kind.api_version, "kind": kind.kind, **obj}, name=name, namespace=namespace)
+            if not isinstance(verdict, ledger.Permit):
+                raise NotOwned(f"{verdict.what} {verdict.why}")
+            out.append(self.delete_owned(verdict, self.resource(kind.api_version, kind.kind), name, namespace, dry_run=dry_run))
         if found is None or found[0] is rk.JOB:
             svc_info = self.resource("v1", "Service")
             svc = self.get(svc_info, name, namespace)
-            if svc is not None and ((svc.get("metadata") or {}).get("labels") or {}).get(TGK_RUN_LABEL) == name:
-                out.append(self.delete(svc_info, name, namespace, dry_run=dry_run))
+            if svc is not None:
+                verdict = ledger.run_object({"apiVersion": "v1", "kind": "Service", **svc}, name=name, namespace=namespace)
+                if isinstance(verdict, ledger.Permit):
+                    out.append(self.delete_owned(verdict, svc_info, name, namespace, dry_run=dry_run))
         return out or [DeleteResult("JobSet", name, namespace, deleted=False, dry_run=dry_run)]
 
     # ---------------------------------------------------------------- admission

@@ -24,6 +24,7 @@ from typing import Any
 
 from toolkit import tools
 from toolkit.errors import ClusterError
+from toolkit.jsontext import load_json
 from workloads.cluster.errors import one_line
 
 __all__ = ["ExecCredential", "MAX_OUTPUT_BYTES", "run_plugin"]
@@ -98,7 +99,7 @@ def run_plugin(exec_config: Any, cluster: dict, path: Path, timeout: float) -> E
 
 def _credential(stdout: str, api_version: str, path: Path, command: str) -> ExecCredential:
     try:
-        doc = json.loads(stdout)
+        doc = load_json(stdout, max_bytes=MAX_OUTPUT_BYTES)
     except (ValueError, RecursionError):
         raise _fail(path, command, "printed something that is not an ExecCredential (JSON)") from None
     status = doc.get("status") if isinstance(doc, dict) else None

@@ -12,13 +12,13 @@ request itself the way the API server does (``access``), and how to check it.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from toolkit.errors import ClusterError, Conflict, Forbidden, NotFound, Rejected, Unreachable
+from toolkit.jsontext import load_json
 
 if TYPE_CHECKING:
     from workloads.cluster.response import Response
@@ -79,7 +79,7 @@ def one_line(e: BaseException) -> str:
 def status_message(body: bytes) -> str:
     """The message of a Kubernetes Status reply (or the first line of any other body)."""
     try:
-        obj = json.loads(body) if body else {}
+        obj = load_json(body, max_bytes=len(body)) if body else {}
     except (ValueError, RecursionError):
         lines = body.decode(errors="replace").strip().splitlines()
         return lines[0][:300] if lines else ""

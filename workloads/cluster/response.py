@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from toolkit.errors import Rejected
+from toolkit.jsontext import load_json
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,7 @@ class Response:
         if not self.body:
             return {}
         try:
-            obj = json.loads(self.body)
+            obj = load_json(self.body, max_bytes=len(self.body))  # the transport bounded its size: depth and numbers here
         except (ValueError, RecursionError) as e:
             obj = e
         if not isinstance(obj, dict):  # every JSON answer of the Kubernetes API is an object

@@ -58,5 +58,25 @@ RAYJOB = RunKind(
 )
 RAY_HEAD_FILTER = f"{names.RAY_NODE_TYPE_LABEL}=head"
 
+# A Pathways run is a JobSet too, labelled with its runtime: its program's log is the head's, and its
+# slices are the worker replicated job's (workloads.render.pathways).
+PATHWAYS_RUNTIME_LABEL = f"{names.TGK}/runtime"
+PATHWAYS = RunKind(
+    "pathways",
+    names.JOBSET_API,
+    "JobSet",
+    names.JOBSET_NAME_LABEL,
+    names.JOBSET_JOB_INDEX_LABEL,
+    names.K8S_COMPLETION_INDEX_LABEL,
+    pod_filter="jobset.sigs.k8s.io/replicatedjob-name=worker",
+    driver_filter="jobset.sigs.k8s.io/replicatedjob-name=pathways-head",
+)
+
 LOOKUP_ORDER: tuple[RunKind, ...] = (JOBSET, RAYJOB, JOB)
-BY_RUNTIME = {k.runtime: k for k in LOOKUP_ORDER}
+BY_RUNTIME = {**{k.runtime: k for k in LOOKUP_ORDER}, PATHWAYS.runtime: PATHWAYS}
+
+
+def refine(kind: RunKind, obj: dict) -> RunKind:
+    """The run kind of a found object: a JobSet labelled as a Pathways run is one."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return PATHWAYS if kind is JOBSET and labels.get(PATHWAYS_RUNTIME_LABEL) == PATHWAYS.runtime else kind

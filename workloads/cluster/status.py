@@ -307,6 +307,8 @@ def expected_pods(jobset: Mapping[str, Any]) -> int:
         return sum(int(g.get("replicas", 0) or 0) * int(g.get("numOfHosts", 1) or 1) for g in groups)
     total = 0
     for rj in (jobset.get("spec") or {}).get("replicatedJobs") or []:
+        if rj.get("name") == "pathways-head":
+            continue  # a Pathways run's slices are its workers (runkinds.PATHWAYS counts only them)
         job_spec = ((rj.get("template") or {}).get("spec")) or {}
         per_job = job_spec.get("parallelism", job_spec.get("completions", 1)) or 1
         total += int(rj.get("replicas", 1) or 1) * int(per_job)

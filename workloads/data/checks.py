@@ -6,7 +6,9 @@ One pass over a Cloud Storage client (the project's, or the local cluster's serv
 ``SpecError`` naming the spec field to fix: the dataset's bucket, path, files or format.
 
 Reads, never writes: a bucket listing of the dataset's prefix (one level, as the run's glob
-sees it), the bucket's IAM policy, and two ranged reads (head and tail) of a few files.
+sees it), the IAM policies that can grant the run's identity the read (the bucket's, its
+project's and those above: ``read_access``, over ``workloads.data.iam`` and
+``workloads.data.grants``), and two ranged reads (head and tail) of a few files.
 """
 
 from __future__ import annotations
@@ -15,19 +17,14 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
-from infra import access
 from infra.spec import DatasetSpec, EnvSpec
 from toolkit.errors import SpecError, shown
-from workloads.data import formats
+from workloads.data import formats, grants
 
 # Files whose bytes are compared with the format: the first, the middle and the last (a
 # conversion that stopped half way leaves good files first and bad ones last).
 SAMPLE_FILES = 3
 LIST_CAP = 100_000  # objects listed under a prefix before the check stops counting
-
-
-class DatasetAccessUnknown(Exception):
-    """The bucket's IAM policy could not be read (the caller may lack storage.buckets.getIamPolicy)."""
 
 
 @dataclass(frozen=True)
@@ -37,8 +34,8 @@ class DatasetFacts:
     files: int
     bytes: int
     sampled: tuple[str, ...]
-    reader: str  # the IAM member that was checked, or "" when the policy was not readable
-    access_note: str = ""  # why the reader was not checked
+    reader: str  # the IAM member proven to read it, or "" when that could not be proven
+    access_note: str = ""  # why it could not be proven (a warning)
     tokenizer: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -71,16 +68,16 @@ def uri(d: DatasetSpec) -> str:
     return f"gs://{d.bucket}/{d.object_prefix()}"
 
 
-def check_dataset(client: Any, spec: EnvSpec, d: DatasetSpec, member: str, *, policy_required: bool = False) -> DatasetFacts:
+def check_dataset(client: Any, spec: EnvSpec, d: DatasetSpec, member: str, *, policy_required: bool = False, iam: Any = None) -> DatasetFacts:
     """The dataset's facts, or a SpecError naming the field behind the first thing that would fail the run.
 
-    ``member`` is the IAM member the run's pods act as (``infra.access.run_member``). A bucket
-    policy the caller may not read is reported in ``access_note`` (``policy_required``: refused).
+    ``member`` is the IAM member the run's pods act as (``infra.access.run_member``). Its read
+    grant is looked for wherever IAM can hold one (``read_access``): proven absent is refused;
+    not provable (a group or domain member, a level or role the caller may not read) is said in
+    ``access_note`` and passes (``policy_required``: refused too).
     """
-    from google.api_core import exceptions as gexc
-
     bucket = require_bucket(client, spec, d)
-    reader, note = _check_reader(bucket, spec, d, member, policy_required, gexc)
+    reader, note = _check_reader(client, bucket, spec, d, member, policy_required, iam)
     blobs, others = _files(client, d)
     where = uri(d) + d.file_glob
     if not blobs:
@@ -126,27 +123,49 @@ def require_bucket(client: Any, spec: EnvSpec, d: DatasetSpec) -> Any:
     return bucket
 
 
-def _check_reader(bucket: Any, spec: EnvSpec, d: DatasetSpec, member: str, required: bool, gexc: Any) -> tuple[str, str]:
+def read_access(client: Any, bucket: Any, spec: EnvSpec, d: DatasetSpec, member: str, *, iam: Any = None) -> grants.Verdict:
+    """Whether ``member`` may read the dataset: the bucket's policy, then its project's and every level above
+    (``workloads.data.iam``, the reader that goes with ``client`` unless ``iam`` is given), weighed by ``grants``."""
+    from google.api_core import exceptions as gexc
+
+    from workloads.data import iam as iam_reads
+
+    reader = iam if iam is not None else iam_reads.reader_for(client)
+    where = f"gs://{d.bucket}"
     try:
         policy = bucket.get_iam_policy(requested_policy_version=3)
-    except gexc.Forbidden:
-        note = f"cannot read gs://{d.bucket}'s IAM policy (storage.buckets.getIamPolicy), so whether {member} may read it is not checked"
-        if required:
-            raise SpecError(field_of(spec, d, "bucket"), note, "ask for roles/storage.admin on the bucket, or check the grant by hand") from None
-        return "", note
-    roles = {role for role, members in _bindings(policy) if member in members}
-    if not roles & access.READ_ROLES:
-        held = f" (it holds {', '.join(sorted(roles))})" if roles else ""
+        levels: list[grants.Level] = [iam_reads.policy_from(where, {"bindings": [_binding(b) for b in getattr(policy, "bindings", None) or ()]})]
+    except (gexc.Forbidden, gexc.Unauthorized) as e:
+        levels = [grants.Unreadable(where, f"its IAM policy: permission denied (storage.buckets.getIamPolicy; {' '.join(str(e).split())[:80]})")]
+    first = grants.evaluate(member, levels, reader.permissions)
+    if first.granted:  # the bucket's own policy proves it: nothing above can take it away (deny policies aside)
+        return first
+    project = str(getattr(bucket, "project_number", None) or spec.project)
+    levels += reader.hierarchy(project)
+    doubts = []
+    if isinstance(reader, iam_reads.GoogleIam) and not bucket.iam_configuration.uniform_bucket_level_access_enabled:
+        doubts.append(f"{where} has no uniform bucket-level access, so object ACLs may grant reads the policies do not show")
+    return grants.evaluate(member, levels, reader.permissions, doubts=doubts)
+
+
+def _binding(b: Any) -> dict[str, Any]:
+    """A google.api_core.iam.Policy binding (members as a set) as an IAM policy document's."""
+    return {"role": b.get("role"), "members": sorted(b.get("members") or ()), **({"condition": b["condition"]} if b.get("condition") else {})}
+
+
+def _check_reader(client: Any, bucket: Any, spec: EnvSpec, d: DatasetSpec, member: str, required: bool, iam: Any) -> tuple[str, str]:
+    verdict = read_access(client, bucket, spec, d, member, iam=iam)
+    if verdict.absent:
         raise SpecError(
             field_of(spec, d, "bucket"),
-            f"{member.removeprefix('serviceAccount:')} may not read gs://{d.bucket}{held}",
+            f"{member.removeprefix('serviceAccount:')} may not read gs://{d.bucket}: no {' or '.join(verdict.missing)} on {', '.join(verdict.checked)}",
             "grant it roles/storage.objectViewer on the bucket (python -m infra deploy grants its own team's buckets), or use a dataset in the team's bucket",
         )
-    return member, ""
-
-
-def _bindings(policy: Any) -> list[tuple[str, set[str]]]:
-    return [(b["role"], set(b.get("members") or ())) for b in getattr(policy, "bindings", None) or ()]
+    if verdict.granted:
+        return member, ""
+    if required:
+        raise SpecError(field_of(spec, d, "bucket"), verdict.line(), "grant it roles/storage.objectViewer on the bucket, or check the grant by hand")
+    return "", verdict.line()
 
 
 def _files(client: Any, d: DatasetSpec) -> tuple[list[Any], list[str]]:

@@ -70,18 +70,30 @@ def gcsfuse(timeout: float = 1800) -> str:
     return str(tools.script_path(BUILD_SCRIPT, what="cannot build gcsfuse", error=MountError, timeout=timeout))
 
 
-def argv(binary: str, bucket: str, mountpoint: Path, flags: Sequence[str], config_file: Path, *, endpoint: str | None, log_file: Path) -> list[str]:
-    """gcsfuse mounting ``bucket`` read-only (the dataset volume's ``readOnly``) with the volume's flags and config file."""
-    out = [binary, "--foreground", "-o", "ro", *flags, f"--config-file={config_file}", f"--log-file={log_file}", "--log-severity=info"]
+def argv(
+    binary: str, bucket: str, mountpoint: Path, flags: Sequence[str], config_file: Path, *, endpoint: str | None, log_file: Path, read_only: bool = True
+) -> list[str]:
+    """gcsfuse mounting ``bucket`` (read-only: the dataset volume's ``readOnly``; else as the checkpoint volume) with the volume's flags and config file."""
+    out = [
+        binary,
+        "--foreground",
+        *(["-o", "ro"] if read_only else []),
+        *flags,
+        f"--config-file={config_file}",
+        f"--log-file={log_file}",
+        "--log-severity=info",
+    ]
     if endpoint is not None:
         out += [f"--custom-endpoint={endpoint.rstrip('/')}/storage/v1/", "--anonymous-access", "--enable-hns=false"]
     return [*out, bucket, str(mountpoint)]
 
 
 @contextmanager
-def mounted(bucket: str, options: Sequence[str], mountpoint: Path, *, endpoint: str | None, log_file: Path, timeout: float = 60) -> Iterator[Path]:
-    """``bucket`` mounted read-only at ``mountpoint`` (an empty directory this call makes) with a CSI volume's
-    ``mountOptions`` (``options``: e.g. ``workloads.render.volumes.dataset_mount_options``) while inside."""
+def mounted(
+    bucket: str, options: Sequence[str], mountpoint: Path, *, endpoint: str | None, log_file: Path, timeout: float = 60, read_only: bool = True
+) -> Iterator[Path]:
+    """``bucket`` mounted at ``mountpoint`` (an empty directory this call makes; read-only unless ``read_only`` is False)
+    with a CSI volume's ``mountOptions`` (``options``: e.g. ``workloads.render.volumes.dataset_mount_options``) while inside."""
     mountpoint.mkdir(parents=True, exist_ok=True)
     if any(mountpoint.iterdir()) or os.path.ismount(mountpoint):
         raise MountError(f"{mountpoint} is not an empty directory: gcsfuse would hide what is there")
@@ -90,7 +102,7 @@ def mounted(bucket: str, options: Sequence[str], mountpoint: Path, *, endpoint: 
     config_file.write_text(yaml.safe_dump(config))
     where = next((f.split("=", 1)[1] for f in flags if f.startswith("--only-dir=")), "")
     proc = subprocess.Popen(
-        argv(gcsfuse(), bucket, mountpoint, flags, config_file, endpoint=endpoint, log_file=log_file),
+        argv(gcsfuse(), bucket, mountpoint, flags, config_file, endpoint=endpoint, log_file=log_file, read_only=read_only),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -50,7 +50,13 @@ FAIL_EXIT_CODE_ANNOTATION = f"{TGK_LOCAL_PREFIX}/exit-code"
 # rehearsal daemon has written FINISH_AT_ANNOTATION (an RFC 3339 time) on it, and
 # kwok's complete stage fires at that time, not before.
 REHEARSAL_LABEL = f"{TGK_LOCAL_PREFIX}/rehearsal"
+# On a Pathways run's pods beside the rehearsal facts: its elastic slices (workloads/local/pathways_rehearsal.py plays them).
+PATHWAYS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/pathways"
 REHEARSAL_ANNOTATION = REHEARSAL_LABEL
+# A Lustre helper pod (workloads.render.volume_helper) on the local cluster carries REHEARSAL_LABEL
+# (it ends when the daemon writes FINISH_AT_ANNOTATION) and this annotation: the rehearsal
+# daemon runs its request against the directory that plays the claim (workloads.local.volumes).
+VOLUME_HELPER_ANNOTATION = f"{TGK_LOCAL_PREFIX}/volume-helper"
 # On a RayJob: how long the stand-in Ray job runs (workloads/local/kuberay.py); set by
 # ``submit`` on the local cluster from the rehearsal time, like REHEARSAL_ANNOTATION.
 RAY_JOB_SECONDS_ANNOTATION = f"{TGK_LOCAL_PREFIX}/ray-job-seconds"
@@ -81,6 +87,7 @@ GKE_NETWORKING_CRDS = Path(__file__).parent / "crds" / "gke-networking.yaml"  # 
 PROVISIONING_REQUEST_CRD = Path(__file__).parent / "crds" / "provisioningrequests.yaml"  # DWS queued provisioning
 COMPUTE_CLASS_CRD = Path(__file__).parent / "crds" / "computeclasses.yaml"  # compute class pools' ComputeClasses
 CHECKPOINT_CONFIGURATION_CRD = Path(__file__).parent / "crds" / "checkpointconfigurations.yaml"  # multi-tier checkpointing
+SLICE_CRD = Path(__file__).parent / "crds" / "slices.yaml"  # dynamic slicing's Slice objects (workloads/local/slices.py)
 
 
 def gke_networking_crds() -> list[dict[str, Any]]:

@@ -75,7 +75,7 @@ def _now_iso() -> str:
 
 def field_value(pod: dict[str, Any], path: str) -> str:
     """A downward-API fieldRef of the pod, as the kubelet resolves it ('' when the pod has no such value)."""
-    m = _FIELD.match(path)
+    m = _FIELD.fullmatch(path)
     if not m:
         return ""
     meta = pod.get("metadata") or {}

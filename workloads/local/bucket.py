@@ -45,12 +45,12 @@ def start(daemons: Daemons, port: int, timeout: float) -> str:
     return SERVICE.start(daemons, port, timeout, lambda: argv(executable(), port), env={"STORAGE_BASE": str(data)}, cwd=data)
 
 
-def publish(kube: Any, spec: EnvSpec, base: str, progress: Callable[[str], None]) -> None:
-    """The spec's buckets, with what ``infra deploy`` grants on them, in the server at ``base``; its address published."""
+def publish(kube: Any, spec: EnvSpec, base: str, progress: Callable[[str], None], bindings: dict[str, list[tuple[str, str]]] | None = None) -> None:
+    """The spec's buckets, with what ``infra deploy`` grants on them (``bindings``, else the spec's own), in the server at ``base``; its address published."""
     made = ensure_buckets(base, spec)
     if made:
         progress(f"  buckets created: {', '.join(made)}")
-    grant_buckets(base, spec)
+    grant_buckets(base, spec, bindings)
     SERVICE.publish(kube, base)
 
 
@@ -90,7 +90,7 @@ def ensure_buckets(url: str, spec: EnvSpec, timeout: float = 30) -> list[str]:
     return made
 
 
-def grant_buckets(url: str, spec: EnvSpec) -> int:
+def grant_buckets(url: str, spec: EnvSpec, bindings: dict[str, list[tuple[str, str]]] | None = None) -> int:
     """Each bucket's IAM policy holds what ``infra deploy`` grants on it (``infra.access.bucket_bindings``); the bindings added.
 
     The server stores policies without enforcing them, as a record: a check that asks "may
@@ -101,7 +101,7 @@ def grant_buckets(url: str, spec: EnvSpec) -> int:
 
     c = SERVICE.client(url)
     added = 0
-    for name, grants in access.bucket_bindings(spec).items():
+    for name, grants in (access.bucket_bindings(spec) if bindings is None else bindings).items():
         b = c.bucket(name)
         policy = b.get_iam_policy(requested_policy_version=3)
         have = {(x["role"], m) for x in policy.bindings for m in x.get("members") or ()}

@@ -73,7 +73,7 @@ def rfc3339(t: float) -> str:
 
 def parse_time(text: str) -> datetime:
     """An RFC 3339 time as the API takes it (``Z`` or an offset; any number of fraction digits)."""
-    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text)
+    m = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d+))?(Z|[+-]\d\d:\d\d)", text, re.ASCII)
     if not m:
         raise ValueError(f"not an RFC 3339 time: {text!r}")
     frac = (m.group(2) or "")[:6].ljust(6, "0")
@@ -94,7 +94,7 @@ class Container:
     pod_labels: Mapping[str, str]
 
 
-_CRI = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) [FP] (.*)")
+_CRI = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)) (stdout|stderr) [FP] (.*)", re.ASCII)
 
 
 def cri_fields(line: str, at: float) -> tuple[str, str, str]:
@@ -173,7 +173,8 @@ class Store:
 
 _TERM = re.compile(
     r"""\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\]|\\.)*"))*)"""
-    r"""\s*(?P<op>>=|<=|!=|=|>|<|:)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*"""
+    r"""\s*(?P<op>>=|<=|!=|=|>|<|:)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*""",
+    re.ASCII,
 )
 
 

@@ -127,6 +127,9 @@ class Role:
     tpu_nodes: bool = True
     skip: tuple[str, ...] = ()  # daemons this member does not run
     gcs_url: str | None = None  # with "gcs" skipped: the Cloud Storage server its buckets live in
+    # Per bucket, the (role, member) pairs its policy holds, instead of what the spec's own stack grants
+    # (a fleet manager's buckets are granted to the workers' identities: infra.fleet.Fleet.bucket_bindings).
+    bucket_bindings: dict[str, list[tuple[str, str]]] | None = None
 
 
 @dataclass
@@ -248,7 +251,7 @@ class LocalCluster:
         self._sync_nodes(kube, spec, timeout)
         self._apply_cluster_objects(kube, spec)
         st = self._state() or {}
-        bucket.publish(kube, spec, self.role.gcs_url or loopback.url(st["ports"]["gcs"]), self.progress)
+        bucket.publish(kube, spec, self.role.gcs_url or loopback.url(st["ports"]["gcs"]), self.progress, self.role.bucket_bindings)
         if "logging" not in self.role.skip:
             cloudlogging.SERVICE.publish(kube, loopback.url(st["ports"]["logging"]))
         st["spec"] = spec_path
@@ -290,9 +293,9 @@ class LocalCluster:
         self._apply_cluster_objects(kube, spec)
         skip, daemons = self.role.skip, self.daemons
         if "gcs" in skip:
-            bucket.publish(kube, spec, self.role.gcs_url or "", self.progress)
+            bucket.publish(kube, spec, self.role.gcs_url or "", self.progress, self.role.bucket_bindings)
         else:
-            bucket.publish(kube, spec, bucket.start(daemons, b.ports.gcs, timeout), self.progress)
+            bucket.publish(kube, spec, bucket.start(daemons, b.ports.gcs, timeout), self.progress, self.role.bucket_bindings)
         if "logging" not in skip:
             cloudlogging.SERVICE.publish(kube, cloudlogging.start(daemons, b.ports.logging, timeout))
         if "rehearsal" not in skip:

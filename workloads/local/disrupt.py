@@ -164,7 +164,8 @@ class PreemptResult:
 
 
 def _slices(jobset: dict[str, Any]) -> int:
-    return sum(int(rj.get("replicas", 1)) for rj in (jobset.get("spec") or {}).get("replicatedJobs") or [])
+    # A Pathways run's head is not a slice (workloads.render.pathways).
+    return sum(int(rj.get("replicas", 1)) for rj in (jobset.get("spec") or {}).get("replicatedJobs") or [] if rj.get("name") != "pathways-head")
 
 
 def preempt(
@@ -191,6 +192,8 @@ def preempt(
             "--slice", f"run {run!r} has {slices} slice{'s' if slices != 1 else ''} (0..{slices - 1}), not {slice_index}", f"pass --slice 0..{slices - 1}"
         )
     selector = f"{JOBSET_NAME_LABEL}={run},{JOBSET_JOB_INDEX_LABEL}={slice_index}"
+    if (found := kube.find_run(namespace, run)) is not None and found[0].runtime == "pathways":
+        selector += ",jobset.sigs.k8s.io/replicatedjob-name=worker"  # a slice is its workers; the head is on the CPU pool
     placed = [
         p
         for p in kube.list(kube.resource("v1", "Pod"), namespace, label_selector=selector)

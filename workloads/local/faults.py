@@ -1,6 +1,6 @@
 """Two faults GKE's own tools do not make, played on the local cluster: a bad host and a hang.
 
-``python -m workloads local fault badhost NODE [--exit-code N] [--clear]``: every workload
+``python -m workloads local badhost NODE [--exit-code N] [--clear]``: every workload
 container on NODE fails, attempt after attempt, the way a VM with a broken TPU host fails
 (the TPU runtime aborts the program: exit 134, SIGABRT, by default). The node is annotated
 (``BAD_HOST_ANNOTATION``); the rehearsal daemon (``rehearsald``) fails each rehearsal pod that
@@ -10,7 +10,7 @@ guard's line (``tgk-exit-guard: exit N on node NODE``) in the pod's log, which t
 Logging keeps. JobSet then restarts the run (a counted failure) and, with nothing else
 changed, the slice lands on the same VMs and fails again: the loop ``badhost --cordon`` ends.
 
-``python -m workloads local fault hang RUN [--slice S] [--worker W]``: that worker stops
+``python -m workloads local hang RUN [--slice S] [--worker W]``: that worker stops
 stepping while its pod stays Running (a collective that never completes): the daemon stops
 every worker's steps (they wait in the collective), keeps the pods Running past the run's
 finish, and once the run's hang bound (``TGK_HANG_AFTER_S`` from the pod, on the rehearsal's

@@ -47,6 +47,7 @@ def manager_role(fleet: Fleet) -> Role:
         kueue_settings=multikueue.manager_settings(fleet, time_scale=rehearsal.time_factor()),
         tpu_nodes=False,
         skip=MANAGER_SKIPS,
+        bucket_bindings=fleet.bucket_bindings(),  # the fleet's buckets, granted to every worker's identity as the manager's stack does
     )
 
 

@@ -48,7 +48,7 @@ def install(b: Boot, kube: Cluster, *, multi_tier_checkpointing: bool = False) -
         kube.apply(objs, field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)  # this tool owns them here
     # Before Kueue starts: its ProvisioningRequest admission check is set up only if the API exists then.
     b.daemons.progress("installing the ProvisioningRequest CRD (DWS queued provisioning)")
-    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD):
+    for crd in (addons.PROVISIONING_REQUEST_CRD, addons.COMPUTE_CLASS_CRD, addons.SLICE_CRD):
         kube.apply(addons.load_docs(crd), field_manager=TGK_LOCAL_FIELD_MANAGER, force_conflicts=True)
     if multi_tier_checkpointing:
         install_checkpointing_addon(b.daemons.progress, kube)

@@ -71,7 +71,7 @@ class LoopbackService:
         """The server's address that the local cluster behind ``cluster`` (a ``workloads.cluster.client.Cluster``) publishes."""
         found = cluster.get(cluster.resource("v1", "ConfigMap"), self.configmap_name, NAMESPACE)
         base = ((found or {}).get("data") or {}).get(ENDPOINT_KEY, "")
-        if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", base):
+        if not re.fullmatch(r"http://127\.0\.0\.1:\d{1,5}", base, re.ASCII):
             raise ClusterError(
                 f"the local cluster publishes no {self.what} ({NAMESPACE}/{self.configmap_name}): it was started by an older toolkit — "
                 "run 'python -m workloads local down' and 'local up'"

@@ -40,6 +40,7 @@ from toolkit.names import (
     TPU_TAINT,
     CapacityMode,
 )
+from workloads.local import slices
 
 
 def placement_policy_name(spec: EnvSpec, pool: TpuPoolSpec) -> str | None:
@@ -151,11 +152,21 @@ def slice_nodes(
         base[GKE_PLACEMENT_POLICY_LABEL] = policy
     taint = [dict(TPU_TAINT)]
     labels = {**base, **pool.node_labels(option, index), GKE_NODEPOOL_LABEL: node_pool, **(extra_labels or {})}
+    if pool.dynamic_slicing:
+        # A PROVISION_ONLY sub-block: no slice topology or placement label of its own until a Slice on it is active.
+        labels.pop(GKE_TPU_TOPOLOGY_LABEL, None)
+        labels.pop(GKE_PLACEMENT_POLICY_LABEL, None)
     out = []
     for i in range(shape.nodes):
         name = _node_name(spec.cluster.name, node_pool, i)
-        out.append(_node(name, labels, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint))
+        own = {**labels, **slices.partition_labels(_block(pool), node_pool, i)} if pool.dynamic_slicing else labels
+        out.append(_node(name, own, cpu=cpu, memory=memory, pods=spec.network.tpu_max_pods_per_node, tpu=shape.chips_per_vm, taints=taint))
     return out
+
+
+def _block(pool: TpuPoolSpec) -> str:
+    """The block of a dynamically sliced pool's sub-blocks: one for the reservation (GKE's block ids are opaque)."""
+    return "block-" + hashlib.sha256(getattr(pool.capacity, "name", pool.name).encode()).hexdigest()[:12]
 
 
 def cpu_nodes(spec: EnvSpec) -> list[dict[str, Any]]:

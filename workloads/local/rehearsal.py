@@ -40,12 +40,14 @@ import os
 import shlex
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from infra import recovery
 from toolkit.errors import FieldError
-from workloads.local.addons import RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
+from workloads.local.addons import PATHWAYS_ANNOTATION, RAY_JOB_SECONDS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL
 from workloads.planning.defaults import MAX_REHEARSAL_S
+from workloads.render.exitguard import SIGTERM_EXIT_CODE
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -108,7 +110,9 @@ class Rehearsal:
     params: int | None = None
     config: tuple[tuple[str, str], ...] = ()  # MaxText's `key=value` args, logged as Config param lines
     command: str = ""  # a plain command, shown in its log
-    checkpoint_dir: str = ""  # gs://<bucket>/<run>/checkpoints/: where saves go and a (re)start restores from, as MaxText does
+    # gs://<bucket>/<run>/checkpoints/ or /checkpoints/<ns>/<run>/checkpoints/ (Lustre): where saves go and a
+    # (re)start restores from, as MaxText does
+    checkpoint_dir: str = ""
     save_seconds: float = 0.0  # an async save's time to be complete in the bucket (infra.recovery.SAVE, scaled)
     # Multi-tier checkpointing (None: off): RAM-disk saves every ``mtc_local_period`` steps on every
     # slice's VMs, backups to the bucket every ``mtc_backup_period`` steps; a restart restores from a
@@ -117,6 +121,7 @@ class Rehearsal:
     mtc_backup_period: int | None = None
     restore_peer_seconds: float = 0.0
     restore_bucket_seconds: float = 0.0
+    output_dir: str = ""  # gs://<bucket>/<run>/: the run's own directory in a bucket (directly, or under a GCS FUSE mount); "" on Lustre
 
     @property
     def wall_step_seconds(self) -> float:
@@ -160,16 +165,25 @@ class Rehearsal:
             checkpoint_period=c.period_steps if c else None,
             async_checkpoint=c.async_save if c else True,
             autocheckpoint=c.autocheckpoint if c else False,
-            tflops_per_device=t.shape.peak_tflops_per_device * (p.assumed_mfu or 0.0),
+            tflops_per_device=t.shape.peak_tflops_per_device * (p.estimated_mfu or 0.0),
             tokens_per_step=sizing.global_batch_size * seq if sizing else None,
             params=sizing.params if sizing else None,
             config=config,  # type: ignore[arg-type]
-            checkpoint_dir=f"{p.output_dir}checkpoints/" if c and p.output_dir else "",
+            checkpoint_dir=_checkpoint_dir(plan) if c else "",
             # Never longer than half the time between saves: a save completes before the next begins.
             save_seconds=round(min(recovery.SAVE.seconds * factor, period_wall / 2), 3) if c else 0.0,
             **mtc,
+            output_dir=p.output_dir or "",
             **common,
         )
+
+
+def _checkpoint_dir(plan: RunPlan) -> str:
+    """Where MaxText saves: the run's bucket directory, or the in-pod path on the team's Lustre claim (the daemon resolves its mount)."""
+    st = plan.policy.checkpoint_storage
+    if st is not None and st.kind == "lustre":
+        return f"{st.base_output}/{plan.name}/checkpoints/"
+    return f"{plan.program.output_dir}checkpoints/" if plan.program.output_dir else ""
 
 
 def decorate(objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | None = None) -> list[dict[str, Any]]:
@@ -181,6 +195,8 @@ def decorate(objects: list[dict[str, Any]], plan: RunPlan, *, seconds: float | N
         meta = template.setdefault("metadata", {})
         meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
         meta.setdefault("annotations", {})[REHEARSAL_ANNOTATION] = facts.to_annotation()
+        if plan.runtime == "pathways":  # its head and workers are played together (workloads/local/pathways_rehearsal.py)
+            meta["annotations"][PATHWAYS_ANNOTATION] = str(plan.policy.elastic.slices if plan.policy.elastic else 0)
     for obj in out:
         # KubeRay keeps a RayJob's pods up while its Ray job runs: the stand-in job's
         # length is the rehearsal time (workloads/local/kuberay.py reads it).
@@ -404,6 +420,14 @@ def gcs_metrics_dir(r: Rehearsal) -> str | None:
     return f"{base.rstrip('/')}/{name}/metrics/" if base.startswith("gs://") else None
 
 
+def tensorboard_dir(r: Rehearsal) -> str | None:
+    """Where process 0's TensorBoard event files go (``<output>/<run_name>/tensorboard/<run_name>/``, in the run's bucket whether
+    MaxText writes there directly or through a GCS FUSE mount), None when it writes none or they are on Lustre."""
+    if r.kind != "maxtext" or dict(r.config).get("enable_tensorboard", "true").lower() == "false" or not r.output_dir.startswith("gs://"):
+        return None
+    return f"{r.output_dir}tensorboard/{r.run}/"  # max_utils.initialize_summary_writer adds the run name
+
+
 def log_period(r: Rehearsal) -> int:
     raw = dict(r.config).get("log_period", "100")
     return int(raw) if raw.isascii() and raw.isdigit() and int(raw) > 0 else 100
@@ -444,3 +468,26 @@ def local_steps(r: Rehearsal, first_step: int, done: int) -> list[int]:
     if r.kind != "maxtext" or not r.mtc_local_period:
         return []
     return [s for s in range(first_step, done) if s % r.mtc_local_period == 0]
+
+
+def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
+    return state_dir / "pod-logs" / namespace / f"{pod}.log"
+
+
+def iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    """pending | running | stopping (SIGTERM: deleted, disrupted, or stopped by it) | crashed | succeeded."""
+    status = pod.get("status") or {}
+    phase = status.get("phase")
+    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or [])
+    if phase == "Succeeded":
+        return "succeeded"
+    if phase == "Failed":
+        codes = {((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in status.get("containerStatuses") or []}
+        return "stopping" if disrupted or SIGTERM_EXIT_CODE in codes else "crashed"
+    if phase == "Running":
+        return "stopping" if disrupted or pod["metadata"].get("deletionTimestamp") else "running"
+    return "pending"

@@ -22,7 +22,11 @@
   Storage server (``workloads.local.bucket``): a save every ``checkpoint_period`` steps,
   at a SIGTERM with autocheckpoint (a disrupted or deleted pod), and at the end. A
   restarted attempt — or a new JobSet under the same name, as on GKE — restores the
-  latest there and continues from the step after it, and its log says so. The daemon's
+  latest there and continues from the step after it, and its log says so. Worker 0 also
+  leaves what MaxText's process 0 leaves in the run's bucket: its gcs_metrics files every
+  ``log_period`` steps (a gs:// output), and at the end of each attempt (completed, or
+  stopped by SIGTERM) its TensorBoard event file (``<run>/tensorboard/``, directly or through
+  a GCS FUSE mount: ``workloads.observe.tb_events``). The daemon's
   own book of a run (``<state>/rehearsal/runs/<jobset uid>.json``) keeps its attempts'
   clocks.
 - replaces preempted node pools (``workloads.local.disrupt``): NotReady once their
@@ -46,7 +50,6 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -54,19 +57,23 @@ from toolkit.digits import is_decimal
 from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
-from workloads.local import agents, cloudlogging, disrupt, loopback, state
+from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, volumes
 from workloads.local import faults as localfaults
-from workloads.local.addons import FINISH_AT_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, SIGTERM_EXIT_CODE
+from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
     Rehearsal,
+    _phase,
     finish_time,
     gcs_metrics_dir,
+    iso,
     local_steps,
     metrics_file_name,
+    pod_log_file,
     saved_steps,
     step_end,
     steps_done_by,
+    tensorboard_dir,
 )
 
 POLL_S = 0.25  # while rehearsal pods or node replacements are about
@@ -74,20 +81,12 @@ IDLE_POLL_S = 1.0  # while there are none: a pass costs a LIST, on 2 shared core
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 KWOK_API = "kwok.x-k8s.io/v1alpha1"
-_STEP_RE = re.compile(r"completed step: (\d+),")
+_STEP_RE = re.compile(r"completed step: (\d+),", re.ASCII)
 TMP_SUFFIX = ".orbax-checkpoint-tmp"  # a save's directory until it is complete (Orbax's atomic rename)
 
 
 def ready_file(state_dir: Path) -> Path:
     return state_dir / "rehearsal" / "ready"
-
-
-def pod_log_file(state_dir: Path, namespace: str, pod: str) -> Path:
-    return state_dir / "pod-logs" / namespace / f"{pod}.log"
-
-
-def iso(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _say(msg: str) -> None:
@@ -169,18 +168,32 @@ class Checkpoints:
             self._client = bucket.SERVICE.client(st.get("gcs_url") or loopback.url(st["ports"]["gcs"]))
         return self._client
 
-    def latest(self, uri: str) -> int | None:
-        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/), as MaxText's checkpoint manager finds it at a start."""
-        from workloads.local.bucket import split_gs
-
-        bucket, prefix = split_gs(uri)
+    def latest(self, uri: str, mounts: dict[str, str] | None = None) -> int | None:
+        """The newest step saved under ``uri`` (gs://bucket/run/checkpoints/, or an in-pod path on a mounted Lustre claim),
+        as MaxText's checkpoint manager finds it at a start."""
         steps = set()
-        for blob in self.client().list_blobs(bucket, prefix=prefix):
-            head = blob.name[len(prefix) :].split("/", 1)[0]
-            if is_decimal(head):
-                steps.add(int(head))
+        if uri.startswith("/"):
+            local = volumes.local_path(mounts or {}, uri)
+            if local is None:
+                raise OSError(f"{uri} is on no volume the pod mounts")
+            steps = {int(p.name) for p in local.iterdir() if p.is_dir() and is_decimal(p.name)} if local.is_dir() else set()
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            for blob in self.client().list_blobs(bucket, prefix=prefix):
+                head = blob.name[len(prefix) :].split("/", 1)[0]
+                if is_decimal(head):
+                    steps.add(int(head))
         self._latest[uri] = max(steps) if steps else None
         return self._latest[uri]
+
+    def upload_events(self, directory: str, name: str, data: bytes) -> None:
+        """One of MaxText's TensorBoard event files, as its writer leaves it when closed."""
+        from workloads.local.bucket import split_gs
+
+        bucket, prefix = split_gs(directory)
+        self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(data, content_type="application/octet-stream")
 
     def upload_metrics(self, directory: str, name: str, records: list[dict[str, Any]]) -> None:
         """One of MaxText's gcs_metrics files: a JSON document per line."""
@@ -190,25 +203,44 @@ class Checkpoints:
         body = "".join(json.dumps(rec) + "\n" for rec in records).encode()
         self.client().bucket(bucket).blob(f"{prefix}{name}").upload_from_string(body, content_type="text/plain")
 
-    def begin(self, uri: str, step: int, run: str) -> None:
+    def _local(self, uri: str, mounts: dict[str, str] | None) -> Path:
+        """A Lustre checkpoint directory (an in-pod path) as the local directory the pod's claim stands for."""
+        local = volumes.local_path(mounts or {}, uri)
+        if local is None:
+            raise OSError(f"{uri} is on no volume the pod mounts")
+        return local
+
+    def begin(self, uri: str, step: int, run: str, mounts: dict[str, str] | None = None) -> None:
         """A save of ``step`` has started: Orbax writes into ``<step>.orbax-checkpoint-tmp/`` first, which a restore never reads."""
+        body = json.dumps({"rehearsal": run, "step": step, "complete": False}).encode()
+        if uri.startswith("/"):
+            item = self._local(uri, mounts) / f"{step}{TMP_SUFFIX}" / "items" / "rehearsal.json"
+            item.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(item, body)
+            return
         from workloads.local.bucket import split_gs
 
         bucket, prefix = split_gs(uri)
-        body = json.dumps({"rehearsal": run, "step": step, "complete": False}).encode()
         self.client().bucket(bucket).blob(f"{prefix}{step}{TMP_SUFFIX}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
 
-    def save(self, uri: str, step: int, run: str) -> None:
-        """``step`` complete in the bucket (each worker of a run reports the same saves: the first one writes); its tmp directory goes."""
-        from workloads.local.bucket import split_gs
-
+    def save(self, uri: str, step: int, run: str, mounts: dict[str, str] | None = None) -> None:
+        """``step`` complete (each worker of a run reports the same saves: the first one writes); its tmp directory goes."""
         if uri in self._latest and (self._latest[uri] if self._latest[uri] is not None else -1) >= step:
             return
-        bucket, prefix = split_gs(uri)
         body = json.dumps({"rehearsal": run, "step": step}).encode()
-        self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
-        for blob in self.client().list_blobs(bucket, prefix=f"{prefix}{step}{TMP_SUFFIX}"):
-            blob.delete()
+        if uri.startswith("/"):
+            local = self._local(uri, mounts)
+            item = local / str(step) / "items" / "rehearsal.json"
+            item.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(item, body)
+            shutil.rmtree(local / f"{step}{TMP_SUFFIX}", ignore_errors=True)
+        else:
+            from workloads.local.bucket import split_gs
+
+            bucket, prefix = split_gs(uri)
+            self.client().bucket(bucket).blob(f"{prefix}{step}/items/rehearsal.json").upload_from_string(body, content_type="application/json")
+            for blob in self.client().list_blobs(bucket, prefix=f"{prefix}{step}{TMP_SUFFIX}"):
+                blob.delete()
         self._latest[uri] = step
 
 
@@ -232,6 +264,8 @@ class Worker:
     next_step: int | None = None
     ended: bool = False
     metrics: list[dict[str, Any]] = field(default_factory=list)  # gcs_metrics records not uploaded yet (process 0's)
+    events: list[Any] = field(default_factory=list)  # process 0's TensorBoard scalars of this attempt (tb_events.Scalars), written at its end
+    t0: float = 0.0  # when this attempt's clock started (the event file's name)
 
     def write(self, lines: list[str]) -> None:
         if lines:
@@ -239,21 +273,6 @@ class Worker:
                 f.writelines(lines)
             if self.agent is not None and self.source is not None:
                 self.agent.ship(self.source, lines, time.time())
-
-
-def _phase(pod: dict[str, Any]) -> str:
-    """pending | running | stopping (SIGTERM: deleted, disrupted, or stopped by it) | crashed | succeeded."""
-    status = pod.get("status") or {}
-    phase = status.get("phase")
-    disrupted = any(c.get("type") == "DisruptionTarget" and c.get("status") == "True" for c in status.get("conditions") or [])
-    if phase == "Succeeded":
-        return "succeeded"
-    if phase == "Failed":
-        codes = {((c.get("state") or {}).get("terminated") or {}).get("exitCode") for c in status.get("containerStatuses") or []}
-        return "stopping" if disrupted or SIGTERM_EXIT_CODE in codes else "crashed"
-    if phase == "Running":
-        return "stopping" if disrupted or pod["metadata"].get("deletionTimestamp") else "running"
-    return "pending"
 
 
 def _resume_point(path: Path) -> int | None:
@@ -274,7 +293,7 @@ class Rehearsals:
         self.state_dir = state_dir
         self.kube = kube
         self.agents = agents.Agents(state_dir, kube, log=_say)  # the kubelet's part for pods that restart in place
-        self.faults = localfaults.Faults(kube)  # a bad host's and a hang's part (``local fault``)
+        self.faults = localfaults.Faults(kube)  # a bad host's and a hang's part (``local badhost``/``local hang``)
         self.workers: dict[str, Worker] = {}
         self.incarnations: dict[str, list[str]] = defaultdict(list)  # in-place pod uid -> its containers' worker keys
         self.books: dict[str, RunBook] = {}
@@ -283,13 +302,15 @@ class Rehearsals:
         self._pools: dict[str, str] = {}  # node -> its GKE node pool
         self.agent = cloudlogging.Store(cloudlogging.store_file(state_dir))
         self._stamps: dict[str | None, tuple[str, str, str]] = {}
+        self.helpers: set[str] = set()  # helper pods played (their uid)
+        self.mounts: dict[str, dict[str, str]] = {}  # run uid -> its pods' Lustre mounts (in-pod path -> local directory)
 
     def restorable(self, r: Rehearsal, book: RunBook) -> int | None:
         """The step a (re)start restores: the newest in the run's checkpoint directory (the book's without one)."""
         if not r.checkpoint_dir:
             return book.saved
         try:
-            return self.checkpoints.latest(r.checkpoint_dir)
+            return self.checkpoints.latest(r.checkpoint_dir, self.mounts.get(book.path.stem))
         except Exception as e:  # the bucket server is down: MaxText would fail to start; here the run starts fresh
             _say(f"run {r.run}: cannot list {r.checkpoint_dir} ({e}); starting without a restore")
             return None
@@ -301,7 +322,7 @@ class Rehearsals:
         book.save_step(step)
         if r.checkpoint_dir:
             try:
-                self.checkpoints.save(r.checkpoint_dir, step, r.run)
+                self.checkpoints.save(r.checkpoint_dir, step, r.run, self.mounts.get(book.path.stem))
             except Exception as e:  # a failed save, as MaxText's can fail: the previous one stays the latest
                 _say(f"run {r.run}: saving step {step} to {r.checkpoint_dir} failed: {e}")
 
@@ -312,7 +333,7 @@ class Rehearsals:
             return
         if r.checkpoint_dir:
             try:
-                self.checkpoints.begin(r.checkpoint_dir, step, r.run)
+                self.checkpoints.begin(r.checkpoint_dir, step, r.run, self.mounts.get(book.path.stem))
             except Exception as e:
                 _say(f"run {r.run}: starting the save of step {step} failed: {e}")
         book.pending.append({"step": step, "attempt": attempt, "done_at": done_at})
@@ -366,6 +387,9 @@ class Rehearsals:
         live: set[str] = set()
         groups: dict[tuple[str, str], list[tuple[Worker, dict[str, Any], str]]] = defaultdict(list)
         for pod in pods:
+            if (pod["metadata"].get("annotations") or {}).get(VOLUME_HELPER_ANNOTATION):
+                self._helper(pod)
+                continue
             members = self._in_place_workers(pod) if agents.is_agent_pod(pod) else [(self._worker(pod), _phase(pod))]
             for w, phase in members:
                 if w is None:
@@ -418,6 +442,8 @@ class Rehearsals:
             return self.workers[uid]
         if not (pod.get("spec") or {}).get("nodeName"):
             return None  # not placed yet: no kubelet, no log
+        if PATHWAYS_ANNOTATION in (meta.get("annotations") or {}):
+            return None  # a Pathways run: its head and workers are played together (pathways_rehearsal)
         try:
             r = Rehearsal.from_annotation((meta.get("annotations") or {})[REHEARSAL_ANNOTATION])
         except (KeyError, ValueError, TypeError) as e:
@@ -442,6 +468,11 @@ class Rehearsals:
             agent=self.agent,
             source=self._source(pod),
         )
+        if w.run_uid not in self.mounts and r.checkpoint_dir.startswith("/"):
+            try:
+                self.mounts[w.run_uid] = volumes.pod_mounts(self.kube, self.state_dir, pod)
+            except ToolkitError as e:  # the claim cannot be read now: MaxText would fail to start on its mount
+                _say(f"{ns}/{name}: cannot resolve its volumes ({e})")
         if fresh_log and path.exists():
             # A restarted container's log starts empty (kubectl logs --previous has the last one's).
             write_atomic(path.with_name(path.name + ".previous"), path.read_bytes())
@@ -508,6 +539,19 @@ class Rehearsals:
             self.kube.create(obj, field_manager="tgk-rehearsal")
         except Conflict:
             pass  # made by an earlier pass
+
+    def _helper(self, pod: dict[str, Any]) -> None:
+        """A Lustre helper pod, once placed and Running: its request run, its log written, its end set (``workloads.local.volumes``)."""
+        meta = pod["metadata"]
+        uid = meta.get("uid", "")
+        if uid in self.helpers or _phase(pod) != "running" or not (pod.get("spec") or {}).get("nodeName"):
+            return
+        path = pod_log_file(self.state_dir, meta["namespace"], meta["name"])  # helper pods have names of their own (random)
+        volumes.play_helper(self.kube, self.state_dir, pod, path)
+        self._logs_object(pod, path)
+        self._finish_at(pod, iso(time.time()))
+        self.helpers.add(uid)
+        _say(f"{meta['namespace']}/{meta['name']}: Lustre helper answered")
 
     def _attempt(self, run_uid: str, attempt: str, members: list[tuple[Worker, dict[str, Any], str]], now: float) -> None:
         book = self.book(run_uid)
@@ -596,6 +640,8 @@ class Rehearsals:
                     self.save(r, book, final)
                 self.finish_saves(r, book, now, all_done=True)  # MaxText waits for its async saves before it exits
                 w.ended = True
+            if w.ended:
+                self._close_events(w)
 
     def _steps(self, w: Worker, book: RunBook, t0: float, first: int, done: int, attempt: str = "", pools: set[str] | None = None) -> None:
         start = w.next_step if w.next_step is not None else first
@@ -607,6 +653,7 @@ class Rehearsals:
         w.write(lines)
         w.next_step = done
         self._gcs_metrics(w, first, start, done)
+        self._tensorboard(w, t0, first, start, done)
         if w.log.worker != 0:
             return  # every worker reports the same saves: process 0 keeps the books
         for step in saved_steps(w.r, start, done):
@@ -630,6 +677,31 @@ class Rehearsals:
             except Exception as e:  # MaxText's upload failing fails the run; here the rehearsal says so and goes on
                 _say(f"run {w.r.run}: uploading {directory}{name} failed: {e}")
             w.metrics = []
+
+    def _tensorboard(self, w: Worker, t0: float, first: int, start: int, done: int) -> None:
+        """Process 0 keeps each step's scalars in its TensorBoard writer (tensorboardX), written out when the attempt ends."""
+        if tensorboard_dir(w.r) is None or w.log.worker != 0:
+            return
+        from workloads.observe.tb_events import Scalars
+
+        w.t0 = w.t0 or t0
+        for step in range(start, done):
+            rec = w.log.metrics_record(step, first)
+            w.events.append(Scalars(step, step_end(w.r, t0, first, step), {k: float(v) for k, v in rec.items() if k not in ("step", "run_name")}))
+
+    def _close_events(self, w: Worker) -> None:
+        """The attempt's end (completed, crashed or stopped by SIGTERM): MaxText closes its writer, and through a mount the file appears."""
+        directory = tensorboard_dir(w.r)
+        if directory is None or w.log.worker != 0 or not w.events:
+            return
+        from workloads.observe.tb_events import encode
+
+        name = f"events.out.tfevents.{int(w.t0)}.{w.name}"
+        try:
+            self.checkpoints.upload_events(directory, name, encode(w.t0, w.events))
+        except Exception as e:  # the bucket server is down: the run's figures are in its log still
+            _say(f"run {w.r.run}: writing {directory}{name} failed: {e}")
+        w.events = []
 
     def _finish_at(self, pod: dict[str, Any], finish: str) -> None:
         meta = pod["metadata"]
@@ -681,11 +753,13 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    slice_controllers = slices.SliceControllers(kube, _say)  # dynamic slicing's admission and GKE's slice forming
+    pathways_runs = pathways_rehearsal.PathwaysRehearsals(daemon, _say)  # a Pathways run's head and workers
     ready = ready_file(state_dir)
     _say(f"rehearsal daemon for {state_dir} (poll {POLL_S}s)")
     while True:
         now = time.time()
-        for step in (daemon.tick, daemon.replace_nodes):
+        for step in (daemon.tick, daemon.replace_nodes, slice_controllers.tick, pathways_runs.tick):
             try:
                 step(now)
             except (ToolkitError, OSError) as e:

@@ -29,6 +29,18 @@ class Rehearse:
 
         return rehearsal.summary(plan, seconds)
 
+    def helper(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """A Lustre helper pod (``workloads.runs.volume_store``) for the rehearsal daemon, which plays its kubelet and mount."""
+        import copy
+
+        from workloads.local.addons import REHEARSAL_LABEL, VOLUME_HELPER_ANNOTATION
+
+        out = copy.deepcopy(pod)
+        meta = out.setdefault("metadata", {})
+        meta.setdefault("labels", {})[REHEARSAL_LABEL] = "true"
+        meta.setdefault("annotations", {})[VOLUME_HELPER_ANNOTATION] = "true"
+        return out
+
     def storage(self, cluster: Any) -> Any:
         """A Cloud Storage client for the cluster's own bucket server, where its runs keep their checkpoints."""
         from workloads.local import bucket

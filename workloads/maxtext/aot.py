@@ -42,14 +42,14 @@ FINISHED = "Finished train_compile.py successfully!"
 EXIT_FITS, EXIT_DOES_NOT_FIT, EXIT_BAD_INPUT, EXIT_COMPILE_FAILED = 0, 1, 2, 4
 
 _MEM = re.compile(r"Memory analysis: CompiledMemoryStats\((?P<body>[^)]*)\)")
-_FIELD = re.compile(r"(\w+)_in_bytes=(\d+)")
+_FIELD = re.compile(r"(\w+)_in_bytes=(\d+)", re.ASCII)
 _FLOPS = re.compile(r"'flops': ([0-9.eE+-]+)")
 # XLA's compile-time HBM OOM (MaxText 0.2.5 / libtpu 0.0.52), one line:
 #   JaxRuntimeError: RESOURCE_EXHAUSTED: E1000: CompileTimeHbmOom: Ran out of memory on HBM, the total
 #   memory required for HLO temporaries (65.13G) exceeds available HBM (15.75G). HLO module: jit_train_step.
 # Sizes carry K/M/G/T suffixes (powers of 1024).
 _OOM = re.compile(
-    r"memory required for (?P<what>[A-Za-z][\w ]*?) \((?P<need>[0-9.]+)(?P<nu>[KMGT]?)\) exceeds available HBM \((?P<avail>[0-9.]+)(?P<au>[KMGT]?)\)"
+    r"memory required for (?P<what>[A-Za-z][\w ]*?) \((?P<need>[0-9.]+)(?P<nu>[KMGT]?)\) exceeds available HBM \((?P<avail>[0-9.]+)(?P<au>[KMGT]?)\)", re.ASCII
 )
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 

@@ -8,7 +8,12 @@ tiny-run overrides (replacing the plan's value in place, or appended):
   batch 2, dot-product attention): it trains in ~20 s on 2 cores, at ~1 GB peak RSS;
 - ``override_model_config=true`` for preset models (MaxText refuses to change a preset's
   dimensions otherwise);
-- ``dataset_type=synthetic``: no data; ``metrics_file=<out>/metrics.jsonl`` on.
+- ``dataset_type=synthetic``: no data (with ``--dataset``, its Grain flags, and the tokenizer's
+  id count rounded up to ``VOCAB_MULTIPLE`` as the vocabulary: ``tiny_vocab``);
+  ``metrics_file=<out>/metrics.jsonl`` on.
+- ``--load-parameters DIR``: ``load_parameters_path`` is a checkpoint directory on this
+  machine (a run's is a bucket path), checked first to hold the *tiny* model's parameters in
+  the plan's layout (``check_parameters``): what ``convert --local --tiny`` writes.
 - checkpointing as the plan has it (on for training recipes: async saves, the plan's
   retention and autocheckpoint), into a local directory instead of the bucket
   (``base_output_directory=<checkpoint dir>``), every ``max(1, steps // 3)`` steps
@@ -41,6 +46,7 @@ from toolkit.digits import is_decimal
 from toolkit.errors import ExternalToolError, SpecError, ToolkitError
 from toolkit.tools import last_line
 from workloads.maxtext import env as maxtext_env
+from workloads.planning import checkpoint_shapes as shapes
 from workloads.planning.model import RunPlan
 
 TINY_MODEL: dict[str, str] = {
@@ -62,10 +68,10 @@ COMMAND_NAME = "command.txt"
 CHECKPOINTS_NAME = "checkpoints"  # default checkpoint directory, under --out
 
 # MaxText 0.2.5 (maxtext/common/checkpointing.py) when it resumes, and Orbax when the load is done.
-RESTORE_LINE = re.compile(r"restoring from this run's directory step (\d+)")
+RESTORE_LINE = re.compile(r"restoring from this run's directory step (\d+)", re.ASCII)
 RESTORE_START = "checkpoint manager exists so trying to load this run's existing checkpoint"
 RESTORE_DONE = re.compile(r"Finished load in [0-9.]+ seconds")
-_ABSL_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
+_ABSL_TIME = re.compile(r"^[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ", re.ASCII)
 
 
 class LocalRunError(ExternalToolError):
@@ -106,6 +112,19 @@ def checkpoint_overrides(plan: RunPlan, checkpoint_dir: Path | None, period: int
     return {"base_output_directory": str(checkpoint_dir), **args}
 
 
+VOCAB_MULTIPLE = 128  # a dataset run's tiny vocabulary is rounded up to this (see ``tiny_vocab``)
+
+
+def tiny_vocab(token_ids: int) -> int:
+    """The tiny model's vocabulary for a tokenizer of ``token_ids`` ids: every id, rounded up to ``VOCAB_MULTIPLE``.
+
+    The plan's mesh splits the embedding's vocabulary axis over its tensor axis (MaxText's
+    logical rules), which must divide it; 128 is a multiple of every degree a slice has, as
+    the published vocabularies are (Llama 3's 128256, Gemma's 256000).
+    """
+    return -(-token_ids // VOCAB_MULTIPLE) * VOCAB_MULTIPLE
+
+
 @dataclass(frozen=True)
 class LocalData:
     """A dataset the tiny run reads: its flags (pointing under a local mount) and the tokenizer's id count."""
@@ -125,7 +144,7 @@ def tiny_overrides(
     if data is not None:
         # Real tokens: the tiny model's embedding must hold every id the tokenizer makes.
         extra.update(data.args)
-        extra["vocab_size"] = str(data.vocab_size)
+        extra["vocab_size"] = str(tiny_vocab(data.vocab_size))
     extra.update(checkpoint_overrides(plan, checkpoint_dir, period))
     extra["metrics_file"] = str(metrics_path)
     return extra
@@ -204,6 +223,7 @@ def command(
     metrics_path: Path | None = None,
     data: LocalData | None = None,
     extra_env: dict[str, str] | None = None,
+    parameters: Path | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """(argv, env) of the tiny local run of ``plan``; checkpoints go to ``checkpoint_dir`` (None: off), metrics to
     ``metrics_path`` (default ``<out_dir>/metrics.jsonl``)."""
@@ -213,7 +233,10 @@ def command(
     if target.slices != 1:
         raise ToolkitError(f"run-local: {target.slices} slices asked for; a CPU run has one slice — drop --slices (preflight --compile checks multislice)")
     assert program.command[:2] == ("python3", "-m"), program.command  # the planner renders MaxText as a module run
-    args = maxtext_env.local_args(program.args, workdir, tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period, data))
+    extra = tiny_overrides(plan, metrics_path or out_dir / METRICS_NAME, checkpoint_dir, period, data)
+    if parameters is not None:
+        extra["load_parameters_path"] = str(parameters)
+    args = maxtext_env.local_args(program.args, workdir, extra)
     env = maxtext_env.local_env(program.env, {"XLA_FLAGS": f"--xla_force_host_platform_device_count={target.shape.devices}", **(extra_env or {})})
     # The plan's interpreter is the image's python3; here it is the MaxText venv's.
     return [str(maxtext_env.python(venv)), *program.command[1:], *args], env
@@ -227,6 +250,51 @@ def check_outputs(out_dir: Path, names: tuple[str, ...] = OUTPUTS) -> None:
     from toolkit import owned
 
     owned.check_update(owned.check_root(Path(out_dir), "--out"), dict.fromkeys(names, b""), "--out")
+
+
+def local_parameters(plan: RunPlan, path: Path, data: LocalData | None = None) -> shapes.LoadParameters:
+    """``--load-parameters DIR`` as the tiny run loads it: the tiny model's parameters (its vocabulary the dataset's, with one),
+    in the layout the plan's ``scan_layers`` gives."""
+    from workloads.planning.recipes import load_recipe
+
+    args = dict(a.split("=", 1) for a in plan.program.args if "=" in a)
+    model = load_recipe(plan.program.recipe).maxtext
+    assert model is not None  # a MaxText plan (``check``)
+    dims = {k: int(TINY_MODEL[k]) for k in shapes.DIMS}
+    if data is not None:
+        dims["vocab_size"] = tiny_vocab(data.vocab_size)
+    return shapes.LoadParameters(
+        path=str(path),
+        model_name=f"the tiny {args.get('model_name', 'default')}",
+        dims=tuple(dims.items()),
+        scan_layers=args.get("scan_layers", "true").strip().lower() in ("true", "1"),
+        tied_embedding=model.model.tied_embedding,
+        dense=model.model.num_experts == 1,
+        gated=model.model.mlp_matrices == 3,
+    )
+
+
+def dir_reader(path: str) -> shapes.Read:
+    """Files under a checkpoint directory on this machine (``checkpoint_shapes.check`` reads its metadata through it)."""
+    root = Path(path)
+
+    def read(name: str) -> bytes | None:
+        p = (root / name).resolve() if ".." in name else root / name
+        try:
+            return p.read_bytes() if p.is_file() else None
+        except OSError as e:
+            raise SpecError("--load-parameters", f"cannot read {p}: {e.strerror or e}", "pass a checkpoint directory you can read") from None
+
+    return read
+
+
+def check_parameters(plan: RunPlan, path: Path | None, data: LocalData | None = None) -> shapes.Checked | None:
+    """The checkpoint a tiny run starts from (``--load-parameters``): a directory here holding the tiny model's parameters."""
+    if path is None:
+        return None
+    if plan.program.load_parameters is not None:
+        raise SpecError("--load-parameters", f"run {plan.name} already starts from {plan.program.load_parameters.path}", "give it once")
+    return shapes.check(local_parameters(plan, path, data), dir_reader(str(path)))
 
 
 def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> None:
@@ -246,6 +314,7 @@ def run_tiny(
     checkpoint_dir: Path | None = None,
     checkpoint_period: int | None = None,
     data: LocalData | None = None,
+    load_parameters: Path | None = None,
 ) -> LocalRun:
     """Run it; with checkpointing on (the plan's), ``checkpoint_dir`` defaults to ``<out>/checkpoints``.
 
@@ -260,6 +329,7 @@ def run_tiny(
         checkpoint_dir.mkdir(parents=True, exist_ok=True)
     else:
         checkpoint_dir = None
+    check_parameters(plan, load_parameters, data)  # before minutes of MaxText: the checkpoint to start from is the tiny model's
     workdir = Path(tempfile.mkdtemp(prefix="tgk-run-local-"))
     try:
         # MaxText appends to the metrics file (truncating only at step 0): a fresh file per run
@@ -267,7 +337,18 @@ def run_tiny(
         scratch_metrics = workdir / METRICS_NAME
         # A pip-installed MaxText looks for its bundled tokenizers under a repository checkout; point it at the package's.
         assets = {"MAXTEXT_ASSETS_ROOT": str(maxtext_env.assets_root(venv))} if data is not None else None
-        argv, env = command(plan, venv, workdir, out_dir, checkpoint_dir, checkpoint_period, metrics_path=scratch_metrics, data=data, extra_env=assets)
+        argv, env = command(
+            plan,
+            venv,
+            workdir,
+            out_dir,
+            checkpoint_dir,
+            checkpoint_period,
+            metrics_path=scratch_metrics,
+            data=data,
+            extra_env=assets,
+            parameters=load_parameters,
+        )
         cmd = "".join(f"{k}={v}\n" for k, v in sorted(env.items()) if k not in maxtext_env.INHERITED_ENV) + " ".join(argv) + "\n"
         done = maxtext_env.run(argv, env, workdir, "train", timeout=timeout)
         log_path = out_dir / LOG_NAME
@@ -304,13 +385,21 @@ def run_tiny(
 
 def last_error(stderr: str) -> str:
     """The line of a MaxText/Python failure worth showing: its config error or final
-    exception, else the last line (``toolkit.tools.last_line``, as for any tool)."""
+    exception, else the last line (``toolkit.tools.last_line``, as for any tool). An error
+    Python reports as ignored (a destructor's, after the real failure: "Exception ignored in")
+    is not the failure."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
     for ln in reversed(lines):
         if "MAXTEXT CONFIG ERROR" in ln:
             return ln[ln.index("MAXTEXT CONFIG ERROR") :]
-    for ln in reversed(lines):
+    ignored = own_traceback = False  # inside an ignored exception's report; its traceback is yet to start
+    found = []
+    for ln in lines:
+        if ln.startswith("Exception ignored in"):
+            ignored = own_traceback = True
+        elif ln.startswith("Traceback (most recent call last)"):
+            ignored, own_traceback = ignored and own_traceback, False
         head = ln.split(":", 1)[0]
-        if head.endswith(("Error", "Exception", "Oom")) and " " not in head:
-            return ln[:500]
-    return last_line(stderr) or "no output"
+        if head.endswith(("Error", "Exception", "Oom")) and " " not in head and not ignored:
+            found.append(ln[:500])
+    return found[-1] if found else last_line(stderr) or "no output"

@@ -205,10 +205,25 @@ def looks_like_file(arg: str) -> bool:
 
 def read_log(path: Path, what: str) -> str:
     """A log or metrics file: a regular file of at most ``inputfile.LOG``'s cap (never a FIFO or a device)."""
+    return read_input(path, what)[0]
+
+
+def read_input(path: Path, what: str) -> tuple[str, bool]:
+    """(the text of a log or metrics file, whether it is a metrics file), of a regular file of at most ``inputfile.LOG``'s cap.
+
+    A TensorBoard event file (MaxText's, copied out of a run) is read as the metrics file it
+    stands for (``tb_events``); a ``.jsonl`` file is one as it is."""
     from toolkit.inputfile import LOG, NotReadable, read_bounded
+    from workloads.observe import tb_events
 
     try:
-        return read_bounded(path, LOG).decode("utf-8", errors="replace")
+        raw = read_bounded(path, LOG)
+        if tb_events.is_event_file(raw):
+            try:
+                return tb_events.as_metrics_file(tb_events.steps([raw])), True
+            except tb_events.BadEvents as e:
+                raise SpecError(what, f"{path} is a TensorBoard event file that cannot be read: {e}", "pass the event file MaxText wrote") from None
+        return raw.decode("utf-8", errors="replace"), path.suffix == ".jsonl"
     except NotReadable as e:
         raise SpecError(what, e.problem, e.fix) from None
     except FileNotFoundError:
@@ -255,8 +270,8 @@ def load_run(
     metrics_text = read_log(metrics_file, "--metrics-file") if metrics_file else None
     if looks_like_file(target):
         path = Path(target)
-        text = read_log(path, "LOGFILE")
-        if path.suffix == ".jsonl" and metrics_text is None:
+        text, metrics_only = read_input(path, "LOGFILE")
+        if metrics_only and metrics_text is None:
             log = m.load(None, text)  # a metrics file given as the only input
         else:
             log = m.load(text, metrics_text)
@@ -271,11 +286,18 @@ def load_run(
     shape = run_shape(found[1]) if found else None
     tl = timeline(kube, ns, target, found) if found else None
     # The spec only when a history source needs it (the project, region, cluster).
-    hist, missing = _history(kube, spec, ns, target, found, logging_client)
+    hist, missing, failure = _history(kube, spec, ns, target, found, logging_client)
     if hist is not None:
         texts = _per_pod(hist)
         source = f"{hist.where}: pod{'s' if len(hist.pods) > 1 else ''} {', '.join(hist.pods)}"
         return Loaded(target, source, m.load(hist.text, metrics_text), hist.text, tl, shape, texts)
+    if failure is not None:
+        if pod is None and found is None:
+            # Nothing on the cluster to fall back to: the service's failure is the answer (exit 3), in one line.
+            raise type(failure)(f"no history of run {target!r} in namespace {ns!r} (no run and no pod there): {failure}", status=failure.status)
+        import sys
+
+        sys.stderr.write(f"warning: earlier attempts unknown: {failure}\n")
     if pod is None:
         if found is None and missing is not None:
             raise SpecError(
@@ -303,60 +325,70 @@ def load_run(
 
 
 def _bucket_metrics(cluster, env: SpecSource, run_object: Mapping[str, Any], storage_client: ClientFor | None) -> tuple[str | None, str]:
-    """(the run's gcs_metrics files as one metrics-file text, where) — None when it writes none, or they cannot be read (said on stderr)."""
+    """(the run's step figures outside its log as one metrics-file text, where) — MaxText's gcs_metrics files, else its
+    TensorBoard event files (``bucket_metrics``); None when it writes none or they cannot be read (said on stderr)."""
     import sys
 
+    from toolkit.errors import GoogleApiError
     from toolkit.inputfile import LOG
     from workloads.observe import bucket_metrics
     from workloads.observe.storage import StorageError, make_client
 
-    directory = bucket_metrics.metrics_dir(list(_tpu_pod_specs(run_object)))
-    if directory is None:
+    place = bucket_metrics.metrics_place(list(_tpu_pod_specs(run_object)))
+    if place is None:
+        return None, ""
+    if place.kind == bucket_metrics.LUSTRE:
+        sys.stderr.write(
+            f"warning: the run's TensorBoard event files are on Lustre ({place.directory}), which the toolkit cannot read from here: "
+            "copy the newest ones out of a pod that mounts the claim and pass one as --metrics-file\n"
+        )
         return None, ""
     try:
         client = (storage_client or (lambda _cluster, project: make_client(project)))(cluster, env().project)
-        text, files = bucket_metrics.read(client, directory, limit_bytes=LOG.limit)
-    except StorageError as e:
-        sys.stderr.write(f"warning: the run's metrics files are unread: {e}\n")
+        text, files = bucket_metrics.read_place(client, place, limit_bytes=LOG.limit)
+    except (StorageError, GoogleApiError) as e:  # refused, or unreachable or misbehaving (the bounded transport's line)
+        sys.stderr.write(f"warning: the run's {'metrics' if place.kind == bucket_metrics.METRICS else 'TensorBoard event'} files are unread: {e}\n")
         return None, ""
-    return (text or None), f"{files} metrics file(s) in {directory}"
+    what = "metrics file(s)" if place.kind == bucket_metrics.METRICS else "TensorBoard event file(s)"
+    return (text or None), f"{files} {what} in {place.directory}"
 
 
-def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None]:
-    """(worker 0's entries from Cloud Logging, else None and why none) — for JobSet runs, or runs no longer there.
+def _history(cluster, env: SpecSource, ns: str, run: str, found, logging_client: ClientFor | None) -> tuple[History | None, str | None, Any]:
+    """(the run's own entries from Cloud Logging, every attempt, else None and why none, and the failure when it could not be read), for every runtime.
 
-    Runs of the other runtimes (a Job, a RayJob) are read from their pod: their restarts
-    keep no whole-run attempt the way a JobSet's do.
+    A run still there is read as its runtime (``history.worker_filter``); one that is gone as
+    each runtime in turn, the first with entries.
     """
-    import sys
 
     from toolkit.errors import Forbidden
     from toolkit.inputfile import LOG
-    from workloads.observe.history import HistoryUnavailable, LogScope, make_client, read
+    from workloads.observe.history import RUNTIMES, HistoryUnavailable, LogScope, make_client, read
 
     kind, obj = found if found else (None, None)
-    if kind is not None and kind.kind != "JobSet":
-        return None, None
     spec = env()
     meta = (obj or {}).get("metadata") or {}
-    scope = LogScope(
-        project=spec.project,
-        location=spec.region,
-        cluster=spec.cluster.name,
-        namespace=ns,
-        run=run,
-        run_uid=meta.get("uid"),
-        since=meta.get("creationTimestamp"),
-    )
+    scopes = [
+        LogScope(
+            project=spec.project,
+            location=spec.region,
+            cluster=spec.cluster.name,
+            namespace=ns,
+            run=run,
+            run_uid=meta.get("uid") if runtime != "ray" else None,
+            since=meta.get("creationTimestamp"),
+            runtime=runtime,
+        )
+        for runtime in ([kind.runtime] if kind is not None else RUNTIMES)
+    ]
     try:
         client = (logging_client or (lambda _cluster, project: make_client(project)))(cluster, spec.project)
-        hist = read(client, scope, limit_bytes=LOG.limit)
+        for scope in scopes:
+            hist = read(client, scope, limit_bytes=LOG.limit)
+            if hist.lines:
+                return hist, None, None
     except (HistoryUnavailable, Forbidden) as e:
-        sys.stderr.write(f"warning: earlier attempts unknown: {e}\n")
-        return None, f"Cloud Logging could not be read ({e})"
-    if not hist.lines:
-        return None, f"no entries for it in {scope.where}"
-    return hist, None
+        return None, f"Cloud Logging could not be read ({e})", e
+    return None, f"no entries for it in {scopes[0].where}", None
 
 
 def _per_pod(hist: History) -> tuple[str, ...] | None:
@@ -386,8 +418,8 @@ def timeline(cluster, ns: str, run: str, found=None):
 
     ``found``: the run's (kind, object) when the caller has it. Unknown without the run's
     CRD or Kueue; also when the identity may not read them (the log it did read is still
-    analysed), which a warning line on stderr says. Restarts are a JobSet's (the other
-    runtimes keep no whole-run restart count).
+    analysed), which a warning line on stderr says. Restarts: the attempts before the current
+    one, as each runtime counts them (``earlier_attempts``).
     """
     import sys
     from datetime import datetime
@@ -421,9 +453,31 @@ def timeline(cluster, ns: str, run: str, found=None):
     return Timeline(
         created=epoch((js.get("metadata") or {}).get("creationTimestamp")),
         admitted=admitted,
-        restarts=int(st.get("restarts") or 0),
+        restarts=earlier_attempts(found[0].kind if found else "JobSet", js, wl),
         restarts_counted=int(st.get("restartsCountTowardsMax") or 0),
     )
+
+
+def earlier_attempts(kind: str, run_object: Mapping[str, Any], workload: Mapping[str, Any] | None) -> int:
+    """How many attempts the run had before its current one, by what each runtime's controller counts.
+
+    A JobSet counts its restarts; a Job's attempts are Kueue's evictions of its Workload (the
+    Job suspended, its pods gone, new pods at re-admission); KubeRay counts a RayJob's failed
+    attempts it retried (``status.failed``; the one running now is not failed yet).
+    """
+    st = run_object.get("status") or {}
+    if kind == "JobSet":
+        return _count(st.get("restarts"))
+    if kind == "RayJob":
+        return _count(st.get("failed"))
+    evictions = ((((workload or {}).get("status") or {}).get("schedulingStats") or {}).get("evictions")) or []
+    if not isinstance(evictions, list):
+        return 0
+    return sum(_count(e.get("count")) for e in evictions if isinstance(e, Mapping))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1_000_000 else 0
 
 
 def profiler_window(log: RunLog, first: int | None, steps: int | None):

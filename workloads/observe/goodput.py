@@ -37,11 +37,11 @@ from workloads.observe.metrics import MAX_STEP, MIN_STEP_SECONDS, STEP_LIMITS, m
 
 MAX_STEP_SECONDS = STEP_LIMITS["seconds"]  # the limits metrics holds a step to
 
-_ABSL_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6}) ")
-_STEP = re.compile(r"completed step: (\d+), seconds: ([0-9.eE+-]+)")
-_RESTORE = re.compile(r"restoring from this run's directory step (\d+)")
-_HANG = re.compile(r"tgk-exit-guard: no new step for (\d+) s")
-_SAVE = re.compile(r"(?:Started an asynchronous checkpoint save for step|Saved a checkpoint at step|saved a checkpoint at step) (\d+)")
+_ABSL_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6}) ", re.ASCII)
+_STEP = re.compile(r"completed step: (\d+), seconds: ([0-9.eE+-]+)", re.ASCII)
+_RESTORE = re.compile(r"restoring from this run's directory step (\d+)", re.ASCII)
+_HANG = re.compile(r"tgk-exit-guard: no new step for (\d+) s", re.ASCII)
+_SAVE = re.compile(r"(?:Started an asynchronous checkpoint save for step|Saved a checkpoint at step|saved a checkpoint at step) (\d+)", re.ASCII)
 
 
 def _step(text: str | None) -> int | None:

@@ -21,7 +21,7 @@ is skipped; a loss or extra metric that is NaN or infinite (a diverged run print
 is left out of the figures. Both are counted in ``RunLog.skipped``/``dropped`` and said once
 (``RunLog.notes``), so no NaN or infinity ever reaches a summary, a report or JSON.
 
-The summary follows the playbook's rules: steady state from step 2 on (steps 0-1 include XLA
+The summary's rules: steady state from step 2 on (steps 0-1 include XLA
 compilation), profiler-window steps excluded, per-chip = per-device x JAX devices per chip,
 MFU = TFLOP/s per device / peak per device (the fp8 peak when the logged config says the run
 quantized to fp8 and the generation has one: ``Hardware.from_shape(..., fp8=is_fp8(config))``).
@@ -36,7 +36,6 @@ beside the figure to show how steady the steady state was.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import statistics
@@ -47,6 +46,7 @@ from typing import Any
 from infra.catalog import SliceShape
 from toolkit.digits import whole_number
 from toolkit.errors import ToolkitError
+from toolkit.jsontext import JsonTextError, load_json
 
 
 class MetricsError(ToolkitError):
@@ -122,10 +122,10 @@ class RunLog:
 _STEP_MARK = "completed step: "
 _HIDDEN_MARK = "completed profiler activation/deactivation step: "
 _RAMPUP_MARK = "[Rampup Batch Size Phase]"
-_EVAL_RE = re.compile(r"Completed eval after train step (\d+)")
-_CONFIG_RE = re.compile(r"Config param ([A-Za-z0-9_]+): (.*)$")
-_SYSTEM_RE = re.compile(r"System Information: (Jax Version|Jaxlib Version|Jax Backend): (.*)$")
-_DEVICES_RE = re.compile(r"\bNum_devices: (\d+)")
+_EVAL_RE = re.compile(r"Completed eval after train step (\d+)", re.ASCII)
+_CONFIG_RE = re.compile(r"Config param ([A-Za-z0-9_]+): (.*)")
+_SYSTEM_RE = re.compile(r"System Information: (Jax Version|Jaxlib Version|Jax Backend): (.*)")
+_DEVICES_RE = re.compile(r"\bNum_devices: (\d+)", re.ASCII)
 # The log names these fields differently from the metrics file; map both onto StepMetrics.
 _LOG_FIELDS = {
     "seconds": "seconds",
@@ -221,7 +221,7 @@ def _parse_step_line(line: str, tally: _Tally, where: str) -> StepMetrics | None
     rampup = _RAMPUP_MARK in line
     at = line.find(_HIDDEN_MARK)
     if at >= 0:
-        m = re.match(r"\d+", line[at + len(_HIDDEN_MARK) :])
+        m = re.match(r"\d+", line[at + len(_HIDDEN_MARK) :], re.ASCII)
         if not m:
             return None
         rest = line[at + len(_HIDDEN_MARK) + m.end() :]
@@ -232,7 +232,7 @@ def _parse_step_line(line: str, tally: _Tally, where: str) -> StepMetrics | None
         return None
     m = re.match(r"[^,]*", line[at + len(_STEP_MARK) :])
     step = m.group().strip()
-    if not _NUMERIC.match(step):
+    if not _NUMERIC.fullmatch(step):
         return None  # the words without a step number: not a step line
     vals = _fields(line[at + len(_STEP_MARK) + m.end() :].lstrip(", "), ": ")
     return _step_from(step, vals, _LOG_FIELDS, tally, where, rampup=rampup, hidden=False)
@@ -326,10 +326,10 @@ def parse_metrics_file(text: str, tally: _Tally | None = None) -> tuple[StepMetr
         if not line:
             continue
         try:
-            obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError):
-            raise MetricsError(f"metrics file line {n} is not JSON; pass the file MaxText wrote with metrics_file=") from None
-        except ValueError:  # an integer of 4,300+ digits
+            obj = load_json(line, max_bytes=len(line.encode()), finite=False)  # the file was read within its cap; each number is judged below
+        except JsonTextError as e:
+            if "digits" not in e.problem:
+                raise MetricsError(f"metrics file line {n} is not JSON; pass the file MaxText wrote with metrics_file=") from None
             tally.skip(f"metrics file line {n}", "holds a number too long to read")
             continue
         if not isinstance(obj, dict) or "step" not in obj:

@@ -1,6 +1,6 @@
 """Preflight: is the live cluster ready to run on a TPU pool of the spec?
 
-The TPU v7 playbook's pre-submit checklist, as rows that pass or fail with a fix:
+A pre-submit checklist for a TPU run, as rows that pass or fail with a fix:
 a ResourceFlavor for the shape, a ClusterQueue that covers it with enough quota, the
 team's LocalQueue, enough TPU nodes with the accelerator + topology labels, and those
 nodes in the pool's zone. ``evaluate`` is pure (objects in, rows out); ``gather`` is the

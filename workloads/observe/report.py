@@ -255,6 +255,15 @@ def _step_dict(s: Any) -> Mapping[str, Any]:
     return d
 
 
+def report_prefix(run: str, now: dt.datetime | None = None) -> str:
+    """Where ``report --upload`` puts a report: ``reports/<run>/<UTC time>/``, a new prefix every time.
+
+    Reports are create-only (``workloads.observe.storage.upload``): a second report, or a report of
+    another run under a reused name, lands beside the earlier ones and never replaces them.
+    """
+    return f"reports/{run}/{(now or dt.datetime.now(dt.UTC)).strftime('%Y%m%dT%H%M%SZ')}"
+
+
 def upload_target(spec: EnvSpec) -> tuple[str, str]:
     """(the bucket ``report --upload`` writes into, its project): the spec's bucket with purpose artifacts."""
     from infra.spec import BucketPurpose

@@ -39,7 +39,9 @@ def current(
         followed = manager or cluster
         st = wait_finished(followed, ns, run, timeout=wait_s, on_change=on_change)
         if cluster is not followed and cluster.find_run(ns, run) is not None:
-            st = cluster.run_status(ns, run)
+            # The worker's copy has the detail; MultiKueue may remove it between the two reads.
+            there = cluster.run_status(ns, run)
+            st = there if there.phase.value != "NotFound" else st
     else:
         st = cluster.run_status(ns, run)
     return dataclasses.replace(st, last_checkpoint=last_checkpoint(cluster, ns, run))

@@ -1,8 +1,11 @@
 """Cloud Storage: uploads, and the calls the run service makes (a run's identity, cleanup's listings).
 
-``google-cloud-storage`` is imported lazily. With ``STORAGE_EMULATOR_HOST`` set (tests, a
-local emulator) the client talks to that endpoint with anonymous credentials, so no Google
-credentials are looked up; otherwise Application Default Credentials are used as usual.
+``google-cloud-storage`` is imported lazily, and every client is built on the bounded
+transport of ``workloads.observe.google_http`` (a deadline, a byte cap and a page cap per
+request; an unreachable or misbehaving server is one line naming Cloud Storage, exit 3).
+With ``STORAGE_EMULATOR_HOST`` set (tests, a local emulator) the client talks to that
+endpoint with anonymous credentials, so no Google credentials are looked up; otherwise
+Application Default Credentials are used as usual.
 """
 
 from __future__ import annotations
@@ -48,21 +51,19 @@ def content_type_for(path: Path) -> str:
 
 
 def make_client(project: str | None = None, *, endpoint: str | None = None) -> Any:
-    """A storage.Client; anonymous against an emulator (``endpoint``, else $STORAGE_EMULATOR_HOST), ADC otherwise."""
-    from google.cloud import storage
+    """A storage.Client over the bounded transport (``workloads.observe.google_http``); anonymous against an
+    emulator (``endpoint``, else $STORAGE_EMULATOR_HOST), Application Default Credentials otherwise."""
+    from workloads.observe import google_http
 
     if endpoint:
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials(), client_options={"api_endpoint": endpoint})
-    if os.environ.get(EMULATOR_ENV):
-        from google.auth.credentials import AnonymousCredentials
-
-        return storage.Client(project=project or "emulator", credentials=AnonymousCredentials())
+        return google_http.storage_client(project or "emulator", google_http.anonymous(), endpoint=endpoint)
+    if os.environ.get(EMULATOR_ENV):  # the library reads the variable for the endpoint itself
+        return google_http.storage_client(project or "emulator", google_http.anonymous())
     try:
-        return storage.Client(project=project)
+        credentials, found = google_http.default_credentials()
     except Exception as e:  # google.auth.exceptions.DefaultCredentialsError and friends
         raise StorageError(f"no Google credentials for Cloud Storage ({' '.join(str(e).split())[:120]}) — run gcloud auth application-default login") from None
+    return google_http.storage_client(project or found, credentials)
 
 
 def storage_call(what: str, bucket: str, fn: Any) -> Any:
@@ -89,10 +90,10 @@ def storage_call(what: str, bucket: str, fn: Any) -> Any:
 
 
 def upload(report_dir: Path, bucket: str, prefix: str, *, files: list[Path] | None = None, client: Any = None, project: str | None = None) -> list[Uploaded]:
-    """Upload ``files`` (default: every file under ``report_dir``) to gs://bucket/prefix/<path relative to report_dir>.
+    """Upload ``files`` (default: every file under ``report_dir``) to gs://bucket/prefix/<path relative to report_dir>, each a new object.
 
     ``report --upload`` passes the report's own files: whatever else the user keeps in the
-    directory is not theirs to publish."""
+    directory is not theirs to publish. Nothing is replaced (``ifGenerationMatch=0``)."""
     report_dir = Path(report_dir)
     if not report_dir.is_dir():
         raise StorageError(f"{report_dir} is not a directory — write the report first (report --out DIR)")
@@ -113,7 +114,10 @@ def upload(report_dir: Path, bucket: str, prefix: str, *, files: list[Path] | No
         name = "/".join(x for x in (prefix, f.relative_to(report_dir).as_posix()) if x)
         ctype = content_type_for(f)
         try:
-            b.blob(name).upload_from_filename(str(f), content_type=ctype)
+            # Create-only: an upload never replaces an object, another run's report least of all (toolkit.ledger).
+            b.blob(name).upload_from_filename(str(f), content_type=ctype, if_generation_match=0)
+        except gexc.PreconditionFailed:
+            raise StorageError(f"gs://{bucket}/{name} already exists, and an upload never replaces an object — upload under another prefix") from None
         except gexc.NotFound:
             raise StorageError(f"bucket gs://{bucket} does not exist — create it (python -m infra deploy) or fix buckets[purpose=artifacts]") from None
         except gexc.Forbidden as e:

@@ -13,22 +13,48 @@ of carrying.
 
 The runner's own lookup key is the model_name with ``-`` replaced by ``_``
 (benchmark_utils._add_to_model_dictionary); both spellings are accepted here.
+
+A checkout is input nobody here wrote, so every step is bounded (``tests/test_parsers.py``
+feeds each deep, long and repeated input):
+
+- the walk: at most ``MAX_FILES`` files among ``MAX_ENTRIES`` directory entries, no symlink
+  followed, ``MAX_FILE_BYTES`` a file and ``MAX_TOTAL_BYTES`` in all;
+- the parse: a file Python's own parser cannot build (nested too deeply: CPython stops with
+  a RecursionError on a 30 KB chain of ``+``) holds no model, instead of a traceback;
+- the evaluation: ``MAX_DEPTH`` nested expressions or name lookups, each module-level name
+  worked out once (``a = b + b; b = c + c; ...`` doubles, it does not branch), and a string
+  longer than ``MAX_VALUE_CHARS`` is ``Opaque``: the importer reports it, as it reports a call.
 """
 
 from __future__ import annotations
 
 import ast
-import os.path
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from toolkit.errors import FieldError
+from toolkit.inputfile import InputKind, NotReadable, read_bounded
 
-# A checkout's benchmarks/ holds a few dozen small files; a bound keeps a hostile tree cheap.
+# A checkout's benchmarks/ holds a few dozen files of at most a few hundred KB; the bounds keep a hostile tree cheap.
 MAX_FILE_BYTES = 2 * 1024 * 1024
+MAX_TOTAL_BYTES = 32 * 1024 * 1024
 MAX_FILES = 400
+MAX_ENTRIES = 20_000  # directory entries looked at while finding the files
+MAX_DEPTH = 64  # nested expressions and name lookups while working out one value
+MAX_VALUE_CHARS = 64 * 1024  # a flag string or tokenizer path is a few hundred characters
+MAX_SOURCE_CHARS = 200  # of an Opaque value's source text, for the report
+
+
+def _source(node: ast.AST) -> str:
+    """The source text of ``node`` for a report, cut short; a node too deep to print is said to be."""
+    try:
+        text = ast.unparse(node)
+    except RecursionError:
+        return "<an expression nested too deeply>"
+    return text if len(text) <= MAX_SOURCE_CHARS else text[: MAX_SOURCE_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -71,13 +97,15 @@ class _Evaluator:
         self.trees: dict[str, ast.Module] = {}
         self.scopes: dict[str, dict[str, ast.expr | Value]] = {}
         self.busy: set[tuple[str, str]] = set()
+        self.known: dict[tuple[str, str], Value] = {}  # each module-level name worked out once
+        self.depth = 0
 
     def tree(self, module: str) -> ast.Module | None:
         if module not in self.trees:
             text = self.files.get(module)
             try:
                 self.trees[module] = ast.parse(text) if text is not None else ast.Module(body=[], type_ignores=[])
-            except (SyntaxError, ValueError):
+            except (SyntaxError, ValueError, RecursionError, MemoryError):  # not Python, or nested past what CPython builds
                 self.trees[module] = ast.Module(body=[], type_ignores=[])
         return self.trees[module]
 
@@ -99,25 +127,44 @@ class _Evaluator:
         return self.scopes[module]
 
     def name(self, module: str, name: str) -> Value:
+        key = (module, name)
+        if key in self.known:
+            return self.known[key]
         bound = self.scope(module).get(name)
-        if bound is None or (module, name) in self.busy:
+        if bound is None or key in self.busy:
             return Opaque(name)
         if isinstance(bound, tuple):  # from X import NAME
-            return self.name(bound[1], bound[2])
-        if not isinstance(bound, ast.expr):
-            return bound
-        self.busy.add((module, name))
-        try:
-            return self.value(module, bound)
-        finally:
-            self.busy.discard((module, name))
+            got = self.name(bound[1], bound[2])
+        elif not isinstance(bound, ast.expr):
+            got = bound
+        else:
+            self.busy.add(key)
+            try:
+                got = self.value(module, bound)
+            finally:
+                self.busy.discard(key)
+        self.known[key] = got
+        return got
 
-    def value(self, module: str, node: ast.expr) -> Value:  # noqa: PLR0911 - one branch per expression form
+    def value(self, module: str, node: ast.expr) -> Value:
+        """``node``'s value, within ``MAX_DEPTH`` and ``MAX_VALUE_CHARS`` (else ``Opaque``)."""
+        if self.depth >= MAX_DEPTH:
+            return Opaque("<nested too deeply>")
+        self.depth += 1
+        try:
+            got = self._value(module, node)
+        finally:
+            self.depth -= 1
+        if isinstance(got, str) and len(got) > MAX_VALUE_CHARS:
+            return Opaque(f"<a string of {len(got):,} characters>")
+        return got
+
+    def _value(self, module: str, node: ast.expr) -> Value:  # noqa: PLR0911 - one branch per expression form
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             inner = self.value(module, node.operand)
-            return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else Opaque(ast.unparse(node))
+            return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else Opaque(_source(node))
         if isinstance(node, ast.Name):
             return self.name(module, node.id)
         if isinstance(node, ast.Attribute):
@@ -126,20 +173,20 @@ class _Evaluator:
                 return self.name(base.name, node.attr)
             if isinstance(base, str) and node.attr == "format":
                 return _Format(base)
-            return Opaque(ast.unparse(node))
+            return Opaque(_source(node))
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
             left, right = self.value(module, node.left), self.value(module, node.right)
             if isinstance(left, str) and isinstance(right, str):
                 return left + right
-            return Opaque(ast.unparse(node))
+            return Opaque(_source(node))
         if isinstance(node, ast.JoinedStr):
             parts = []
             for part in node.values:
                 v = self.value(module, part.value) if isinstance(part, ast.FormattedValue) else self.value(module, part)
                 if isinstance(part, ast.FormattedValue) and (part.format_spec is not None or part.conversion != -1):
-                    return Opaque(ast.unparse(node))
+                    return Opaque(_source(node))
                 if isinstance(v, (Opaque, _Module, _Format, dict, list)):
-                    return Opaque(ast.unparse(node))
+                    return Opaque(_source(node))
                 parts.append(str(v))
             return "".join(parts)
         if isinstance(node, ast.Dict):
@@ -148,7 +195,7 @@ class _Evaluator:
                 if k is None:  # {**OTHER, ...}
                     other = self.value(module, v)
                     if not isinstance(other, dict):
-                        out[f"**{ast.unparse(v)}"] = Opaque(ast.unparse(v))
+                        out[f"**{_source(v)}"] = Opaque(_source(v))
                         continue
                     out.update(other)
                     continue
@@ -158,21 +205,21 @@ class _Evaluator:
             return out
         if isinstance(node, ast.Call):
             return self.call(module, node)
-        return Opaque(ast.unparse(node))
+        return Opaque(_source(node))
 
     def call(self, module: str, node: ast.Call) -> Value:
         func = node.func
         args = [self.value(module, a) for a in node.args]
         kwargs = {k.arg: self.value(module, k.value) for k in node.keywords if k.arg}
         if len(kwargs) != len(node.keywords):
-            return Opaque(ast.unparse(node))
+            return Opaque(_source(node))
         # os.path.join of strings: the tokenizer paths of several configs.
-        if ast.unparse(func) == "os.path.join" and args and not kwargs and all(isinstance(a, str) for a in args):
+        if _source(func) == "os.path.join" and args and not kwargs and all(isinstance(a, str) for a in args):
             return os.path.join(*args)  # noqa: PTH118 - the same join MaxText's config performs
         target = self.value(module, func)
         if isinstance(target, _Format) and not args and all(isinstance(v, (str, int, float)) and not isinstance(v, bool) for v in kwargs.values()):
-            return _fill(target.template, kwargs) or Opaque(ast.unparse(node))
-        return Opaque(ast.unparse(node))
+            return _fill(target.template, kwargs) or Opaque(_source(node))
+        return Opaque(_source(node))
 
 
 _FIELD = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -209,13 +256,13 @@ def parse_models(files: Mapping[str, str]) -> dict[str, BenchmarkModel]:
             if not (isinstance(name, str) and isinstance(model_type, str)):
                 continue  # built at run time (a loop or a function argument): not a name a script can give
             params = ev.value(module, kw["tuning_params"]) if "tuning_params" in kw else {}
-            tuning = {k: _text(v) for k, v in params.items()} if isinstance(params, dict) else {"tuning_params": Opaque(ast.unparse(kw["tuning_params"]))}
+            tuning = {k: _text(v) for k, v in params.items()} if isinstance(params, dict) else {"tuning_params": Opaque(_source(kw["tuning_params"]))}
             flags = ev.value(module, kw["xla_flags"]) if "xla_flags" in kw else ""
             model = BenchmarkModel(
                 name=name,
                 model_type=model_type,
                 tuning=tuning,
-                xla_flags=flags if isinstance(flags, str) else Opaque(ast.unparse(kw["xla_flags"])),
+                xla_flags=flags if isinstance(flags, str) else Opaque(_source(kw["xla_flags"])),
                 source=module.replace(".", "/") + ".py",
             )
             # The first definition wins, as in the runner's `a.get(n) or b.get(n)` over its dicts.
@@ -233,15 +280,32 @@ def read_checkout(repo: Path) -> dict[str, str]:
             "pass the MaxText directory the script runs from, e.g. --maxtext-repo ~/maxtext",
         )
     files: dict[str, str] = {}
-    for path in sorted(root.rglob("*.py"))[:MAX_FILES]:
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            continue
+    total = 0
+    for path in _python_files(root)[:MAX_FILES]:
         rel = path.relative_to(repo).with_suffix("")
         try:
-            files[".".join(rel.parts)] = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError):
+            raw = read_bounded(path, _CONFIG._replace(limit=min(MAX_FILE_BYTES, MAX_TOTAL_BYTES - total)))
+            files[".".join(rel.parts)] = raw.decode("utf-8")
+        except (OSError, UnicodeDecodeError, NotReadable):
             continue
+        total += len(raw)
     return files
+
+
+_CONFIG = InputKind("MaxText benchmark config", MAX_FILE_BYTES)
+
+
+def _python_files(root: Path) -> list[Path]:
+    """``*.py`` under ``root`` in name order, looking at no more than ``MAX_ENTRIES`` entries, following no symlink."""
+    found: list[Path] = []
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        seen += len(dirnames) + len(filenames)
+        if seen > MAX_ENTRIES:
+            break
+        dirnames.sort()
+        found += (Path(dirpath) / f for f in sorted(filenames) if f.endswith(".py") and not os.path.islink(os.path.join(dirpath, f)))
+    return sorted(found)
 
 
 def lookup(models: Mapping[str, BenchmarkModel], name: str) -> BenchmarkModel | None:

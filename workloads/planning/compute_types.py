@@ -24,7 +24,7 @@ from toolkit.errors import CatalogError, FieldError
 
 # gcluster's shorthand keys that name a VM of N chips rather than a slice (its AcceleratorShorthandMap).
 _VM_SHORTHANDS = {"v6e-1": 1, "v6e-4": 4, "v6e-8": 8, "v5p-1": 1, "v5p-2": 2, "v5p-4": 4, "v5litepod-1": 1, "v5litepod-4": 4, "v5litepod-8": 8, "v4-8": 4}
-_MACHINE = re.compile(r"^(?P<family>[a-z0-9]+)-(?:standard|hightpu)-(?P<chips>\d+)t$")
+_MACHINE = re.compile(r"^(?P<family>[a-z0-9]+)-(?:standard|hightpu)-(?P<chips>\d+)t$", re.ASCII)
 
 
 def _machine_types() -> dict[str, tuple[str, int]]:
@@ -32,7 +32,7 @@ def _machine_types() -> dict[str, tuple[str, int]]:
     out: dict[str, tuple[str, int]] = {}
     for gen in catalog.GENERATIONS.values():
         for machine in (gen.multi_host_machine, *(m for _, m in gen.single_host_machines)):
-            m = _MACHINE.match(machine)
+            m = _MACHINE.fullmatch(machine)
             if m:
                 out[machine] = (gen.name, int(m.group("chips")))
     return out

@@ -20,8 +20,11 @@ MAXTEXT_IMAGE = f"{MAXTEXT_IMAGE_NAME}:{MAXTEXT_VERSION}"
 RAY_IMAGE_NAME = "ray-maxtext"
 RAY_IMAGE = f"{RAY_IMAGE_NAME}:{RAY_VERSION}-maxtext-{MAXTEXT_VERSION}"
 
-# The trainer module of that MaxText version: what a MaxText run's command starts.
+# The trainer modules of that MaxText version: what a MaxText run's command starts.
 MAXTEXT_TRAIN_MODULE = "maxtext.trainers.pre_train.train"
+# Its supervised fine-tuning: the pre-training loop with use_sft=True, which the module adds itself
+# (train_sft.py, the other SFT entry point, needs Tunix, which maxtext[tpu]==0.2.5 does not install).
+MAXTEXT_SFT_MODULE = "maxtext.trainers.post_train.sft.train_sft_native"
 
 
 def runs_pinned_maxtext(image: str) -> bool:

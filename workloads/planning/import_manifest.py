@@ -28,7 +28,7 @@ from toolkit import names
 from toolkit.errors import FieldError
 from toolkit.yamlfile import YamlFileError, load_yaml
 
-_KIND = re.compile(r"^kind:\s*JobSet\s*$", re.M)
+_KIND = re.compile(r"^kind:\s*JobSet\s*$", re.M | re.ASCII)
 ACCELERATOR = names.GKE_TPU_ACCELERATOR_LABEL
 TOPOLOGY = names.GKE_TPU_TOPOLOGY_LABEL
 TOPOLOGY_ANNOTATION = names.GKE_TPU_SLICE_TOPOLOGY_ANNOTATION

@@ -54,14 +54,16 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from infra import catalog
+from toolkit import credentials
 from toolkit.errors import CatalogError, FieldError
+from toolkit.inputfile import NotReadable, read_head
 from toolkit.yamlfile import load_yaml
 from workloads.planning import benchmark_configs, compute_types, shellwords, step_figures
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.errors import suggest
 from workloads.planning.image_reference import image_problem
 from workloads.planning.images import MAXTEXT_IMAGE, runs_pinned_maxtext
-from workloads.planning.maxtext_keys import FILL, MODEL_KEYS, maxtext_keys, mesh_key
+from workloads.planning.maxtext_keys import FILL, MODEL_KEYS, maxtext_keys, mesh_key, secret_env_name, secret_keys
 from workloads.planning.maxtext_numbers import PLAIN_INT
 from workloads.planning.mounts import PATH_KEYS, local_path
 from workloads.planning.recipe_model import Recipe
@@ -70,7 +72,7 @@ from workloads.planning.recipes import RECIPES_DIR, check_image
 MODELS_FILE = RECIPES_DIR / "_maxtext_models.yaml"
 TRAIN_MODULES = ("MaxText.train", "maxtext.train", "maxtext.trainers.pre_train.train", "MaxText.trainers.pre_train.train")
 DEFAULT_CONFIG = "src/maxtext/configs/base.yml"
-_IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[^\s$]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$")
+_IMAGE_REF = re.compile(r"^[a-z0-9.-]+(:[0-9]+)?/[^\s$]+(:[A-Za-z0-9_][A-Za-z0-9_.-]*|@sha256:[0-9a-f]{64})$", re.ASCII)
 
 
 class Imported(BaseModel):
@@ -247,7 +249,7 @@ def _launch(words: list[str]) -> Launch | None:
 def _runner_at(words: list[str]) -> int | None:
     """Index after MaxText's benchmark runner (``python3 -m benchmarks.benchmark_runner [xpk]`` or
     ``python3 benchmarks/benchmark_runner.py``), whose model flags live in the MaxText checkout."""
-    if not words or not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0]):
+    if not words or not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0], re.ASCII):
         return None
     rest = 1
     while rest < len(words) and words[rest] in _PYTHON_OPTIONS:
@@ -317,7 +319,7 @@ def find_launch(text: str) -> tuple[Launch, list[str]]:
 
 def _what_instead(text: str, cleanup: str | None, maxtext_here: bool, programs: list[str]) -> str:
     """What a script with no launch is: its one-line refusal (the order matters: the most telling first)."""
-    kind = re.search(r"^kind:\s*(\S+)", text, re.M) if re.search(r"^apiVersion:", text, re.M) else None
+    kind = re.search(r"^kind:\s*(\S+)", text, re.M | re.ASCII) if re.search(r"^apiVersion:", text, re.M | re.ASCII) else None
     if kind:
         return f"this is a Kubernetes {kind.group(1)[:40]} manifest; the import reads JobSet manifests (tpu-recipes' k8s_manifest.yaml)"
     if text.lstrip().startswith(("{", "[")):
@@ -329,7 +331,7 @@ def _what_instead(text: str, cleanup: str | None, maxtext_here: bool, programs: 
         return f"this is {what}, not MaxText pre-training: the toolkit imports MaxText pre-training recipes only"
     if maxtext_here:
         return "this is a script that runs MaxText on this machine (no xpk, gcluster or benchmark_runner launch), so it names no TPU type"
-    if re.search(r"gcloud\s+(alpha\s+)?compute\s+tpus\s+tpu-vm\s+ssh", text):
+    if re.search(r"gcloud\s+(alpha\s+)?compute\s+tpus\s+tpu-vm\s+ssh", text, re.ASCII):
         return "this is a TPU VM script (`gcloud compute tpus tpu-vm ssh`): it runs on TPU VMs directly, not on GKE"
     if not programs:
         return "this is a settings file: it sets variables and launches nothing"
@@ -340,10 +342,10 @@ def _what_instead(text: str, cleanup: str | None, maxtext_here: bool, programs: 
 _OTHER_FRAMEWORKS = (
     (re.compile(r"maxdiffusion", re.I), "a MaxDiffusion (image/video diffusion) script"),
     (re.compile(r"diffusers|stable-diffusion", re.I), "a diffusion script (Hugging Face diffusers)"),
-    (re.compile(r"post_train|train_rl\b|train_sft\b", re.I), "MaxText post-training (reinforcement learning or fine-tuning from a checkpoint)"),
+    (re.compile(r"post_train|train_rl\b|train_sft\b", re.I | re.ASCII), "MaxText post-training (reinforcement learning or fine-tuning from a checkpoint)"),
     (re.compile(r"accelerator-microbenchmarks|microbenchmark|run_benchmark\.py", re.I), "a microbenchmark"),
-    (re.compile(r"torchrun|torch_xla|pytorch|run_clm\.py|\btorch\b|transformers/examples", re.I), "a PyTorch script"),
-    (re.compile(r"\bvllm\b|jetstream|inference", re.I), "an inference script"),
+    (re.compile(r"torchrun|torch_xla|pytorch|run_clm\.py|\btorch\b|transformers/examples", re.I | re.ASCII), "a PyTorch script"),
+    (re.compile(r"\bvllm\b|jetstream|inference", re.I | re.ASCII), "an inference script"),
 )
 
 
@@ -392,7 +394,7 @@ def parse_command(command: str, env: dict[str, str] | None = None) -> _Command:
                 f"--command runs {what}, not MaxText pre-training: the toolkit imports MaxText pre-training recipes only",
                 "import a MaxText pre-training recipe",
             )
-        script = next((ln.split("`", 2)[1] for ln in unmapped if re.match(r"--command runs `(ba)?sh \S+\.sh", ln)), None)
+        script = next((ln.split("`", 2)[1] for ln in unmapped if re.match(r"--command runs `(ba)?sh \S+\.sh", ln, re.ASCII)), None)
         if script:
             # tpu-recipes' archived PyTorch layouts: the training lives in a script baked into the image.
             raise _bad(f"--command runs `{script}`, a script inside the image that the import cannot read", "import a script whose --command runs MaxText")
@@ -436,7 +438,7 @@ def _read_command(text: str, env: dict[str, str], exports: dict[str, str], runs:
 
 def _train_args(words: list[str]) -> list[str] | None:
     """The arguments after the MaxText train module (or train.py), None if this is not one."""
-    if not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0]):
+    if not re.fullmatch(r"(.*/)?python3?(\.\d+)?", words[0], re.ASCII):
         return None
     rest = words[1:]
     while rest and rest[0] in _PYTHON_OPTIONS:  # python3 -u -m ...: buffering, not the program
@@ -461,7 +463,7 @@ def _whole(text: str, low: int) -> int | None:
     The ceiling is the int32 MaxText counts steps and sizes in; the length test comes first
     because int() refuses texts of 4,300 digits and more with a traceback.
     """
-    if not PLAIN_INT.match(text) or len(text) > len(str(INT32_MAX)):
+    if not PLAIN_INT.fullmatch(text) or len(text) > len(str(INT32_MAX)):
         return None
     n = int(text)
     return n if (n == FILL and low == FILL) or max(low, 1 if low == FILL else low) <= n <= INT32_MAX else None
@@ -496,7 +498,7 @@ def _key_values(args: list[str]) -> tuple[str | None, dict[str, str]]:
 
 def _value(text: str) -> int | str:
     """Integers become YAML integers (the same text back); everything else stays the exact text."""
-    return int(text) if PLAIN_INT.match(text) and len(text) < 12 else text
+    return int(text) if PLAIN_INT.fullmatch(text) and len(text) < 12 else text
 
 
 def _model(kv: dict[str, str]) -> tuple[str, dict[str, Any]]:
@@ -849,6 +851,9 @@ def import_recipe(
     pinned = runs_pinned_maxtext(image.get("ref") or image.get("registry", ""))
     kept: list[str] = []
     for key, value in kv.items():
+        if key in secret_keys():  # never the value, not even in a note: the notes are printed and kept in the recipe
+            unmapped.append(f"MaxText {key}: a credential; not carried — run with --secret-env {secret_env_name(key)}=SECRET/KEY (a Kubernetes Secret)")
+            continue
         if key in _DECIDED_KEYS:
             why = _DECIDED_KEYS[key]
             if why and not (key == "base_output_directory" and (storage or local_path(value))):
@@ -887,6 +892,11 @@ def import_recipe(
     libtpu = env_in.pop("LIBTPU_INIT_ARGS", None)
     env = {}
     for key, value in env_in.items():
+        if credentials.is_secret_name(key):
+            unmapped.append(
+                f"export {key}: a credential; not carried — run with --secret-env {key}=SECRET/KEY, or add secret_env: {{{key}: SECRET/KEY}} to the recipe"
+            )
+            continue
         if "$" in value or value == "":
             unmapped.append(f"export {key}={value[:60]!r}: empty or an unresolved shell expansion; not carried")
         else:
@@ -971,7 +981,11 @@ def readmes_near(script: Path) -> list[step_figures.Readme]:
         readme = here / "README.md"
         if readme.is_file():
             shown = str(readme.relative_to(root)) if root is not None and readme.is_relative_to(root) else str(readme)
-            out.append(step_figures.Readme(shown, readme.read_text(errors="replace")[: step_figures.MAX_README_CHARS], here in own))
+            try:  # its head only, never blocking: a README is text someone else wrote, of any size
+                head = read_head(readme, 4 * step_figures.MAX_README_CHARS).decode("utf-8", errors="replace")
+            except (OSError, NotReadable):
+                head = ""
+            out.append(step_figures.Readme(shown, head[: step_figures.MAX_README_CHARS], here in own))
         if here.name == "training" or here.parent == here:
             break
         here = here.parent
@@ -986,7 +1000,7 @@ def source_path(script: Path) -> str:
 
 
 def _image(ref: str | None, unmapped: list[str]) -> dict[str, str]:
-    if ref and _IMAGE_REF.match(ref) and image_problem(ref) is None:
+    if ref and _IMAGE_REF.fullmatch(ref) and image_problem(ref) is None:
         return {"ref": ref}
     given = f"--docker-image={ref[:60]}: not a tagged image reference" if ref else "no --docker-image (--image)"
     unmapped.append(f"{given}; the recipe uses the toolkit's {MAXTEXT_IMAGE} (submit --image overrides)")

@@ -39,9 +39,9 @@ def number_problem(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     text = value.strip()
-    if _NON_FINITE.match(text):
+    if _NON_FINITE.fullmatch(text):
         return "is not a finite number (MaxText takes finite numbers only)"
-    if _INTEGER.match(text):
+    if _INTEGER.fullmatch(text):
         return None if len(text.lstrip("+-")) <= 19 and abs(int(text)) <= INT64_MAX else "is beyond any integer MaxText can hold (int64)"
     try:
         number = float(text) if len(text) <= 64 else 0.0

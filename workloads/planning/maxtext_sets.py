@@ -30,14 +30,14 @@ from workloads.planning import program_text
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.images import MAXTEXT_VERSION, runs_pinned_maxtext
-from workloads.planning.maxtext_keys import FILL, MODEL_KEYS, PLANNER_KEYS, maxtext_keys, mesh_key, numeric_keys
+from workloads.planning.maxtext_keys import ESTIMATE_KEYS, FILL, MODEL_KEYS, PLANNER_KEYS, STRUCTURE_KEYS, maxtext_keys, mesh_key, numeric_keys
 from workloads.planning.maxtext_numbers import PLAIN_INT, number_problem
 from workloads.planning.recipe_model import MaxTextSpec, Recipe
 
 _SET_KEY = re.compile(r"^[a-z_][a-z0-9_]*$")
 # The --set keys the planner reads as positive integers (the others go to MaxText as written).
-POSITIVE_INT_KEYS = MODEL_KEYS | {"max_target_length"}
-_GCS_PATH = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/\S*)?$")
+POSITIVE_INT_KEYS = MODEL_KEYS | ESTIMATE_KEYS | {"max_target_length"}
+_GCS_PATH = re.compile(r"^gs://[a-z0-9][-_.a-z0-9]{1,220}[a-z0-9](/\S*)?$", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -72,8 +72,11 @@ def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
         key = key.strip()
         if not eq or not key:
             raise PlanError("--set", f"{item!r} is not key=value", "write it like --set per_device_batch_size=2")
-        if not _SET_KEY.match(key):
+        if not _SET_KEY.fullmatch(key):
             raise PlanError("--set", f"{key!r} is not a MaxText key (lowercase letters, digits and _)", "write it like --set remat_policy=full")
+        secret = program_text.secret_key_problem(key)
+        if secret:
+            raise PlanError("--set", *secret)  # never the value: the message is printed
         if key in out:
             raise PlanError("--set", f"{key} is given twice ({out[key]!r} and {value!r})", "give each key once")
         bad = program_text.problem(value)
@@ -86,7 +89,7 @@ def parse_sets(sets: tuple[str, ...] | list[str]) -> dict[str, str]:
 def read_int(key: str, value: str, where: str) -> int:
     """``value`` as an integer MaxText reads; ``where`` is the flag or recipe field it came from."""
     # Plain ASCII digits only: int() also takes ' 4', '4_0' and '٤', which reach MaxText as written.
-    if not PLAIN_INT.match(value):
+    if not PLAIN_INT.fullmatch(value):
         raise PlanError(where, f"{key}={value!r} is not a plain integer", f"write it like {key}=4 (digits only)")
     if len(value.lstrip("-")) > len(str(INT32_MAX)):  # and int() refuses strings of 4300+ digits
         raise PlanError(where, f"{key}={value[:12]}... has {len(value)} digits, beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
@@ -117,7 +120,7 @@ def read_sets(recipe: Recipe, mt: MaxTextSpec, sets: dict[str, str], image: str)
         if key in PLANNER_KEYS:
             fix = {"run_name": "use --name", "steps": "use --steps", "num_slices": "use --slices"}.get(key, "the planner sets it from the target pool")
             raise PlanError("--set", f"{key} is set by the planner", fix)
-        if key in MODEL_KEYS and mt.model_name != "default" and sets.get("override_model_config", "").lower() != "true":
+        if (key in MODEL_KEYS or key in STRUCTURE_KEYS) and mt.model_name != "default" and sets.get("override_model_config", "").lower() != "true":
             raise PlanError(
                 "--set",
                 f"{key} changes preset model {mt.model_name}, which MaxText refuses without override_model_config=true",
@@ -143,6 +146,16 @@ def _in_domain(key: str, value: str) -> float | None:
         if n > INT32_MAX:
             raise PlanError("--set", f"{key}={value} is beyond any size MaxText can use", f"use a {key} of at most {INT32_MAX}")
         return n
+    if key in STRUCTURE_KEYS:
+        least = STRUCTURE_KEYS[key][1]
+        n = read_int(key, value, "--set")
+        if n < least or n > INT32_MAX:
+            raise PlanError(
+                "--set",
+                f"{key}={value} must be an integer from {least} to {INT32_MAX} (the estimates size the model by it)",
+                f"use a {key} of at least {least}",
+            )
+        return n
     if key == "per_device_batch_size":
         try:
             pdb = float(value)
@@ -157,7 +170,7 @@ def _in_domain(key: str, value: str) -> float | None:
         if value.lower() not in ("true", "false"):
             raise PlanError("--set", f"override_model_config={value!r} is neither true nor false", "write override_model_config=true")
     elif key == "base_output_directory":
-        if not _GCS_PATH.match(value):
+        if not _GCS_PATH.fullmatch(value):
             raise PlanError("--set", f"base_output_directory={value!r} is not a gs:// path", "use gs://BUCKET/PATH")
     elif mesh_key(key) is not None:
         degree = read_int(key, value, "--set")

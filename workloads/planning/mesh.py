@@ -9,13 +9,15 @@ level may be ``-1`` (``FILL``): the devices the others leave. The recipe gives a
 A mesh that multiplies out can still be wrong for the model, and each way is refused here
 with the flag or recipe field to blame, before any TPU is held:
 
-* an axis that does not divide the dimension it splits (tensor: query heads and MLP;
-  fsdp x fsdp_transpose: the embedding; pipeline: layers; expert: experts; sequence x
-  context: the sequence length) — MaxText would stop at its first sharded weight;
-* an FSDP degree above what a model family's weights split into (``FSDP_LIMITS``):
-  deepseek3-671b has a MoE weight dimension of 512, and MaxText fails on a larger
-  ``fsdp x fsdp_transpose`` ("global size of its dimension 0 should be divisible by 1024,
-  but it is equal to 512") after the slices are held; the fix puts the rest on the data axis.
+* an axis product that does not divide a weight dimension it splits (``weight_dims``: the
+  model's own dimensions and MaxText's sharding rules: heads, key/value heads and vocabulary
+  over tensor; the embedding over fsdp, fsdp_transpose, context and expert; the MLP over
+  fsdp_transpose and tensor; experts over expert; multi-head latent attention's ranks over the
+  FSDP axes, so deepseek3-671b, whose key/value rank is 512, cannot take fsdp 1024: "global
+  size of its dimension 0 should be divisible by 1024, but it is equal to 512"), after the
+  slices are held; the fix puts the rest on the data axis;
+* pipeline degrees that do not divide the layers, sequence x context that does not divide
+  the sequence length.
 
 A recipe tuned for one slice shape and run on another still runs (the mesh is re-derived):
 ``shape_warning`` names both shapes and the mesh the run gets.
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 from infra.catalog import SliceShape
 from workloads.planning.errors import PlanError
-from workloads.planning.maxtext_keys import FILL, MESH_AXES, MODEL_KEYS, mesh_key
+from workloads.planning.maxtext_keys import FILL, MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS, mesh_key
 from workloads.planning.maxtext_sets import MaxTextSets
 from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
 
@@ -58,7 +60,7 @@ def resolve_mesh(recipe: Recipe, mt: MaxTextSpec, sets: MaxTextSets, shape: Slic
     for level in ("ici", "dcn"):
         for axis in rules[level]:
             sources[f"{level}_{axis}_parallelism"] = f"{recipe_where} parallelism.{level}.{axis}"
-    for key in sets.text.keys() & (MODEL_KEYS | {"max_target_length"}):
+    for key in sets.text.keys() & (MODEL_KEYS | STRUCTURE_KEYS.keys() | {"max_target_length"}):
         sources[key] = "--set"  # a model dimension the sharding checks may blame
     for key in sets.text:
         mk = mesh_key(key)
@@ -140,74 +142,105 @@ class _AxisBlame:
         return f"recipe {self.recipe}"
 
 
+# The mesh axes MaxText 0.2.5 splits each weight dimension over: its layers' kernel axes
+# (``("embed_attn", "q_heads", "kv")`` for the query, ``("embed", "mlp")`` for an MLP input,
+# ``("exp", "embed_moe", "mlp_moe")`` for the experts, ...) through base.yml's
+# logical_axis_rules, which flax applies in order, each rule only while its mesh axes are
+# free (so an MLP's embedding loses fsdp_transpose to its ``mlp`` dimension, ruled first).
+# JAX refuses a sharding whose axes' product does not divide the dimension ("global size of
+# its dimension 0 should be divisible by ..."), after the slices are held.
+_TENSOR = ("tensor", "tensor_sequence", "autoregressive")
+_EMBED = ("fsdp", "fsdp_transpose", "context", "context_usp_ulysses", "expert")  # attention, embeddings, MLA ranks
+_EMBED_BESIDE_MLP = ("fsdp", "context", "context_usp_ulysses", "expert")
+_EMBED_BESIDE_EXPERTS = ("fsdp", "context", "context_usp_ulysses")
+_MLP = ("fsdp_transpose", *_TENSOR)
+
+
+@dataclass(frozen=True)
+class WeightDim:
+    """A dimension of the model's weights and the mesh axes that split it."""
+
+    what: str
+    key: str  # the MaxText key that sets it (a --set on it is blamed by name)
+    size: int
+    axes: tuple[str, ...]
+
+
+def weight_dims(m: ModelDims) -> list[WeightDim]:
+    """Every weight dimension MaxText shards, for this model's structure (``ModelDims``)."""
+    moe, dense = m.layer_counts()
+    out = [
+        WeightDim("the embedding dimension of the attention and embedding weights", "base_emb_dim", m.base_emb_dim, _EMBED),
+        WeightDim("the query heads", "base_num_query_heads", m.base_num_query_heads, _TENSOR),
+        WeightDim("the vocabulary", "vocab_size", m.vocab_size, _TENSOR),
+    ]
+    if not m.mla:  # latent attention's keys and values have the query's heads
+        out.append(WeightDim("the key/value heads", "base_num_kv_heads", m.base_num_kv_heads, _TENSOR))
+    if m.global_kv_heads and m.sliding_window:
+        out.append(WeightDim("the global layers' key/value heads", "global_num_kv_heads", m.global_kv_heads, _TENSOR))
+    if m.mla:
+        out.append(WeightDim("the latent key/value rank of multi-head latent attention", "kv_lora_rank", m.kv_lora_rank, _EMBED))
+        if m.q_lora_rank:
+            out.append(WeightDim("the latent query rank of multi-head latent attention", "q_lora_rank", m.q_lora_rank, _EMBED))
+    if dense:
+        out.append(WeightDim("the embedding dimension of the MLP weights", "base_emb_dim", m.base_emb_dim, _EMBED_BESIDE_MLP))
+        out.append(WeightDim("the MLP dimension", "base_mlp_dim", (m.dense_mlp_dim or m.base_mlp_dim) if moe else m.base_mlp_dim, _MLP))
+    if moe:
+        out.append(WeightDim("the experts", "num_experts", m.num_experts, ("expert",)))
+        out.append(WeightDim("the experts' MLP dimension", "base_moe_mlp_dim", m.base_mlp_dim, _MLP))
+        out.append(WeightDim("the embedding dimension of the expert weights", "base_emb_dim", m.base_emb_dim, _EMBED_BESIDE_EXPERTS))
+    return out
+
+
 def check_sharding(recipe: Recipe, model: ModelDims, seq: int, mesh: Mesh) -> None:
     """Every axis divides the model dimension it splits; the PlanError blames the --set or recipe field that made it."""
     where = _AxisBlame(recipe.name, mesh)
     totals = mesh.totals
-
-    def split(total: int, dim_key: str, dim: int, what: str, keys: str, *axes: str) -> None:
-        set_dim = dim_key if where.dim_set(dim_key, *axes) else None
-        _check_divides(total, dim, what, keys, where(*axes, dim=dim_key), set_dim=set_dim)
-
-    tensor = totals["tensor"]
-    split(tensor, "base_num_query_heads", model.base_num_query_heads, "the query heads", "tensor parallelism (ici x dcn)", "tensor")
-    split(tensor, "base_mlp_dim", model.base_mlp_dim, "the MLP dimension", "tensor parallelism (ici x dcn)", "tensor")
-    fsdp = totals["fsdp"] * totals["fsdp_transpose"]
-    split(fsdp, "base_emb_dim", model.base_emb_dim, "the embedding dimension", "fsdp x fsdp_transpose (ici x dcn)", "fsdp", "fsdp_transpose")
-    split(totals["pipeline"], "base_num_decoder_layers", model.base_num_decoder_layers, "the decoder layers", "pipeline parallelism", "pipeline")
-    split(totals["expert"], "num_experts", model.num_experts, "the experts", "expert parallelism", "expert")
-    seq_split = totals["sequence"] * totals["context"]
-    split(seq_split, "max_target_length", seq, "the sequence length", "sequence x context parallelism", "sequence", "context")
-
-
-def _check_divides(total: int, dim: int, what: str, keys: str, where: str, set_dim: str | None = None) -> None:
-    """``set_dim``: the dimension's key when a --set changed it (and not the mesh): the message names it."""
-    if total > 1 and dim % total:
-        if set_dim:
-            lower = dim - dim % total
-            near = f"{lower} or {lower + total}" if lower else str(total)
-            raise PlanError(
-                where,
-                f"{set_dim}={dim} cannot be split by {keys} = {total} ({what})",
-                f"use a {set_dim} that is a multiple of {total} (e.g. {near}), or a mesh that divides {dim}",
-            )
-        raise PlanError(where, f"{keys} = {total} cannot split {what} ({dim})", f"use a degree that divides {dim}")
-
-
-# ------------------------------------------------------------------ model families
-
-
-@dataclass(frozen=True)
-class FsdpLimit:
-    """``fsdp x fsdp_transpose`` (ICI x DCN) must divide ``dimension``; ``source`` says why."""
-
-    dimension: int
-    source: str
-
-
-_DEEPSEEK3 = "a 512-wide MoE weight dimension"
-FSDP_LIMITS: dict[str, FsdpLimit] = {
-    "deepseek3-671b": FsdpLimit(512, _DEEPSEEK3),
-    "deepseek3-671b-2dfsdp": FsdpLimit(512, _DEEPSEEK3),
-}
-
-
-def check_fsdp_limit(model_name: str, totals: dict[str, int], where: str) -> None:
-    """Refuse a mesh whose FSDP degree the model's weights cannot be split by."""
-    limit = FSDP_LIMITS.get(model_name)
-    if limit is None:
-        return
-    fsdp = totals.get("fsdp", 1) * totals.get("fsdp_transpose", 1)
-    if limit.dimension % fsdp == 0:
-        return
-    over = fsdp // math.gcd(fsdp, limit.dimension)
-    raise PlanError(
-        where,
-        f"{model_name} shards FSDP {fsdp} ways (fsdp x fsdp_transpose), but its weights split at most"
-        f" {limit.dimension} ways ({limit.source}); MaxText would fail after the slices are held",
-        f"put the rest on the data axis: --set ici_data_parallelism={over} (measured on tpu7x: ~45% less per-chip"
-        f" throughput), or run more slices of a shape of at most {limit.dimension} devices over DCN",
+    name = recipe.maxtext.model_name if recipe.maxtext is not None else recipe.name
+    for w in weight_dims(model):
+        split = math.prod(totals[a] for a in w.axes)
+        if split > 1 and w.size % split:
+            used = [a for a in w.axes if totals[a] > 1]
+            set_dim = w.key if where.dim_set(w.key, *used) else None
+            keys = " x ".join(used) + " (ici x dcn)"
+            _check_divides(split, w.size, w.what, keys, where(*used, dim=w.key), set_dim=set_dim, model=name, fsdp="fsdp" in used)
+    set_layers = "base_num_decoder_layers" if where.dim_set("base_num_decoder_layers", "pipeline") else None
+    _check_divides(
+        totals["pipeline"],
+        model.base_num_decoder_layers,
+        "the decoder layers",
+        "pipeline parallelism",
+        where("pipeline", dim="base_num_decoder_layers"),
+        set_dim=set_layers,
     )
+    set_seq = "max_target_length" if where.dim_set("max_target_length", "sequence", "context") else None
+    seq_split = totals["sequence"] * totals["context"]
+    _check_divides(
+        seq_split, seq, "the sequence length", "sequence x context parallelism", where("sequence", "context", dim="max_target_length"), set_dim=set_seq
+    )
+
+
+def _check_divides(total: int, dim: int, what: str, keys: str, where: str, set_dim: str | None = None, model: str = "", fsdp: bool = False) -> None:
+    """``set_dim``: the dimension's key when a --set changed it (and not the mesh): the message names it."""
+    if total <= 1 or dim % total == 0:
+        return
+    if set_dim:
+        lower = dim - dim % total
+        near = f"{lower} or {lower + total}" if lower else str(total)
+        raise PlanError(
+            where,
+            f"{set_dim}={dim} cannot be split by {keys} = {total} ({what})",
+            f"use a {set_dim} that is a multiple of {total} (e.g. {near}), or a mesh that divides {dim}",
+        )
+    whose = f" of {model}" if model and model != "default" else ""
+    most = max(d for d in range(1, total + 1) if dim % d == 0 and total % d == 0)
+    fix = f"use a degree that divides {dim}"
+    if fsdp and most > 1:
+        fix = (
+            f"split it at most {most} ways and put the rest on the data axis: --set ici_data_parallelism={total // most}"
+            " (measured on tpu7x: ~45% less per-chip throughput), or run more slices of a smaller shape over DCN"
+        )
+    raise PlanError(where, f"{keys} = {total} cannot split {what}{whose} ({dim}); MaxText would fail on the weights' sharding after the slices are held", fix)
 
 
 def shape_warning(recipe_name: str, tuned_shapes: list[str], run_shape: str, ici: dict[str, int]) -> str | None:

@@ -23,6 +23,7 @@ from typing import Any
 
 from infra.catalog import GIB, SliceShape
 from infra.spec import RECREATE, DatasetSpec
+from workloads.planning.checkpoint_shapes import LoadParameters
 
 # The policy defaults are plain data of their own (workloads.planning.defaults: the CLI's help quotes them).
 from workloads.planning.defaults import (  # noqa: F401  re-exported: part of the run model
@@ -33,12 +34,10 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     DEFAULT_TTL_SECONDS,
     PROGRAM_ERROR_EXIT_CODES,
 )
+from workloads.planning.dynamic_slices import DynamicSlice
 from workloads.planning.hang import HangWatch
-
-# Model-FLOPs utilisation the step-time estimate assumes: below what tuned MaxText runs
-# report, on purpose. A slower real step makes checkpoints *more* frequent in time than
-# asked (the period is in steps), never less.
-ASSUMED_MFU = 0.35
+from workloads.planning.parallel_containers import layout as parallel_layout
+from workloads.planning.pathways import ElasticSlices
 
 # The ways a plan can run (each a renderer in workloads.render, registered in
 # kustomize.RUNTIMES): a JobSet (slices restart together), a plain Indexed Job with a
@@ -46,37 +45,73 @@ ASSUMED_MFU = 0.35
 RUNTIME_JOBSET = "jobset"
 RUNTIME_JOB = "job"
 RUNTIME_RAY = "ray"
-RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY)
+# MaxText on Pathways: a JobSet of a head (the IFRT proxy, the resource manager and the program) and
+# TPU workers per slice (workloads.planning.pathways, workloads.render.pathways).
+RUNTIME_PATHWAYS = "pathways"
+RUNTIMES = (RUNTIME_JOBSET, RUNTIME_JOB, RUNTIME_RAY, RUNTIME_PATHWAYS)
 
 
 @dataclass(frozen=True)
 class HbmEstimate:
-    """Lower-bound memory per device (the model and its calibration: ``workloads.planning.sizing``)."""
+    """Per-device bytes by part (``workloads.planning.hbm`` estimates them), the device's HBM, and the estimate's measured error for this kind of run."""
 
-    state_bytes: int
-    activation_bytes: int
-    logits_bytes: int
+    parts_bytes: tuple[tuple[str, int], ...]
     available_bytes: int
+    kind: str
+    error: tuple[float, float]  # compiled / estimated, least and most
+    measured: bool  # False: no compiled configuration of this kind (error is then the target band)
+
+    def parts(self) -> dict[str, int]:
+        return dict(self.parts_bytes)
 
     @property
     def total_bytes(self) -> int:
-        return self.state_bytes + self.activation_bytes + self.logits_bytes
+        return sum(b for _, b in self.parts_bytes)
+
+    @property
+    def low_bytes(self) -> int:
+        return int(self.total_bytes * self.error[0])
+
+    @property
+    def high_bytes(self) -> int:
+        return int(self.total_bytes * self.error[1])
 
     @property
     def fits(self) -> bool:
         return self.total_bytes <= self.available_bytes
 
-    def as_dict(self) -> dict[str, float]:
+    # The three figures earlier plans reported, for the JSON summary's readers.
+    @property
+    def state_bytes(self) -> int:
+        p = self.parts()
+        return p.get("state", 0) + p.get("gradients", 0)
+
+    @property
+    def activation_bytes(self) -> int:
+        p = self.parts()
+        return p.get("saved", 0) + p.get("working", 0)
+
+    @property
+    def logits_bytes(self) -> int:
+        return self.parts().get("logits", 0)
+
+    def as_dict(self) -> dict[str, float | str | bool | list[float]]:
         def gib(b: int) -> float:
             return round(b / GIB, 2)
 
         return {
             "estimate_gib": gib(self.total_bytes),
-            "state_gib": gib(self.state_bytes),
-            "activations_gib": gib(self.activation_bytes),
-            "logits_gib": gib(self.logits_bytes),
+            **{f"{k}_gib": gib(v) for k, v in self.parts_bytes},
             "available_gib": gib(self.available_bytes),
+            "kind": self.kind,
+            "compiled_over_estimate": list(self.error),
+            "error_measured": self.measured,
         }
+
+    def range_text(self) -> str:
+        lo, hi = self.error
+        how = "compiled configurations of this kind came out" if self.measured else "no compiled configuration of this kind yet; the target is"
+        return f"{self.kind}: {how} {lo:g}-{hi:g}x the estimate, {self.low_bytes / GIB:.1f}-{self.high_bytes / GIB:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -106,7 +141,18 @@ class Target:
     service_account: str
     cpu_pool: str = "cpu"  # the spec's CPU node pool (a Ray head runs there)
     dcn: DcnNetwork | None = None  # multislice over the spec's DCN network (network.dcn); None = the pod network only
-    run_as_user: int | None = None  # the team's non-root UID (TeamSpec.run_as_user); None = the image's user
+    run_as_user: int | None = None  # the team's non-root UID, GID and fsGroup (TeamSpec.pod_user); None = the image's user (run_as_root)
+    dynamic: DynamicSlice | None = None  # --topology on a dynamically sliced pool (workloads.planning.dynamic_slices)
+    containers_per_vm: int = 1  # parallel containers (workloads.planning.parallel_containers): 2 on tpu7x, each with half the chips
+
+    @property
+    def chips_per_container(self) -> int:
+        return self.shape.chips_per_vm // self.containers_per_vm
+
+    @property
+    def processes(self) -> int:
+        """JAX processes of the whole run: one per container (MaxText's jax.process_count())."""
+        return self.nodes * self.containers_per_vm
 
     @property
     def multislice(self) -> bool:
@@ -134,7 +180,7 @@ class MaxTextSizing:
     per_device_batch_size: float
     global_batch_size: int
     params: int
-    hbm: HbmEstimate
+    hbm: HbmEstimate  # workloads.planning.hbm estimates it
 
 
 @dataclass(frozen=True)
@@ -143,7 +189,11 @@ class Profiling:
 
     Traces land in ``<output_dir>tensorboard/`` in the run's bucket; with a Vertex AI
     TensorBoard in the spec (``tensorboard``: its display name) MaxText also creates an
-    experiment named after the run in it and uploads them, as the pods' identity.
+    experiment in it and uploads them, as the pods' identity. The experiment is named after
+    the run *and its output directory* (``experiment``: ``<run>-<8 hex>``), not after the run
+    alone as MaxText would: the TensorBoard is the project's, so two runs under one name in
+    different buckets (teams, or a reused name) would otherwise upload into one experiment.
+    One output directory is one run's (``workloads.runs.identity``), so its experiment is too.
     """
 
     first_step: int
@@ -151,6 +201,7 @@ class Profiling:
     tensorboard: str | None = None
     project: str | None = None
     region: str | None = None
+    experiment: str | None = None
 
     def maxtext_args(self) -> dict[str, str]:
         args = {"profiler": "xplane", "skip_first_n_steps_for_profiler": str(self.first_step), "profiler_steps": str(self.steps)}
@@ -161,36 +212,58 @@ class Profiling:
     def env(self) -> dict[str, str]:
         # MaxText finds (or creates) the instance by display name; without this it would
         # look for "<project>-tb-instance" and make a second TensorBoard.
-        return {"TENSORBOARD_NAME": self.tensorboard} if self.tensorboard else {}
+        if not self.tensorboard:
+            return {}
+        return {"TENSORBOARD_NAME": self.tensorboard, **({"EXPERIMENT_NAME": self.experiment} if self.experiment else {})}
+
+
+@dataclass(frozen=True)
+class SecretRef:
+    """The environment variable ``name`` holds key ``key`` of the Secret ``secret`` in the run's namespace
+    (``workloads.planning.secret_env``); rendered as a ``secretKeyRef``, never as the value."""
+
+    name: str
+    secret: str
+    key: str
+
+    def text(self) -> str:
+        return f"{self.name}={self.secret}/{self.key}"
 
 
 @dataclass(frozen=True)
 class Program:
     """What runs in every worker: the same image, command, args and env.
 
-    ``estimated_step_seconds``: the planner's step time, from the catalog's peak FLOP/s
-    at ``assumed_mfu`` (None for a plain command: nothing to estimate).
+    ``estimated_step_seconds``: the planner's step time (``workloads.planning.step_time``; None
+    for a plain command: nothing to estimate), ``estimated_mfu`` what MaxText would report for
+    it (its model FLOPs over the step at the bf16 peak), and ``step_error`` the measured error
+    of that estimate on published runs of its kind (published / estimated, least and most).
     """
 
     recipe: str
-    kind: str  # "maxtext" or "command"
+    kind: str  # "maxtext", "sft" (MaxText's fine-tuning trainer) or "command"
     image: str
     command: tuple[str, ...]
     args: tuple[str, ...]
     env: tuple[tuple[str, str], ...]
     steps: int
+    secret_env: tuple[SecretRef, ...] = ()  # environment variables from Kubernetes Secrets (secretKeyRef), after env
     output_dir: str | None = None
     sizing: MaxTextSizing | None = None
     estimated_step_seconds: float | None = None
-    assumed_mfu: float | None = None
+    estimated_mfu: float | None = None
+    step_kind: str | None = None  # "dense, bf16", "dense, quantized" or "mixture of experts"
+    step_error: tuple[float, float] | None = None  # None: no published figure measures the generation
     profile: Profiling | None = None  # --profile: MaxText's profiler window (MaxText runs only)
     dataset: DatasetSpec | None = None  # --dataset / the recipe's dataset: (read-only GCS FUSE mount); None: the recipe's data args
+    load_parameters: LoadParameters | None = None  # --load-parameters / the recipe's load_parameters_path: checked before apply
     # What the plan may trip over without being wrong (printed once as `warning:` lines).
     warnings: tuple[str, ...] = ()
 
     @property
     def is_maxtext(self) -> bool:
-        return self.kind == "maxtext"
+        """A MaxText program: pre-training or fine-tuning (the same model, mesh, checkpoints and log)."""
+        return self.kind in ("maxtext", "sft")
 
     @property
     def estimated_run_seconds(self) -> float | None:
@@ -310,6 +383,7 @@ class Policy:
     restart: str = RECREATE  # how JobSet restarts every worker (infra.recovery: recreate | in-place)
     agent_image: str | None = None  # restart in-place: JobSet's in-place restart agent, copied into each pod
     hang: HangWatch | None = None  # the exit guard's hang watch (MaxText runs under the guard; workloads.planning.hang)
+    elastic: ElasticSlices | None = None  # Pathways elastic slices (--elastic-slices; workloads.planning.pathways)
 
 
 @dataclass(frozen=True)
@@ -351,14 +425,23 @@ class RunPlan:
             "program_error_exit_codes": list(self.policy.program_error_exit_codes),
             "checkpoint": self._checkpoint_summary(),
         }
+        if t.containers_per_vm > 1:
+            out["parallel_containers"] = parallel_layout(t)
+        if t.dynamic is not None:
+            out["dynamic_slice"] = {"topology": t.dynamic.topology, "kind": t.dynamic.kind, "domain": t.dynamic.level, "health": t.dynamic.health_label}
         if p.dataset is not None:
             out["dataset"] = {"name": p.dataset.name, "source": f"gs://{p.dataset.bucket}/{p.dataset.object_prefix()}", "format": p.dataset.format.value}
+        if p.load_parameters is not None:
+            out["load_parameters"] = {"path": p.load_parameters.path, "model": p.load_parameters.describe()}
         if self.policy.multi_tier is not None:
             out["multi_tier_checkpointing"] = self.policy.multi_tier.as_dict()
         if p.estimated_step_seconds is not None:
             out["estimated_step_seconds"] = round(p.estimated_step_seconds, 3)
             out["estimated_run_seconds"] = round(p.estimated_run_seconds or 0.0, 1)
-            out["assumed_mfu"] = p.assumed_mfu
+            out["estimated_mfu"] = round(p.estimated_mfu or 0.0, 3)
+            out["step_time_error"] = (
+                {"kind": p.step_kind, "published_over_estimate": list(p.step_error)} if p.step_error else {"kind": p.step_kind, "measured": False}
+            )
         if p.profile:
             out["profile"] = {"first_step": p.profile.first_step, "steps": p.profile.steps, "vertex_tensorboard": p.profile.tensorboard}
         if p.sizing:

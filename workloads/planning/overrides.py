@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from workloads.planning.defaults import (
     DEFAULT_CHECKPOINT_MINUTES,
+    DEFAULT_IN_PLACE_MAX_RESTARTS,
     DEFAULT_MAX_RESTARTS,
     DEFAULT_PROFILE_START,
     DEFAULT_TTL_SECONDS,
@@ -125,6 +126,13 @@ class Overrides:
         "share a Kueue flavor, so Kueue may admit the run on any of them",
     )
     sets: tuple[str, ...] = _flag((), "--set", "MaxText key=value; repeatable")
+    secret_env: tuple[str, ...] = _flag(
+        (),
+        "--secret-env",
+        "NAME=SECRET/KEY: the workers' environment variable NAME from key KEY of the Kubernetes Secret SECRET in the team's namespace "
+        "(a secretKeyRef: the value is never in the manifest or the output), e.g. HF_TOKEN=hf-token/token for MaxText's hf_access_token; repeatable",
+        metavar="NAME=SECRET/KEY",
+    )
     steps: int | None = _flag(
         None,
         "--steps",
@@ -143,12 +151,13 @@ class Overrides:
         "hostNetwork pods: more DCN throughput, but they act as the TPU nodes' SA, not the team's "
         "(only for teams with host_network: true in the spec); default: pod network with the team's own identity",
     )
-    # None: by the pool's capacity mode (defaults.DEFAULT_MAX_RESTARTS)
+    # None: by the pool's capacity mode and the restart path (defaults.DEFAULT_MAX_RESTARTS, DEFAULT_IN_PLACE_MAX_RESTARTS)
     max_restarts: int | None = _flag(
         None,
         "--max-restarts",
-        "whole-JobSet restarts after a failure that is neither a disruption (always restarted, free) nor a program error "
-        f"(exit {_EXIT_CODES}: fails at once); default by capacity: {by_capacity(DEFAULT_MAX_RESTARTS)}",
+        f"whole-JobSet restarts after a failure that is not a program error (exit {_EXIT_CODES}: fails at once); recreating, "
+        "a disruption is restarted free; in place, JobSet counts every restart, disruptions too; default by capacity, "
+        f"in place: {by_capacity(DEFAULT_IN_PLACE_MAX_RESTARTS)}; recreating: {by_capacity(DEFAULT_MAX_RESTARTS)}",
         bounds=Bounds(
             0,
             INT32_MAX,
@@ -201,14 +210,14 @@ class Overrides:
     runtime: str | None = _flag(
         None,
         "--runtime",
-        "jobset (slices restart together), job (an Indexed Job + headless Service, one slice) or ray (a KubeRay RayJob); default: the recipe's first",
+        "jobset (slices restart together), job (an Indexed Job + headless Service, one slice), ray (a KubeRay RayJob) or pathways (a Pathways head and its workers); default: the recipe's first",
     )
     # steps MaxText's profiler records; None: no profiling
     profile_steps: int | None = _flag(
         None,
         "--profile",
         "record STEPS steps with MaxText's xplane profiler and upload them to the spec's Vertex AI TensorBoard "
-        "(an experiment named after the run); traces also stay in <output>/<run>/tensorboard/",
+        "(an experiment named <run>-<digest of its output directory>); traces also stay in <output>/<run>/tensorboard/",
         metavar="STEPS",
         bounds=STEPS._replace(floor=("must be at least 1 step, got {value}", "pass e.g. --profile 3")),
     )
@@ -229,6 +238,14 @@ class Overrides:
         "default: the recipe's dataset:, else synthetic data",
         metavar="NAME",
     )
+    # a MaxText checkpoint the run starts from (MaxText's load_parameters_path); None: the recipe's, else fresh weights
+    load_parameters: str | None = _flag(
+        None,
+        "--load-parameters",
+        "start from the parameters of this MaxText checkpoint (gs://BUCKET/PATH/0/items, e.g. what `convert` wrote); "
+        "checked before anything is applied: it exists, holds a checkpoint, and its shapes are the recipe's model's",
+        metavar="PATH",
+    )
     # where checkpoints go; None: the recipe's checkpoint_storage, else gcs
     checkpoint_storage: str | None = _flag(
         None,
@@ -244,6 +261,38 @@ class Overrides:
         "save checkpoints to a RAM disk on every TPU VM, replicated to peer slices and backed up to the checkpoints bucket by GKE's "
         "multi-tier checkpointing (multislice JobSet runs on v4, v5e, v5p, v6e pools whose spec declares multi_tier_checkpointing); "
         "the RAM disk is sized from the model and checked against the VM's memory",
+    )
+
+    # a slice shape on a dynamically sliced pool (workloads.planning.dynamic_slices); None: the pool's own slices
+    topology: str | None = _flag(
+        None,
+        "--topology",
+        "dynamically sliced tpu7x pools only: the slice to run on, a sub-slice of one 4x4x4 sub-block (2x2x1, 2x2x2, 2x2x4, 2x4x4) "
+        "or a super-slice of several (4x4x8, 4x8x8, ...); Kueue's topology-aware scheduling and GKE's slice controller place it",
+        metavar="AxBxC",
+    )
+    # Pathways elastic slices (workloads.planning.pathways): slices that may go away and come back without a restart
+    elastic_slices: int | None = _flag(
+        None,
+        "--elastic-slices",
+        "--runtime pathways only: slices that may be lost and replaced while the others keep running (the proxy's --num_elastic_slices; "
+        "MaxText recovers in its process from its last checkpoint)",
+        metavar="N",
+        bounds=Bounds(1, INT32_MAX, "a run's slices can be", floor=("must be at least 1, got {value}", "pass --elastic-slices 1 or more")),
+    )
+    max_slice_restarts: int | None = _flag(
+        None,
+        "--max-slice-restarts",
+        "with --elastic-slices: how many times each slice's workers may be replaced (default 10, as MaxText's elastic guide)",
+        metavar="M",
+        bounds=Bounds(0, 1_000_000, "slice replacements a run may count"),
+    )
+    # GKE's multi-container setup on tpu7x (two NUMA nodes per VM): a container per NUMA node, each with half the chips
+    parallel_containers: bool = _flag(
+        False,
+        "--parallel-containers/--no-parallel-containers",
+        "tpu7x: two containers per VM, each holding 2 of its 4 chips and one NUMA node's CPUs and NIC (GKE's multi-container setup; "
+        "xpk's and Cluster Toolkit's default there): two JAX processes per VM, MaxText's process count doubles, its devices do not",
     )
 
     def problem(self) -> tuple[str, str, str] | None:

@@ -21,19 +21,22 @@ and a random suffix in). The estimates and their calibration are documented in
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 
 from infra.spec import EnvSpec
 from toolkit import names
+from workloads.planning import pathways
 from workloads.planning.defaults import DEFAULT_PROFILE_START, DEFAULT_TTL_SECONDS
 from workloads.planning.errors import PlanError
+from workloads.planning.hbm import HBM_ERROR, estimate_hbm
 from workloads.planning.maxtext_sets import parse_sets
 from workloads.planning.model import RunPlan
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, DATASET_KEYS, LUSTRE_CLAIM, MULTI_TIER_KEYS, choose_policy
 from workloads.planning.program import PROFILE_KEYS, build_program
 from workloads.planning.recipes import load_recipe
-from workloads.planning.sizing import HBM_ERROR_BAND, HBM_OFFLOAD_ERROR_BAND, estimate_hbm, estimate_step_seconds, hbm_error_band, size_run, step_seconds
+from workloads.planning.sizing import size_run
 from workloads.planning.target import REPLICATED_JOB, name_budget, place_run
 
 # The names callers import from here: the entry point, its inputs and errors, and each stage's public figures.
@@ -42,8 +45,7 @@ __all__ = [
     "DATASET_KEYS",
     "DEFAULT_PROFILE_START",
     "DEFAULT_TTL_SECONDS",
-    "HBM_ERROR_BAND",
-    "HBM_OFFLOAD_ERROR_BAND",
+    "HBM_ERROR",
     "LUSTRE_CLAIM",
     "MULTI_TIER_KEYS",
     "PROFILE_KEYS",
@@ -52,12 +54,9 @@ __all__ = [
     "PlanError",
     "RunPlan",
     "estimate_hbm",
-    "estimate_step_seconds",
-    "hbm_error_band",
     "name_budget",
     "parse_sets",
     "plan_run",
-    "step_seconds",
 ]
 
 
@@ -68,16 +67,23 @@ def plan_run(
     *,
     now: datetime | None = None,
     rand: str = "x0x",
+    hbm_verdict: bool = True,
 ) -> RunPlan:
-    """Resolve and check a run. ``now``/``rand`` make generated names deterministic in tests."""
+    """Resolve and check a run. ``now``/``rand`` make generated names deterministic in tests;
+    ``hbm_verdict=False`` leaves the HBM verdict to the compiler (``sizing.size_run``)."""
     o = overrides or Overrides()
     recipe = load_recipe(recipe_name)
     bad = o.problem()  # every number within its declared bounds (overrides.Bounds): no stage checks them again
     if bad:
         raise PlanError(*bad)
     placed = place_run(recipe, spec, o, now=now or datetime(2000, 1, 1), rand=rand)
-    sizing = size_run(placed, o)
+    sizing = size_run(placed, o, hbm_verdict=hbm_verdict)
     chosen = choose_policy(placed, sizing, spec, o)
+    elastic = pathways.check(placed.runtime, placed.recipe.kind.value, placed.target.slices, placed.target.shape.nodes, o)
+    if placed.runtime == "pathways":
+        pathways.check_head(spec.cpu_pool.machine_type, spec.cpu_pool.name)
+    if elastic is not None:
+        chosen = dataclasses.replace(chosen, policy=dataclasses.replace(chosen.policy, elastic=elastic))
     program = build_program(placed, sizing, chosen, spec, o)
     return RunPlan(
         name=placed.name,

@@ -61,7 +61,6 @@ from workloads.planning.errors import PlanError, suggest
 from workloads.planning.hang import HangWatch
 from workloads.planning.maxtext_sets import arg_text, read_int
 from workloads.planning.model import (
-    ASSUMED_MFU,
     CHECKPOINT_STORAGES,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
@@ -180,8 +179,10 @@ def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:
     Other runtimes have no JobSet restart: a plain Job cannot restart the run, a RayJob's
     KubeRay makes a new RayCluster; they are recreate runs whatever the spec says.
     """
+    # JobSet's agent runs one program per pod: parallel containers (two per VM) restart by recreating.
+    one_program = placed.target.containers_per_vm == 1
     if o.restart is None:
-        return spec.restart_path if placed.runtime == RUNTIME_JOBSET else RECREATE
+        return spec.restart_path if placed.runtime == RUNTIME_JOBSET and one_program else RECREATE
     if o.restart not in RESTART_PATHS:
         raise PlanError(
             "--restart", f"unknown restart path {o.restart[:20]!r}{suggest(o.restart, list(RESTART_PATHS))}", f"use one of {', '.join(RESTART_PATHS)}"
@@ -192,6 +193,12 @@ def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:
                 "--restart",
                 f"in-place restarts are JobSet's (InPlaceRestart), and this run is a {placed.runtime} run",
                 "use --runtime jobset, or drop --restart",
+            )
+        if not one_program:
+            raise PlanError(
+                "--restart",
+                "in-place restarts run one program per pod under JobSet's agent, and --parallel-containers runs two",
+                "drop --parallel-containers, or use --restart recreate",
             )
         if not spec.cluster_has_in_place_restart:
             why = (
@@ -308,14 +315,14 @@ def _period_steps(every_minutes: float, step_s: float, steps: int, *, explicit: 
     if explicit and raw < 1:
         raise PlanError(
             "--checkpoint-every",
-            f"{every_minutes:g} min is shorter than one step (~{step_s:.1f} s estimated at {ASSUMED_MFU:.0%} MFU)",
+            f"{every_minutes:g} min is shorter than one step (~{step_s:.1f} s estimated)",
             f"pass at least {math.ceil(step_s / 60 * 100) / 100:g}",
         )
     run_minutes = steps * step_s / 60
     if explicit and math.floor(raw) > steps:
         raise PlanError(
             "--checkpoint-every",
-            f"{every_minutes:g} min is longer than the whole run (~{run_minutes:.1f} min: {steps} steps x ~{step_s:.1f} s at {ASSUMED_MFU:.0%} MFU)",
+            f"{every_minutes:g} min is longer than the whole run (~{run_minutes:.1f} min: {steps} steps x ~{step_s:.1f} s estimated)",
             f"pass at most {math.floor(run_minutes * 100) / 100:g}, or leave it out (a run always saves its last step)",
         )
     return min(max(1, math.floor(raw)), steps)

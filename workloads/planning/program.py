@@ -7,33 +7,41 @@ From the earlier stages' results, one frozen ``Program``:
 - the environment: the recipe's ``env`` and its ``LIBTPU_INIT_ARGS`` for the generation;
 - a plain command as the recipe writes it (the flags that only mean something to MaxText
   are refused for it);
-- a MaxText run's ``python3 -m <trainer> <config> key=value ...``: identity, model, the
+- a MaxText run's ``python3 -m <trainer> <config> key=value ...`` (the pre-training trainer, or
+  with ``kind: sft`` the fine-tuning one, ``fine_tuning``): identity, model, the
   recipe's args, batch, steps, checkpointing, mesh, then ``--set`` (in place or appended);
-  then the dataset's Grain flags (the policy's dataset), multi-tier checkpointing's, the
-  checkpoint storage's output directory, and the profiler's
+  then the dataset's Grain flags (the policy's dataset; an SFT run's conversation column and
+  chat template, ``fine_tuning.sft_args``), the checkpoint to start from (``--load-parameters``,
+  ``load_parameters``), multi-tier checkpointing's, the checkpoint storage's output
+  directory, and the profiler's
   (``--profile``, uploaded to the spec's Vertex AI TensorBoard as the pods' identity);
-- every word and environment value checked to be one a program can be given (``program_text``).
+- every word and environment value checked to be one a program can be given (``program_text``), and no
+  credential among them as a plain value; the recipe's ``secret_env`` and ``--secret-env`` as Secret
+  references (``secret_env``).
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from infra.access import tensorboard_name, tensorboard_problem
 from infra.spec import EnvSpec, TeamSpec
-from workloads.planning import mounts, program_text
+from workloads.planning import mounts, pathways, program_text, secret_env
+from workloads.planning.checkpoint_shapes import DIMS, LoadParameters, path_problem
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import DEFAULT_PROFILE_START
 from workloads.planning.errors import PlanError
-from workloads.planning.images import MAXTEXT_TRAIN_MODULE
+from workloads.planning.fine_tuning import sft_args
+from workloads.planning.images import MAXTEXT_SFT_MODULE, MAXTEXT_TRAIN_MODULE
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, mesh_key
 from workloads.planning.maxtext_sets import arg_text
-from workloads.planning.model import ASSUMED_MFU, RUNTIME_RAY, Checkpointing, Profiling, Program
+from workloads.planning.model import RUNTIME_PATHWAYS, RUNTIME_RAY, Checkpointing, Profiling, Program
 from workloads.planning.overrides import Overrides
 from workloads.planning.policy import CHECKPOINT_KEYS, PolicyChoice
-from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
+from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
 from workloads.planning.sizing import Sizing
 from workloads.planning.target import Placement
 
@@ -55,7 +63,10 @@ def build_program(placed: Placement, sizing: Sizing | None, chosen: PolicyChoice
     flags = recipe.libtpu_flags(placed.target.shape.generation.name)
     if flags:
         env["LIBTPU_INIT_ARGS"] = " ".join(flags)
-    common: dict[str, Any] = dict(recipe=recipe.name, kind=recipe.kind.value, image=placed.image, env=tuple(env.items()), steps=placed.steps)
+    secrets = secret_env.references(recipe.secret_env, o.secret_env, env)
+    common: dict[str, Any] = dict(
+        recipe=recipe.name, kind=recipe.kind.value, image=placed.image, env=tuple(env.items()), secret_env=secrets, steps=placed.steps
+    )
     program = _command_program(recipe, o, common) if sizing is None else _maxtext_program(placed, sizing, chosen, spec, o, common)
     _check_carried(program, placed.runtime, "--set" if o.sets else f"recipe {recipe.name}")
     return program
@@ -78,6 +89,9 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
     dataset = chosen.dataset
     if dataset is not None:
         args.update(maxtext_data_args(dataset))
+    if recipe.kind is Kind.SFT:
+        args.update(sft_args(dataset, recipe=recipe.name, where="--dataset" if o.dataset else f"recipe {recipe.name} dataset", sets=sets))
+    load = load_parameters(args, sizing, mt, o)
     if policy.multi_tier is not None:
         args.update(policy.multi_tier.maxtext_args())
     if storage is not None:
@@ -85,28 +99,41 @@ def _maxtext_program(placed: Placement, sizing: Sizing, chosen: PolicyChoice, sp
         if args.get("gcs_metrics") == "true":
             # MaxText uploads these with its GCS client to <base_output_directory>, which is now a mount path.
             args["gcs_metrics"] = "false"
-            notes.append(
-                f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); step figures are in the logs"
+            where = (
+                f"metrics reads its TensorBoard event files from {storage.location}{name}/tensorboard/{name}/ when Cloud Logging cannot answer"
+                if storage.kind == "gcsfuse"
+                else f"its TensorBoard event files stay on Lustre ({storage.base_output}/{name}/tensorboard/{name}/), which metrics cannot read from here"
             )
-        if storage.kind == "lustre":
-            notes.append(
-                f"--checkpoint-storage lustre: the toolkit cannot read Lustre from here, so it does not check that {storage.location}{name}/ "
-                "is this run's own (another run under this --name resumes from what is there)"
-            )
+            notes.append(f"--checkpoint-storage {storage.kind}: MaxText's gcs_metrics turned off (it uploads to a gs:// output only); {where}")
+    uid = placed.target.run_as_user
+    if storage is not None and storage.kind == "lustre" and uid is not None:
+        # Lustre's CSI driver leaves ownership to the file system: fsGroup does not reach it.
+        notes.append(
+            f"--checkpoint-storage lustre: the run writes {storage.base_output}/ as UID {uid} (group {uid}); that directory on the "
+            "instance must be writable by it (docs/data-and-checkpoints.md: set it once)"
+        )
     notes += mounts.check_paths(recipe, args, sets, dataset=dataset, storage=storage, multi_tier=policy.multi_tier)
-    profile = _profiling(spec, sets, o, placed.team, placed.steps)
+    out_location = f"{storage.location}{name}/" if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/"
+    profile = _profiling(spec, sets, o, placed.team, placed.steps, experiment=experiment_name(name, out_location))
     if profile is not None:
         args.update(profile.maxtext_args())
         common = {**common, "env": (*common["env"], *profile.env().items())}
+    if placed.runtime == RUNTIME_PATHWAYS:
+        # Single-controller MaxText through the head's proxy (workloads.planning.pathways); --set still wins.
+        args.update({k: v for k, v in pathways.maxtext_args(policy.elastic).items() if k not in sets})
+        common = {**common, "env": (*((k, v) for k, v in common["env"] if k not in pathways.program_env(name)), *pathways.program_env(name).items())}
     return Program(
-        command=("python3", "-m", MAXTEXT_TRAIN_MODULE),
+        command=("python3", "-m", MAXTEXT_SFT_MODULE if recipe.kind is Kind.SFT else MAXTEXT_TRAIN_MODULE),
         args=(mt.config, *(f"{k}={v}" for k, v in args.items())),
         output_dir=None if storage is not None and storage.kind == "lustre" else f"{base_out}/{name}/",
         sizing=sizing.summary(),
-        estimated_step_seconds=sizing.step_seconds,
-        assumed_mfu=ASSUMED_MFU,
+        estimated_step_seconds=sizing.step.seconds,
+        estimated_mfu=sizing.step.mfu,
+        step_kind=sizing.step.kind,
+        step_error=sizing.step.error,
         profile=profile,
         dataset=dataset,
+        load_parameters=load,
         warnings=tuple(notes),
         **common,
     )
@@ -149,13 +176,55 @@ def _maxtext_args(
             if degrees[axis] != 1 or (level, axis) in (("ici", "fsdp"), ("dcn", "data")):
                 args[f"{level}_{axis}_parallelism"] = str(degrees[axis])
     for key, value in sets.items():
-        if mesh_key(key) or key in MODEL_KEYS or key in CHECKPOINT_KEYS or key in ("per_device_batch_size", "base_output_directory"):
+        if mesh_key(key) or key in CHECKPOINT_KEYS or key in ("per_device_batch_size", "base_output_directory"):
             continue  # already resolved above
+        if key in MODEL_KEYS and mt.model_name == "default":
+            continue  # written with the model above
+        # A preset's dimension (with override_model_config=true, read_sets' rule) goes to MaxText as given:
+        # the run must train the model the plan sized.
         args[key] = value
     return args
 
 
-def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int) -> Profiling | None:
+def load_parameters(args: dict[str, str], sizing: Sizing, mt: MaxTextSpec, o: Overrides) -> LoadParameters | None:
+    """``--load-parameters`` into ``args`` (MaxText's load_parameters_path), and what the check before apply compares it to.
+
+    The path a recipe or ``--set`` gives is checked the same way; giving it twice is refused.
+    """
+    if o.load_parameters is not None:
+        if "load_parameters_path" in sizing.sets.text:
+            raise PlanError("--set", "load_parameters_path is set by --load-parameters", "drop --set load_parameters_path=..., or drop --load-parameters")
+        args["load_parameters_path"] = o.load_parameters
+    path = args.get("load_parameters_path", "")
+    if not path:
+        return None
+    where = (
+        "--load-parameters"
+        if o.load_parameters is not None
+        else ("--set" if "load_parameters_path" in sizing.sets.text else "maxtext.args.load_parameters_path")
+    )
+    bad = path_problem(path)
+    if bad:
+        raise PlanError(where, bad, "pass the checkpoint's items directory, e.g. gs://BUCKET/_base/NAME/0/items (what `convert` prints)")
+    model = sizing.model
+    return LoadParameters(
+        path=path,
+        model_name=mt.model_name,
+        dims=tuple((k, int(getattr(model, k))) for k in DIMS),
+        scan_layers=args.get("scan_layers", "true").strip().lower() in ("true", "1"),
+        tied_embedding=model.tied_embedding,
+        dense=model.num_experts == 1,
+        gated=model.mlp_matrices == 3,
+        field=where,
+    )
+
+
+def experiment_name(run: str, output: str) -> str:
+    """The run's Vertex AI TensorBoard experiment: its name and a digest of its output directory (``Profiling``)."""
+    return f"{run}-{hashlib.sha256(output.encode()).hexdigest()[:8]}"
+
+
+def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec, steps: int, *, experiment: str | None = None) -> Profiling | None:
     """--profile N [--profile-start K]: MaxText's xplane profiler for steps K..K+N-1, uploaded to the
     spec's Vertex AI TensorBoard as the pods' identity (the traces stay in the bucket without one)."""
     if o.profile_steps is None:
@@ -177,7 +246,9 @@ def _profiling(spec: EnvSpec, sets: dict[str, str], o: Overrides, team: TeamSpec
         raise PlanError("--profile", f"the traces cannot be uploaded to the TensorBoard: {problem}", "run on the pod network (drop --host-network)")
     if problem:
         return Profiling(first_step=start, steps=o.profile_steps)
-    return Profiling(first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.tensorboard_region)
+    return Profiling(
+        first_step=start, steps=o.profile_steps, tensorboard=tensorboard_name(spec), project=spec.project, region=spec.tensorboard_region, experiment=experiment
+    )
 
 
 def _check_carried(program: Program, runtime: str, field: str) -> None:
@@ -186,6 +257,15 @@ def _check_carried(program: Program, runtime: str, field: str) -> None:
         bad = program_text.problem(text)
         if bad:
             raise PlanError(field, f"a program argument {bad}", "remove it")
+    # Whatever path a key or variable came by (recipe, --set, an imported recipe): a credential is never a plain value.
+    for word in program.args if program.is_maxtext else ():
+        secret = program_text.secret_key_problem(word.partition("=")[0])
+        if secret:
+            raise PlanError(field, *secret)
+    for name, _ in program.env:
+        secret = program_text.secret_env_problem(name)
+        if secret:
+            raise PlanError(field, *secret)
     bad_command = program_text.command_problem(program.command, program.args, ray=runtime == RUNTIME_RAY)
     if bad_command:
         raise PlanError(field, *bad_command)

@@ -16,12 +16,21 @@ text is carried as it is, except what no runtime can carry at all:
 
 Each is refused as one line at plan time, naming where the text came from, instead of
 a pod that never starts after its TPUs were granted.
+
+And what a run must not carry as text, because the text is written into its manifest, the
+render and the dry-run output (``toolkit.credentials``): a URL with a password
+(``user:password@host``), a MaxText key that holds a credential (``hf_access_token``:
+``maxtext_keys.secret_keys``), an environment variable named as one (``HF_TOKEN``). Each goes
+in a Kubernetes Secret and reaches the pod through a ``secretKeyRef``
+(``workloads.planning.secret_env``: ``--secret-env NAME=SECRET/KEY``, a recipe's ``secret_env``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from toolkit import credentials
+from workloads.planning.maxtext_keys import secret_env_name, secret_keys
 from workloads.ray import entrypoint as ray_entrypoint
 
 MAX_WORD_BYTES = 128 * 1024 - 1  # MAX_ARG_STRLEN counts the terminating NUL
@@ -41,7 +50,37 @@ def problem(text: str) -> str | None:
         return "is not valid UTF-8 text (the Kubernetes API takes nothing else)"
     if size > MAX_WORD_BYTES:
         return f"is {size} bytes long; one program argument can hold at most {MAX_WORD_BYTES} (Linux's limit)"
+    info = credentials.url_credentials(text)
+    if info is not None and info.partition(":")[2]:
+        return (
+            "holds a URL with a password (user:password@host), which would be written into the run's manifest and output: "
+            "put the credential in a Kubernetes Secret and pass it with --secret-env NAME=SECRET/KEY"
+        )
     return None
+
+
+SECRET_FIX = "put it in a Kubernetes Secret in the team's namespace (kubectl create secret generic) and pass --secret-env {name}=SECRET/KEY"
+
+
+def secret_key_problem(key: str) -> tuple[str, str] | None:
+    """(problem, fix) for a MaxText key that holds a credential given a plain value, or None."""
+    if key not in secret_keys():
+        return None
+    env = secret_env_name(key)
+    return (
+        f"{key} holds a credential, which would be written in plain text into the run's manifest, the render and the dry-run output",
+        SECRET_FIX.format(name=env) + f" (MaxText reads {key} from {env})",
+    )
+
+
+def secret_env_problem(name: str) -> tuple[str, str] | None:
+    """(problem, fix) for an environment variable named as a credential (``HF_TOKEN``) given a plain value, or None."""
+    if not credentials.is_secret_name(name):
+        return None
+    return (
+        f"{name} is named as a credential, and its value would be written in plain text into the run's manifest and output",
+        SECRET_FIX.format(name=name) + f", or in the recipe secret_env: {{{name}: SECRET/KEY}}",
+    )
 
 
 def env_name_problem(name: str) -> str | None:

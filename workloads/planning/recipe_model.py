@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from infra.catalog import GENERATIONS
-from workloads.planning import program_text
+from workloads.planning import program_text, secret_env
 from workloads.planning.defaults import INT32_MAX
 from workloads.planning.image_reference import REGISTRY_IMAGE, image_problem
 from workloads.planning.images import MAXTEXT_VERSION, runs_pinned_maxtext
@@ -32,7 +32,8 @@ class _Model(BaseModel):
 
 
 class Kind(str, Enum):
-    MAXTEXT = "maxtext"
+    MAXTEXT = "maxtext"  # MaxText's pre-training trainer
+    SFT = "sft"  # MaxText's supervised fine-tuning trainer, on a conversation dataset of the spec
     COMMAND = "command"
 
 
@@ -77,11 +78,77 @@ class ModelDims(_Model):
     num_experts_per_tok: int = Field(1, ge=1, le=INT32_MAX, description="routed experts each token runs through (MoE)")
     shared_experts: int = Field(0, ge=0, le=INT32_MAX, description="experts every token runs through besides the routed ones (MoE)")
     max_target_length: int = Field(2048, gt=0, le=INT32_MAX, description="sequence length the preset (or base.yml) uses")
+    # The structure of the larger presets, so parameters and FLOPs follow what MaxText builds
+    # (scripts/gen_maxtext_models.py reads them from the presets; 0 means "not this model's").
+    first_dense_layers: int = Field(0, ge=0, le=INT32_MAX, description="leading layers with a dense MLP instead of experts (deepseek3: 3)")
+    moe_every: int = Field(1, ge=1, le=INT32_MAX, description="every Nth layer has experts, the others a dense MLP (llama4-17b-128e: 2)")
+    dense_mlp_dim: int = Field(0, ge=0, le=INT32_MAX, description="a mixture of experts' dense-layer MLP width (0: base_mlp_dim)")
+    shared_mlp_dim: int = Field(0, ge=0, le=INT32_MAX, description="a shared expert's MLP width (0: base_mlp_dim, the routed experts')")
+    q_lora_rank: int = Field(0, ge=0, le=INT32_MAX, description="multi-head latent attention: query low rank (0: a full query projection)")
+    kv_lora_rank: int = Field(0, ge=0, le=INT32_MAX, description="multi-head latent attention: key/value low rank (0: not MLA)")
+    qk_rope_head_dim: int = Field(0, ge=0, le=INT32_MAX, description="MLA: the rotary part of head_dim (head_dim = nope + rope)")
+    v_head_dim: int = Field(0, ge=0, le=INT32_MAX, description="MLA: value head width (0: head_dim)")
+    sliding_window: int = Field(0, ge=0, le=INT32_MAX, description="local layers attend this many tokens back (0: every layer global)")
+    global_every: int = Field(1, ge=1, le=INT32_MAX, description="with sliding_window: every Nth layer attends globally")
+    global_head_dim: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' head width (0: head_dim)")
+    global_kv_heads: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' key/value heads (0: base_num_kv_heads)")
+    shared_kv: bool = Field(False, description="one projection serves keys and values (share_kv_projections)")
+    fused_qkv: bool = Field(False, description="one query/key/value projection (MaxText's fused_qkv: gpt3), named qkv_proj for remat")
+    fused_mlp: bool = Field(False, description="one MLP input projection (MaxText's fused_mlp), named mlpwi for remat")
+
+    @property
+    def mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    def layer_counts(self) -> tuple[int, int]:
+        """(layers with routed experts, layers with a dense MLP)."""
+        layers = self.base_num_decoder_layers
+        if self.num_experts == 1:
+            return 0, layers
+        first = min(self.first_dense_layers, layers)
+        moe = (layers - first) // self.moe_every if self.moe_every > 1 else layers - first
+        return moe, layers - moe
+
+    def attention_layers(self) -> tuple[int, int]:
+        """(global layers, local sliding-window layers)."""
+        layers = self.base_num_decoder_layers
+        if not self.sliding_window or self.global_every <= 1:
+            return layers, 0
+        glob = layers // self.global_every
+        return glob, layers - glob
+
+    def attention_params(self) -> int:
+        """Every layer's query, key, value and output projections."""
+        e, h = self.base_emb_dim, self.base_num_query_heads
+        if self.mla:
+            rope = self.qk_rope_head_dim
+            v = self.v_head_dim or self.head_dim
+            q = e * self.q_lora_rank + self.q_lora_rank * h * self.head_dim if self.q_lora_rank else e * h * self.head_dim
+            kv = e * (self.kv_lora_rank + rope) + self.kv_lora_rank * h * (self.head_dim - rope + v)
+            return self.base_num_decoder_layers * (q + kv + h * v * e)
+        kv_mats = 1 if self.shared_kv else 2
+        glob, local = self.attention_layers()
+        g_hd, g_kv = (self.global_head_dim or self.head_dim), (self.global_kv_heads or self.base_num_kv_heads)
+        per_local = e * (h + kv_mats * self.base_num_kv_heads) * self.head_dim + h * self.head_dim * e
+        per_global = e * (h + kv_mats * g_kv) * g_hd + h * g_hd * e
+        return local * per_local + glob * per_global
+
+    def mlp_params(self, experts: int | None = None) -> int:
+        """Dense MLPs, shared experts and routers, plus ``experts`` routed experts per MoE layer (None: every one)."""
+        e, mm = self.base_emb_dim, self.mlp_matrices
+        moe, dense = self.layer_counts()
+        if self.num_experts == 1:
+            return dense * mm * e * self.base_mlp_dim
+        routed = self.num_experts if experts is None else experts
+        per_moe = mm * e * self.base_mlp_dim * routed + self.shared_experts * mm * e * (self.shared_mlp_dim or self.base_mlp_dim) + e * self.num_experts
+        return moe * per_moe + dense * mm * e * (self.dense_mlp_dim or self.base_mlp_dim)
+
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.base_emb_dim * (1 if self.tied_embedding else 2) + self.position_embeddings * self.base_emb_dim
 
     def params(self) -> int:
-        """Parameter count: every routed expert once (what HBM holds; norms, biases, routers and
-        shared experts ignored: < 1% of a mixture of experts this size)."""
-        return self._count(self.num_experts)
+        """Parameter count: what HBM holds (every routed expert once; norms and biases left out, < 0.1%)."""
+        return self.attention_params() + self.mlp_params() + self.embedding_params()
 
     def active_params(self) -> int:
         """Parameters one token runs through: of a mixture of experts only its routed and shared experts.
@@ -91,15 +158,7 @@ class ModelDims(_Model):
         """
         if self.num_experts == 1:
             return self.params()
-        return self._count(min(self.num_experts, self.num_experts_per_tok) + self.shared_experts)
-
-    def _count(self, experts: int) -> int:
-        q = self.base_num_query_heads * self.head_dim
-        kv = self.base_num_kv_heads * self.head_dim
-        attention = self.base_emb_dim * (q + 2 * kv) + q * self.base_emb_dim
-        mlp = self.mlp_matrices * self.base_emb_dim * self.base_mlp_dim * experts
-        embed = self.vocab_size * self.base_emb_dim * (1 if self.tied_embedding else 2)
-        return self.base_num_decoder_layers * (attention + mlp) + embed + self.position_embeddings * self.base_emb_dim
+        return self.attention_params() + self.mlp_params(min(self.num_experts, self.num_experts_per_tok)) + self.embedding_params()
 
 
 class BatchRule(_Model):
@@ -168,7 +227,7 @@ class SourceMount(_Model):
 
     kind: Literal["gcs", "lustre", "volume"]
     source: str = Field(..., max_length=300, description="as the script named it: gs://BUCKET, a volume or xpk storage name")
-    path: str | None = Field(None, pattern=r"^/", max_length=1000, description="where the container saw it (None: the script does not say)")
+    path: str | None = Field(None, pattern=r"^/[ -~]*$", max_length=1000, description="where the container saw it (None: the script does not say)")
     read_only: bool = False
 
 
@@ -182,7 +241,7 @@ class PublishedFigure(_Model):
     step: int | None = Field(None, ge=0, le=INT32_MAX, description="the step of the sample log line")
     basis: str = Field(..., max_length=300, description="what the figure was read from: a sample log line or a summary-table row")
     source: str = Field(..., max_length=300, description="the README it was read from")
-    date: str = Field(..., pattern=r"^\d{4}-\d{2}-\d{2}$", description="the day it was read (a README carries no date)")
+    date: str = Field(..., pattern=r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", description="the day it was read (a README carries no date)")
 
     def line(self) -> str:
         """One line for `recipes` and `submit --dry-run`."""
@@ -203,6 +262,11 @@ class Recipe(_Model):
     slices: int = Field(1, ge=1, le=INT32_MAX, description="slices a run takes unless --slices says otherwise (an imported recipe's --num-slices)")
     libtpu_init_args: dict[str, list[str]] = Field(default_factory=dict, description="LIBTPU_INIT_ARGS by generation; 'default' for the rest")
     env: dict[str, str] = Field(default_factory=dict)
+    secret_env: dict[str, str] = Field(
+        default_factory=dict,
+        max_length=100,
+        description="NAME: SECRET/KEY — environment variables from Kubernetes Secrets in the team's namespace (as --secret-env; the flag wins)",
+    )
     fatal_exit_codes: list[int] = Field(
         default_factory=list, description="exit codes that end the run at once, besides 1 and 2 (program errors: a rerun cannot help)"
     )
@@ -270,8 +334,8 @@ class Recipe(_Model):
 
     @model_validator(mode="after")
     def _kind(self) -> Recipe:
-        if self.kind is Kind.MAXTEXT and (self.maxtext is None or self.command is not None):
-            raise ValueError("kind maxtext needs a maxtext block and no command")
+        if self.kind in (Kind.MAXTEXT, Kind.SFT) and (self.maxtext is None or self.command is not None):
+            raise ValueError(f"kind {self.kind.value} needs a maxtext block and no command")
         if self.kind is Kind.COMMAND and (self.command is None or self.maxtext is not None):
             raise ValueError("kind command needs a command and no maxtext block")
         return self
@@ -294,6 +358,17 @@ class Recipe(_Model):
             bad = program_text.env_name_problem(key) or program_text.problem(key)
             if bad:
                 raise ValueError(f"env key {key[:60]!r} {bad}")
+            secret = program_text.secret_env_problem(key)
+            if secret:
+                raise ValueError(f"env.{secret[0]} — {secret[1]}")
+        for key in self.maxtext.args if self.maxtext is not None else ():
+            secret = program_text.secret_key_problem(key)
+            if secret:
+                raise ValueError(f"maxtext.args.{secret[0]} — {secret[1]}")
+        for name, ref in self.secret_env.items():
+            bad = secret_env.reference_problem(name, ref)
+            if bad:
+                raise ValueError(f"secret_env: {bad} — write it like HF_TOKEN: hf-token/token (a Secret in the team's namespace, and its key)")
         return self
 
     def libtpu_flags(self, generation: str) -> list[str]:

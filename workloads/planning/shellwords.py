@@ -393,12 +393,12 @@ def _substitute(inner: str, env: MutableMapping[str, str], depth: int) -> str:
     return f"$({program})"
 
 
-_PRINTF_SPEC = re.compile(r"%(-?)(\d*)(?:\.(\d+))?([sd%])")
+_PRINTF_SPEC = re.compile(r"%(-?)(\d*)(?:\.(\d+))?([sd%])", re.ASCII)
 
 
 def _printf(fmt: str, args: list[str]) -> str | None:
     """printf's %s, %.Ns, %Ns, %-Ns, %d and %% (the forms run scripts use to build names); None for others."""
-    if re.search(r"%(?!-?\d*(?:\.\d+)?[sd%])", fmt) or "\\" in fmt:
+    if re.search(r"%(?!-?\d*(?:\.\d+)?[sd%])", fmt, re.ASCII) or "\\" in fmt:
         return None
     queue = list(args)
 
@@ -407,7 +407,7 @@ def _printf(fmt: str, args: list[str]) -> str | None:
         if conv == "%":
             return "%"
         arg = queue.pop(0) if queue else ""
-        if conv == "d" and not re.fullmatch(r"-?\d+", arg or "0"):
+        if conv == "d" and not re.fullmatch(r"-?\d+", arg or "0", re.ASCII):
             raise ValueError(arg)
         text = arg[: int(precision)] if precision is not None and conv == "s" else (arg or ("0" if conv == "d" else ""))
         return text.ljust(int(width)) if left else text.rjust(int(width or 0))
@@ -422,12 +422,12 @@ def _printf(fmt: str, args: list[str]) -> str | None:
 
 def assignment(word: str) -> tuple[str, str] | None:
     """``NAME=value`` (or ``NAME+=value``) as (NAME, value); None for any other word."""
-    m = _ASSIGN.match(word)
+    m = _ASSIGN.fullmatch(word)
     return (m.group(1), m.group(3)) if m else None
 
 
 def _apply(env: MutableMapping[str, str], word: str) -> None:
-    m = _ASSIGN.match(word)
+    m = _ASSIGN.fullmatch(word)
     if m:
         name, append, value = m.groups()
         env[name] = env.get(name, "") + value if append else value

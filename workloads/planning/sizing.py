@@ -9,78 +9,41 @@ batch, the parameter count, the HBM estimate checked against the device, and the
 estimated step time. A plain-command recipe has nothing to size (``None``; a ``--set`` on
 it is refused here, where ``--set`` is read).
 
-The two estimates live here, and each is a model of its own:
+The two estimates are models of their own, each measured against what it estimates:
 
-Memory estimate (per device; deliberately a lower bound so it only rejects runs
-that cannot fit, leaving the real verdict to MaxText's AOT compile):
-
-    state       = 16 B x params / model_shards
-                  (fp32 weights 4 + fp32 gradients 4 + Adam mu 4 + nu 4; sharded
-                  over every mesh axis except data/diloco, which replicate)
-    activations = layers x tokens x emb x 2 B / act_shards
-                  (remat full keeps only each layer's bf16 input; tokens =
-                  per_device_batch x seq; split by tensor/sequence/context)
-    logits      = tokens x vocab x 4 B / tensor   (fp32 logits for the loss)
-
-What published recipes use to fit (the tpu-recipes scripts imported by
-scripts/bench_import_recipes.py), modelled from their MaxText keys:
-
-    remat_policy=custom with decoder_layer_input=offload: each layer's saved input lives
-        in host memory; HBM holds ~2 layers' worth (the one computed, the one fetched)
-    num_vocab_tiling=N: the logits are computed N vocabulary tiles at a time (/ N)
-
-Calibration (MaxText 0.2.5 AOT for the plan's topology; scripts/bench_hbm_calibration.py,
-2026-11-24): the estimate came out low on every configuration compiled —
-
-    maxtext-6b v5e-16 batch 2/4/8 (remat full)         -18% / -20% / -18% (8: HBM OOM)
-    maxtext-6b v5e-16 batch 4/8, decoder input offload  -22% / -25%
-    maxtext-6b v5e-16 batch 4, num_vocab_tiling=4       -23%
-    llama3-8b v6e-16 batch 1                           -30%
-    gpt3-6b v5p-128 batch 4                            -15%
-    llama3-8b cut to 8 layers, batch 2, offload        -73%
-
-(temporaries of the recomputed layer and XLA's buffers are left out on purpose). So the
-error band is the largest measured error: ``HBM_ERROR_BAND`` (30%) for plans without host
-offload, ``HBM_OFFLOAD_ERROR_BAND`` (75%) with it (one measured point; the offload
-model is the least certain). A plan whose estimate is over the budget by more than its
-band is refused; one over the budget inside the band plans with a warning that points at
-``preflight --compile`` (the compiler's verdict), and so does one under the budget whose
-estimate plus the band is over it (it may not fit: the estimate runs low). None of the
-published recipes is refused by it (scripts/bench_import_recipes.py).
-
-Step time (per step, the whole run; model FLOPs, as MFU is defined):
-
-    flops = 6 x params x tokens                       (forward + backward of every weight)
-          + 6 x layers x seq x query_heads x head_dim x tokens
-                                                      (causal attention scores and values)
-    step  = flops / (chips x catalog peak bf16 FLOP/s x ASSUMED_MFU)
+- HBM per device (``workloads.planning.hbm``): what XLA allocates for the step, part by part
+  (train state, gradients, what the remat policy keeps, one layer in flight, logits), with
+  coefficients fitted to MaxText's own compiles (scripts/bench_hbm_calibration.py) and the
+  error left per kind of run. Refused when even the least of that error would not fit;
+  a warning pointing at ``preflight --compile`` when the most would not.
+- Step time (``workloads.planning.step_time``): the work of the step at efficiencies fitted
+  to the step times tpu-recipes publishes (scripts/bench_step_time.py), with the error left
+  per kind of run.
 
 Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.catalog import GIB, SliceShape
+from workloads.planning import step_time
 from workloads.planning.errors import PlanError
-from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS
-from workloads.planning.maxtext_numbers import PLAIN_INT
+from workloads.planning.hbm import estimate_hbm
+from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS
 from workloads.planning.maxtext_sets import MaxTextSets, arg_text, parse_sets, read_sets
-from workloads.planning.mesh import Mesh, check_fsdp_limit, check_sharding, resolve_mesh, shape_warning
-from workloads.planning.model import ASSUMED_MFU, HbmEstimate, MaxTextSizing, Target
+from workloads.planning.mesh import Mesh, check_sharding, resolve_mesh, shape_warning
+from workloads.planning.model import HbmEstimate, MaxTextSizing
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
+from workloads.planning.step_time import StepEstimate
 from workloads.planning.target import Placement
 
-HBM_ERROR_BAND = 0.30  # the estimate's largest measured error without host offload (see the module doc)
-HBM_OFFLOAD_ERROR_BAND = 0.75  # ... with decoder_layer_input=offload (one measured point, -73%)
-_OFFLOADED_LAYERS = 2  # with layer inputs offloaded: the layer computed and the one being fetched
 # --set keys that change the HBM estimate (beyond per_device_batch_size): a failed
 # estimate names them, since the recipe fitted before the user changed them.
-_HBM_KEYS = MODEL_KEYS | {"max_target_length"}
+_HBM_KEYS = MODEL_KEYS | STRUCTURE_KEYS.keys() | {"max_target_length", "num_vocab_tiling"}
 
 
 @dataclass(frozen=True)
@@ -95,8 +58,13 @@ class Sizing:
     global_batch: int
     params: int
     hbm: HbmEstimate
-    step_seconds: float  # estimated, at ASSUMED_MFU
+    step: StepEstimate
     warnings: tuple[str, ...]
+    args: tuple[tuple[str, str], ...] = ()  # the run's MaxText keys as text (recipe args, --set over them)
+
+    @property
+    def step_seconds(self) -> float:
+        return self.step.seconds
 
     def summary(self) -> MaxTextSizing:
         """The part the plan keeps (``Program.sizing``): the mesh as MaxText is given it, batch, parameters, HBM."""
@@ -111,8 +79,12 @@ class Sizing:
         )
 
 
-def size_run(placed: Placement, o: Overrides) -> Sizing | None:
-    """The run's sizing (None for a plain command); one PlanError naming the flag or recipe field otherwise."""
+def size_run(placed: Placement, o: Overrides, *, hbm_verdict: bool = True) -> Sizing | None:
+    """The run's sizing (None for a plain command); one PlanError naming the flag or recipe field otherwise.
+
+    ``hbm_verdict=False`` leaves the HBM verdict to the compiler (the estimate is still made): for the
+    calibration benchmark, which compiles configurations on both sides of the line.
+    """
     recipe = placed.recipe
     if recipe.kind is Kind.COMMAND:
         if o.sets:
@@ -126,7 +98,6 @@ def size_run(placed: Placement, o: Overrides) -> Sizing | None:
     shape = placed.target.shape
     mesh = resolve_mesh(recipe, mt, sets, shape, placed.target.slices)
     totals = mesh.totals
-    check_fsdp_limit(mt.model_name, totals, mesh.sources.get("ici_fsdp_parallelism", f"recipe {recipe.name}"))
     tuned = shape_warning(recipe.name, recipe.shapes, shape.key, {a: mesh.ici[a] for a in MESH_AXES})
     notes += [tuned] if tuned else []
     seq = sets.ints.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))
@@ -135,16 +106,32 @@ def size_run(placed: Placement, o: Overrides) -> Sizing | None:
     global_batch = _global_batch(pdb, batch_where, shape.devices * placed.target.slices, totals)
     params = model.params()
     run_args = {**{k: arg_text(v) for k, v in mt.args.items()}, **sets.text}
-    hbm = _checked_hbm(model, params, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
-    step_s = estimate_step_seconds(model, global_batch * seq, seq, placed.target)
-    return Sizing(sets, model, mesh, seq, pdb, global_batch, params, hbm, step_s, tuple(notes))
+    hbm = (
+        _checked_hbm(model, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
+        if hbm_verdict
+        else estimate_hbm(model, pdb, seq, totals, shape.hbm_bytes_per_device, run_args)
+    )
+    step = step_time.estimate(model, global_batch * seq / placed.target.devices, seq, shape.generation, run_args, totals["expert"])
+    return Sizing(sets, model, mesh, seq, pdb, global_batch, params, hbm, step, tuple(notes), tuple(run_args.items()))
 
 
 def _model(mt: MaxTextSpec, sets: MaxTextSets) -> ModelDims:
-    """The model as it will run: recipe dims with any --set dims applied (each a positive int32, read by ``read_sets``)."""
+    """The model as it will run: recipe dims with any --set dims applied (each an int32 in its domain, read by ``read_sets``)."""
     dims = mt.model.model_dump()
-    dims.update({key: sets.ints[key] for key in MODEL_KEYS & sets.ints.keys()})
-    return ModelDims.model_validate(dims)
+    moe = dims.get("num_experts", 1) > 1 or sets.ints.get("num_experts", 1) > 1
+    for key in (MODEL_KEYS | STRUCTURE_KEYS.keys()) & sets.ints.keys():
+        field = STRUCTURE_KEYS[key][0] if key in STRUCTURE_KEYS else key
+        if key == "base_mlp_dim" and moe:
+            field = "dense_mlp_dim"  # MaxText's base_mlp_dim of a mixture of experts is its dense layers' (and the experts' is base_moe_mlp_dim)
+        dims[field] = sets.ints[key]
+    model = ModelDims.model_validate(dims)
+    if model.num_experts_per_tok > model.num_experts and model.num_experts > 1:
+        raise PlanError(
+            "--set",
+            f"num_experts_per_tok={model.num_experts_per_tok} is more than the model's {model.num_experts} experts",
+            f"use a num_experts_per_tok of at most {model.num_experts}",
+        )
+    return model
 
 
 def _per_device_batch(recipe: Recipe, mt: MaxTextSpec, sets: MaxTextSets, shape: SliceShape) -> tuple[float, str]:
@@ -177,32 +164,6 @@ def _global_batch(pdb: float, where: str, devices: int, totals: dict[str, int]) 
 # ------------------------------------------------------------------ HBM
 
 
-def hbm_error_band(args: Mapping[str, str]) -> float:
-    """The measured error band of the estimate for a run with these MaxText args."""
-    return HBM_OFFLOAD_ERROR_BAND if any(v == "offload" for v in args.values()) else HBM_ERROR_BAND
-
-
-def estimate_hbm(
-    model: ModelDims, params: int, per_device_batch: float, seq: int, totals: dict[str, int], hbm_per_device: int, args: Mapping[str, str] | None = None
-) -> HbmEstimate:
-    """``args``: the run's MaxText keys as text (recipe args with --set over them), for offload and vocab tiling."""
-    args = args or {}
-    replicating = {"data", "diloco"}
-    model_shards = math.prod(d for a, d in totals.items() if a not in replicating)
-    act_shards = totals["tensor"] * totals["sequence"] * totals["context"]
-    tokens = per_device_batch * seq
-    offloaded = args.get("remat_policy") == "custom" and args.get("decoder_layer_input") == "offload"
-    layers = min(_OFFLOADED_LAYERS, model.base_num_decoder_layers) if offloaded else model.base_num_decoder_layers
-    tiling = args.get("num_vocab_tiling", "1")
-    tiles = int(tiling) if PLAIN_INT.match(tiling) and 0 < len(tiling) < 6 and int(tiling) > 0 else 1
-    return HbmEstimate(
-        state_bytes=int(16 * params / model_shards),
-        activation_bytes=int(layers * tokens * model.base_emb_dim * 2 / act_shards),
-        logits_bytes=int(tokens * model.vocab_size * 4 / totals["tensor"] / tiles),
-        available_bytes=hbm_per_device,
-    )
-
-
 def _hbm_blame(sets: Mapping[str, str], batch_where: str) -> tuple[str, str]:
     """(field, what changed): the --set keys that grew the model or sequence, else where the batch came from."""
     changed = [f"{k}={sets[k]}" for k in sorted(_HBM_KEYS & sets.keys())]
@@ -213,7 +174,6 @@ def _hbm_blame(sets: Mapping[str, str], batch_where: str) -> tuple[str, str]:
 
 def _checked_hbm(
     model: ModelDims,
-    params: int,
     pdb: float,
     seq: int,
     totals: dict[str, int],
@@ -222,55 +182,25 @@ def _checked_hbm(
     args: Mapping[str, str],
     notes: list[str],
 ) -> HbmEstimate:
-    """The estimate against the device's HBM and the estimate's error band: refused, a warning in ``notes``, or fine."""
-    hbm = estimate_hbm(model, params, pdb, seq, totals, shape.hbm_bytes_per_device, args)
-    band = hbm_error_band(args)
-    if hbm.fits and hbm.total_bytes * (1 + band) > hbm.available_bytes:
-        d = hbm.as_dict()
-        notes.append(
-            f"per_device_batch_size={pdb:g} is estimated at ~{d['estimate_gib']:g} GiB per device of a {shape.generation.name} device's"
-            f" {d['available_gib']:g} GiB, and the estimate has run up to {band:.0%} low — check it with"
-            " `python -m workloads preflight <recipe> --compile` before holding the slices"
-        )
-    elif not hbm.fits and hbm.total_bytes <= hbm.available_bytes * (1 + band):
-        d = hbm.as_dict()
-        notes.append(
-            f"per_device_batch_size={pdb:g} is estimated at ~{d['estimate_gib']:g} GiB per device, over the {d['available_gib']:g} GiB of a"
-            f" {shape.generation.name} device but inside the estimate's {band:.0%} error band — check it with"
-            " `python -m workloads preflight <recipe> --compile` before holding the slices"
-        )
-    elif not hbm.fits:
-        d = hbm.as_dict()
+    """The estimate and its measured error against the device's HBM: refused when even the least the
+    compiler allocated for this kind of run would not fit, a warning in ``notes`` when the most would not."""
+    hbm = estimate_hbm(model, pdb, seq, totals, shape.hbm_bytes_per_device, args)
+    d = hbm.as_dict()
+    device = f"a {shape.generation.name} device's {d['available_gib']:g} GiB"
+    if hbm.low_bytes > hbm.available_bytes:
         where, changed = blame
+        parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in hbm.parts().items())
         raise PlanError(
             where,
-            (f"{changed}: " if changed else "")
-            + f"per_device_batch_size={pdb:g} needs at least ~{d['estimate_gib']:g} GiB per device (params+Adam {d['state_gib']:g}, "
-            f"activations {d['activations_gib']:g}, logits {d['logits_gib']:g}) but a {shape.generation.name} device has {d['available_gib']:g} GiB"
-            f" (more than the estimate's {band:.0%} error band over)",
+            (f"{changed}: " if changed else "") + f"per_device_batch_size={pdb:g} needs ~{d['estimate_gib']:g} GiB per device ({parts} GiB) and at least"
+            f" {hbm.low_bytes / GIB:.1f} GiB ({hbm.range_text()}), more than {device}",
             ("shrink or drop those --set values, or " if changed else "")
-            + "lower per_device_batch_size, shard more (bigger slice or more fsdp), or pick a pool with more HBM",
+            + "lower per_device_batch_size, keep less per layer (remat_policy=full, or offload with remat_policy=custom),"
+            " shard more (a bigger slice, or more fsdp), or pick a pool with more HBM",
+        )
+    if hbm.high_bytes > hbm.available_bytes:
+        notes.append(
+            f"per_device_batch_size={pdb:g} is estimated at ~{d['estimate_gib']:g} GiB per device of {device}, and"
+            f" {hbm.range_text()} — it may not fit: check it with `python -m workloads preflight <recipe> --compile` before holding the slices"
         )
     return hbm
-
-
-# ------------------------------------------------------------------ step time
-
-
-def estimate_step_seconds(model: ModelDims, tokens: int, seq: int, target: Target) -> float:
-    """Seconds per training step of the whole run (model FLOPs at ASSUMED_MFU; see the module doc).
-
-    The FLOPs follow the parameters a token is active in, not all that HBM holds: a mixture
-    of experts runs each token through a few of its experts.
-    """
-    return step_seconds(model, tokens, seq, target.chips, target.shape.peak_tflops_per_chip)
-
-
-def step_flops(model: ModelDims, tokens: int, seq: int) -> float:
-    """Model FLOPs of one training step: 6 x active parameters per token, plus causal attention's."""
-    attention = 6 * model.base_num_decoder_layers * seq * model.base_num_query_heads * model.head_dim
-    return float((6 * model.active_params() + attention) * tokens)
-
-
-def step_seconds(model: ModelDims, tokens: int, seq: int, chips: int, peak_tflops_per_chip: float, mfu: float = ASSUMED_MFU) -> float:
-    return step_flops(model, tokens, seq) / (chips * peak_tflops_per_chip * 1e12 * mfu)

@@ -28,7 +28,8 @@ from typing import Any
 
 _SAMPLE = re.compile(
     r"(?:completed\s+)?step:\s*(?P<step>\d+),\s*seconds:\s*(?P<seconds>\d+(?:\.\d+)?),\s*TFLOP/s/device:\s*(?P<tflops>\d+(?:\.\d+)?)"
-    r"(?:,\s*Tokens/s/device:\s*(?P<tokens>\d+(?:\.\d+)?))?"
+    r"(?:,\s*Tokens/s/device:\s*(?P<tokens>\d+(?:\.\d+)?))?",
+    re.ASCII,
 )
 MAX_README_CHARS = 1024 * 1024  # a README is a few KiB; a bigger file is not read past this
 
@@ -72,7 +73,7 @@ def _tables(text: str) -> list[tuple[list[str], list[list[str]]]]:
     i = 0
     while i + 1 < len(lines):
         head, rule = lines[i].strip(), lines[i + 1].strip()
-        if head.startswith("|") and re.fullmatch(r"\|[\s:|-]+\|?", rule):
+        if head.startswith("|") and re.fullmatch(r"\|[\s:|-]+\|?", rule, re.ASCII):
             cells = [re.sub(r"<[^>]+>", "", c).strip() for c in head.strip("|").split("|")]
             rows: list[list[str]] = []
             i += 2

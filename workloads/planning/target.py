@@ -24,6 +24,7 @@ Pure; ``now`` and ``rand`` come from the caller (the run service passes the cloc
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,10 +32,11 @@ from datetime import datetime
 from infra.spec import PRIORITY_CLASSES, EnvSpec, TeamSpec
 from toolkit import names
 from workloads import ray as ray_pins
+from workloads.planning import dynamic_slices, pathways
 from workloads.planning.errors import PlanError, suggest
 from workloads.planning.image_reference import image_problem
 from workloads.planning.images import MAXTEXT_IMAGE, RAY_IMAGE
-from workloads.planning.model import RUNTIME_JOB, RUNTIME_JOBSET, RUNTIME_RAY, RUNTIMES, DcnNetwork, Target
+from workloads.planning.model import RUNTIME_JOB, RUNTIME_JOBSET, RUNTIME_PATHWAYS, RUNTIME_RAY, RUNTIMES, DcnNetwork, Target
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Recipe
 from workloads.planning.recipes import shown_path
@@ -66,12 +68,29 @@ def place_run(recipe: Recipe, spec: EnvSpec, o: Overrides, *, now: datetime, ran
     team = spec.team(o.team)
     _check_host_network(o, team)
     priority = _priority(o, team)
-    choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
-    name = _run_name(recipe, o, name_budget(slices, choice.shape.nodes, runtime), now, rand)
+    if o.topology is not None:
+        # The slice is the run's to say: the pool is the first dynamically sliced one unless --pool names another.
+        named = o.pool or next((p.name for p in spec.tpu_pools if p.dynamic_slicing), None)
+        choice = select_pool(spec, recipe, pool=named, slices=1)
+        shape, dynamic = dynamic_slices.choose(choice.pool, o.topology, slices)
+        if runtime != RUNTIME_JOBSET:
+            raise PlanError("--topology", f"the {runtime} runtime has no slice controller integration here", "use --runtime jobset")
+    else:
+        choice = select_pool(spec, recipe, pool=o.pool, slices=slices)
+        shape, dynamic = choice.shape, None
+    budget = name_budget(slices, shape.nodes, runtime)
+    if dynamic is not None:
+        budget = min(budget, dynamic_slices.run_name_budget(team.ns, slices))
+    name = _run_name(recipe, o, budget, now, rand)
     target = _target(spec, choice, slices, team, priority)
+    if dynamic is not None:
+        # Kueue and the slice controller place it: no node pool's topology or placement policy to select.
+        target = dataclasses.replace(target, shape=shape, dynamic=dynamic, placement_policy=None, dcn=target.dcn)
+    if o.parallel_containers:
+        target = dataclasses.replace(target, containers_per_vm=_parallel_containers(target, runtime))
     if runtime == RUNTIME_RAY:
         _check_ray_shape(target, o)
-    image = _image(recipe, spec, o.image, runtime)
+    image = image_ref(recipe, spec, o.image, runtime)
     return Placement(recipe, runtime, team, target, name, image, recipe.steps if o.steps is None else o.steps)
 
 
@@ -86,6 +105,8 @@ def name_budget(slices: int, nodes_per_slice: int, runtime: str = RUNTIME_JOBSET
     """
     if runtime == RUNTIME_RAY:
         return RAYJOB_NAME_MAX
+    if runtime == RUNTIME_PATHWAYS:
+        return names.K8S_NAME_MAX - len(pathways.name_tail(slices, nodes_per_slice)) - POD_NAME_RANDOM
     longest_tail = f"-{nodes_per_slice - 1}" if runtime == RUNTIME_JOB else f"-{REPLICATED_JOB}-{slices - 1}-{nodes_per_slice - 1}"
     return names.K8S_NAME_MAX - len(longest_tail) - POD_NAME_RANDOM
 
@@ -95,6 +116,8 @@ def _runtime(recipe: Recipe, o: Overrides, slices: int) -> str:
     runtime = recipe.runtimes[0] if o.runtime is None else o.runtime
     if runtime not in RUNTIMES:
         raise PlanError("--runtime", f"unknown runtime {runtime!r}{suggest(runtime, list(RUNTIMES))}", f"use one of {', '.join(RUNTIMES)}")
+    if runtime == RUNTIME_PATHWAYS and RUNTIME_JOBSET in recipe.runtimes and recipe.kind.value == "maxtext":
+        return runtime  # the same MaxText program, single-controller (workloads.planning.pathways)
     if runtime not in recipe.runtimes:
         raise PlanError(
             "--runtime",
@@ -144,7 +167,7 @@ def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: st
     if o.name is not None:
         name = o.name if o.suffix is None else f"{o.name}-{o.suffix}"
         flag = "--name" if o.suffix is None else "--name/--suffix"
-        if not DNS1035.match(name):
+        if not DNS1035.fullmatch(name):
             raise PlanError(flag, f"{name!r} is not a DNS-1035 label", "use lowercase letters, digits and '-', starting with a letter")
         if len(name) > budget:
             raise PlanError(flag, f"{name!r} is {len(name)} characters; pod names of this run allow at most {budget}", f"shorten it to {budget} characters")
@@ -152,7 +175,7 @@ def _run_name(recipe: Recipe, o: Overrides, budget: int, now: datetime, rand: st
     tail = f"-{now:%m%d-%H%M}-{rand}" if o.suffix is None else f"-{o.suffix}"
     base = re.sub(r"[^-a-z0-9]", "-", recipe.name)[: max(1, budget - len(tail))].rstrip("-")
     name = base + tail
-    if not DNS1035.match(name) or len(name) > budget:
+    if not DNS1035.fullmatch(name) or len(name) > budget:
         raise PlanError(
             "--suffix", f"{name!r} is not a usable run name ({budget} characters at most, DNS-1035)", "use a short suffix of lowercase letters and digits"
         )
@@ -178,8 +201,30 @@ def _target(spec: EnvSpec, choice: PoolChoice, slices: int, team: TeamSpec, prio
         cpu_pool=spec.cpu_pool.name,
         # Only across slices: DCN traffic is what the second network carries.
         dcn=DcnNetwork(spec.network.dcn.gke_network, spec.network.dcn.tcp_rmem) if spec.network.dcn and slices > 1 else None,
-        run_as_user=team.run_as_user,
+        run_as_user=team.pod_user,
     )
+
+
+def _parallel_containers(target: Target, runtime: str) -> int:
+    """``--parallel-containers``: the containers per VM its generation runs (workloads.planning.parallel_containers), or a refusal."""
+    from workloads.planning import parallel_containers as pc
+
+    gen = target.shape.generation.name
+    n = pc.containers_for(gen)
+    if n is None:
+        where = ", ".join(pc.GENERATIONS)
+        raise PlanError(
+            "--parallel-containers",
+            f"GKE's multi-container setup binds one container to each NUMA node of {where} VMs (two per VM); a {gen} VM runs one container",
+            "drop --parallel-containers",
+        )
+    if runtime not in pc.RUNTIMES:
+        raise PlanError(
+            "--parallel-containers", f"the {runtime} runtime lays out its own containers", f"drop --parallel-containers, or use --runtime {pc.RUNTIMES[0]}"
+        )
+    if target.shape.chips_per_vm % n:
+        raise PlanError("--parallel-containers", f"{target.shape.chips_per_vm} chips per VM do not split over {n} containers", "drop --parallel-containers")
+    return n
 
 
 def _check_ray_shape(target: Target, o: Overrides) -> None:
@@ -196,7 +241,8 @@ def _check_ray_shape(target: Target, o: Overrides) -> None:
     )
 
 
-def _image(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str) -> str:
+def image_ref(recipe: Recipe, spec: EnvSpec, image: str | None, runtime: str) -> str:
+    """The image a run of ``recipe`` pulls: ``--image``, else the recipe's reference, else its name in the spec's Artifact Registry."""
     if image is not None:
         bad = image_problem(image)
         if bad:

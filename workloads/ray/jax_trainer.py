@@ -100,16 +100,16 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(f"--num-workers {args.num_workers}: must be at least 1 (one worker per TPU VM)")
     for item in args.env:
         key, eq, _ = item.partition("=")
-        if not eq or not _ENV_KEY.match(key):
+        if not eq or not _ENV_KEY.fullmatch(key):
             raise UsageError(f"--env {item!r}: write it as KEY=VALUE with KEY a valid variable name")
     if args.cpu:
         for flag, value in (("--topology", args.topology), ("--accelerator-type", args.accelerator_type), ("--chips-per-worker", args.chips_per_worker)):
             if value is not None:
                 raise UsageError(f"{flag} is a TPU setting and --cpu runs without TPUs: drop one of them")
         return
-    if not args.topology or not _TOPOLOGY.match(args.topology):
+    if not args.topology or not _TOPOLOGY.fullmatch(args.topology):
         raise UsageError(f"--topology {args.topology or '(missing)'}: give the slice topology, e.g. 4x4 or 2x2x4 (or --cpu for no TPUs)")
-    if not args.accelerator_type or not _ACCELERATOR.match(args.accelerator_type):
+    if not args.accelerator_type or not _ACCELERATOR.fullmatch(args.accelerator_type):
         raise UsageError(f"--accelerator-type {args.accelerator_type or '(missing)'}: give Ray's TPU type, e.g. TPU-V6E or TPU-V5LITEPOD")
     if args.chips_per_worker is not None and args.chips_per_worker < 1:
         raise UsageError(f"--chips-per-worker {args.chips_per_worker}: must be at least 1 (the chips of one TPU VM)")

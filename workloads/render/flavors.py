@@ -64,6 +64,9 @@ def flavors(spec: EnvSpec) -> list[Flavor]:
             name = pool.flavor_name(option)
             queued = _queued(option.capacity)
             labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, GKE_TPU_TOPOLOGY_LABEL: shape.topology}
+            if pool.dynamic_slicing:
+                # PROVISION_ONLY nodes carry no slice topology until a Slice on them is active: the pool's own nodes.
+                labels = {GKE_TPU_ACCELERATOR_LABEL: shape.accelerator_label, TGK_POOL_LABEL: pool.name}
             if pool.has_fallback:
                 labels |= {K8S_ZONE_LABEL: spec.pool_zone(pool), **_option_labels(pool.node_labels(option, 0))}
                 if option.alternates:

@@ -37,6 +37,7 @@ from typing import Any
 from infra.spec import EnvSpec
 from toolkit import names
 from workloads.planning.model import RunPlan
+from workloads.render import podsecurity
 from workloads.render.kubelet_escape import k8s_literal
 
 INT32_MAX = 2**31 - 1
@@ -112,6 +113,7 @@ def init_container(plan: RunPlan, security_context: dict[str, Any]) -> dict[str,
         "image": plan.policy.agent_image,
         "imagePullPolicy": "IfNotPresent",
         "command": ["cp", f"/{AGENT_BINARY}", f"{AGENT_DIR}/{AGENT_BINARY}"],
+        "env": podsecurity.home_env(plan.target.run_as_user, []),  # as every container of a run's pod has it
         "volumeMounts": [{"name": AGENT_VOLUME, "mountPath": AGENT_DIR}],
         "securityContext": security_context,
     }

@@ -37,7 +37,7 @@ from typing import Any
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOB, RunPlan
 from workloads.render import jobset, podsecurity, volumes
-from workloads.render.kubelet_escape import k8s_literal
+from workloads.render.program_env import program_env
 from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
 RUNTIME = RUNTIME_JOB
@@ -50,7 +50,7 @@ def worker_hostnames(plan: RunPlan) -> str:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     index = {"fieldRef": {"fieldPath": f"metadata.annotations['{names.K8S_COMPLETION_INDEX_LABEL}']"}}
-    return [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env] + [
+    return program_env(plan.program) + [
         {"name": names.TPU_WORKER_ID_ENV, "valueFrom": index},
         {"name": names.TPU_WORKER_HOSTNAMES_ENV, "value": worker_hostnames(plan)},
     ]
@@ -75,7 +75,8 @@ def affinity(plan: RunPlan) -> dict[str, Any]:
 
 def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec = jobset.pod_spec(plan)
-    spec["containers"][0]["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
+    for c in spec["containers"]:  # one, or the parallel containers (the same program)
+        c["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
     spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
     spec["affinity"] = {**spec.get("affinity", {}), **affinity(plan)}
     return {"subdomain": plan.name, **spec}

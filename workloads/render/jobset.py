@@ -49,8 +49,9 @@ from infra.recovery import IN_PLACE
 from toolkit import names
 from workloads.planning.model import RUNTIME_JOBSET, RunPlan
 from workloads.planning.target import REPLICATED_JOB
-from workloads.render import exitguard, inplace, podsecurity, volumes
-from workloads.render.kubelet_escape import k8s_literal, k8s_literals
+from workloads.render import dynamic_slicing, exitguard, inplace, podsecurity, volumes
+from workloads.render.kubelet_escape import k8s_literals
+from workloads.render.program_env import program_env
 
 RUNTIME = RUNTIME_JOBSET
 MEGASCALE_PORT = 8080
@@ -71,9 +72,11 @@ def disruption_message_pattern() -> str:
     return rf"^Pod \S+ has condition DisruptionTarget matching FailJob rule at index {DISRUPTION_INDEX}$"
 
 
-def program_error_message_pattern() -> str:
-    """RE2 for Kubernetes 1.34's message for a FailJob exit-code match of the workload container."""
-    return rf"^Container {names.WORKLOAD_CONTAINER} for pod \S+ failed with exit code \d+ matching FailJob rule at index {PROGRAM_ERROR_INDEX}$"
+def program_error_message_pattern(parallel: bool = False) -> str:
+    """RE2 for Kubernetes 1.34's message for a FailJob exit-code match of the workload container (with
+    ``parallel`` containers, of any of them: ``workload-2`` is the second)."""
+    name = f"{names.WORKLOAD_CONTAINER}(-\\d+)?" if parallel else names.WORKLOAD_CONTAINER
+    return rf"^Container {name} for pod \S+ failed with exit code \d+ matching FailJob rule at index {PROGRAM_ERROR_INDEX}$"
 
 
 def coordinator_address(plan: RunPlan) -> str:
@@ -104,8 +107,12 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env]
+    env: list[dict[str, Any]] = program_env(plan.program)
     env += exitguard.env(plan.policy.hang)
+    if plan.target.multislice and plan.target.containers_per_vm > 1:
+        # Two processes per pod cannot share one MegaScale port: GKE's TPU webhook sets each container's
+        # (workloads.planning.parallel_containers); the DCN interfaces are still the run's to name.
+        return _libtpu_args(env, MEGASCALE_GRPC_FLAG) if plan.target.dcn is not None else env
     if plan.target.multislice:
         env += [
             {"name": "MEGASCALE_COORDINATOR_ADDRESS", "value": coordinator_address(plan)},
@@ -121,7 +128,7 @@ def _env(plan: RunPlan) -> list[dict[str, Any]]:
 def pod_annotations(plan: RunPlan) -> dict[str, str]:
     """On the pod network, GKE multi-networking gives the pod the DCN NIC as eth1 (hostNetwork pods use the host's);
     a GCS FUSE volume (the dataset) asks GKE for the driver's sidecar (``volumes.pod_annotations``)."""
-    out = volumes.pod_annotations(plan)
+    out = {**volumes.pod_annotations(plan), **dynamic_slicing.pod_annotations(plan)}
     dcn = plan.target.dcn
     if dcn is None or plan.policy.host_network:
         return out
@@ -137,8 +144,23 @@ def pod_labels(plan: RunPlan) -> dict[str, str]:
     return dict(plan.labels)
 
 
+def containers(plan: RunPlan) -> list[dict[str, Any]]:
+    """The pod's training containers: one, or with parallel containers one per NUMA node, each with its share of the chips.
+
+    The second is ``workload-2``, the same program; it declares no ports (two processes of a pod
+    cannot hold the same ones, and GKE's TPU webhook gives each container its own).
+    """
+    first = container(plan)
+    out = [first]
+    for i in range(2, plan.target.containers_per_vm + 1):
+        c = {**first, "name": f"{names.WORKLOAD_CONTAINER}-{i}"}
+        c.pop("ports")
+        out.append(c)
+    return out
+
+
 def container(plan: RunPlan) -> dict[str, Any]:
-    program, tpu = plan.program, plan.target.shape.chips_per_vm
+    program, tpu = plan.program, plan.target.chips_per_container
     c: dict[str, Any] = {
         "name": names.WORKLOAD_CONTAINER,
         "image": program.image,
@@ -163,6 +185,8 @@ def container(plan: RunPlan) -> dict[str, Any]:
 def node_selector(plan: RunPlan) -> dict[str, str]:
     """The GKE labels every TPU VM of the target shape carries (and only those VMs)."""
     t = plan.target
+    if t.dynamic is not None:
+        return dynamic_slicing.node_selector(plan)  # Kueue and GKE's slice controller place it (workloads.render.dynamic_slicing)
     selector = {names.GKE_TPU_ACCELERATOR_LABEL: t.shape.accelerator_label, names.GKE_TPU_TOPOLOGY_LABEL: t.shape.topology}
     if t.placement_policy:
         selector[names.GKE_PLACEMENT_POLICY_LABEL] = t.placement_policy
@@ -193,21 +217,20 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
     # A multi-host slice is one node pool: a pool with a VM cordoned as a bad host (workloads/runs/badhost.py)
-    # cannot hold a slice, and a first pod placed there would hold its peers Pending for good.
-    spec["affinity"] = {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": names.TGK_DEGRADED_SLICE_LABEL, "operator": "DoesNotExist"}]}]
-            }
-        }
-    }
+    # cannot hold a slice, and a first pod placed there would hold its peers Pending for good. Dynamic
+    # slicing adds its sub-block health to the same term (both must hold).
+    expressions = [{"key": names.TGK_DEGRADED_SLICE_LABEL, "operator": "DoesNotExist"}]
+    if (aff := dynamic_slicing.affinity(plan)) is not None:
+        for term in aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+            expressions += term["matchExpressions"]
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     if in_place(plan):
         # JobSet's agent runs the program (workloads/render/inplace.py).
         spec["initContainers"] = [inplace.init_container(plan, podsecurity.container_security_context())]
         spec["containers"] = [inplace.make_container(plan, container(plan))]
     else:
-        spec["containers"] = [container(plan)]
+        spec["containers"] = containers(plan)
     spec["volumes"] = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}, *volumes.volumes(plan)]
     if in_place(plan):
         spec["volumes"] += inplace.volumes()
@@ -224,14 +247,10 @@ def pod_failure_policy(plan: RunPlan) -> dict[str, Any]:
     # In place, a disrupted pod is replaced and the others restart where they are: the Job goes on.
     on_disruption = "Ignore" if in_place(plan) else "FailJob"
     rules[DISRUPTION_INDEX] = {"action": on_disruption, "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-    rules[PROGRAM_ERROR_INDEX] = {
-        "action": "FailJob",
-        "onExitCodes": {
-            "containerName": names.WORKLOAD_CONTAINER,
-            "operator": "In",
-            "values": list(plan.policy.program_error_exit_codes),
-        },
-    }
+    codes: dict[str, Any] = {"containerName": names.WORKLOAD_CONTAINER, "operator": "In", "values": list(plan.policy.program_error_exit_codes)}
+    if plan.target.containers_per_vm > 1:
+        del codes["containerName"]  # any of the parallel containers (a rule without a name covers them all)
+    rules[PROGRAM_ERROR_INDEX] = {"action": "FailJob", "onExitCodes": codes}
     return {"rules": rules}
 
 
@@ -290,7 +309,7 @@ def failure_policy(plan: RunPlan) -> dict[str, Any]:
                 "name": PROGRAM_ERROR_RULE,
                 "action": "FailJobSet",
                 "onJobFailureReasons": [JOB_FAILURE_REASON],
-                "onJobFailureMessagePatterns": [program_error_message_pattern()],
+                "onJobFailureMessagePatterns": [program_error_message_pattern(plan.target.containers_per_vm > 1)],
             },
             {"name": OTHER_FAILURE_RULE, "action": "RestartJobSet"},
         ],
@@ -306,7 +325,8 @@ def jobset(plan: RunPlan) -> dict[str, Any]:
             "name": plan.name,
             "namespace": plan.target.namespace,
             "labels": run_labels(plan),
-            "annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL},
+            # One slice per node pool; dynamic slices share node pools or span several, and Kueue places them.
+            **({} if plan.target.dynamic else {"annotations": {names.JOBSET_EXCLUSIVE_TOPOLOGY_ANNOTATION: names.GKE_NODEPOOL_LABEL}}),
         },
         "spec": {
             "ttlSecondsAfterFinished": plan.policy.ttl_seconds,

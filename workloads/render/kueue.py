@@ -48,10 +48,11 @@ from toolkit.names import (
     K8S_PSA_WARN_LABEL,
     KUEUE_API,
     PRIORITY_CLASS_API,
+    TGK_RUN_LABEL,
     TPU_RESOURCE,
     TPU_TOLERATION,
 )
-from workloads.render import checkpointing, compute_class, inplace, lustre
+from workloads.render import checkpointing, compute_class, dynamic_slicing, inplace, lustre
 from workloads.render.admission import admission_objects
 from workloads.render.flavors import Flavor, flavors, quota
 from workloads.render.multinetwork import network_objects
@@ -83,16 +84,16 @@ def workload_gsa_email(spec: EnvSpec, team: TeamSpec) -> str:
 def pod_security_labels(team: TeamSpec) -> dict[str, str]:
     """The Pod Security level a team's namespace enforces (and warns and audits at).
 
-    ``restricted`` when the team runs as a non-root UID (``run_as_user``): then every pod
-    the toolkit renders meets it (workloads/render/podsecurity.py). Else ``baseline``
-    (no hostNetwork, hostPath, privileged...), warning and auditing at ``restricted``: the
-    pods meet everything of it but runAsNonRoot (the MaxText image runs as root). A team
-    that opted in to hostNetwork runs gets ``privileged`` (hostNetwork is a baseline
-    violation), warned at ``baseline``.
+    ``restricted`` for a team whose pods run as a non-root UID (the default, ``TeamSpec.pod_user``):
+    every pod the toolkit renders meets it (workloads/render/podsecurity.py). A team that opted
+    into its image's user (``run_as_root``) gets ``baseline`` (no hostNetwork, hostPath,
+    privileged...), warning and auditing at ``restricted``: the pods meet everything of it but
+    runAsNonRoot. A team that opted in to hostNetwork runs gets ``privileged`` (hostNetwork is
+    a baseline violation), warned at ``baseline``.
     """
     if team.host_network:
         return {K8S_PSA_ENFORCE_LABEL: "privileged", K8S_PSA_WARN_LABEL: "baseline"}
-    if team.run_as_user is not None:
+    if team.pod_user is not None:
         return {K8S_PSA_ENFORCE_LABEL: "restricted"}
     return {K8S_PSA_ENFORCE_LABEL: "baseline", K8S_PSA_WARN_LABEL: "restricted", K8S_PSA_AUDIT_LABEL: "restricted"}
 
@@ -140,6 +141,7 @@ def resource_flavors(spec: EnvSpec) -> list[dict[str, Any]]:
             "metadata": {"name": f.name},
             "spec": {
                 "nodeLabels": dict(f.node_labels),
+                **({"topologyName": t} if (t := dynamic_slicing.flavor_topology(spec, f.name)) else {}),
                 "tolerations": [dict(TPU_TOLERATION)]
                 + ([dict(QUEUED_TOLERATION)] if f.queued else [])
                 + ([compute_class.toleration(f.compute_class)] if f.compute_class else []),
@@ -204,6 +206,7 @@ def provisioning_objects(spec: EnvSpec) -> list[dict[str, Any]]:
 def admission_checks_strategy(spec: EnvSpec) -> dict[str, Any] | None:
     """The provisioning checks, each only on its queued flavor: runs on other flavors do not wait for it."""
     rules = [{"name": admission_check_name(f), "onFlavors": [f.name]} for f in flavors(spec) if f.queued is not None]
+    rules += dynamic_slicing.admission_check_rules(spec)
     return {"admissionChecks": rules} if rules else None
 
 
@@ -296,6 +299,7 @@ def queue_objects(spec: EnvSpec) -> list[dict[str, Any]]:
         *compute_class.compute_classes(spec),
         *checkpointing.checkpoint_configurations(spec),
         *lustre.lustre_objects(spec),
+        *dynamic_slicing.queue_objects(spec),
         *resource_flavors(spec),
         *provisioning_objects(spec),
         *cluster_queues(spec),
@@ -320,7 +324,9 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
     so a spec that turns it off says so with Kueue's ``DisableWaitForPodsReady`` gate.
     The timeouts are the spec's or, by default, what its pools need (``EnvFields.wait_for_pods_ready``).
     """
-    out: dict[str, Any] = {}
+    # The run label onto every Workload Kueue makes for a run: once the run is gone, its label is
+    # the ownership ledger's proof that the Workload was a run of the toolkit's (toolkit.ledger.orphan_workload).
+    out: dict[str, Any] = {"integrations": {"labelKeysToCopy": [TGK_RUN_LABEL]}}
     if spec.fair_sharing:
         out["fairSharing"] = {"preemptionStrategies": list(spec.kueue.fair_sharing.preemption_strategies)}
     w = spec.kueue.wait_for_pods_ready

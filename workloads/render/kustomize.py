@@ -39,7 +39,7 @@ from toolkit.errors import ExternalToolError, ToolkitError
 from toolkit.paths import cache_dir
 from workloads.cluster import runkinds
 from workloads.planning.model import RunPlan
-from workloads.render import job, jobset, rayjob, submission, yamlio
+from workloads.render import job, jobset, pathways, rayjob, submission, yamlio
 from workloads.render.skeleton import BASE_NAME, indexed_job_spec
 
 KUSTOMIZE_API = "kustomize.config.k8s.io/v1beta1"
@@ -66,6 +66,7 @@ RUNTIMES: dict[str, Runtime] = {
     jobset.RUNTIME: Runtime(jobset.RUNTIME, lambda: [jobset_skeleton()], jobset.run_objects),
     job.RUNTIME: Runtime(job.RUNTIME, job.skeletons, job.run_objects),
     rayjob.RUNTIME: Runtime(rayjob.RUNTIME, rayjob.skeletons, rayjob.run_objects),
+    pathways.RUNTIME: Runtime(pathways.RUNTIME, pathways.skeletons, pathways.run_objects),
 }
 
 

@@ -14,6 +14,13 @@ Checked against Kueue v0.17.1, served the same by v0.19.2 (``apis/kueue/v1beta2/
   LocalQueues, flavors for its own pools) plus the identity the manager acts as there
   (``identity_objects``).
 
+The worker's credentials travel over TLS only: ``kubeconfig`` refuses a server URL that is
+not ``https://`` (the Secret holds the identity's long-lived token inline, and Kueue itself
+checks only the host), and nothing here prints a token. The identity's token lives in a
+``kubernetes.io/service-account-token`` Secret on the worker (``token_secret``), one per
+credential: rotating it (``workloads.runs.fleet.rotate``) creates a new one, points the
+manager's Secret at it, and deletes the old one, which revokes its token.
+
 The identity's RBAC is what the manager's Kueue does on a worker and no more: it watches
 and lists Workloads and every job kind it integrates (batch Jobs, JobSets) across the
 cluster (its watches carry a label selector but no namespace, so that needs a
@@ -26,11 +33,13 @@ from __future__ import annotations
 
 import base64
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
 from infra.fleet import Fleet, Worker
-from toolkit.names import JOBSET_GROUP, KUEUE_API, KUEUE_GROUP
+from toolkit.errors import FieldError
+from toolkit.names import JOBSET_GROUP, K8S_MANAGED_BY_LABEL, KUEUE_API, KUEUE_GROUP, TGK
 from workloads.render import kueue
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -39,6 +48,10 @@ KUEUE_NAMESPACE = "kueue-system"
 IDENTITY = "tgk-multikueue"
 WATCH_ROLE = f"{IDENTITY}-watch"
 WRITE_ROLE = f"{IDENTITY}-write"
+# The label on each token Secret of the identity (its value: the identity), by which the flow finds the current one.
+TOKEN_LABEL = "tpu-gke-toolkit/multikueue-token"
+# The manager's kubeconfig Secret names the worker's token Secret its token came from.
+TOKEN_SOURCE_ANNOTATION = "tpu-gke-toolkit/token-secret"
 # The job kinds the manager's Kueue integrates, each watched on every worker.
 JOB_RESOURCES = (("batch", "jobs"), (JOBSET_GROUP, "jobsets"))
 RBAC_API = "rbac.authorization.k8s.io/v1"
@@ -89,7 +102,11 @@ def _rule(group: str, resources: list[str], verbs: list[str]) -> dict[str, Any]:
 
 
 def identity_objects(fleet: Fleet) -> list[dict[str, Any]]:
-    """The manager's identity on a worker: a ServiceAccount, its token Secret, and the least RBAC MultiKueue needs."""
+    """The manager's identity on a worker: a ServiceAccount and the least RBAC MultiKueue needs.
+
+    Its token Secret is not among them: the flow creates one only where none is current
+    (``token_secret``), so applying again never revives a token a rotation deleted.
+    """
     jobs = [_rule(g, [r], ["get", "list", "watch"]) for g, r in JOB_RESOURCES]
     watch = [_rule(KUEUE_GROUP, ["workloads"], ["get", "list", "watch"]), *jobs]
     write = [
@@ -101,13 +118,6 @@ def identity_objects(fleet: Fleet) -> list[dict[str, Any]]:
     subject = [{"kind": "ServiceAccount", "name": IDENTITY, "namespace": KUEUE_NAMESPACE}]
     out: list[dict[str, Any]] = [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": IDENTITY, "namespace": KUEUE_NAMESPACE}, "automountServiceAccountToken": False},
-        {
-            # A long-lived token the manager keeps in its Secret; the token controller fills it.
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/service-account-token",
-            "metadata": {"name": IDENTITY, "namespace": KUEUE_NAMESPACE, "annotations": {"kubernetes.io/service-account.name": IDENTITY}},
-        },
         {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": WATCH_ROLE}, "rules": watch},
         {"apiVersion": RBAC_API, "kind": "ClusterRole", "metadata": {"name": WRITE_ROLE}, "rules": write},
         {
@@ -131,8 +141,43 @@ def identity_objects(fleet: Fleet) -> list[dict[str, Any]]:
     return out
 
 
-def kubeconfig(worker: str, server: str, ca_pem: bytes, token: str) -> str:
-    """The worker's kubeconfig as MultiKueue accepts it: CA and token inline, TLS checked."""
+def token_secret(name: str = IDENTITY) -> dict[str, Any]:
+    """A long-lived token of the identity: the worker's token controller fills it; deleting it revokes the token."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/service-account-token",
+        "metadata": {
+            "name": name,
+            "namespace": KUEUE_NAMESPACE,
+            "labels": {TOKEN_LABEL: IDENTITY, K8S_MANAGED_BY_LABEL: TGK},
+            "annotations": {"kubernetes.io/service-account.name": IDENTITY},
+        },
+    }
+
+
+def check_tls(worker: str, server: str, field: str) -> None:
+    """A worker is reached over TLS only: the manager's Secret carries its long-lived token to ``server``."""
+    url = urlsplit(server)
+    # Scheme, host and port only: a user:password@ in the URL is not repeated.
+    shown_url = f"{url.scheme}://{url.netloc.rpartition('@')[2]}"
+    if url.scheme.lower() != "https" or not url.hostname:
+        raise FieldError(
+            field,
+            f"worker {worker} is reached at {shown_url}, not https://: its long-lived token would cross the network in the clear",
+            "reach the worker's API server over https (GKE's endpoints are), with its CA in the kubeconfig",
+        )
+    if "@" in url.netloc:
+        raise FieldError(
+            field,
+            f"worker {worker}'s server URL {shown_url} carries a user name or password, which the manager's Secret would copy (and Kueue refuses)",
+            "remove user:password@ from the cluster's server in the kubeconfig",
+        )
+
+
+def kubeconfig(worker: str, server: str, ca_pem: bytes, token: str, *, field: str = "") -> str:
+    """The worker's kubeconfig as MultiKueue accepts it: CA and token inline, TLS checked, an ``https://`` server only."""
+    check_tls(worker, server, field or f"worker {worker}")
     ctx = f"{worker}-multikueue"
     doc = {
         "apiVersion": "v1",
@@ -145,13 +190,18 @@ def kubeconfig(worker: str, server: str, ca_pem: bytes, token: str) -> str:
     return yaml.safe_dump(doc, sort_keys=False)
 
 
-def kubeconfig_secret(worker: str, config: str) -> dict[str, Any]:
-    """The Secret on the manager a MultiKueueCluster names (key ``kubeconfig``, in Kueue's namespace)."""
+def kubeconfig_secret(worker: str, config: str, *, token_source: str = IDENTITY) -> dict[str, Any]:
+    """The Secret on the manager a MultiKueueCluster names (key ``kubeconfig``, in Kueue's namespace), naming the worker's token Secret."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": "Opaque",
-        "metadata": {"name": Fleet.secret_name(worker), "namespace": KUEUE_NAMESPACE},
+        "metadata": {
+            "name": Fleet.secret_name(worker),
+            "namespace": KUEUE_NAMESPACE,
+            "labels": {K8S_MANAGED_BY_LABEL: TGK},
+            "annotations": {TOKEN_SOURCE_ANNOTATION: token_source},
+        },
         "data": {"kubeconfig": base64.b64encode(config.encode()).decode()},
     }
 

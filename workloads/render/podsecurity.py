@@ -21,13 +21,27 @@ One place, so no runtime can fall behind the others. What every pod gets, and wh
   the GKE TPU detection and needs the ``kubernetes`` package, which the MaxText image
   does not install; KubeRay's head needs it only for in-tree autoscaling, which the
   toolkit never turns on (the operator, not the head, talks to the API server).
-- ``runAsNonRoot`` with ``runAsUser``/``runAsGroup``: only when the team names a UID
-  (``TeamSpec.run_as_user``), because the toolkit's MaxText image runs as root and
-  GKE's TPU documentation shows TPU pods only as their image's user. ``HOME`` then
-  points at ``/tmp`` (writable by anyone) unless the recipe sets it: a UID the image
-  does not know has ``/`` as its home, where caches could not be written.
+- ``runAsNonRoot`` with ``runAsUser``, ``runAsGroup`` and ``fsGroup``: every team's UID
+  (``TeamSpec.pod_user``: 10001 unless the team names another); root only when a team opts
+  into its image's user (``run_as_root``). ``HOME`` points at ``/tmp`` (writable by anyone)
+  unless the recipe sets it: a UID the image does not know has ``/`` as its home, where JAX
+  and MaxText could not write their caches. What each mount needs of the UID:
 
-With a UID, every pod meets Pod Security ``restricted`` (tests/integration/test_secure_defaults.py
+  - ``/dev/shm`` and every other ``emptyDir``: world-writable, and given ``fsGroup``;
+  - GCS FUSE (the dataset, ``--checkpoint-storage gcsfuse``): mounted with ``uid``/``gid``
+    (``workloads.render.volumes``; the driver's documented way for a non-root pod);
+  - the multi-tier checkpointing RAM disk and Lustre: ``fsGroup``, and ``fsGroupChangePolicy:
+    OnRootMismatch`` so a large volume is not walked at every start. Lustre's CSI driver
+    leaves ownership to the file system (its PersistentVolume is ReadWriteMany with no
+    fsType), so the team's directory on the instance must be writable by the team's UID or
+    GID: docs/data-and-checkpoints.md says how to set it once;
+  - the TPU chips: the device plugin hands ``/dev/vfio/*`` (``/dev/accel*`` on v4) to the
+    container with the node's ownership and mode. Cloud TPU VMs let an unprivileged user open
+    them (their guides run JAX as the login user); that a non-root UID opens them inside a
+    GKE TPU pod could not be checked without a TPU here. A team for which it does not hold
+    sets ``run_as_root: true`` (docs/security.md).
+
+Every pod then meets Pod Security ``restricted`` (tests/integration/test_secure_defaults.py
 proves it against the real API server), and the team's namespace enforces it
 (``workloads.render.kueue.pod_security_labels``).
 """
@@ -46,10 +60,11 @@ def container_security_context() -> dict[str, Any]:
 
 
 def pod_security_context(run_as_user: int | None, sysctls: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    """The pod-level securityContext: RuntimeDefault seccomp, the team's UID if it named one, and ``sysctls``."""
+    """The pod-level securityContext: RuntimeDefault seccomp, the team's UID (also its GID and the volumes' group) unless
+    it runs as its image's user (None), and ``sysctls``."""
     ctx: dict[str, Any] = {}
     if run_as_user is not None:
-        ctx.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user)
+        ctx.update(runAsNonRoot=True, runAsUser=run_as_user, runAsGroup=run_as_user, fsGroup=run_as_user, fsGroupChangePolicy="OnRootMismatch")
     ctx["seccompProfile"] = dict(RUNTIME_DEFAULT_SECCOMP)
     if sysctls:
         ctx["sysctls"] = sysctls

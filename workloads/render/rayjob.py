@@ -33,12 +33,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.spec.teams import DEFAULT_RUN_AS_USER
 from toolkit import names
 from workloads.planning.model import RUNTIME_RAY, RunPlan
 from workloads.ray import ENTRYPOINT_MODULE, RAY_VERSION, ray_accelerator_type
 from workloads.ray import entrypoint as ray_entrypoint
 from workloads.render import jobset, podsecurity, volumes
-from workloads.render.kubelet_escape import k8s_literal
+from workloads.render.program_env import program_env
 from workloads.render.skeleton import BASE_NAME
 
 RUNTIME = RUNTIME_RAY
@@ -161,7 +162,7 @@ def worker_group(plan: RunPlan) -> dict[str, Any]:
         "name": WORKER_CONTAINER,
         "image": plan.program.image,
         "imagePullPolicy": "IfNotPresent",
-        "env": [{"name": k, "value": k8s_literal(v)} for k, v in plan.program.env],
+        "env": program_env(plan.program),
         "resources": {"requests": {names.TPU_RESOURCE: tpu}, "limits": {names.TPU_RESOURCE: tpu}},
         # The JaxTrainer's workers run MaxText here: they read the dataset.
         "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, *volumes.volume_mounts(plan)],
@@ -228,7 +229,7 @@ def skeletons() -> list[dict[str, Any]]:
     """What every RayJob of this runtime has in common (``base/ray/``)."""
     dshm_mount = [{"name": "dshm", "mountPath": "/dev/shm"}]
     dshm = [{"name": "dshm", "emptyDir": {"medium": "Memory"}}]
-    pod_ctx = {"automountServiceAccountToken": False, "securityContext": podsecurity.pod_security_context(None)}
+    pod_ctx = {"automountServiceAccountToken": False, "securityContext": podsecurity.pod_security_context(DEFAULT_RUN_AS_USER)}
     ctx = podsecurity.container_security_context()
     return [
         {

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra.spec.teams import DEFAULT_RUN_AS_USER
 from toolkit import names
 from workloads.render import podsecurity
 
@@ -21,7 +22,8 @@ def worker_pod_template(ports: list[dict[str, Any]]) -> dict[str, Any]:
         "spec": {
             "automountServiceAccountToken": False,
             "restartPolicy": "Never",
-            "securityContext": podsecurity.pod_security_context(None),
+            # Non-root as every team's run is unless it chose otherwise: a base applied alone is not root either.
+            "securityContext": podsecurity.pod_security_context(DEFAULT_RUN_AS_USER),
             "tolerations": [dict(names.TPU_TOLERATION)],
             "containers": [
                 {

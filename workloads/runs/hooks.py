@@ -34,6 +34,8 @@ class RunHook(Protocol):
         """One line for the user: what the decoration does to this run."""
         ...
 
+    # Optional: ``helper(pod) -> pod`` for a cluster that plays the kubelet of the toolkit's Lustre
+    # helper pod (workloads.runs.volume_store); without it, the pod is created as rendered.
     # Optional: ``storage(cluster) -> google.cloud.storage.Client`` for a cluster that plays its
     # buckets too (the local cluster's server); without it, runs' buckets are Cloud Storage's.
     # Optional: ``logging(cluster) -> google.cloud.logging.Client`` for a cluster that plays

@@ -1,37 +1,49 @@
-"""A run's checkpoint directory belongs to that run: its identity, written beside its checkpoints.
+"""A run's output directory belongs to that run: its identity, written beside its checkpoints.
 
-MaxText resumes from ``<base_output_directory>/<run name>/checkpoints/``, whatever wrote it: a
-later, different run under a reused ``--name`` would restore the first one's weights. So
-before a run that checkpoints is applied, the toolkit reads ``<output dir>/tgk-run.json``
-(``IDENTITY``) and:
+MaxText resumes from ``<base_output_directory>/<run name>/checkpoints/``, whatever wrote it, and
+writes its metrics and TensorBoard traces beside them: a later, different run under a reused
+``--name`` would restore the first one's weights and write into its files. So before a MaxText
+run is applied, the toolkit reads ``<output dir>/tgk-run.json`` (``IDENTITY``) and:
 
-- none there, and no checkpoints either: a new run; the identity is written, then the run applied;
+- none there, and nothing else either: a new run; the identity is written (only if still
+  absent: a precondition the storage checks), then the run applied. This is the ledger's
+  record (``toolkit.ledger``) that the toolkit made the directory: written when it creates the
+  directory, never when it merely uses one;
 - the same submission (the digest of ``workloads.render.submission``, what ``--name`` reuse
   is judged by on the cluster too): the same run again (resubmitted after it was deleted or
   failed); it resumes, as a restarted JobSet would;
 - anything else — another recipe, model, step count, image or ``--set`` — is another run:
   refused with one line naming the run that owns the directory, unless ``--resume`` asks
   for its checkpoints on purpose. Even then the model's shape must be the same
-  (``model_key``): other weights cannot be restored into it;
-- checkpoints there but no identity (written before the toolkit kept identities, or laid
-  there by hand, e.g. a converted checkpoint): refused unless ``--resume``.
+  (``model_key``): other weights cannot be restored into it. The identity is then this
+  run's (replaced only at the version read: a precondition again);
+- files there but no identity (written before the toolkit kept identities, or laid there by
+  hand, e.g. a converted checkpoint): refused, unless ``--resume`` asks for the checkpoints
+  there. Then the run reads them **without adopting them** (``foreign``): no identity is
+  written, so the directory stays not the toolkit's and ``cleanup`` never deletes it.
 
 ``--resume`` where there is nothing to resume is refused too: the user expected state.
-Pure decisions (``decide``) over a ``Store`` (the bucket: ``GcsStore``, or a local
-directory for ``run-local``: ``DirStore``). ``cleanup --checkpoints`` deletes only
-directories with an identity: the record that a toolkit run wrote them.
+Pure decisions (``decide``) over a ``Store``: the bucket (``GcsStore``: ``gcs`` and ``gcsfuse``
+checkpoint storage, the same objects), a local directory (``DirStore``: ``run-local``), or the
+team's Lustre, reached through a short-lived pod on the cluster
+(``workloads.runs.volume_store.VolumeStore``). The last two run the same directory operations
+(``toolkit.dirops``).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from toolkit import dirops, ledger
 from toolkit.errors import FieldError, ToolkitError
-from toolkit.owned import write_atomic
+from toolkit.jsontext import load_json
 
 if TYPE_CHECKING:
     from workloads.planning.model import RunPlan
@@ -39,21 +51,27 @@ if TYPE_CHECKING:
 IDENTITY = "tgk-run.json"
 CHECKPOINTS = "checkpoints/"
 WRITER = "tpu-gke-toolkit"
-FORMAT = 1
+FORMAT = ledger.RECORD_FORMAT  # 2: written only into an empty directory (format 1 was also written when adopting one)
 
 
 class Store(Protocol):
     """Where a run's directory lives, addressed by paths relative to it (``tgk-run.json``, ``checkpoints/``)."""
 
-    where: str  # the directory, as the user knows it (gs://bucket/run/ or a local path)
+    where: str  # the directory, as the user knows it (gs://bucket/run/, lustre:instance/ns/run/ or a local path)
 
     def read(self, name: str) -> bytes | None: ...
 
-    def write(self, name: str, data: bytes, *, create: bool) -> None:
-        """``create``: only if absent (a precondition the bucket checks, where it can)."""
+    def write(self, name: str, data: bytes, *, create: bool) -> bool:
+        """``create``: only if absent; else only if it is still what ``read`` returned (the storage checks both).
+
+        False: that precondition failed (another writer got there first)."""
         ...
 
     def has_any(self, prefix: str) -> bool: ...
+
+    def entries(self) -> list[str]:
+        """A few names directly in the directory (directories end in ``/``); [] when it is empty or absent."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -64,12 +82,14 @@ class Identity:
     submission: str
     created: str
     updated: str = ""
+    format: int = FORMAT
 
     def document(self) -> dict[str, Any]:
         return {
             "written_by": WRITER,
-            "format": FORMAT,
-            "about": "the run whose checkpoints are in checkpoints/ beside this file; another run under its name is refused unless it asks to --resume",
+            "format": self.format,
+            "about": "the toolkit made this directory for the run named here (its checkpoints/ and metrics/ are the run's); "
+            "another run under its name is refused unless it asks to --resume",
             "run": self.run,
             "recipe": self.recipe,
             "model": self.model,
@@ -84,7 +104,7 @@ class Identity:
     @classmethod
     def decode(cls, raw: bytes, where: str) -> Identity:
         try:
-            d = json.loads(raw[: 1024 * 1024])
+            d = load_json(raw, max_bytes=1024 * 1024)
             if not isinstance(d, dict) or d.get("written_by") != WRITER:
                 raise ValueError("not written by the toolkit")
             model = d["model"]
@@ -97,6 +117,7 @@ class Identity:
                 str(d["submission"]),
                 str(d["created"]),
                 str(d.get("updated") or ""),
+                int(d.get("format") or 1),
             )
         except (ValueError, KeyError, TypeError) as e:
             raise ToolkitError(f"{where}{IDENTITY} is not a run identity the toolkit wrote ({e}) — move it away, or pick another --name") from None
@@ -134,13 +155,27 @@ def identity_of(plan: RunPlan, now: datetime | None = None, submission: str | No
 
 
 def guarded(plan: RunPlan) -> bool:
-    """Whether the run keeps state a later run could restore: a MaxText run that checkpoints."""
-    return plan.program.is_maxtext and plan.policy.checkpoint is not None and bool(plan.program.output_dir)
+    """Whether the run writes a directory of its own a later run could restore or write into: a MaxText run with an output."""
+    return plan.program.is_maxtext and (bool(plan.program.output_dir) or lustre_dir(plan) is not None)
+
+
+def resumable(plan: RunPlan) -> bool:
+    """Whether ``--resume`` means anything for the run: it saves checkpoints."""
+    return guarded(plan) and plan.policy.checkpoint is not None
+
+
+def lustre_dir(plan: RunPlan) -> str | None:
+    """The run's directory on the team's Lustre, relative to the claim's mount (``<namespace>/<run>/``); None on a bucket."""
+    st = plan.policy.checkpoint_storage
+    if st is None or st.kind != "lustre":
+        return None
+    rel = st.base_output.removeprefix(st.mount_dir).strip("/")
+    return f"{rel}/{plan.name}/" if rel else f"{plan.name}/"
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """What ``claim`` found and did: ``state`` is new | same | resumed."""
+    """What ``claim`` found and did: ``state`` is new | same | resumed | foreign."""
 
     state: str
     where: str
@@ -154,12 +189,21 @@ class Verdict:
         what = "its latest checkpoint" if self.checkpoints else "no checkpoint yet: it starts at step 0"
         if self.state == "same":
             return f"checkpoints: the same run as submitted before; it resumes from {what} in {self.where}{CHECKPOINTS}"
+        if self.state == "foreign":
+            return (
+                f"checkpoints: --resume: continues from the latest checkpoint in {self.where}{CHECKPOINTS}, which no toolkit run recorded; "
+                "read, not adopted: no identity is written there, and cleanup never deletes it"
+            )
         who = f"run {self.owner.run} ({self.owner.recipe}, {self.owner.created})" if self.owner else "checkpoints no toolkit run recorded"
         return f"checkpoints: --resume: continues from {what} of {who} in {self.where}{CHECKPOINTS}"
 
 
-def decide(mine: Identity, found: Identity | None, checkpoints: bool, *, resume: bool, where: str) -> str:
-    """new | same | resumed, or a FieldError saying why the directory is not this run's. Pure."""
+def decide(mine: Identity, found: Identity | None, checkpoints: bool, *, resume: bool, where: str, others: Sequence[str] = ()) -> str:
+    """new | same | resumed | foreign, or a FieldError saying why the directory is not this run's. Pure.
+
+    ``others``: what else is in the directory besides the identity (a few names); ``checkpoints``:
+    whether ``checkpoints/`` holds anything.
+    """
     ckpt = f"{where}{CHECKPOINTS}"
     if found is None:
         if checkpoints and not resume:
@@ -170,7 +214,15 @@ def decide(mine: Identity, found: Identity | None, checkpoints: bool, *, resume:
             )
         if resume and not checkpoints:
             raise FieldError("--resume", f"nothing to resume: no run has written {ckpt}", "drop --resume to start the run fresh")
-        return "resumed" if resume else "new"
+        if resume:
+            return "foreign"  # read, never adopted: the toolkit did not make this directory
+        if others:
+            raise FieldError(
+                "--name",
+                f"{where} holds files no toolkit run recorded (e.g. {others[0]}; {IDENTITY} is missing); {mine.run} would write among them",
+                "pick another --name",
+            )
+        return "new"
     if found.submission == mine.submission:
         return "same"
     if found.model != mine.model:
@@ -197,22 +249,28 @@ def decide(mine: Identity, found: Identity | None, checkpoints: bool, *, resume:
 def claim(store: Store, plan: RunPlan, *, resume: bool, now: datetime | None = None, submission: str | None = None) -> Verdict:
     """Check the run's directory is this run's (``decide``) and record it; before anything is applied.
 
-    ``submission``: the run's digest as rendered, when the caller has it (``identity_of``).
+    Written only when the toolkit makes the directory (``new``) or continues a run of its own
+    (``resumed``); a ``foreign`` directory is read, never written. ``submission``: the run's
+    digest as rendered, when the caller has it (``identity_of``).
     """
     mine = identity_of(plan, now, submission)
     raw = store.read(IDENTITY)
     found = None if raw is None else Identity.decode(raw, store.where)
     checkpoints = store.has_any(CHECKPOINTS)
-    state = decide(mine, found, checkpoints, resume=resume, where=store.where)
-    if found is None:
-        store.write(IDENTITY, mine.encode(), create=True)
-        # Another submit may have raced this one to the directory: what is there now must be ours.
-        back = store.read(IDENTITY)
-        if back is not None and Identity.decode(back, store.where).submission != mine.submission:
-            raise FieldError("--name", f"{store.where} was claimed by another run just now", "pick another --name")
+    others = [] if found is not None else [e for e in store.entries() if e != IDENTITY]
+    state = decide(mine, found, checkpoints, resume=resume, where=store.where, others=others)
+    if state == "new":
+        if not store.write(IDENTITY, mine.encode(), create=True):
+            # Another submit raced this one to the directory: what is there now must be ours.
+            back = store.read(IDENTITY)
+            if back is None or Identity.decode(back, store.where).submission != mine.submission:
+                raise FieldError("--name", f"{store.where} was claimed by another run just now", "pick another --name")
     elif state == "resumed":
-        kept = Identity(mine.run, mine.recipe, mine.model, mine.submission, found.created, mine.created)
-        store.write(IDENTITY, kept.encode(), create=False)
+        assert found is not None
+        # The format says how the directory came to be: a resume never makes an older record a proof of creation.
+        kept = Identity(mine.run, mine.recipe, mine.model, mine.submission, found.created, mine.created, found.format)
+        if not store.write(IDENTITY, kept.encode(), create=False):
+            raise FieldError("--name", f"{store.where}{IDENTITY} changed while this submit read it", "submit again, once the other submit is done")
     return Verdict(state, store.where, found, checkpoints)
 
 
@@ -227,54 +285,139 @@ def split_gs(uri: str) -> tuple[str, str]:
 
 
 class GcsStore:
-    """The run's directory in its bucket, through google-cloud-storage (``client``: a ``storage.Client``)."""
+    """The run's directory in its bucket (``gcs`` and ``gcsfuse`` storage), through ``workloads.observe.owned_objects``.
+
+    A record is created only where there is none, and replaced only at the generation read.
+    """
 
     def __init__(self, client: Any, output_dir: str) -> None:
         self.client = client
         self.bucket, self.prefix = split_gs(output_dir)
         self.where = f"gs://{self.bucket}/{self.prefix}"
-
-    def _call(self, what: str, fn: Any) -> Any:
-        from workloads.observe.storage import storage_call
-
-        return storage_call(f"{what} {self.where}", self.bucket, fn)
+        self._generations: dict[str, int] = {}
 
     def read(self, name: str) -> bytes | None:
-        blob = self._call("read", lambda: self.client.bucket(self.bucket).get_blob(self.prefix + name))
-        return None if blob is None else self._call("read", blob.download_as_bytes)
+        from workloads.observe import owned_objects
 
-    def write(self, name: str, data: bytes, *, create: bool) -> None:
-        blob = self.client.bucket(self.bucket).blob(self.prefix + name)
-        kwargs = {"if_generation_match": 0} if create else {}
-        self._call("write", lambda: blob.upload_from_string(data, content_type="application/json", **kwargs))
+        got = owned_objects.read(self.client, self.bucket, self.prefix + name, f"{self.where}{name}")
+        if got is None:
+            self._generations.pop(name, None)
+            return None
+        self._generations[name] = got[1]
+        return got[0]
+
+    def write(self, name: str, data: bytes, *, create: bool) -> bool:
+        from workloads.observe import owned_objects
+
+        what = f"{self.where}{name}"
+        if create:
+            return owned_objects.create(self.client, self.bucket, self.prefix + name, data, content_type="application/json", what=what)
+        generation = self._generations.get(name)
+        if generation is None:
+            raise ToolkitError(f"{what} is replaced only after it was read")
+        return owned_objects.replace(self.client, self.bucket, self.prefix + name, data, generation=generation, content_type="application/json", what=what)
 
     def has_any(self, prefix: str) -> bool:
-        return self._call("list", lambda: any(True for _ in self.client.list_blobs(self.bucket, prefix=self.prefix + prefix, max_results=1)))
+        from workloads.observe import owned_objects
+
+        return bool(owned_objects.listing(self.client, self.bucket, self.prefix + prefix, f"{self.where}{prefix}", limit=1))
+
+    def entries(self) -> list[str]:
+        from workloads.observe import owned_objects
+
+        names: list[str] = []
+        for o in owned_objects.listing(self.client, self.bucket, self.prefix, self.where, limit=50):
+            head, sep, _ = o.name[len(self.prefix) :].partition("/")
+            entry = head + sep
+            if entry and entry not in names:
+                names.append(entry)
+        return names[:5]
 
 
-class DirStore:
-    """The run's directory on this machine (``run-local``: ``<checkpoint dir>/<run>/``)."""
+class OpsStore:
+    """A directory reached through ``toolkit.dirops`` (``ops``: run a request, return its results); a base for the two below."""
+
+    where: str
+    flag = "--checkpoint-dir"
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel.strip("/") + "/"  # the run's directory, relative to the base the ops run in
+        self._digests: dict[str, str] = {}
+        self._seen: dict[str, Any] | None = None  # what one look found (read, entries, checkpoints), until a write
+
+    def ops(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def fail(self, problem: str) -> ToolkitError:
+        return FieldError(self.flag, f"{self.where}: {problem}", f"pass a {self.flag} you can read and write")
+
+    def _run(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = self.ops(ops)
+        for r in results:
+            if "error" in r:
+                raise self.fail(str(r["error"]))
+        return results
+
+    def _look(self) -> dict[str, Any]:
+        """The record, the directory's first names and whether checkpoints/ holds anything: one request."""
+        if self._seen is None:
+            got = self._run(
+                [
+                    {"op": "read", "path": self.rel + IDENTITY},
+                    {"op": "list", "path": self.rel, "limit": 5},
+                    {"op": "list", "path": self.rel + CHECKPOINTS, "limit": 1},
+                ]
+            )
+            record = got[0]["data"]
+            self._seen = {
+                "record": None if record is None else base64.b64decode(record),
+                "entries": got[1]["names"] or [],
+                "checkpoints": bool(got[2]["names"]),
+            }
+        return self._seen
+
+    def read(self, name: str) -> bytes | None:
+        if name == IDENTITY:
+            data = self._look()["record"]
+        else:
+            got = self._run([{"op": "read", "path": self.rel + name}])[0]["data"]
+            data = None if got is None else base64.b64decode(got)
+        if data is None:
+            self._digests.pop(name, None)
+        else:
+            self._digests[name] = hashlib.sha256(data).hexdigest()
+        return data
+
+    def write(self, name: str, data: bytes, *, create: bool) -> bool:
+        op: dict[str, Any] = {"op": "create" if create else "replace", "path": self.rel + name, "data": base64.b64encode(data).decode()}
+        if not create:
+            expect = self._digests.get(name)
+            if expect is None:
+                raise ToolkitError(f"{self.where}{name} is replaced only after it was read")
+            op["expect"] = expect
+        self._seen = None
+        return bool(self._run([op])[0]["written"])
+
+    def has_any(self, prefix: str) -> bool:
+        if prefix == CHECKPOINTS:
+            return bool(self._look()["checkpoints"])
+        return bool(self._run([{"op": "list", "path": self.rel + prefix, "limit": 1}])[0]["names"])
+
+    def entries(self) -> list[str]:
+        return list(self._look()["entries"])
+
+
+class DirStore(OpsStore):
+    """The run's directory on this machine (``run-local``: ``<checkpoint dir>/<run>/``), through ``toolkit.dirops`` in-process."""
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.where = f"{self.path}/"
+        path = Path(path)
+        super().__init__(path.name)
+        self.path = path
+        self.base = path.parent
+        self.where = f"{path}/"
 
-    def read(self, name: str) -> bytes | None:
-        try:
-            return (self.path / name).read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as e:
-            raise FieldError("--checkpoint-dir", f"cannot read {self.path / name}: {e.strerror or e}", "pass a directory you can read") from None
-
-    def write(self, name: str, data: bytes, *, create: bool) -> None:
-        path = self.path / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            write_atomic(path, data, mode=None, create=create)  # create: fails if another run got there first
-        except FileExistsError:
-            pass  # claim() reads it back and sees whose it is
-
-    def has_any(self, prefix: str) -> bool:
-        d = self.path / prefix
-        return d.is_dir() and any(d.iterdir())
+    def ops(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if any(op["op"] in ("create", "replace") for op in ops):
+            self.base.mkdir(parents=True, exist_ok=True)
+        return dirops.handle({"base": str(self.base.absolute()), "ops": ops})

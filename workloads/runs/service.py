@@ -71,6 +71,7 @@ class Submission:
     note: str = ""  # the cluster hook's line (the local rehearsal's length); "" elsewhere
     admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
     checkpoints: Verdict | None = None  # whose checkpoint directory it is (workloads.runs.identity); None: the run keeps none
+    dataset_access: str = ""  # why the dataset check could not prove the run may read its data (a warning); "" proven or no dataset
 
     @property
     def refs(self) -> list[dict[str, str]]:
@@ -136,6 +137,25 @@ def write(out: Path, rendered: RenderedRun) -> list[Path]:
     return write_tree(out, dict(rendered.files))
 
 
+def fleet_options(options: Overrides) -> None:
+    """Before a run through a fleet's manager is planned: what one worker has and the others do not is refused by name.
+
+    The manager plans against the fleet's buckets only (``infra.fleet.Fleet.manager_env``):
+    a dataset and a Managed Lustre instance are one worker's, and MultiKueue may run the
+    job on (or move it to) another worker, whose identity cannot read them.
+    """
+    if options.dataset is not None:
+        raise FieldError(
+            "--dataset",
+            "a dataset is one worker's (its spec's datasets:), and a fleet may dispatch the run to another worker, whose identity cannot read it",
+            "submit to that worker's own spec (--spec WORKER.yaml, --context WORKER), or run without --dataset",
+        )
+    storage = options.checkpoint_storage
+    if storage is not None and str(storage).split(":", 1)[0] == "lustre":
+        # A Managed Lustre instance is one worker's (zonal, its claim in that cluster): the run may land elsewhere.
+        raise FieldError("--checkpoint-storage", "lustre is one worker's instance, and a fleet may dispatch the run to another", "use gcs or gcsfuse")
+
+
 def through_fleet(plan: RunPlan, rendered: RenderedRun) -> RenderedRun:
     """The run as submitted to a fleet's manager: its run object ``managedBy`` MultiKueue, which runs it on a worker.
 
@@ -188,6 +208,8 @@ def apply(
 
     With ``spec``, a run that reads a dataset has it checked first in the cluster's buckets
     (``data_check``): a dataset the run could not read is refused before anything is applied.
+    So is a checkpoint to start from (``--load-parameters``) that is not there or not the
+    run's model (``parameters_check``).
 
     On a cluster whose context has a hook (the local cluster) the objects are decorated
     first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
@@ -198,7 +220,7 @@ def apply(
     """
     from workloads.runs import identity
 
-    if resume and not identity.guarded(plan):
+    if resume and not identity.resumable(plan):
         raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
     rendered = render(plan) if rendered is None else rendered
     objects = list(rendered.objects)
@@ -222,13 +244,14 @@ def apply(
         return Submission(plan, existing=objects, note=note)
     if not any((o.get("spec") or {}).get("managedBy") for o in objects):  # a fleet's manager runs nothing itself
         capability_check(cluster, plan)
-    if spec is not None:
-        data_check(cluster, plan, spec)
+    facts = data_check(cluster, plan, spec) if spec is not None else None
+    if plan.program.load_parameters is not None:
+        parameters_check(cluster, plan)
     verdict = None
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
-    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict)
+    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict, dataset_access=getattr(facts, "access_note", ""))
 
 
 def capability_check(cluster: Cluster, plan: RunPlan) -> None:
@@ -265,32 +288,61 @@ def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
     return checks.check_dataset(_buckets(cluster, spec.project), spec, d, access.run_member(spec, spec.team(plan.target.team), False))
 
 
+def parameters_check(cluster: Cluster, plan: RunPlan) -> Any:
+    """The checkpoint the run starts from (``--load-parameters``), in the buckets its cluster's runs read: there, a
+    checkpoint, of the run's model (``workloads.runs.load_parameters``); a FieldError naming the flag otherwise."""
+    from workloads.runs import load_parameters
+
+    assert plan.program.load_parameters is not None
+    return load_parameters.on_cluster(plan.program.load_parameters, _buckets(cluster))
+
+
+def parameters_note(plan: RunPlan) -> str | None:
+    """What a real submit checks about ``--load-parameters``, for ``--dry-run`` (None: the run starts from fresh weights)."""
+    lp = plan.program.load_parameters
+    if lp is None:
+        return None
+    return f"would check {lp.path} holds a MaxText checkpoint of {lp.describe()} before applying"
+
+
 def _buckets(cluster: Cluster, project: str | None = None) -> Any:
     """The Cloud Storage client of the buckets the cluster's runs use (its hook's server, else Cloud Storage)."""
     return hooks.storage_client(hooks.for_context(getattr(cluster, "context", None)), cluster, project)
 
 
 def checkpoint_store(cluster: Cluster, plan: RunPlan) -> Store:
-    """The run's output directory, in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage)."""
-    from workloads.runs.identity import GcsStore
+    """The run's output directory: in the buckets its cluster's runs write (the local cluster's own, else Cloud Storage;
+    ``gcs`` and ``gcsfuse`` storage alike), or on the team's Lustre, through a helper pod on the cluster."""
+    from workloads.runs.identity import GcsStore, lustre_dir
 
+    rel = lustre_dir(plan)
+    if rel is not None:
+        from workloads.runs.volume_store import Volume, VolumeStore
+
+        st = plan.policy.checkpoint_storage
+        assert st is not None and st.claim is not None
+        location = st.location.removesuffix(f"{plan.target.namespace}/")
+        return VolumeStore(cluster, Volume(plan.target.namespace, st.claim, st.mount_dir, location, plan.target.run_as_user), rel)
     assert plan.program.output_dir is not None
     return GcsStore(_buckets(cluster), plan.program.output_dir)
 
 
 def checkpoint_check(plan: RunPlan, *, resume: bool = False) -> str | None:
     """What a real submit checks about the run's checkpoint directory, for ``--dry-run`` (None: the run keeps no checkpoints)."""
-    from workloads.runs.identity import CHECKPOINTS, IDENTITY, guarded
+    from workloads.runs.identity import CHECKPOINTS, IDENTITY, guarded, resumable
 
+    if resume and not resumable(plan):
+        raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
     if not guarded(plan):
-        if resume:
-            raise FieldError("--resume", f"run {plan.name} ({plan.program.recipe}) saves no checkpoints, so there is nothing to resume", "drop --resume")
         return None
-    where = plan.program.output_dir
-    then = (
-        "continue from the checkpoints there (same model shape required)" if resume else "refuse the submit if another run (or unrecorded checkpoints) is there"
-    )
-    return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS} before applying, write the run's identity there, and {then}"
+    ckpt = plan.checkpoint_dir or f"{plan.program.output_dir}{CHECKPOINTS}"
+    where = ckpt.removesuffix(CHECKPOINTS)
+    how = " (through a helper pod that mounts the team's Lustre claim)" if where.startswith("lustre:") else ""
+    if resume:
+        then = "continue from the checkpoints there (same model shape required; checkpoints no toolkit run recorded are read, not adopted)"
+    else:
+        then = "write the run's identity there, and refuse the submit if another run (or files it did not record) is there"
+    return f"would check {where}{IDENTITY} and {where}{CHECKPOINTS}{how} before applying, {then}"
 
 
 def _checked(cluster: Cluster, plan: RunPlan, objects: list[dict[str, Any]], digest: str | None) -> list[dict[str, Any]] | ExistingRun:

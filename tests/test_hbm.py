@@ -1,0 +1,205 @@
+"""The HBM estimate: the parts XLA allocates, against every configuration MaxText compiled for it.
+
+Not a timed test and no compile here: scripts/bench_hbm_calibration.py compiled the matrix
+(MaxText 0.2.5's own ahead-of-time compile for each TPU topology) and recorded what XLA
+allocated with the MaxText command it came from (scripts/hbm_calibration_results.json); the
+estimate is a pure function of the plan. tests/maxtext/test_aot.py compiles a sample live.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import statistics
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from tests.support import EXAMPLES, spec_from
+from workloads.planning import hbm, hbm_fit
+from workloads.planning.import_recipe import model_presets
+from workloads.planning.recipe_model import ModelDims
+
+GIB = 2**30
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+
+
+@lru_cache(maxsize=1)
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_hbm_calibration", SCRIPTS / "bench_hbm_calibration.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> list[tuple[object, dict, object]]:
+    """(configuration, recorded compile, the planner's sizing of it) for every recorded configuration."""
+    import os
+
+    b = _bench()
+    recipes_dir = tmp_path_factory.mktemp("cal-recipes")
+    old = os.environ.get("TGK_RECIPES")
+    os.environ["TGK_RECIPES"] = str(recipes_dir)
+    try:
+        recorded = json.loads(b.RESULTS.read_text())["configs"]
+        out = []
+        for c in b.MATRIX:
+            rec = recorded[c.name]
+            p = b.plan(c, recipes_dir)
+            assert b.plan_key(p) == rec["command"], f"{c.name}: the rendered command changed since it was compiled; compile it again"
+            out.append((c, rec, b.sizing(c, recipes_dir)))
+        return out
+    finally:
+        if old is None:
+            os.environ.pop("TGK_RECIPES", None)
+        else:
+            os.environ["TGK_RECIPES"] = old
+        from workloads.planning import recipes
+
+        recipes.load_recipe.cache_clear()
+
+
+def _rows(compiled) -> list[hbm_fit.Compiled]:
+    return [
+        hbm_fit.Compiled(c.name, s.hbm.kind, hbm.features(s.model, s.per_device_batch, s.seq, s.mesh.totals, dict(s.args)), rec["compiled_gib"] * GIB)
+        for c, rec, s in compiled
+        if rec["compiled_is"] == "total"
+    ]
+
+
+def test_the_matrix_covers_what_runs_differ_by(compiled) -> None:
+    """At least 15 configurations: dense and MoE, v5e/v5p/v6e/tpu7x, remat policies, host offload, vocab tiling, long context, fp8."""
+    b = _bench()
+    assert len(b.MATRIX) >= 15 and all(rec["compiled_is"] == "total" for _, rec, _ in compiled)
+    kinds = {s.hbm.kind for _, _, s in compiled}
+    assert {"dense", "mixture of experts"} <= {k.split(",")[0] for k in kinds} and any("host offload" in k for k in kinds)
+    assert {c.shape.split("-")[0] for c, _, _ in compiled} >= {"v5e", "v5p", "v6e", "tpu7x"}
+    args = [dict(s.args) for _, _, s in compiled]
+    assert {a.get("remat_policy", "full") for a in args} >= {"full", "minimal", "save_qkv_proj", "custom"}
+    assert any(a.get("num_vocab_tiling", "1") != "1" for a in args)
+    assert any(a.get("quantization", "").startswith("fp8") for a in args)
+    assert any(a.get("optimizer_memory_host_offload") == "true" for a in args)
+    assert any(s.mesh.totals["context"] > 1 and s.seq >= 32768 for _, _, s in compiled)
+
+
+def test_the_train_state_is_exactly_the_compiled_arguments(compiled) -> None:
+    """Weights and Adam's moments, each split by its own mesh axes: what the compile takes as arguments."""
+    for c, rec, s in compiled:
+        state = s.hbm.parts()["state"]
+        args_gib = rec["memory_gib"]["arguments"]
+        assert state / GIB == pytest.approx(args_gib, rel=0.01, abs=0.01), c.name
+
+
+def test_estimate_within_15_percent_of_every_compile(compiled) -> None:
+    errors = {c.name: s.hbm.total_bytes / (rec["compiled_gib"] * GIB) - 1 for c, rec, s in compiled}
+    assert max(map(abs, errors.values())) <= 0.15, errors
+
+
+def test_held_out_error_is_what_the_plans_print(compiled) -> None:
+    """Each configuration estimated by coefficients fitted without it: that residual, per kind, is HBM_ERROR."""
+    rows = _rows(compiled)
+    held = hbm_fit.leave_one_out(rows, hbm.FITTED)
+    assert hbm.HBM_ERROR == hbm_fit.error_by_kind(held)
+    assert statistics.median(abs(h.ratio - 1) for h in held) <= 0.15
+
+
+def test_shipped_coefficients_are_the_fit(compiled) -> None:
+    fitted = hbm_fit.fit(_rows(compiled))
+    for name in hbm_fit.NAMES:
+        assert getattr(hbm.FITTED, name) == pytest.approx(getattr(fitted, name), rel=0.01, abs=0.005), name
+
+
+# ------------------------------------------------------------------ the parts, by what a run changes
+
+
+def _model(name: str) -> ModelDims:
+    return ModelDims.model_validate(model_presets()[name])
+
+
+FSDP16 = {"data": 1, "fsdp": 16, "fsdp_transpose": 1, "tensor": 1, "sequence": 1, "context": 1, "expert": 1, "pipeline": 1}
+
+
+def _parts(model: str = "llama3.1-8b", args: dict | None = None, **kw) -> dict[str, int]:
+    m = _model(model)
+    return hbm.estimate_hbm(m, kw.get("pdb", 2), kw.get("seq", 8192), kw.get("totals", FSDP16), 95 * GIB, args or {}).parts()
+
+
+def test_host_offload_moves_what_the_policy_offloads_off_the_device() -> None:
+    full = _parts(args={"remat_policy": "full"})
+    offload = _parts(args={"remat_policy": "custom", "decoder_layer_input": "offload"})
+    assert offload["saved"] < full["saved"] / 8  # one layer's input in flight instead of all 32
+    assert offload["state"] == full["state"]
+
+
+def test_optimizer_on_the_host_leaves_the_weights() -> None:
+    on_device = _parts()["state"]
+    assert _parts(args={"optimizer_memory_host_offload": "true"})["state"] == pytest.approx(on_device / 3, rel=1e-6)  # 4 of 12 B
+
+
+def test_vocab_tiling_divides_the_logits() -> None:
+    base = hbm.features(_model("llama3.1-8b"), 2, 8192, FSDP16, {})
+    tiled = hbm.features(_model("llama3.1-8b"), 2, 8192, FSDP16, {"num_vocab_tiling": "4"})
+    assert tiled["logits"] == pytest.approx(base["logits"] / 4) and tiled["vocab_tables"] == base["vocab_tables"]
+
+
+def test_remat_policy_decides_what_is_kept() -> None:
+    full, minimal = _parts(args={"remat_policy": "full"}), _parts(args={"remat_policy": "minimal"})
+    # minimal keeps every projection's output: query, key, value, output, both MLP inputs and its output.
+    m = _model("llama3.1-8b")
+    per_token = m.base_emb_dim + (m.base_num_query_heads + 2 * m.base_num_kv_heads) * m.head_dim + 2 * m.base_emb_dim + 2 * m.base_mlp_dim
+    assert minimal["saved"] - full["saved"] == pytest.approx(2 * 2 * 8192 * 32 * (per_token - m.base_emb_dim), rel=1e-6)
+
+
+def test_experts_hold_all_their_weights_but_work_on_the_routed_tokens() -> None:
+    moe = _model("mixtral-8x7b")
+    f = hbm.features(moe, 2, 4096, FSDP16, {})
+    assert f["state"] == pytest.approx(12 * moe.params() / 16, rel=0.01)
+    # the layer in flight: each token's routed experts (2 of 8), not all of them
+    assert f["working_mlp"] == pytest.approx(2 * 2 * 4096 * 2 * moe.base_mlp_dim)
+
+
+# ------------------------------------------------------------------ what a plan does with it
+
+
+def test_refused_only_when_even_the_least_measured_would_not_fit_warned_when_the_most_would_not() -> None:
+    from toolkit.errors import FieldError
+    from workloads.planning.planner import Overrides, plan_run
+
+    spec = spec_from("tpu7x", tpu_pools=[{"name": "iw", "generation": "tpu7x", "topology": "2x2x4", "slices": 1, "capacity": "on-demand"}])
+
+    def hbm_at(batch: int):
+        try:
+            plan = plan_run("llama3-8b", spec, Overrides(sets=(f"per_device_batch_size={batch}",)))
+        except FieldError as e:
+            return None, str(e)
+        return plan.program.sizing.hbm, plan.program.warnings
+
+    lo, hi = hbm.HBM_ERROR["dense"]
+    seen = set()
+    for batch in range(1, 64):
+        h, said = hbm_at(batch)
+        if h is None:
+            assert "per_device_batch_size" in said and "more than a tpu7x device's" in said
+            seen.add("refused")
+            break
+        if h.total_bytes * hi > h.available_bytes:
+            assert any("it may not fit" in w and "preflight <recipe> --compile" in w for w in said), said
+            seen.add("warned")
+        else:
+            assert not any("GiB per device" in w for w in said)
+            seen.add("fine")
+    assert seen == {"fine", "warned", "refused"}
+
+
+def test_the_default_recipe_fits_its_pool_without_a_warning() -> None:
+    from infra.spec import load_spec
+    from workloads.planning.planner import Overrides, plan_run
+
+    plan = plan_run("maxtext-6b", load_spec(EXAMPLES / "default.yaml"), Overrides())
+    assert not [w for w in plan.program.warnings if "GiB per device" in w]
+    assert plan.program.sizing.hbm.measured and math.isfinite(plan.program.sizing.hbm.total_bytes)
