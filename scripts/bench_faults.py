@@ -74,7 +74,7 @@ def last_step(c: Cluster, run: str) -> int:
         return -1
     import re
 
-    steps = re.findall(r"completed step: (\d+),", text)
+    steps = re.findall(r"completed step: ([0-9]+),", text)
     return int(steps[-1]) if steps else -1
 
 

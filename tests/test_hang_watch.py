@@ -11,7 +11,7 @@ import pytest
 
 from infra import recovery
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES
+from tests.support import EXAMPLES
 from workloads.planning import hang
 from workloads.planning.errors import PlanError
 from workloads.planning.planner import Overrides, plan_run

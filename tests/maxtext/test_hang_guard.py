@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 from infra.spec import load_spec
-from tests.conftest import EXAMPLES
 from tests.maxtext.test_resume import _trainer
+from tests.support import EXAMPLES
 from workloads.maxtext import run_local as rl
 from workloads.planning.planner import Overrides, plan_run
 from workloads.render import exitguard
 
-STEP = re.compile(r"completed step: (\d+),")
+STEP = re.compile(r"completed step: ([0-9]+),")
 
 
 def test_a_stopped_maxtext_is_ended_by_the_guard_with_124(maxtext_venv, tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """``python -m workloads badhost RUN``: a run's bad host named, and moved off (``--cordon``) or reported (``--report-faulty``).
 
 The service is ``workloads.runs.badhost`` (the verdict is ``workloads.observe.faults``'s); the
-rehearsal's faults are ``local badhost``/``local hang`` (``workloads.cli.local_faults``). Only typer and the shared options are imported here.
+rehearsal's faults are ``local badhost``/``local hang`` (``workloads.cli.local``). Only typer and the shared options are imported here.
 """
 
 from __future__ import annotations

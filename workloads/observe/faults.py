@@ -36,7 +36,7 @@ from typing import Any
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL
 
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
-EXIT_LINE = re.compile(r"tgk-exit-guard: exit (\d{1,3}) on node (\S+)")
+EXIT_LINE = re.compile(r"tgk-exit-guard: exit (\d{1,3}) on node (\S+)", re.ASCII)
 HANG_LINE_TEXT = "tgk-exit-guard: no new step for"
 STOPPED_CODES = frozenset({143, 137})  # the attempt's restart (or a drain) stopping a worker
 HANG_CODE = 124
