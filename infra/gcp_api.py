@@ -278,6 +278,12 @@ class Client:
             raise ApiError(f"{api}: the answer is not a JSON object — check the endpoint")
         return doc
 
+    def post(self, req: ApiRequest) -> dict[str, Any] | None:
+        """Send a POST (``req.method``): the answer (a long-running Operation for a call that acts), or None for a 404."""
+        if req.method != "POST":
+            raise ValueError(f"{req.path}: not a POST request")
+        return self.get(req)
+
     def pages(self, req: ApiRequest) -> list[dict[str, Any]]:
         """Every page of a listing (``pageToken`` / ``nextPageToken``), at most ``bounds.max_pages``; a 404 is an empty listing."""
         what = f"{API_NAMES.get(req.api, req.api)} ({where(req.url(self.endpoint))})"

@@ -37,6 +37,22 @@ The cases (the same run, each on its own recovery path):
   re-provisioned + MTC     the same, restoring from the surviving slice's RAM disk
 
 For the re-provisioned cases the output also says what cadence of disruptions keeps 95%.
+
+Events of a long run (``--events``, on by default), each played alone at a random point of the
+run on today's default path (recreate, restore from the bucket), its cost in hours measured as
+above, and multiplied by its rate over the run's hours (``EVENTS``: every rate with its source, or
+said to be an assumption where nobody publishes one):
+
+  upgrade       a node-pool upgrade drains the slice (SIGTERM: the save at the preemption), GKE
+                recreates it on new VMs; none with a maintenance exclusion over the run
+  maintenance   host maintenance stops a VM at its window (SIGTERM first), the slice rescheduled
+                on other hosts
+  bad host      a VM whose container fails at every start: ``--attempts`` failed attempts, the time
+                until ``badhost --cordon`` is run, then the slice rebuilt elsewhere; no save (the
+                program aborted)
+  hang          steps stop; the exit guard ends the attempt after the plan's hang bound (without
+                it: until someone looks, ``--unwatched-hang-hours``); no save (a hung collective
+                cannot)
 """
 
 from __future__ import annotations
@@ -221,6 +237,161 @@ def cadence_for(target: float, row: dict) -> float | None:
     return round(lost / (1 - target), 1)
 
 
+# ------------------------------------------------------------------ events of a long run
+
+DAY = 24 * HOUR
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str
+    per_hour: float  # expected events per hour of this run (the rate below, scaled to its chips or pools)
+    rate_source: str
+    restart_s: float  # the event -> the next attempt's start
+    save: bool  # a SIGTERM first: MaxText saves the step it reached (autocheckpoint)
+    stall_s: float = 0.0  # steps stop at the event; the attempt ends this much later (a hang)
+    detail: str = ""
+
+
+# Llama 3's 54-day pre-training snapshot: 419 unexpected interruptions on 16,384 GPUs, ~78% confirmed or
+# suspected hardware (arXiv 2407.21783, "The Llama 3 Herd of Models", Table 5, 2024). No TPU figure is published.
+HW_PER_ACCEL_HOUR = 419 * 0.78 / (54 * 24 * 16384)
+HW_SOURCE = "Llama 3 paper (arXiv 2407.21783, Table 5): 419 unexpected interruptions in 54 days on 16,384 GPUs, ~78% hardware; per accelerator-hour, applied to TPU chips (no TPU figure published)"
+UPGRADE_EVERY_DAYS = 28.0
+UPGRADE_SOURCE = (
+    "assumption: no published cadence of GKE node auto-upgrades; one node-pool upgrade per pool every 4 weeks "
+    "(release channels roll new patch versions every few weeks), 0 with a maintenance exclusion over the run"
+)
+MAINTENANCE_EVERY_DAYS = 30.0
+MAINTENANCE_SOURCE = (
+    "assumption: no published rate of TPU host maintenance; one event per VM every 30 days (SCHEDULED ones come with 7 days' notice: "
+    "docs.cloud.google.com/tpu/docs/view-maintenance-notifications); a slice is rescheduled 'as soon as possible', up to a few hours for large ones "
+    "(docs.cloud.google.com/tpu/docs/manually-start-maintenance)"
+)
+HANG_EVERY_DAYS = 7.0
+HANG_SOURCE = "assumption: no published rate of hung collectives or stuck reads; one per run-week"
+OPERATOR_MINUTES = 15.0  # an alert on restarts/hour -> someone runs `badhost --cordon` (assumption)
+
+
+def events(recipe: Recipe, hours: float, measured: dict[str, dict[str, float]], reprovision_s: float, unwatched_hang_h: float, attempts: int) -> list[Event]:
+    """The four events with their rates (per hour of this run) and what each costs before the next attempt."""
+    from workloads.planning.hang import derived_between_s
+
+    spec = load_spec(recipe.spec)
+    p = plan_run(recipe.name, spec, Overrides(name="bench-goodput"))
+    chips, vms = p.target.devices, p.target.nodes
+    pools = p.target.slices
+    new_slice = reprovision_s + recovery.POD_START.seconds  # a slice made again on new VMs
+    crash = measured[recovery.RECREATE]["crash"]  # the control plane's part, same VMs
+    startup = recovery.RESTORE["bucket"].seconds + recovery.COMPILE.seconds
+    bound = float(p.policy.hang.between_steps_s if p.policy.hang else derived_between_s(p.program.estimated_step_seconds or 1.0))
+    return [
+        Event("upgrade", pools / (UPGRADE_EVERY_DAYS * DAY) * HOUR, UPGRADE_SOURCE, measured[recovery.RECREATE]["preempt"] + new_slice, True),
+        Event("maintenance", vms / (MAINTENANCE_EVERY_DAYS * DAY) * HOUR, MAINTENANCE_SOURCE, measured[recovery.RECREATE]["preempt"] + new_slice, True),
+        Event(
+            "bad host",
+            chips * HW_PER_ACCEL_HOUR,
+            HW_SOURCE,
+            attempts * (crash + startup) + OPERATOR_MINUTES * 60 + crash + new_slice,
+            False,
+            detail=f"{attempts} failed attempts, {OPERATOR_MINUTES:g} min to badhost --cordon (assumption), the slice rebuilt on new VMs",
+        ),
+        Event(
+            "hang (exit guard)", 1 / (HANG_EVERY_DAYS * DAY) * HOUR, HANG_SOURCE, crash, False, stall_s=bound, detail=f"the plan's bound: {bound / 60:g} min"
+        ),
+        Event(
+            "hang (unwatched)",
+            1 / (HANG_EVERY_DAYS * DAY) * HOUR,
+            HANG_SOURCE,
+            crash,
+            False,
+            stall_s=unwatched_hang_h * HOUR,
+            detail=f"until someone looks: {unwatched_hang_h:g} h (assumption)",
+        ),
+    ]
+
+
+def play_event(r: Rehearsal, at: float, e: Event, startup_s: float) -> list[str]:
+    """Two attempts: the first ends at ``at`` as ``e`` ends it, the second restores and finishes (one log each)."""
+    from workloads.render import exitguard
+
+    logs: list[str] = []
+    log = MaxTextLog(r, "bench-slice-0-0-00000", 0)
+    lines = log.start(0.0)
+    t0 = recovery.COMPILE.seconds
+    lines += log.joined(t0, None)
+    done = steps_done_by(r, t0, 0, at)
+    for step in range(0, done):
+        lines += log.step(step_end(r, t0, 0, step), step, 0)
+    periodic = saved_steps(r, 0, done)
+    saved = periodic[-1] if periodic else None
+    end = at
+    if e.stall_s:
+        end = at + e.stall_s
+        lines.append(log.line(end, "exitguard.sh:0", exitguard.HANG_LINE.format(seconds=int(e.stall_s)), "E"))
+    elif e.save and r.autocheckpoint and done > 0:
+        lines += log.preempted(at, done - 1)
+        saved = done - 1
+    logs.append(_lines_text(lines))
+    t = end + e.restart_s
+    first = 0 if saved is None else saved + 1
+    log = MaxTextLog(r, "bench-slice-0-0-00001", 0)
+    lines = log.start(t)
+    t0 = t + startup_s
+    lines += log.joined(t0, saved)
+    for step in range(first, r.steps):
+        lines += log.step(step_end(r, t0, first, step), step, first)
+    logs.append(_lines_text(lines))
+    return logs
+
+
+def event_costs(
+    recipe: Recipe,
+    hours: float,
+    measured: dict[str, dict[str, float]],
+    reprovision_s: float,
+    unwatched_hang_h: float,
+    attempts: int,
+    repeats: int,
+    rng: random.Random,
+) -> dict:
+    case = next(c for c in CASES if c.name == "re-provisioned + GCS")
+    r = plan(recipe, hours, case)
+    startup = recovery.RESTORE["bucket"].seconds + recovery.COMPILE.seconds
+    base = goodput.from_attempt_logs(play(r, [], 0.0, startup, recovery.COMPILE.seconds).logs)
+    base_lost = base.total - base.productive
+    rows = []
+    total_lost = 0.0
+    for e in events(recipe, hours, measured, reprovision_s, unwatched_hang_h, attempts):
+        costs_h = []
+        for _ in range(repeats):
+            g = goodput.from_attempt_logs(play_event(r, rng.uniform(0.1, 0.9) * hours * HOUR, e, startup))
+            costs_h.append((g.total - g.productive - base_lost) / HOUR)
+        costs_h.sort()
+        cost = costs_h[len(costs_h) // 2]
+        expected = e.per_hour * hours
+        if e.name != "hang (unwatched)":
+            total_lost += expected * cost
+        rows.append(
+            {
+                "event": e.name,
+                "per_run": round(expected, 3),
+                "cost_hours": round(cost, 3),
+                "expected_loss_hours": round(expected * cost, 3),
+                "goodput_with_it": round(base.productive / (base.total + expected * cost * HOUR), 4),
+                "rate_source": e.rate_source,
+                "detail": e.detail or f"{e.restart_s / 60:.1f} min to the next attempt, then {startup / 60:g} min restore + compile",
+            }
+        )
+    return {
+        "recipe": recipe.name,
+        "case": case.name,
+        "baseline_goodput": round(base.productive / base.total, 4),
+        "goodput_with_all": round(base.productive / (base.total + total_lost * HOUR), 4),
+        "events": rows,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hours", type=float, default=72.0, help="training time without disruptions (sets the steps)")
@@ -232,6 +403,9 @@ def main() -> None:
         "--reprovision-minutes", type=float, default=recovery.SLICE_PROVISIONING["spot"].minutes, help="a lost slice made again (default: infra.recovery's)"
     )
     ap.add_argument("--target", type=float, default=0.95, help="the goodput the re-provisioned cases are asked the cadence for")
+    ap.add_argument("--no-events", action="store_true", help="leave out the events of a long run (upgrade, maintenance, bad host, hang)")
+    ap.add_argument("--unwatched-hang-hours", type=float, default=4.0, help="how long a hang lasts without the exit guard's watch (assumption)")
+    ap.add_argument("--attempts", type=int, default=2, help="failed attempts before badhost names the VM")
     ap.add_argument("-o", "--output", choices=("text", "json"), default="text")
     a = ap.parse_args()
     measured, source = MEASURED, MEASURED_SOURCE
@@ -261,8 +435,13 @@ def main() -> None:
                 row["cadence_for_target_hours"] = cadence_for(a.target, row)
             rows.append(row)
         out.append({"recipe": recipe.name, "spec": str(recipe.spec.relative_to(REPO)), "capacity": recipe.capacity_note, "cases": rows})
+    ev = (
+        []
+        if a.no_events
+        else [event_costs(rec, a.hours, measured, reprovision_s, a.unwatched_hang_hours, a.attempts, a.repeats, random.Random(a.seed)) for rec in RECIPES[:1]]
+    )
     if a.output == "json":
-        print(json.dumps({"hours": a.hours, "every": a.every, "repeats": a.repeats, "recipes": out}, indent=2))
+        print(json.dumps({"hours": a.hours, "every": a.every, "repeats": a.repeats, "recipes": out, "events": ev}, indent=2))
         return
     print(f"{a.hours:g} h of training, one disruption at a random point of every {a.every:g} h, median of {a.repeats} draws")
     for rec in out:
@@ -290,6 +469,18 @@ def main() -> None:
                 if key not in seen:
                     seen.add(key)
                     print(f"  {i['what']}: {i['seconds']:g} s — {i['source']}")
+
+    for block in ev:
+        print(f"\nevents of a {a.hours:g} h run: {block['recipe']}, {block['case']} (no events: goodput {block['baseline_goodput'] * 100:.2f}%)")
+        print(f"  {'event':<20}{'per run':>9}{'cost/event':>12}{'expected loss':>15}{'goodput':>9}")
+        for row in block["events"]:
+            print(
+                f"  {row['event']:<20}{row['per_run']:>9.3f}{row['cost_hours']:>10.2f} h{row['expected_loss_hours']:>13.3f} h{row['goodput_with_it'] * 100:>8.2f}%"
+            )
+        print(f"  all of them (the hang watched): goodput {block['goodput_with_all'] * 100:.2f}%")
+        print("  rates and costs:")
+        for row in block["events"]:
+            print(f"    {row['event']}: {row['detail']}; rate — {row['rate_source']}")
 
 
 if __name__ == "__main__":

@@ -223,6 +223,9 @@ BASE = {
     ("workloads", "maintain"): ["maintain", "r1", "-n", "research", "--kubeconfig", "/nonexistent"],
     ("workloads", "local", "crash"): ["local", "crash", "r1"],
     ("workloads", "journal", "add"): ["journal", "add", str(TINY_LOG), "--dry-run", "--shape", "v5litepod-16"],
+    ("workloads", "local", "badhost"): ["local", "badhost", "n1"],
+    ("workloads", "local", "hang"): ["local", "hang", "r1"],
+    ("workloads", "badhost"): ["badhost", "r1", "-n", "research", "--kubeconfig", "/nonexistent"],
     ("workloads", "data", "check"): ["data", "check", "--dataset", "text", "--kubeconfig", "/nonexistent"],
 }
 

@@ -52,7 +52,13 @@ def test_the_run_asks_kueue_for_its_slice_in_one_partition_domain(topology: str,
     }
     assert tmpl["spec"]["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu7x"}
     (term,) = tmpl["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert term == {"matchExpressions": [{"key": partition_state_label(level), "operator": "In", "values": ["HEALTHY"]}]}
+    # the same term holds the toolkit's own: no pool with a VM cordoned as a bad host (workloads/runs/badhost.py)
+    assert term == {
+        "matchExpressions": [
+            {"key": "tpu-gke-toolkit.io/degraded-slice", "operator": "DoesNotExist"},
+            {"key": partition_state_label(level), "operator": "In", "values": ["HEALTHY"]},
+        ]
+    }
     # Every pod's chips fill its slice, as the slice controller's webhook requires.
     assert tmpl["spec"]["containers"][0]["resources"]["limits"]["google.com/tpu"] * nodes == t.shape.chips
 

@@ -67,7 +67,8 @@ def test_a_child_killed_by_sigterm_reports_143(tmp_path: Path) -> None:
 def test_exit_codes_pass_through_when_no_signal_came(code: int) -> None:
     res = subprocess.run(_guarded("-c", f"import sys; sys.exit({code})"), capture_output=True, text=True, timeout=120)
     assert res.returncode == code
-    assert res.stderr == ""
+    # A failure names its VM for ``badhost``; a success says nothing.
+    assert res.stderr == "" if code == 0 else res.stderr.endswith(f"tgk-exit-guard: exit {code} on node unknown\n")
 
 
 def test_arguments_reach_the_child_intact() -> None:

@@ -101,3 +101,23 @@ def test_a_restarted_pods_log_knows_the_checkpoint_it_restored() -> None:
     assert gp.last_checkpoint(text) == 40
     assert gp.last_checkpoint(text + "I1124 10:00:06.000000 1 checkpointing.py:596] Started an asynchronous checkpoint save for step 50\n") == 50
     assert gp.last_checkpoint("completed step: 1, seconds: 1.0\n") is None
+
+
+def test_an_attempt_the_exit_guard_ended_as_hung_is_its_own_badput() -> None:
+    """Steps, then silence until the guard's line: that silence is ``hang``, not productive time, start-up or other."""
+    from workloads.observe import goodput as gp
+
+    def at(s: float) -> str:
+        return f"I0101 00:{int(s) // 60:02d}:{int(s) % 60:02d}.000000 1 x.py:1]"
+
+    first = [f"{at(0)} start"] + [f"{at(10 + 2 * k)} completed step: {k}, seconds: 2.0" for k in range(5)]
+    first.append("E0101 00:01:38.000000 0 exitguard.sh:0] tgk-exit-guard: no new step for 80 s; ending the attempt with exit 124 to have it restarted")
+    first.append("E0101 00:01:39.000000 0 exitguard.sh:0] tgk-exit-guard: exit 124 on node vm-1")
+    second = [f"{at(200)} restoring from this run's directory step 3"] + [f"{at(210 + 2 * k)} completed step: {k}, seconds: 2.0" for k in range(4, 8)]
+    g = gp.from_attempt_logs(["\n".join(first), "\n".join(second)])
+    assert g.hangs == 1
+    assert g.hang == pytest.approx(98 - 18)  # the last step at 0:18 -> the guard's line at 1:38
+    assert g.other == pytest.approx(1.0)  # the guard's line -> its exit line
+    parts = g.productive + g.queueing + g.startup + g.restarts + g.redone + g.other + g.hang
+    assert parts == pytest.approx(g.total)
+    assert g.to_dict()["hang"] == pytest.approx(80.0) and g.to_dict()["hangs"] == 1

@@ -202,7 +202,7 @@ def _click_command(name: str):
 def test_every_override_with_a_flag_is_an_option_with_its_help(command: str) -> None:
     options = {o: p for p in _click_command(command).params for o in [*p.opts, *p.secondary_opts]}
     flagged = [(f, flag_of(f)) for f in Overrides.__dataclass_fields__.values() if flag_of(f)]
-    assert len(flagged) == 25 and "ttl_seconds" not in {f.name for f, _ in flagged}
+    assert len(flagged) == 26 and "ttl_seconds" not in {f.name for f, _ in flagged}
     for _, flag in flagged:
         for decl in flag.decls.split("/"):
             assert options[decl].help == flag.help, decl

@@ -111,6 +111,8 @@ TGK_SLICE_INDEX_LABEL = f"{TGK_NODE_LABEL_PREFIX}/slice-index"
 TGK_ACCELERATOR_TYPE_LABEL = f"{TGK_NODE_LABEL_PREFIX}/accelerator-type"
 TGK_TOPOLOGY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/topology"  # not GKE_TPU_TOPOLOGY_LABEL: ours, for people and scripts
 TGK_CAPACITY_LABEL = f"{TGK_NODE_LABEL_PREFIX}/capacity"
+# On every node of a node pool (a slice) one of whose VMs `badhost --cordon` cordoned: run pods keep off the pool.
+TGK_DEGRADED_SLICE_LABEL = f"{TGK_NODE_LABEL_PREFIX}/degraded-slice"
 # The reservation a node pool consumes (reservation capacity only): Kueue flavors of a fallback list select on it.
 TGK_RESERVATION_LABEL = f"{TGK_NODE_LABEL_PREFIX}/reservation"
 # The local rehearsal cluster's own marks (never on a real cluster).

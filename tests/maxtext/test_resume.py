@@ -74,7 +74,8 @@ def _trainer(pid: int) -> int | None:
             cmdline = (Path("/proc") / str(p) / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"maxtext.trainers.pre_train.train" in cmdline:
+        # The trainer's python: a shell that runs it (the exit guard) carries its name in argv too.
+        if b"python" in cmdline[0] and b"maxtext.trainers.pre_train.train" in cmdline:
             return p
         todo += _children(p)
     return None

@@ -141,7 +141,7 @@ def logging_client(cluster: Any, project: str) -> Any:
 # evaluating each parameter's type, before it dispatches (~8% of a `submit --dry-run`).
 # A name not listed here (a typo, `--help`) loads them all, so help and "did you
 # mean" see every command. tests/test_cli_registry.py holds this table to the modules.
-MODULES = ("runs", "observe", "overview", "delete", "preflight", "local", "maxtext", "convert", "cleanup", "data", "journal", "maintain")
+MODULES = ("runs", "observe", "overview", "delete", "preflight", "local", "maxtext", "convert", "cleanup", "data", "journal", "maintain", "faults")
 COMMAND_MODULE = {
     "recipes": "runs", "import-recipe": "runs", "render": "runs", "submit": "runs", "queues": "runs",
     "status": "observe", "logs": "observe", "metrics": "observe", "report": "observe", "list": "overview", "delete": "delete", "preflight": "preflight",
@@ -152,6 +152,7 @@ COMMAND_MODULE = {
     "data": "data",
     "journal": "journal",
     "maintain": "maintain",
+    "badhost": "faults",
 }  # fmt: skip
 
 

@@ -195,8 +195,13 @@ def status(
     except WaitTimeout as e:
         sys.stderr.write(f"error: {ns}/{run} still {e.last.phase.value} after {timeout:g}s\n")
         raise typer.Exit(1) from None
+    faults: list[str] = []
+    if st.restarts and st.phase.value != "NotFound":  # hangs and a bad host, from the failed attempts (workloads.runs.badhost)
+        from workloads.runs.badhost import status_section
+
+        faults = status_section(cluster, ns, run, SpecFile(spec).env, logging_client)
     if output is OutputFormat.json:
-        print_json({**st.to_dict(), **({"worker": fleet_worker} if fleet_worker else {})})
+        print_json({**st.to_dict(), "faults": faults, **({"worker": fleet_worker} if fleet_worker else {})})
         return
     _out(f"{st.namespace}/{st.run}: {st.phase.value} — {st.message}")
     if fleet_worker:
@@ -213,6 +218,8 @@ def status(
     if st.last_checkpoint is not None:
         _out(f"  last checkpoint  step {st.last_checkpoint}")
     _maintenance_lines(st)
+    for line in faults:
+        _out(f"  {line}")
     for c in st.conditions:
         if c.status.lower() == "true":
             _out(f"  condition {c.type}: {c.reason} {c.message}".rstrip())
@@ -299,7 +306,9 @@ def print_goodput(g) -> None:
     _out(f"  goodput        {pct} of {g.total:,.1f} s ({g.attempts} attempt{'s' if g.attempts != 1 else ''}, {g.steps_redone} steps redone{ckpt})")
     _out(
         f"    productive {g.productive:,.1f} s, queueing {g.queueing:,.1f} s, start-up/compile {g.startup:,.1f} s, "
-        f"restarts {g.restarts:,.1f} s, redone {g.redone:,.1f} s, other {g.other:,.1f} s"
+        f"restarts {g.restarts:,.1f} s, redone {g.redone:,.1f} s, "
+        + (f"hang {g.hang:,.1f} s ({g.hangs} attempt{'s' if g.hangs != 1 else ''} ended as hung), " if g.hangs else "")
+        + f"other {g.other:,.1f} s"
     )
     for n in g.notes:
         _out(f"    ({n})")

@@ -173,7 +173,7 @@ class Store:
 
 _TERM = re.compile(
     r"""\s*(?P<field>[A-Za-z_][A-Za-z0-9_]*(?:\.(?:[A-Za-z_][A-Za-z0-9_]*|"(?:[^"\\]|\\.)*"))*)"""
-    r"""\s*(?P<op>>=|<=|!=|=|>|<)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*""",
+    r"""\s*(?P<op>>=|<=|!=|=|>|<|:)\s*"(?P<value>(?:[^"\\]|\\.)*)"\s*""",
     re.ASCII,
 )
 
@@ -233,7 +233,8 @@ def matches(entry: Mapping[str, Any], terms: list[Term]) -> bool:
             return False
         else:
             a, b = str(have), t.value
-        ok = {"=": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b}[t.op]
+        # ':' is the filter language's "has": for a text field, the value occurs in it (case-insensitively).
+        ok = {"=": a == b, "!=": a != b, ">=": a >= b, "<=": a <= b, ">": a > b, "<": a < b, ":": str(b).lower() in str(a).lower()}[t.op]
         if not ok:
             return False
     return True

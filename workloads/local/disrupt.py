@@ -408,16 +408,8 @@ class CrashResult:
         return asdict(self)
 
 
-def crash(kube: Cluster, state_dir: Path, namespace: str, run: str, slice_index: int, worker: int = 0, *, exit_code: int = 137) -> CrashResult:
-    """One worker's program fails with ``exit_code``; its VM stays (a hung collective, an OOM kill, a host error the VM survives).
-
-    A pod that restarts in place has its program's stand-in end with the code (``workloads.local.agents``:
-    the agent exits with it, and the container's restart rules decide); any other rehearsal pod fails as
-    its kubelet would report it (kwok's fail stage: phase Failed, the container terminated with the code).
-    """
-    from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
-    from workloads.local.agents import is_agent_pod
-
+def running_worker(kube: Cluster, namespace: str, run: str, slice_index: int, worker: int) -> dict[str, Any]:
+    """The running pod of one worker of RUN; a FieldError (``--worker``) when there is none."""
     selector = f"{JOBSET_NAME_LABEL}={run},{JOBSET_JOB_INDEX_LABEL}={slice_index},{K8S_COMPLETION_INDEX_LABEL}={worker}"
     pods = [
         p
@@ -430,7 +422,20 @@ def crash(kube: Cluster, state_dir: Path, namespace: str, run: str, slice_index:
             f"worker {worker} of slice {slice_index} of run {run!r} is not running in namespace {namespace!r}",
             f"see `python -m workloads status {run}`",
         )
-    pod = pods[0]
+    return pods[0]
+
+
+def crash(kube: Cluster, state_dir: Path, namespace: str, run: str, slice_index: int, worker: int = 0, *, exit_code: int = 137) -> CrashResult:
+    """One worker's program fails with ``exit_code``; its VM stays (a hung collective, an OOM kill, a host error the VM survives).
+
+    A pod that restarts in place has its program's stand-in end with the code (``workloads.local.agents``:
+    the agent exits with it, and the container's restart rules decide); any other rehearsal pod fails as
+    its kubelet would report it (kwok's fail stage: phase Failed, the container terminated with the code).
+    """
+    from workloads.local.addons import FAIL_EXIT_CODE_ANNOTATION, FAIL_LABEL
+    from workloads.local.agents import is_agent_pod
+
+    pod = running_worker(kube, namespace, run, slice_index, worker)
     meta = pod["metadata"]
     if is_agent_pod(pod):
         from workloads.local.agents import Container

@@ -58,6 +58,7 @@ from toolkit.errors import Conflict, ToolkitError
 from toolkit.names import GKE_NODEPOOL_LABEL, JOBSET_JOB_INDEX_LABEL, JOBSET_REPLICAS_ANNOTATION, K8S_COMPLETION_INDEX_LABEL
 from toolkit.owned import write_atomic
 from workloads.local import agents, cloudlogging, disrupt, loopback, pathways_rehearsal, slices, state, upgrade, volumes
+from workloads.local import faults as localfaults
 from workloads.local.addons import FINISH_AT_ANNOTATION, PATHWAYS_ANNOTATION, REHEARSAL_ANNOTATION, REHEARSAL_LABEL, VOLUME_HELPER_ANNOTATION
 from workloads.local.rehearsal import (
     MaxTextLog,
@@ -292,6 +293,7 @@ class Rehearsals:
         self.state_dir = state_dir
         self.kube = kube
         self.agents = agents.Agents(state_dir, kube, log=_say)  # the kubelet's part for pods that restart in place
+        self.faults = localfaults.Faults(kube)  # a bad host's and a hang's part (``local badhost``/``local hang``)
         self.workers: dict[str, Worker] = {}
         self.incarnations: dict[str, list[str]] = defaultdict(list)  # in-place pod uid -> its containers' worker keys
         self.books: dict[str, RunBook] = {}
@@ -587,13 +589,18 @@ class Rehearsals:
             return
         t0, first = float(clock["t0"]), int(clock["first"])
         finish = iso(finish_time(r, t0, first))
+        hung = "hung" in clock
+        if self.faults.attempt(clock, members, r, now):  # workloads.local.faults: a bad host's pods failed, a hang played
+            finish = iso(localfaults.never(now))
+            if not hung:
+                book.write()
         if "stopped" not in clock and any(phases[w.uid] in ("stopping", "crashed") for w, _, _ in members):
             # One process gone stops them all: the others wait in a collective until they are stopped too.
             clock["stopped"] = now
             book.write()
         self.finish_saves(r, book, now)
         pools = self.pools([pod for _, pod, _ in members]) if r.mtc_local_period else set()
-        horizon = min(now, float(clock.get("stopped", now)))
+        horizon = min(now, float(clock.get("stopped", now)), float(clock.get("hung", now)))
         for w, pod, _ in members:
             phase = phases[w.uid]
             if w.ended:

@@ -16,12 +16,16 @@ The breakdown (seconds; they add up to the total):
   (pods evicted, slices recreated, re-admission);
 - ``redone``: steps computed again after a restore because the preempted attempt had
   gone past the last checkpoint;
+- ``hang``: an attempt the exit guard ended as hung (``tgk-exit-guard: no new step for N
+  s``, ``workloads.render.exitguard``): its last step (or start) -> the guard's line, the
+  chips held while nothing trained;
 - ``productive``: every other step's time, counted once;
 - ``other``: what is left (e.g. the tail after the last step: final checkpoint save).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Iterable
@@ -36,6 +40,7 @@ MAX_STEP_SECONDS = STEP_LIMITS["seconds"]  # the limits metrics holds a step to
 _ABSL_TIME = re.compile(r"^[IWEF](\d{2})(\d{2}) (\d{2}):(\d{2}):(\d{2})\.(\d{1,6}) ", re.ASCII)
 _STEP = re.compile(r"completed step: (\d+), seconds: ([0-9.eE+-]+)", re.ASCII)
 _RESTORE = re.compile(r"restoring from this run's directory step (\d+)", re.ASCII)
+_HANG = re.compile(r"tgk-exit-guard: no new step for (\d+) s", re.ASCII)
 _SAVE = re.compile(r"(?:Started an asynchronous checkpoint save for step|Saved a checkpoint at step|saved a checkpoint at step) (\d+)", re.ASCII)
 
 
@@ -70,6 +75,7 @@ class Attempt:
     restored_step: int | None  # the checkpoint step it resumed from, if any
     steps: tuple[StepAt, ...]
     checkpoints: tuple[int, ...] = ()  # steps it saved (or started saving)
+    hung_at: float | None = None  # when the exit guard ended it as hung
 
     @property
     def last_step(self) -> int | None:
@@ -99,6 +105,8 @@ class Goodput:
     attempts: int
     steps_redone: int
     last_checkpoint: int | None = None
+    hang: float = 0.0
+    hangs: int = 0  # attempts ended as hung
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -130,6 +138,7 @@ class _Line:
     step: StepAt | None
     restored: int | None
     saved: int | None
+    hung: bool = False
 
 
 def _lines(text: str, year: int) -> list[_Line]:
@@ -139,7 +148,8 @@ def _lines(text: str, year: int) -> list[_Line]:
         if t is None:
             continue
         restore, save = _RESTORE.search(line), _SAVE.search(line)
-        out.append(_Line(t, _step_at(_STEP.search(line), t), _step(restore.group(1) if restore else None), _step(save.group(1) if save else None)))
+        hung = _HANG.search(line) is not None
+        out.append(_Line(t, _step_at(_STEP.search(line), t), _step(restore.group(1) if restore else None), _step(save.group(1) if save else None), hung))
     return out
 
 
@@ -181,6 +191,7 @@ def attempts(text: str, *, year: int = 2000) -> list[Attempt]:
                 restored_step=next((ln.restored for ln in chunk if ln.restored is not None), None),
                 steps=tuple(ln.step for ln in chunk if ln.step is not None),
                 checkpoints=tuple(ln.saved for ln in chunk if ln.saved is not None),
+                hung_at=next((ln.at for ln in chunk if ln.hung), None),
             )
         )
     return out
@@ -198,11 +209,22 @@ class _Tally:
     redone: float = 0.0
     productive: float = 0.0
     other: float = 0.0
+    hang: float = 0.0
+    hangs: int = 0
     steps_redone: int = 0
     reached: int = -1  # highest step an earlier attempt completed
 
 
 def _attempt(tally: _Tally, a: Attempt, first_steady_step: int) -> None:
+    if a.hung_at is not None:
+        # From the last step (or the start) to the guard's line: the chips were held, nothing trained.
+        since = a.steps[-1].at if a.steps else a.start
+        tally.hang += max(0.0, a.hung_at - since)
+        tally.hangs += 1
+        tally.other += max(0.0, a.end - a.hung_at)
+        if not a.steps:
+            return
+        a = dataclasses.replace(a, end=since)
     if not a.steps:
         tally.startup += a.end - a.start  # started, never finished a step
         return
@@ -254,6 +276,8 @@ def breakdown(runs: list[Attempt], timeline: Timeline | None = None, *, first_st
         attempts=len(runs),
         steps_redone=tally.steps_redone,
         last_checkpoint=max(saves) if saves else None,
+        hang=tally.hang,
+        hangs=tally.hangs,
         notes=tuple(notes),
     )
 

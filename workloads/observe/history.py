@@ -89,6 +89,8 @@ class History:
     lines: tuple[str, ...]
     line_pods: tuple[str, ...]
     where: str
+    line_times: tuple[str, ...] = ()  # each entry's timestamp (RFC 3339)
+    line_labels: tuple[dict[str, str], ...] = ()  # each entry's labels (the pod's, as ``labels."k8s-pod/<key>"`` stamps them)
 
     @property
     def text(self) -> str:
@@ -117,8 +119,8 @@ def pod_label(key: str) -> str:
     return "labels." + _quoted("k8s-pod/" + key.replace(".", "_"))
 
 
-def worker_filter(scope: LogScope) -> str:
-    """The Logging query language filter for the run's own entries, by runtime (pure; see the module)."""
+def worker_filter(scope: LogScope, *, worker0: bool = True) -> str:
+    """The Logging query language filter for the run's own entries, by runtime: worker 0's (every worker's with ``worker0=False``) (pure; see the module)."""
     terms = [
         ("resource.type", "k8s_container"),
         ("resource.labels.project_id", scope.project),
@@ -128,11 +130,15 @@ def worker_filter(scope: LogScope) -> str:
         ("resource.labels.container_name", scope.container),
     ]
     if scope.runtime == "jobset":
-        terms += [(pod_label(JOBSET_NAME_LABEL), scope.run), (pod_label(JOBSET_JOB_INDEX_LABEL), "0"), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
+        terms.append((pod_label(JOBSET_NAME_LABEL), scope.run))
+        if worker0:
+            terms += [(pod_label(JOBSET_JOB_INDEX_LABEL), "0"), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
         if scope.run_uid:
             terms.append((pod_label(JOBSET_UID_LABEL), scope.run_uid))
     elif scope.runtime == "job":
-        terms += [(pod_label(K8S_JOB_NAME_LABEL), scope.run), (pod_label(K8S_COMPLETION_INDEX_LABEL), "0")]
+        terms.append((pod_label(K8S_JOB_NAME_LABEL), scope.run))
+        if worker0:
+            terms.append((pod_label(K8S_COMPLETION_INDEX_LABEL), "0"))
         if scope.run_uid:
             terms.append((pod_label(JOB_UID_LABEL), scope.run_uid))
     else:  # ray: the submitter Job carries the RayJob's name
@@ -160,8 +166,8 @@ def _one_line(e: BaseException, limit: int = 160) -> str:
     return " ".join(str(e).split())[:limit]
 
 
-def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
-    """Worker 0's entries, oldest first, at most ``limit_bytes`` of text (a SpecError-free cut: the newest lines are dropped).
+def read(client: Any, scope: LogScope, *, limit_bytes: int, filter_: str | None = None) -> History:
+    """Worker 0's entries (or those ``filter_`` selects), oldest first, at most ``limit_bytes`` of text (a SpecError-free cut: the newest lines are dropped).
 
     Refused (no permission) is ``Forbidden``; any other failure ``HistoryUnavailable``.
     """
@@ -170,9 +176,13 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
 
     lines: list[str] = []
     pods: list[str] = []
+    times: list[str] = []
+    labels: list[dict[str, str]] = []
     size = 0
     try:
-        entries = client.list_entries(resource_names=[f"projects/{scope.project}"], filter_=worker_filter(scope), order_by=OLDEST_FIRST, page_size=PAGE_SIZE)
+        entries = client.list_entries(
+            resource_names=[f"projects/{scope.project}"], filter_=filter_ or worker_filter(scope), order_by=OLDEST_FIRST, page_size=PAGE_SIZE
+        )
         for entry in entries:
             text = _text(entry.payload)
             if text is None:
@@ -184,6 +194,9 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
                 )
             lines.append(text)
             pods.append(str(((getattr(entry.resource, "labels", None) or {}) if entry.resource else {}).get("pod_name") or ""))
+            stamp = getattr(entry, "timestamp", None)
+            times.append(stamp.isoformat() if hasattr(stamp, "isoformat") else str(stamp or ""))
+            labels.append({str(k): str(v) for k, v in (getattr(entry, "labels", None) or {}).items()})
     except (gexc.Forbidden, gexc.PermissionDenied, gexc.Unauthorized) as e:
         raise Forbidden(f"Cloud Logging refused to list run {scope.run!r}'s entries ({_one_line(e)}) — grant roles/logging.viewer") from None
     except auth_exc.GoogleAuthError as e:
@@ -192,7 +205,7 @@ def read(client: Any, scope: LogScope, *, limit_bytes: int) -> History:
         raise HistoryUnavailable(f"Cloud Logging answered {_one_line(e)}") from None
     except GoogleApiError as e:  # the transport's bounds: unreachable, too slow, too long, endless pages, unusable JSON
         raise HistoryUnavailable(str(e)) from None
-    return History(tuple(lines), tuple(pods), scope.where)
+    return History(tuple(lines), tuple(pods), scope.where, tuple(times), tuple(labels))
 
 
 def _text(payload: Any) -> str | None:

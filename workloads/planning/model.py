@@ -35,6 +35,7 @@ from workloads.planning.defaults import (  # noqa: F401  re-exported: part of th
     PROGRAM_ERROR_EXIT_CODES,
 )
 from workloads.planning.dynamic_slices import DynamicSlice
+from workloads.planning.hang import HangWatch
 from workloads.planning.parallel_containers import layout as parallel_layout
 from workloads.planning.pathways import ElasticSlices
 
@@ -381,6 +382,7 @@ class Policy:
     checkpoint_storage: CheckpointStorage | None = None  # --checkpoint-storage gcsfuse|lustre (None: gcs, MaxText's own client)
     restart: str = RECREATE  # how JobSet restarts every worker (infra.recovery: recreate | in-place)
     agent_image: str | None = None  # restart in-place: JobSet's in-place restart agent, copied into each pod
+    hang: HangWatch | None = None  # the exit guard's hang watch (MaxText runs under the guard; workloads.planning.hang)
     elastic: ElasticSlices | None = None  # Pathways elastic slices (--elastic-slices; workloads.planning.pathways)
 
 

@@ -190,6 +190,20 @@ class Overrides:
             ),
         ),
     )
+    # minutes without a new step before the exit guard ends the attempt as hung; None: derived from the plan (workloads.planning.hang)
+    hang_after: float | None = _flag(
+        None,
+        "--hang-after",
+        "minutes without a new MaxText step before the attempt is ended as hung (exit 124, restarted; JobSet and Job runs); "
+        "default derived from the plan: an XLA compile + 10 estimated steps; 0 turns the watch off",
+        metavar="MINUTES",
+        bounds=Bounds(
+            0,
+            MAX_CHECKPOINT_MINUTES,
+            "minutes a hang bound may be (a year)",
+            floor=("must be 0 (off) or a number of minutes, got {value:g}", "pass e.g. --hang-after 15, or leave it out for the plan's bound"),
+        ),
+    )
     # not a flag: JobSet/Job/RayJob ttlSecondsAfterFinished, an int32
     ttl_seconds: int = field(default=DEFAULT_TTL_SECONDS, metadata={"bounds": Bounds(0, INT32_MAX, "ttlSecondsAfterFinished (an int32) can be")})
     # None: the recipe's first runtime

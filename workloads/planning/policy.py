@@ -27,6 +27,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ from infra.spec import (
     TeamSpec,
 )
 from toolkit import names
+from workloads.planning import hang
 from workloads.planning.dataset import maxtext_data_args
 from workloads.planning.defaults import (
     AUTOCHECKPOINT_CAPACITY,
@@ -56,11 +58,13 @@ from workloads.planning.defaults import (
     PROGRAM_ERROR_EXIT_CODES,
 )
 from workloads.planning.errors import PlanError, suggest
+from workloads.planning.hang import HangWatch
 from workloads.planning.maxtext_sets import arg_text, read_int
 from workloads.planning.model import (
     CHECKPOINT_STORAGES,
     RUNTIME_JOB,
     RUNTIME_JOBSET,
+    RUNTIME_RAY,
     Checkpointing,
     CheckpointStorage,
     MultiTierCheckpointing,
@@ -121,6 +125,10 @@ def choose_policy(placed: Placement, sizing: Sizing | None, spec: EnvSpec, o: Ov
             raise PlanError(
                 "--checkpoint-storage", f"recipe {recipe.name} runs a plain command, which saves no checkpoints", "drop it or pick a MaxText recipe"
             )
+        if o.hang_after:
+            raise PlanError(
+                hang.FLAG, f"recipe {recipe.name} runs a plain command, which logs no MaxText steps to watch", f"drop {hang.FLAG} or pick a MaxText recipe"
+            )
         return PolicyChoice(_policy(placed, spec, o))
     sets = sizing.sets.text
     checkpoint = _checkpointing(placed, sets, o, sizing.step_seconds, restart_path(placed, spec, o))
@@ -139,7 +147,30 @@ def choose_policy(placed: Placement, sizing: Sizing | None, spec: EnvSpec, o: Ov
             "drop --host-network for this run",
         )
     policy = _policy(placed, spec, o, checkpoint=checkpoint, multi_tier=multi_tier, storage=storage)
-    return PolicyChoice(policy, base_out, dataset)
+    return PolicyChoice(dataclasses.replace(policy, hang=_hang(placed, o, sizing.step_seconds, checkpoint, multi_tier)), base_out, dataset)
+
+
+def _hang(placed: Placement, o: Overrides, step_s: float, checkpoint: Checkpointing | None, multi_tier: MultiTierCheckpointing | None) -> HangWatch | None:
+    """The exit guard's hang watch (``workloads.planning.hang``); a RayJob's workers run no exit guard, so none is promised there."""
+    if placed.runtime == RUNTIME_RAY:
+        if o.hang_after:
+            raise PlanError(
+                hang.FLAG, "a RayJob's workers run Ray's own entrypoint, not the exit guard that watches for a hang", "use --runtime jobset, or drop it"
+            )
+        return None
+    if hang.HANG_EXIT_CODE in placed.recipe.fatal_exit_codes and o.hang_after != 0:
+        raise PlanError(
+            "fatal_exit_codes",
+            f"recipe {placed.recipe.name} makes exit {hang.HANG_EXIT_CODE} fatal, and the exit guard ends a hung attempt with it to have it restarted",
+            f"drop {hang.HANG_EXIT_CODE} from the recipe's fatal_exit_codes, or pass {hang.FLAG} 0",
+        )
+    return hang.watch(
+        step_s,
+        checkpointing=checkpoint is not None,
+        async_save=checkpoint.async_save if checkpoint else True,
+        multi_tier=multi_tier is not None,
+        hang_after_min=o.hang_after,
+    )
 
 
 def restart_path(placed: Placement, spec: EnvSpec, o: Overrides) -> str:

@@ -78,7 +78,7 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
     for c in spec["containers"]:  # one, or the parallel containers (the same program)
         c["env"] = podsecurity.home_env(plan.target.run_as_user, _env(plan))
     spec["containers"][0]["ports"] = [{"name": "tpu-runtime", "containerPort": jobset.TPU_RUNTIME_PORT}]
-    spec["affinity"] = affinity(plan)
+    spec["affinity"] = {**spec.get("affinity", {}), **affinity(plan)}
     return {"subdomain": plan.name, **spec}
 
 

@@ -108,6 +108,7 @@ def _libtpu_args(env: list[dict[str, Any]], flag: str) -> list[dict[str, Any]]:
 
 def _env(plan: RunPlan) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = program_env(plan.program)
+    env += exitguard.env(plan.policy.hang)
     if plan.target.multislice and plan.target.containers_per_vm > 1:
         # Two processes per pod cannot share one MegaScale port: GKE's TPU webhook sets each container's
         # (workloads.planning.parallel_containers); the DCN interfaces are still the run's to name.
@@ -215,8 +216,14 @@ def pod_spec(plan: RunPlan) -> dict[str, Any]:
         sysctls = [{"name": "net.ipv4.tcp_rmem", "value": plan.target.dcn.tcp_rmem}]
     spec["securityContext"] = podsecurity.pod_security_context(plan.target.run_as_user, sysctls)
     spec["nodeSelector"] = node_selector(plan)
+    # A multi-host slice is one node pool: a pool with a VM cordoned as a bad host (workloads/runs/badhost.py)
+    # cannot hold a slice, and a first pod placed there would hold its peers Pending for good. Dynamic
+    # slicing adds its sub-block health to the same term (both must hold).
+    expressions = [{"key": names.TGK_DEGRADED_SLICE_LABEL, "operator": "DoesNotExist"}]
     if (aff := dynamic_slicing.affinity(plan)) is not None:
-        spec["affinity"] = aff
+        for term in aff["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
+            expressions += term["matchExpressions"]
+    spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}}}
     spec["tolerations"] = [dict(names.TPU_TOLERATION)]
     if in_place(plan):
         # JobSet's agent runs the program (workloads/render/inplace.py).
