@@ -22,6 +22,7 @@ rehearsal daemon plays (workloads/local/slices.py); the real JobSet controller m
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -177,6 +178,10 @@ def test_an_elastic_slice_is_replaced_while_the_head_and_the_other_slice_keep_ru
     head, _ = _head_log(lc, kube, "elastic")
     assert head["spec"]["nodeName"].startswith("gke-ironwood-cpu-")
     wait_for(lambda: max(_steps(_head_log(lc, kube, "elastic")[1]) or [0]) >= 8 or None, 120, "8 steps done")
+    # A save after step 0 before the slice goes, so the resume shows the counter going on (a loaded host saves later).
+    wait_for(
+        lambda: any(int(x) > 0 for x in re.findall(r"checkpoint save for step (\d+)", _head_log(lc, kube, "elastic")[1])) or None, 180, "a save after step 0"
+    )
 
     t0 = time.monotonic()
     r = wl("local", "preempt", "elastic", "--slice", "1", "--spec", str(spec), "--state-dir", str(lc.state_dir))
@@ -192,7 +197,7 @@ def test_an_elastic_slice_is_replaced_while_the_head_and_the_other_slice_keep_ru
     before, after = text.split("Elastic: slice 1 back", 1)
     lost_at, first_after = max(_steps(before)), _steps(after)[0]
     assert "Elastic: slice 1 lost after step" in before
-    saved = [int(x) for x in __import__("re").findall(r"checkpoint save for step (\d+)", before)]
+    saved = [int(x) for x in re.findall(r"checkpoint save for step (\d+)", before)]
     assert saved and first_after == max(saved) + 1 and first_after > 1  # the counter goes on from the last checkpoint
     assert first_after <= lost_at + 1
     now = {p["metadata"]["uid"] for p in _running(kube, "elastic", 5) or []}
