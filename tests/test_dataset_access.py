@@ -22,6 +22,7 @@ from infra import access
 from tests.support import REPO, cli, spec_from
 from tests.support.gcs_emulator import running_emulator
 from tests.support.google_iam_server import Hierarchy, serve
+from tests.support.recording_cluster import RecordingCluster
 from tests.support.specs import example_doc
 from toolkit.errors import SpecError
 from workloads.data import checks, grants
@@ -282,21 +283,6 @@ def test_a_bucket_server_that_is_not_googles_has_no_hierarchy(emulator: str, mon
     assert os.environ[storage.EMULATOR_ENV] == emulator
 
 
-class _Recording:
-    """A real cluster's context that records what is applied."""
-
-    context = "gke_p_us-west4_c"
-
-    def __init__(self) -> None:
-        self.applied: list[dict] = []
-
-    def find_run(self, namespace, name):
-        return None
-
-    def apply(self, objects, **_):
-        self.applied.extend(objects)
-
-
 @pytest.mark.parametrize("kind", ["group", "absent"])
 def test_submit_goes_ahead_with_a_warning_and_refuses_only_what_is_proven_absent(google, memory_buckets, kind: str) -> None:
     from workloads import runs
@@ -306,7 +292,7 @@ def test_submit_goes_ahead_with_a_warning_and_refuses_only_what_is_proven_absent
     _, spec, d, member = _dataset(emulator, bucket_grant=False)
     _arrange(h, KINDS[kind][0], member)
     plan = runs.plan("maxtext-6b", spec, Overrides(name=f"acc-{kind}", dataset=d.name))
-    cluster = _Recording()
+    cluster = RecordingCluster()
     if kind == "absent":
         with pytest.raises(SpecError, match="may not read"):
             runs.apply(cluster, plan, spec=spec)

@@ -214,16 +214,12 @@ def preempt(
 ) -> None:
     """Do to a run's slice what GKE does on a preemption or maintenance: pods disrupted, nodes NotReady, replaced, Ready again."""
     from infra.spec import load_spec
-    from workloads.local import LocalClusterError
     from workloads.local.disrupt import preempt as do_preempt
 
     ns = namespace or load_spec(spec).team(team).ns
     lc = _cluster(state_dir, quiet=True)
     kube = lc.client()
-    if not lc.daemon("rehearsal").alive():
-        raise LocalClusterError(
-            f"the rehearsal daemon of the local cluster in {lc.state_dir} is not running (nothing would bring the nodes back) — run 'python -m workloads local down' and 'local up'"
-        )
+    _rehearsal_running(lc)
     res = do_preempt(kube, lc.state_dir, ns, run, slice_index, maintenance=maintenance, replace_after=replace_after)
     if output is OutputFormat.json:
         print_json(res.to_dict())
