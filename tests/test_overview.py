@@ -330,6 +330,18 @@ def test_queue_status_over_the_service_estimates_positions_when_visibility_is_no
     assert any("visibility" in n for n in got.notes)
 
 
+def test_a_run_just_queued_counts_before_its_cluster_queues_counter_catches_up() -> None:
+    # Kueue writes the ClusterQueue's pendingWorkloads after the Workload: read in between, the
+    # counter says 0 while the Workload already waits. The positions are still asked for (or noted as estimated).
+    stale = {**CQ, "status": {**CQ["status"], "pendingWorkloads": 0}}
+    c = _Cluster({"ClusterQueue": [stale], "LocalQueue": [LQ], "Workload": [_wl("jobset-a-1", "1")]})
+    got = overview.queue_status(c, overview.scope(spec_from()))
+    assert [p.position_source for p in got.status.pending] == ["estimated"]
+    assert any("visibility" in n for n in got.notes)
+    assert qs.waiting_cluster_queues([_wl("jobset-a-1", "1"), _wl("jobset-b-2", "2", state="admitted")], [LQ]) == {"research-cq"}
+    assert qs.waiting_cluster_queues([_wl("jobset-b-2", "2", state="admitted")], [LQ]) == set()
+
+
 # ------------------------------------------------------------------ the command line
 
 

@@ -109,7 +109,8 @@ def test_b_borrows_as_idle_quota_and_a_reclaims_it(teams_cluster) -> None:
         # B's ClusterQueue reports (once its status catches up) that one slice's chips are A's
         assert wait_for(borrowed, 30, "B's ClusterQueue usage") == str(pool.shape.chips)
         wait_for(lambda: running_pods(kube, B, b_run, 2 * n), 120, f"{b_run} Running")
-        saved = wait_for(lambda: SAVED.findall(_log(kube, B, b_run)) or None, 120, f"{b_run} saving a checkpoint")
+        # A save after step 0 before A reclaims, so the resume shows the counter going on (a loaded host saves later).
+        saved = wait_for(lambda: [x for x in SAVED.findall(_log(kube, B, b_run)) if int(x) > 0] or None, 180, f"{b_run} saving a checkpoint after step 0")
 
         # A submits within its own quota: Kueue reclaims the lent slice by preempting B's run.
         t1 = time.monotonic()

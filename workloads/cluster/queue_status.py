@@ -148,6 +148,19 @@ def _owner(wl: Mapping[str, Any]) -> str:
 _WAITING = (st.WorkloadState.PENDING, st.WorkloadState.QUOTA_RESERVED, st.WorkloadState.EVICTED)
 
 
+def waiting_cluster_queues(workloads: Iterable[Mapping[str, Any]], local_queues: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The ClusterQueues some listed Workload waits in: read from the Workloads themselves, since a
+    ClusterQueue's ``pendingWorkloads`` counter is updated after them and lags a fresh submission."""
+    cq_of = {(str(_meta(lq).get("namespace") or ""), str(_meta(lq).get("name") or "")): (lq.get("spec") or {}).get("clusterQueue") for lq in local_queues}
+    out: set[str] = set()
+    for wl in workloads:
+        s = st.workload_status(wl)
+        cq = cq_of.get((str(_meta(wl).get("namespace") or ""), s.queue or ""))
+        if s.state in _WAITING and cq:
+            out.add(str(cq))
+    return out
+
+
 def pending_rows(
     workloads: Iterable[Mapping[str, Any]],
     local_queues: Iterable[Mapping[str, Any]],

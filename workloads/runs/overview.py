@@ -252,13 +252,20 @@ def queue_status(cluster: Cluster, sc: Scope, *, name: str | None = None) -> Que
         # One team's view: its own ClusterQueues (the ones its LocalQueues feed).
         mine = {(lq.get("spec") or {}).get("clusterQueue") for lq in lqs}
         cqs = [c for c in cqs if (c.get("metadata") or {}).get("name") in mine]
-    visibility = _visibility(cluster, counted, cqs, notes)
+    visibility = _visibility(cluster, counted, cqs, qs.waiting_cluster_queues(wls, lqs), notes)
     return Queues(qs.status(cqs, lqs, wls, visibility=visibility, teams=sc.queues, cluster=name), tuple(notes), counted.requests)
 
 
-def _visibility(cluster: Cluster, counted: _Counted, cqs: Sequence[Mapping[str, Any]], notes: list[str]) -> dict[str, list[dict]] | None:
-    """Kueue's pending list per ClusterQueue with waiting runs (its positions); None when the cluster does not serve it."""
-    waiting = [str((c.get("metadata") or {}).get("name")) for c in cqs if int(((c.get("status") or {}).get("pendingWorkloads")) or 0) > 0]
+def _visibility(
+    cluster: Cluster, counted: _Counted, cqs: Sequence[Mapping[str, Any]], seen_waiting: set[str], notes: list[str]
+) -> dict[str, list[dict]] | None:
+    """Kueue's pending list per ClusterQueue with waiting runs (its positions); None when the cluster does not serve it.
+
+    A ClusterQueue waits when its status counts pending Workloads or a Workload listed here waits in it
+    (``seen_waiting``): the counter is written after the Workload, so it alone misses a run just queued."""
+    names = [str((c.get("metadata") or {}).get("name")) for c in cqs]
+    counted_waiting = {n for c, n in zip(cqs, names) if int(((c.get("status") or {}).get("pendingWorkloads")) or 0) > 0}
+    waiting = [n for n in names if n in counted_waiting or n in seen_waiting]
     if not waiting:
         return {}
     try:
