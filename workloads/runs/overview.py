@@ -264,7 +264,7 @@ def _visibility(
     A ClusterQueue waits when its status counts pending Workloads or a Workload listed here waits in it
     (``seen_waiting``): the counter is written after the Workload, so it alone misses a run just queued."""
     names = [str((c.get("metadata") or {}).get("name")) for c in cqs]
-    counted_waiting = {n for c, n in zip(cqs, names) if int(((c.get("status") or {}).get("pendingWorkloads")) or 0) > 0}
+    counted_waiting = {n for c, n in zip(cqs, names, strict=True) if int(((c.get("status") or {}).get("pendingWorkloads")) or 0) > 0}
     waiting = [n for n in names if n in counted_waiting or n in seen_waiting]
     if not waiting:
         return {}
