@@ -99,10 +99,13 @@ def test_set_overrides_and_team_priority() -> None:
     p = plan_run(
         "llama3-8b",
         spec,
-        Overrides(team="research", priority="low", sets=("ici_tensor_parallelism=8", "remat_policy=minimal"), steps=7, name="run1"),
+        # tensor 8 on the 4x4 slice's physical axes (4, 4) needs allow_split_physical_axes (MaxText refuses it otherwise).
+        Overrides(
+            team="research", priority="low", sets=("ici_tensor_parallelism=8", "allow_split_physical_axes=true", "remat_policy=minimal"), steps=7, name="run1"
+        ),
     )
     assert p.name == "run1" and p.program.steps == 7 and arg(p, "steps") == "7"
-    assert (mesh(p, "ici")["fsdp"], mesh(p, "ici")["tensor"]) == (2, 8)
+    assert (mesh(p, "ici")["fsdp"], mesh(p, "ici")["tensor"]) == (2, 8) and arg(p, "allow_split_physical_axes") == "true"
     assert arg(p, "remat_policy") == "minimal"
     assert p.target.namespace == "research" and p.target.priority == "low" and p.target.priority_value == 250
 
