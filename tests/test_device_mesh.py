@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from infra.catalog import GENERATIONS, shape
-from tests.support import EXAMPLES, cli, spec_from
+from tests.support import EXAMPLES, cli
+from tests.support.specs import one_pool
 from workloads.planning.device_mesh import (
     DEVICE_KINDS,
     MAXTEXT_MESH_AXES,
@@ -25,14 +26,6 @@ from workloads.planning.device_mesh import (
     physical_mesh,
 )
 from workloads.planning.planner import Overrides, PlanError, plan_run
-
-BASE = {
-    "project": "my-tpu-project",
-    "region": "us-central1",
-    "zones": ["us-central1-a"],
-    "cluster": {"name": "t"},
-    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-}
 
 
 def logical(**degrees: int) -> list[tuple[str, int]]:
@@ -159,7 +152,7 @@ def test_maxtext_axes_follow_a_custom_rule_or_mesh_axes() -> None:
 
 
 def _spec(gen: str, topo: str, slices: int = 1):
-    return spec_from(BASE, tpu_pools=[{"name": "p", "generation": gen, "topology": topo, "slices": slices}])
+    return one_pool(gen, topo, slices)
 
 
 def _refusal(recipe: str, spec, *sets: str, slices: int = 1) -> PlanError:

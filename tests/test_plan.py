@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec
 from tests.support import EXAMPLES, spec_from
+from tests.support.specs import MINIMAL
 from workloads.planning.maxtext_keys import MESH_AXES
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render.jobset import coordinator_address
@@ -20,17 +21,8 @@ from workloads.render.jobset import coordinator_address
 NOW = datetime(2026, 3, 4, 5, 6)
 
 
-BASE = {
-    "project": "my-tpu-project",
-    "region": "us-central1",
-    "zones": ["us-central1-a"],
-    "cluster": {"name": "t"},
-    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-}
-
-
 def spec_with(pools: list[dict], **extra) -> object:
-    return spec_from(BASE, tpu_pools=pools, **extra)
+    return spec_from(MINIMAL, tpu_pools=pools, **extra)
 
 
 def product(d: dict[str, int]) -> int:

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from infra.catalog import SliceShape, shape, valid_topologies
-from tests.support import spec_from
+from tests.support.specs import one_pool
 from workloads.maxtext import env as maxtext_env
 from workloads.planning.device_mesh import DEVICE_KINDS, MAXTEXT_MESH_AXES, Layout, PhysicalMesh, Unplaceable, lay_out, physical_mesh
 from workloads.planning.maxtext_keys import MESH_AXES
@@ -150,14 +150,6 @@ def test_libtpus_topology_devices_are_the_fake_ones_and_get_the_same_verdicts(ma
 
 # --------------------------------------------------------------- MaxText's own mesh creation
 
-BASE = {
-    "project": "my-tpu-project",
-    "region": "us-central1",
-    "zones": ["us-central1-a"],
-    "cluster": {"name": "t"},
-    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-}
-
 # maxtext-6b with 4 of its layers: every case fits HBM, so a refusal is the mesh's.
 SMALL = ("per_device_batch_size=1", "base_num_decoder_layers=4")
 
@@ -193,7 +185,7 @@ def test_maxtext_refuses_exactly_the_meshes_the_planner_refuses(maxtext_venv, tm
     cases, said = [], {}
     for cid, key, slices, degrees, extra, _ in MAXTEXT_CASES:
         gen, _, topo = key.partition("-")
-        spec = spec_from(BASE, tpu_pools=[{"name": "p", "generation": gen, "topology": topo, "slices": slices}])
+        spec = one_pool(gen, topo, slices)
         ici = {f"ici_{a}_parallelism": str(degrees.get(a, 1)) for a in MESH_AXES}
         sets = (*(f"{k}={v}" for k, v in ici.items() if v != "1" or k == "ici_fsdp_parallelism"), *extra, *SMALL)
         said[cid] = _planner_verdict(spec, slices, sets)
