@@ -37,7 +37,7 @@ def kustomize_bin() -> str:
 CASES = [
     ("default", "maxtext-6b", Overrides(slices=2)),
     ("default", "hello-tpu", Overrides(slices=1, host_network=False)),
-    ("v6e-reservation", "llama3-8b", Overrides(slices=2, team="research", sets=("ici_tensor_parallelism=8",))),
+    ("v6e-reservation", "llama3-8b", Overrides(slices=2, team="research", sets=("ici_tensor_parallelism=8", "allow_split_physical_axes=true"))),
     ("tpu7x", "maxtext-6b", Overrides()),
 ]
 

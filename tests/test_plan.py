@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from infra.catalog import GENERATIONS, valid_topologies
 from infra.spec import load_spec
 from tests.support import EXAMPLES, spec_from
+from tests.support.specs import MINIMAL
 from workloads.planning.maxtext_keys import MESH_AXES
 from workloads.planning.planner import Overrides, PlanError, name_budget, plan_run
 from workloads.render.jobset import coordinator_address
@@ -20,17 +21,8 @@ from workloads.render.jobset import coordinator_address
 NOW = datetime(2026, 3, 4, 5, 6)
 
 
-BASE = {
-    "project": "my-tpu-project",
-    "region": "us-central1",
-    "zones": ["us-central1-a"],
-    "cluster": {"name": "t"},
-    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-}
-
-
 def spec_with(pools: list[dict], **extra) -> object:
-    return spec_from(BASE, tpu_pools=pools, **extra)
+    return spec_from(MINIMAL, tpu_pools=pools, **extra)
 
 
 def product(d: dict[str, int]) -> int:
@@ -99,10 +91,13 @@ def test_set_overrides_and_team_priority() -> None:
     p = plan_run(
         "llama3-8b",
         spec,
-        Overrides(team="research", priority="low", sets=("ici_tensor_parallelism=8", "remat_policy=minimal"), steps=7, name="run1"),
+        # tensor 8 on the 4x4 slice's physical axes (4, 4) needs allow_split_physical_axes (MaxText refuses it otherwise).
+        Overrides(
+            team="research", priority="low", sets=("ici_tensor_parallelism=8", "allow_split_physical_axes=true", "remat_policy=minimal"), steps=7, name="run1"
+        ),
     )
     assert p.name == "run1" and p.program.steps == 7 and arg(p, "steps") == "7"
-    assert (mesh(p, "ici")["fsdp"], mesh(p, "ici")["tensor"]) == (2, 8)
+    assert (mesh(p, "ici")["fsdp"], mesh(p, "ici")["tensor"]) == (2, 8) and arg(p, "allow_split_physical_axes") == "true"
     assert arg(p, "remat_policy") == "minimal"
     assert p.target.namespace == "research" and p.target.priority == "low" and p.target.priority_value == 250
 

@@ -75,10 +75,10 @@ def test_each_set_integer_is_read_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(maxtext_sets, "read_int", counting)
     monkeypatch.setattr(policy, "read_int", counting)
-    sets = ("ici_fsdp_parallelism=8", "ici_tensor_parallelism=2", "base_emb_dim=4096", "max_target_length=1024", "checkpoint_period=10")
+    sets = ("ici_fsdp_parallelism=4", "ici_tensor_parallelism=4", "base_emb_dim=4096", "max_target_length=1024", "checkpoint_period=10")
     plan = planner.plan_run("maxtext-6b", SPEC, Overrides(sets=sets))
     assert sorted(read) == sorted(s.split("=")[0] for s in sets)  # checkpoint_period by the policy stage, the rest by read_sets
-    assert dict(plan.program.sizing.ici) == {"fsdp": 8, "tensor": 2} and plan.policy.checkpoint.period_steps == 10
+    assert dict(plan.program.sizing.ici) == {"fsdp": 4, "tensor": 4} and plan.policy.checkpoint.period_steps == 10
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ import yaml
 from infra import access
 from infra.spec import BucketPurpose, load_spec
 from tests.support import EXAMPLES, cli, example_doc, spec_from
+from tests.support.specs import MINIMAL
 from workloads.planning import planner
 from workloads.planning.model import (
     DEFAULT_CHECKPOINT_MINUTES,
@@ -31,21 +32,12 @@ K8S_DISRUPTION_MESSAGE = "Pod {ns}/{pod} has condition DisruptionTarget matching
 K8S_EXIT_CODE_MESSAGE = "Container {c} for pod {ns}/{pod} failed with exit code {code} matching FailJob rule at index {i}"
 
 
-BASE = {
-    "project": "my-tpu-project",
-    "region": "us-central1",
-    "zones": ["us-central1-a"],
-    "cluster": {"name": "t"},
-    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
-}
-
-
 def spec_with(capacity: object, buckets: list[dict] | None = None, teams: list[dict] | None = None):
     """One v5litepod-16 pool with this capacity (and these buckets and teams)."""
     changes = {"buckets": buckets} if buckets is not None else {}
     if teams is not None:
         changes["teams"] = teams
-    return spec_from(BASE, tpu_pools=[{"name": "p", "type": "v5litepod-16", "capacity": capacity}], **changes)
+    return spec_from(MINIMAL, tpu_pools=[{"name": "p", "type": "v5litepod-16", "capacity": capacity}], **changes)
 
 
 RESERVATION = {"mode": "reservation", "name": "r1", "zone": "us-central1-a"}

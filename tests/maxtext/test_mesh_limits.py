@@ -40,7 +40,7 @@ LIMITS = [
         ("override_model_config=true", "base_num_decoder_layers=2", "per_device_batch_size=1", "max_target_length=1024"),
         {"ici_tensor_parallelism": "16", "ici_fsdp_parallelism": "1"},
         # 4, not 8: a logical axis must be a product of the 4x4 slice's physical axes (MaxText refuses 8 without
-        # allow_split_physical_axes, a rule the planner does not check yet).
+        # allow_split_physical_axes, and so does the planner: workloads/planning/device_mesh.py).
         {"ici_tensor_parallelism": "4", "ici_fsdp_parallelism": "4"},
     ),
     (

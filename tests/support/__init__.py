@@ -2,7 +2,7 @@
 
 - ``paths``: ``REPO``, ``EXAMPLES``, ``EXAMPLE_FILES``, ``EXAMPLE_NAMES``;
 - ``cli``: the toolkit's CLIs run as a user sees them, in process (``cli``) or as a process (``run_module``);
-- ``specs``: an example spec as a document to change (``example_doc``) or parsed with keys set (``spec_from``);
+- ``specs``: an example spec as a document to change (``example_doc``) or parsed with keys set (``spec_from``); the least a spec needs (``MINIMAL``) and it with one pool of a shape (``one_pool``);
 - ``goldens``: rendered objects against tests/golden/ (``check_golden``; ``TGK_UPDATE_GOLDEN=1`` regenerates);
 - ``memory_store``: a run's checkpoint directory in memory (behind the ``memory_buckets`` fixture);
 - ``local_cluster``: the integration tier's control planes (state dirs, a module's own cluster, ``wait_for``);

@@ -10,6 +10,20 @@ import yaml
 
 from tests.support.paths import EXAMPLES
 
+# The least a spec needs: one project, region, zone, cluster and checkpoint bucket; add tpu_pools (``spec_from(MINIMAL, tpu_pools=...)``).
+MINIMAL: dict[str, Any] = {
+    "project": "my-tpu-project",
+    "region": "us-central1",
+    "zones": ["us-central1-a"],
+    "cluster": {"name": "t"},
+    "buckets": [{"name": "my-ckpt-bucket", "purpose": "checkpoints"}],
+}
+
+
+def one_pool(generation: str, topology: str, slices: int = 1) -> Any:
+    """``MINIMAL`` with one pool ``p`` of ``slices`` slices of this shape, parsed."""
+    return spec_from(MINIMAL, tpu_pools=[{"name": "p", "generation": generation, "topology": topology, "slices": slices}])
+
 
 @functools.cache
 def _example_doc(name: str) -> dict[str, Any]:

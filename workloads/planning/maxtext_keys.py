@@ -24,8 +24,10 @@ from toolkit.yamlfile import load_yaml
 MAXTEXT_KEYS_FILE = Path(__file__).resolve().parent.parent / "recipes" / "_maxtext_keys.yaml"
 MAXTEXT_NUMBERS_FILE = MAXTEXT_KEYS_FILE.with_name("_maxtext_numbers.yaml")  # the keys whose default is a number
 
-# MaxText 0.2.5's mesh axes, in base.yml order. Every one of them exists both as
-# ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices).
+# The axes of MaxText 0.2.5's parallelism keys, in base.yml order: every one exists both as
+# ici_<axis>_parallelism (inside a slice) and dcn_<axis>_parallelism (across slices). The mesh
+# MaxText builds from them has its own order and names (device_mesh.MAXTEXT_MESH_AXES: pipeline
+# is its stage axis, and sequence has no axis there).
 MESH_AXES: tuple[str, ...] = (
     "diloco",
     "data",

@@ -166,9 +166,9 @@ def _in_domain(key: str, value: str) -> float | None:
         if pdb > INT32_MAX:
             raise PlanError("--set", f"per_device_batch_size={value!r} is beyond any batch MaxText can use", f"use at most {INT32_MAX}")
         return pdb
-    if key == "override_model_config":
+    if key in ("override_model_config", "allow_split_physical_axes"):  # the planner reads them: true or false, nothing it could misread
         if value.lower() not in ("true", "false"):
-            raise PlanError("--set", f"override_model_config={value!r} is neither true nor false", "write override_model_config=true")
+            raise PlanError("--set", f"{key}={value!r} is neither true nor false", f"write {key}=true")
     elif key == "base_output_directory":
         if not _GCS_PATH.fullmatch(value):
             raise PlanError("--set", f"base_output_directory={value!r} is not a gs:// path", "use gs://BUCKET/PATH")

@@ -17,7 +17,11 @@ with the flag or recipe field to blame, before any TPU is held:
   size of its dimension 0 should be divisible by 1024, but it is equal to 512"), after the
   slices are held; the fix puts the rest on the data axis;
 * pipeline degrees that do not divide the layers, sequence x context that does not divide
-  the sequence length.
+  the sequence length;
+* an ICI mesh MaxText cannot lay on the slice (``check_device_mesh``): a degree MaxText's
+  ``mesh_axes`` have no axis for (sequence), or an axis JAX's ``create_device_mesh`` finds no
+  whole physical axes for (``device_mesh``: tensor 8 on a v5e 4x4 slice), unless the run sets
+  ``allow_split_physical_axes=true``.
 
 A recipe tuned for one slice shape and run on another still runs (the mesh is re-derived):
 ``shape_warning`` names both shapes and the mesh the run gets.
@@ -29,10 +33,13 @@ Pure: the recipe, the checked ``--set`` values and the slice shape in, a ``Mesh`
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.catalog import SliceShape
+from workloads.planning.device_mesh import Unplaceable, key_axis, lay_out, maxtext_axes, maxtext_mesh, physical_mesh
 from workloads.planning.errors import PlanError
+from workloads.planning.images import MAXTEXT_VERSION
 from workloads.planning.maxtext_keys import FILL, MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS, mesh_key
 from workloads.planning.maxtext_sets import MaxTextSets
 from workloads.planning.recipe_model import MaxTextSpec, ModelDims, Recipe
@@ -241,6 +248,64 @@ def _check_divides(total: int, dim: int, what: str, keys: str, where: str, set_d
             " (measured on tpu7x: ~45% less per-chip throughput), or run more slices of a smaller shape over DCN"
         )
     raise PlanError(where, f"{keys} = {total} cannot split {what}{whose} ({dim}); MaxText would fail on the weights' sharding after the slices are held", fix)
+
+
+def check_device_mesh(recipe: Recipe, mesh: Mesh, shape: SliceShape, slices: int, run_args: Mapping[str, str]) -> None:
+    """MaxText can build the run's device mesh on the slice: every degree has a MaxText mesh axis, every ICI axis whole physical axes.
+
+    ``run_args``: the run's MaxText keys as text (recipe args, --set over them). Not judged: a run that sets
+    ``allow_split_physical_axes=true`` (JAX then splits physical axes), a multislice ``custom_mesh`` (MaxText lays
+    a fixed 16x16 mesh and reshapes it), a ``mesh_axes``/``custom_mesh_and_rule`` this MaxText would not read.
+    """
+    axes = maxtext_axes(run_args)
+    if axes is None or (slices > 1 and run_args.get("custom_mesh", "").strip()):
+        return
+    where = _AxisBlame(recipe.name, mesh)
+    mt = maxtext_mesh(axes, mesh.ici, mesh.dcn)
+    if mt.dropped:
+        level, axis, degree = mt.dropped[0]
+        whole = f"the {shape.devices} devices of the slice" if level == "ici" else f"the {slices} slices"
+        instead = (
+            "MaxText splits the sequence over context: ici_context_parallelism"
+            if axis == "sequence"
+            else f"or put its {'stage' if axis == 'pipeline' else axis} axis in mesh_axes"
+        )
+        raise PlanError(
+            where(axis),
+            f"{level}_{axis}_parallelism={degree} is not in MaxText {MAXTEXT_VERSION}'s mesh (mesh_axes: {', '.join(axes)}), so its {level.upper()} mesh"
+            f" would not hold {whole} and it stops at start",
+            f"drop it ({instead})",
+        )
+    if run_args.get("allow_split_physical_axes", "false").strip().lower() == "true":
+        return
+    verdict = lay_out(physical_mesh(shape), mt.ici)
+    if not isinstance(verdict, Unplaceable):
+        return
+    axis = key_axis(verdict.axis)
+    key = f"ici_{axis}_parallelism"
+    free = ", ".join(f"{n} {s}" for n, s in verdict.free if s > 1) or "none"
+    took = [p for p in verdict.taken if p.physical and p.size > 1]
+    after = "".join(f"; ici_{key_axis(p.axis)}_parallelism={p.size} took {_and(p.physical)}" for p in took)
+    sizes = verdict.sizes
+    instead = (
+        f"use --set {key}={_or([str(s) for s in sizes])} (a product of the free physical axes)"
+        if sizes
+        else "no physical axis is left for it: lower the degrees that took them"
+    )
+    raise PlanError(
+        where(axis, *(key_axis(p.axis) for p in took)),
+        f"{key}={verdict.size} is not a product of the {shape.generation.name} {shape.topology} slice's free physical axes ({free}{after}):"
+        " MaxText lays the ICI mesh out with JAX's create_device_mesh, which gives each axis whole physical axes and stops the run at start",
+        f"{instead}, or --set allow_split_physical_axes=true (JAX then splits a physical axis between mesh axes)",
+    )
+
+
+def _and(words: tuple[str, ...] | list[str], last: str = "and") -> str:
+    return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
+
+
+def _or(words: list[str]) -> str:
+    return _and(words, "or")
 
 
 def shape_warning(recipe_name: str, tuned_shapes: list[str], run_shape: str, ici: dict[str, int]) -> str | None:

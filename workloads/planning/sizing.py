@@ -34,7 +34,7 @@ from workloads.planning.errors import PlanError
 from workloads.planning.hbm import estimate_hbm
 from workloads.planning.maxtext_keys import MESH_AXES, MODEL_KEYS, STRUCTURE_KEYS
 from workloads.planning.maxtext_sets import MaxTextSets, arg_text, parse_sets, read_sets
-from workloads.planning.mesh import Mesh, check_sharding, resolve_mesh, shape_warning
+from workloads.planning.mesh import Mesh, check_device_mesh, check_sharding, resolve_mesh, shape_warning
 from workloads.planning.model import HbmEstimate, MaxTextSizing
 from workloads.planning.overrides import Overrides
 from workloads.planning.recipe_model import Kind, MaxTextSpec, ModelDims, Recipe
@@ -102,10 +102,11 @@ def size_run(placed: Placement, o: Overrides, *, hbm_verdict: bool = True) -> Si
     notes += [tuned] if tuned else []
     seq = sets.ints.get("max_target_length", mt.args.get("max_target_length", model.max_target_length))
     check_sharding(recipe, model, seq, mesh)
+    run_args = {**{k: arg_text(v) for k, v in mt.args.items()}, **sets.text}
+    check_device_mesh(recipe, mesh, shape, placed.target.slices, run_args)
     pdb, batch_where = _per_device_batch(recipe, mt, sets, shape)
     global_batch = _global_batch(pdb, batch_where, shape.devices * placed.target.slices, totals)
     params = model.params()
-    run_args = {**{k: arg_text(v) for k, v in mt.args.items()}, **sets.text}
     hbm = (
         _checked_hbm(model, pdb, seq, totals, shape, _hbm_blame(sets.text, batch_where), run_args, notes)
         if hbm_verdict
