@@ -37,6 +37,11 @@ def _maxtext_dir() -> Path:
 # Local:global attention by decoder block (MaxText's layer patterns): every Nth layer global.
 _GLOBAL_EVERY = {"gemma2": 2, "gemma3": 6, "gemma4": 6, "gpt_oss": 2}
 _GEMMA4_SMALL_GLOBAL_EVERY = {"gemma4-e2b": 5}  # the other small gemma4s repeat 5 sliding + 1 global
+# Decoder blocks MaxText scans (and rematerializes) several layers at a time: gemma3 and gemma4 by
+# their attention pattern (models/gemma3.py, gemma4.py: 5 local + 1 global), the "scannable block"
+# ones (layers/nnx_decoders.py get_scannable) by inhomogeneous_layer_cycle_interval.
+_PATTERN_BLOCK = {"gemma3": 6, "gemma4": 6}
+_CYCLE_BLOCK = ("gpt_oss", "qwen3_next", "qwen3_5", "llama4", "olmo3", "deepseek4")
 
 
 def _dims(name: str, base: dict, preset: dict) -> dict | None:
@@ -90,6 +95,9 @@ def _dims(name: str, base: dict, preset: dict) -> dict | None:
         dims["global_head_dim"] = int(c["global_head_dim"])
         if int(c.get("global_num_kv_heads", 0) or 0) > 0:
             dims["global_kv_heads"] = int(c["global_num_kv_heads"])
+    scan_block = _PATTERN_BLOCK.get(block) or (int(c.get("inhomogeneous_layer_cycle_interval", 1) or 1) if block in _CYCLE_BLOCK else 1)
+    if scan_block > 1:
+        dims["scan_block"] = scan_block
     if c.get("share_kv_projections") and not mla:
         dims["shared_kv"] = True
     for key in ("fused_qkv", "fused_mlp"):  # which names the remat policy finds (qkv_proj / mlpwi, or each projection's)

@@ -188,6 +188,19 @@ def test_experts_hold_all_their_weights_but_work_on_the_routed_tokens() -> None:
     assert f["working_mlp"] == pytest.approx(2 * 2 * 4096 * 2 * moe.base_mlp_dim)
 
 
+def test_a_block_scanned_as_one_unit_keeps_one_input_and_works_on_all_its_layers() -> None:
+    # gemma3 scans its 34 layers as 5 blocks of 6 (5 local + 1 global) and one of the 4 left over
+    # (MaxText's nnx_decoders): each block is rematerialized whole, so its 6 layers' activations are
+    # in flight together, and only each unit's input is kept.
+    g = _model("gemma3-4b")
+    assert (g.scan_block, g.scan_units()) == (6, (6, 6))
+    one = g.model_copy(update={"scan_block": 1})
+    blocked, layered = hbm.features(g, 1, 4096, FSDP16, {}), hbm.features(one, 1, 4096, FSDP16, {})
+    assert blocked["working_mlp"] == pytest.approx(6 * layered["working_mlp"])
+    assert blocked["saved"] == pytest.approx(layered["saved"] * 6 / 34)
+    assert _model("gpt-oss-20b").scan_units() == (12, 2) and _model("llama3.1-8b").scan_units() == (32, 1)
+
+
 # ------------------------------------------------------------------ what a plan does with it
 
 

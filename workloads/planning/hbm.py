@@ -10,9 +10,11 @@ holds, per device:
     gradients    fp32, shaped like the weights (4 B), and the bf16 copy of the weights the
                  layers compute with (2 B)
     saved        what the remat policy keeps of every layer for the backward pass
-                 (``workloads.planning.remat``): the layer's input, and each kept projection,
-                 in bf16 per token; what it offloads lives in host memory
-    working      one layer's forward and backward in flight: its MLP (or routed experts')
+                 (``workloads.planning.remat``): each scanned unit's input, and each kept
+                 projection of every layer, in bf16 per token; what it offloads lives in host memory
+    working      one scanned unit's forward and backward in flight (a layer; a block of
+                 ``scan_block`` layers where MaxText scans several as one, gemma3's six or
+                 gpt-oss's two: the block is rematerialized whole): its MLP (or routed experts')
                  activations, in a mixture of experts each token's copies for its experts
                  (tokens x experts per token x embedding), the weights gathered from
                  their FSDP shards (the layer's, every expert of it, and the output layer's
@@ -141,8 +143,11 @@ def _saved_per_token(m: ModelDims, args: Mapping[str, str]) -> tuple[float, floa
         "moe_mlpwi_1": k * m.base_mlp_dim * moe_share if m.mlp_matrices == 3 else 0,
         "moe_mlpwo": 0,  # the same tensor as its mlpwo
     }
-    device = sum(sizes.get(n, 0) for n in r.device)
-    offloaded = sum(sizes.get(n, 0) for n in r.offloaded)
+    # The layer input is the scanned unit's: a block of scan_block layers keeps one, its first layer's.
+    units, _ = m.scan_units()
+    per_layer = {**sizes, "decoder_layer_input": sizes["decoder_layer_input"] * units / layers}
+    device = sum(per_layer.get(n, 0) for n in r.device)
+    offloaded = sum(per_layer.get(n, 0) for n in r.offloaded)
     return float(device), float(offloaded)
 
 
@@ -168,20 +173,23 @@ def features(m: ModelDims, per_device_batch: float, seq: int, totals: Mapping[st
     dense_width = (m.dense_mlp_dim or m.base_mlp_dim) if dense else 0
     expert_width = k * m.base_mlp_dim + m.shared_experts * (m.shared_mlp_dim or m.base_mlp_dim) if moe else 0
     tensor = totals.get("tensor", 1)
+    # A block of layers scanned as one unit is rematerialized as one: its layers' activations and
+    # gathered weights are in flight together in the backward pass.
+    _, block = m.scan_units()
     return {
         "state": held * ((0 if _true(args, "parameter_memory_host_offload") else 4) + moments),
         "gradients": held,
         "saved": 2 * tokens * layers * device,
-        "offload_staging": 2 * tokens * offloaded,
-        "working_mlp": 2 * tokens * max(dense_width, expert_width),
+        "offload_staging": 2 * tokens * offloaded * block,
+        "working_mlp": 2 * tokens * max(dense_width, expert_width) * block,
         # An expert layer sends each token to k experts: its copies, sorted by expert, and the experts'
         # outputs before they are combined are tokens x k x embedding wide (wider than the routed MLP
         # when the experts are narrow: 8 of 128 experts of width 768 on a 2048 embedding).
-        "working_routed": 2 * tokens * k * m.base_emb_dim if moe else 0.0,
+        "working_routed": 2 * tokens * k * m.base_emb_dim * block if moe else 0.0,
         # Weights gathered from their FSDP shards for a layer in flight (every expert of it: the tokens
         # may route to any) and for the output layer (its vocabulary x embedding table); the gradient of
         # each, full size until it is reduce-scattered, goes with it.
-        "working_weights": 2 * ((m.attention_params() + m.mlp_params()) / layers / totals.get("expert", 1) + m.vocab_size * m.base_emb_dim) / tensor,
+        "working_weights": 2 * ((m.attention_params() + m.mlp_params()) * block / layers / totals.get("expert", 1) + m.vocab_size * m.base_emb_dim) / tensor,
         "logits": 2 * tokens * m.vocab_size / _tiles(args),
         # Moments kept in host memory are updated on the device: XLA brings them in for the update.
         "optimizer_staging": held * 8 if _true(args, "optimizer_memory_host_offload") and moments == 0 and opt != "sgd" else 0.0,

@@ -92,6 +92,7 @@ class ModelDims(_Model):
     global_every: int = Field(1, ge=1, le=INT32_MAX, description="with sliding_window: every Nth layer attends globally")
     global_head_dim: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' head width (0: head_dim)")
     global_kv_heads: int = Field(0, ge=0, le=INT32_MAX, description="gemma4: the global layers' key/value heads (0: base_num_kv_heads)")
+    scan_block: int = Field(1, ge=1, le=INT32_MAX, description="layers MaxText scans, and rematerializes, as one unit (gemma3: 6; gpt-oss: its layer cycle, 2)")
     shared_kv: bool = Field(False, description="one projection serves keys and values (share_kv_projections)")
     fused_qkv: bool = Field(False, description="one query/key/value projection (MaxText's fused_qkv: gpt3), named qkv_proj for remat")
     fused_mlp: bool = Field(False, description="one MLP input projection (MaxText's fused_mlp), named mlpwi for remat")
@@ -108,6 +109,11 @@ class ModelDims(_Model):
         first = min(self.first_dense_layers, layers)
         moe = (layers - first) // self.moe_every if self.moe_every > 1 else layers - first
         return moe, layers - moe
+
+    def scan_units(self) -> tuple[int, int]:
+        """(units the layers are scanned in, layers in the largest): a block of ``scan_block`` layers each, the rest one more unit."""
+        layers, k = self.base_num_decoder_layers, max(1, self.scan_block)
+        return layers // k + (1 if layers % k else 0), min(k, layers)
 
     def attention_layers(self) -> tuple[int, int]:
         """(global layers, local sliding-window layers)."""
