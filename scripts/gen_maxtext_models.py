@@ -103,6 +103,19 @@ def _dims(name: str, base: dict, preset: dict) -> dict | None:
     for key in ("fused_qkv", "fused_mlp"):  # which names the remat policy finds (qkv_proj / mlpwi, or each projection's)
         if c.get(key):
             dims[key] = True
+    # The biases and sinks MaxText's layers create (gpt3's layers always carry biases and LayerNorm's;
+    # qwen2's output projection has none; deepseek3/4's and kimi-k2's router bias is a variable the
+    # optimizer does not train: MoEBiasVar, not a parameter).
+    gpt3 = block == "gpt3"
+    flags = {
+        "qkv_bias": gpt3 or bool(c.get("attention_bias")),
+        "out_bias": gpt3 or (bool(c.get("attention_bias")) and block != "qwen2"),
+        "mlp_bias": gpt3 or bool(c.get("mlp_bias")),
+        "routed_bias": moe and bool(c.get("routed_bias")) and not name.startswith(("deepseek3", "deepseek4", "kimi-k2")),
+        "attention_sinks": bool(c.get("attention_sink")),
+        "norm_bias": gpt3,
+    }
+    dims.update({k: True for k, v in flags.items() if v})
     ints = [v for k, v in dims.items() if not isinstance(v, bool)]
     return dims if all(isinstance(v, int) and v >= 0 for v in ints) else None
 

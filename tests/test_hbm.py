@@ -112,6 +112,45 @@ def test_every_configuration_is_compiled(compiled) -> None:
     _covers([c.shape for c, _, _ in compiled], [s for _, _, s in compiled])
 
 
+# Per-device fp32 arrays of MaxText 0.2.5's abstract train state and the bytes XLA (libtpu 0.0.52) gives
+# each as a jit argument on the slice: gpt-oss-20b on tpu7x-2x2x2 (fsdp 16), gpt3-6b on v5p-4x4x4
+# (fsdp 64), gemma3-4b on v5e-4x4 (fsdp 16). Shape -> bytes; the layer axis of a scanned stack included.
+XLA_ARRAY_BYTES = {
+    (180, 2, 64, 64): 8388608,  # gpt-oss query kernel: 180 pads to 256
+    (180, 2, 8, 64): 1048576,
+    (64, 2, 64, 180): 8388608,
+    (180, 2, 32): 65536,
+    (32, 2, 180, 2880): 135659520,  # experts: 2880 pads to 2944, the layer axis of 2 takes 2-row tiles
+    (32, 2, 2880): 753664,
+    (180, 201088): 148000768,
+    (201088, 180): 148000768,
+    (8, 2, 64): 8192,
+    (64, 2): 1024,
+    (32, 2): 1024,
+    (180, 2): 2048,
+    (2880, 2): 23552,
+    (2880,): 12288,
+    (48, 48, 12288): 113246208,  # gpt3: a dimension of 128s, no padding
+    (12288, 48, 48): 113246208,
+    (48, 48, 3, 12, 256): 84934656,
+    (12, 48, 256, 48): 28311552,
+    (3, 48, 12, 256): 1769472,
+    (16384, 48): 3145728,
+    (48, 48): 24576,
+    (3072,): 12288,
+    (2560, 5): 81920,  # gemma3: a stack of 5 layers takes 8-row tiles
+    (256, 5): 8192,
+    (2560,): 12288,
+    (256,): 1024,
+    (160, 5, 8, 256): 6553600,
+}
+
+
+def test_the_tiled_layout_pads_each_array_as_xla_does() -> None:
+    for shape, xla in XLA_ARRAY_BYTES.items():
+        assert hbm.tpu_elements(shape) * 4 == xla, shape
+
+
 def test_the_train_state_is_exactly_the_compiled_arguments(compiled) -> None:
     """Weights and Adam's moments, each split by its own mesh axes: what the compile takes as arguments."""
     for c, rec, s in compiled:

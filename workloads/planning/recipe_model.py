@@ -96,6 +96,14 @@ class ModelDims(_Model):
     shared_kv: bool = Field(False, description="one projection serves keys and values (share_kv_projections)")
     fused_qkv: bool = Field(False, description="one query/key/value projection (MaxText's fused_qkv: gpt3), named qkv_proj for remat")
     fused_mlp: bool = Field(False, description="one MLP input projection (MaxText's fused_mlp), named mlpwi for remat")
+    # The small parameters beside the matrices (the train state holds them, replicated when their axis
+    # maps to no mesh axis): which ones the model's layers create.
+    qkv_bias: bool = Field(False, description="the query/key/value projections carry biases (gpt3; attention_bias)")
+    out_bias: bool = Field(False, description="the attention output projection carries a bias (gpt3; attention_bias except qwen2)")
+    mlp_bias: bool = Field(False, description="the MLP (or every expert's) projections carry biases (gpt3; mlp_bias: gpt-oss)")
+    routed_bias: bool = Field(False, description="the router carries a trained bias per expert (routed_bias: gpt-oss)")
+    attention_sinks: bool = Field(False, description="a learned sink logit per query head and layer (attention_sink: gpt-oss)")
+    norm_bias: bool = Field(False, description="the layer norms carry a bias beside their scale (gpt3's LayerNorm)")
 
     @property
     def mla(self) -> bool:
