@@ -248,7 +248,7 @@ def test_a_block_scanned_as_one_unit_keeps_one_input_and_works_on_all_its_layers
 # ------------------------------------------------------------------ what a plan does with it
 
 
-def test_refused_only_when_even_the_least_measured_would_not_fit_warned_when_the_most_would_not() -> None:
+def test_refused_only_when_the_floor_would_not_fit_warned_when_the_measured_range_reaches_over() -> None:
     from toolkit.errors import FieldError
     from workloads.planning.planner import Overrides, plan_run
 
@@ -261,8 +261,11 @@ def test_refused_only_when_even_the_least_measured_would_not_fit_warned_when_the
             assert "per_device_batch_size" in str(e) and "more than a tpu7x device's" in str(e)
             return "refused"
         h, said = plan.program.sizing.hbm, plan.program.warnings
+        # the floor: the exact parts and one copy of the logits, below the estimate and all of it in it
+        assert 0 < h.floor_bytes <= h.total_bytes and h.floor_bytes <= h.available_bytes
+        p = h.parts()
+        assert h.floor_bytes >= p["state"] + p["gradients"] + p["saved"]
         if h.total_bytes * hi > h.available_bytes:
-            assert h.total_bytes * lo <= h.available_bytes
             assert any("it may not fit" in w and "preflight <recipe> --compile" in w for w in said), said
             return "warned"
         assert not any("GiB per device" in w for w in said)
@@ -274,8 +277,8 @@ def test_refused_only_when_even_the_least_measured_would_not_fit_warned_when_the
         seen[batch] = verdict(batch)
         if seen[batch] == "refused":
             break
-    # The band is as narrow as the compiles measured it: between the last batch that plans without a
-    # word and the first refused one, halve (in steps the 32 devices' global batch allows) to find it.
+    # Between the last batch that plans without a word and the first refused one, halve (in steps
+    # the 32 devices' global batch allows) to find a warned one.
     fine, refused = max(b for b, v in seen.items() if v == "fine"), min(b for b, v in seen.items() if v == "refused")
     while "warned" not in seen.values() and refused - fine > 1 / 32:
         mid = round((fine + refused) / 2 * 32) / 32

@@ -60,6 +60,10 @@ class HbmEstimate:
     kind: str
     error: tuple[float, float]  # compiled / estimated, least and most
     measured: bool  # False: no compiled configuration of this kind (error is then the target band)
+    # What no schedule of XLA's can give back: the state, gradients, what the remat policy keeps and
+    # one copy of the logits. The rest (working sets, more copies) is what XLA allocates when it has
+    # the room, and rematerializes under pressure (0: not computed).
+    floor_bytes: int = 0
 
     def parts(self) -> dict[str, int]:
         return dict(self.parts_bytes)
@@ -103,6 +107,7 @@ class HbmEstimate:
             "estimate_gib": gib(self.total_bytes),
             **{f"{k}_gib": gib(v) for k, v in self.parts_bytes},
             "available_gib": gib(self.available_bytes),
+            "floor_gib": gib(self.floor_bytes),
             "kind": self.kind,
             "compiled_over_estimate": list(self.error),
             "error_measured": self.measured,

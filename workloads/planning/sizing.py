@@ -183,23 +183,24 @@ def _checked_hbm(
     args: Mapping[str, str],
     notes: list[str],
 ) -> HbmEstimate:
-    """The estimate and its measured error against the device's HBM: refused when even the least the
-    compiler allocated for this kind of run would not fit, a warning in ``notes`` when the most would not."""
+    """The estimate and its measured error against the device's HBM: refused when the floor (what no
+    schedule of XLA's gives back) would not fit, a warning in ``notes`` when the measured range reaches over it."""
     hbm = estimate_hbm(model, pdb, seq, totals, shape.hbm_bytes_per_device, args)
     d = hbm.as_dict()
     device = f"a {shape.generation.name} device's {d['available_gib']:g} GiB"
-    if hbm.low_bytes > hbm.available_bytes:
+    if hbm.floor_bytes > hbm.available_bytes:
         where, changed = blame
         parts = ", ".join(f"{k} {v / GIB:.1f}" for k, v in hbm.parts().items())
         raise PlanError(
             where,
-            (f"{changed}: " if changed else "") + f"per_device_batch_size={pdb:g} needs ~{d['estimate_gib']:g} GiB per device ({parts} GiB) and at least"
-            f" {hbm.low_bytes / GIB:.1f} GiB ({hbm.range_text()}), more than {device}",
+            (f"{changed}: " if changed else "") + f"per_device_batch_size={pdb:g} needs ~{d['estimate_gib']:g} GiB per device ({parts} GiB), and at least"
+            f" {hbm.floor_bytes / GIB:.1f} GiB whatever XLA schedules (the state, gradients, what the remat policy keeps and one copy of the logits),"
+            f" more than {device}",
             ("shrink or drop those --set values, or " if changed else "")
             + "lower per_device_batch_size, keep less per layer (remat_policy=full, or offload with remat_policy=custom),"
             " shard more (a bigger slice, or more fsdp), or pick a pool with more HBM",
         )
-    if hbm.high_bytes > hbm.available_bytes:
+    if max(hbm.high_bytes, hbm.total_bytes) > hbm.available_bytes:
         notes.append(
             f"per_device_batch_size={pdb:g} is estimated at ~{d['estimate_gib']:g} GiB per device of {device}, and"
             f" {hbm.range_text()} — it may not fit: check it with `python -m workloads preflight <recipe> --compile` before holding the slices"
