@@ -86,6 +86,13 @@ POD_START = Figure(
     "plus a multi-GB image pull on fresh VMs: no published figure for the pull, 3 min assumed",
 )
 
+# Kubernetes' Job controller holds a failed pod's replacement back: 10 s, doubling with each failure
+# in a row, at most 10 min (pkg/controller/job/job_controller.go DefaultJobPodFailureBackOff and
+# MaxJobPodFailureBackOff, v1.34; hard-coded, no flag: the local control plane's controller waits
+# as long as GKE's).
+JOB_POD_FAILURE_BACKOFF_S = 10.0
+JOB_POD_FAILURE_BACKOFF_MAX_S = 600.0
+
 # What the restart path itself adds before the new pods can be Ready, beyond the lost slice's
 # VMs (which every path waits for). Measured on the local control plane at its scale (a few
 # pods); at 1,000+ nodes JobSet's KEP-467 says recreating every pod "can take several minutes
@@ -97,13 +104,32 @@ RESTART_PATH: dict[str, Figure] = {
         "every pod deleted, recreated and scheduled again: 'several minutes per restart' at 1,000+ nodes "
         "(jobset keps/467-InPlaceRestart, v0.12.0, 2026-05-08); seconds at this repository's scale (scripts/bench_recovery.py)",
     ),
+    # Healthy pods restart their containers in place (no cost here), but the lost slice's pods are
+    # replaced by the Job controller after its pod-failure backoff (``job_replacement_backoff``).
     IN_PLACE: Figure(
-        0.0,
+        JOB_POD_FAILURE_BACKOFF_MAX_S,
         "published",
-        "healthy pods keep running and restart their containers in place; only the lost slice's pods are new "
-        "(jobset keps/467-InPlaceRestart, v0.12.0, 2026-05-08)",
+        "healthy pods restart their containers in place (jobset keps/467-InPlaceRestart, v0.12.0, 2026-05-08); the lost "
+        "slice's pods are new only after the Job controller's pod-failure backoff, at most 10 min "
+        "(github.com/kubernetes/kubernetes pkg/controller/job/job_controller.go MaxJobPodFailureBackOff, v1.34)",
     ),
 }
+
+
+def job_replacement_backoff(failures: int) -> float:
+    """Seconds Kubernetes' Job controller waits before it replaces a failed pod, after ``failures`` failures in a row.
+
+    What it counts (pkg/controller/job/backoff_utils.go, v1.34): with ``backoffLimitPerIndex`` the
+    failures of the pod's own index (``getRemainingTimePerIndex``), else every pod of the Job that
+    failed since one last succeeded. A pod failed by a disruption counts, though the podFailurePolicy
+    ignores it for the Job's fate. A recreate run's Jobs are new at every restart; an in-place run
+    keeps them, so its k-th loss of a slice waits ``job_replacement_backoff(k)`` per index
+    (workloads/render/inplace.py sets ``backoffLimitPerIndex``; per Job it would be the slice's
+    hosts times k failures: 80 s at the first loss of a 4-host slice, 10 min from the second).
+    """
+    if failures <= 0:
+        return 0.0
+    return min(JOB_POD_FAILURE_BACKOFF_S * 2 ** (failures - 1), JOB_POD_FAILURE_BACKOFF_MAX_S)
 
 
 def provisioning(mode: str) -> Figure:

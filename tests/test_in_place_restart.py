@@ -190,6 +190,8 @@ def test_the_jobset_takes_jobsets_in_place_strategy_and_its_webhooks_rules():
         job = rj["template"]["spec"]
         assert job["backoffLimit"] == 2**31 - 1
         assert job["podReplacementPolicy"] == "Failed"
+        # The Job controller's replacement backoff counted per index, not per Job (infra.recovery.job_replacement_backoff).
+        assert job["backoffLimitPerIndex"] == 2**31 - 1 and job["completionMode"] == "Indexed"
         assert job["completions"] == job["parallelism"]
         rules = job["podFailurePolicy"]["rules"]
         assert rules[jobset.DISRUPTION_INDEX] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
@@ -378,9 +380,29 @@ def test_spot_slices_wait_for_a_slice_to_be_made_and_the_restart_path():
     recreate = spec_from("default")
     in_place = _in_place_spec()
     assert recreate.wait_for_pods_ready == ((30 + 5) * MIN, (30 + 3 + 5) * MIN)
-    assert in_place.wait_for_pods_ready == ((30 + 5) * MIN, (30 + 0 + 5) * MIN)
+    # In place, the lost slice's pods come back after the Job controller's backoff: up to 10 min.
+    assert in_place.wait_for_pods_ready == ((30 + 5) * MIN, (30 + 10 + 5) * MIN)
     assert _wfpr(recreate) == ("2100s", "2280s")
-    assert _wfpr(in_place) == ("2100s", "2100s")
+    assert _wfpr(in_place) == ("2100s", "2700s")
+
+
+def test_the_job_controllers_replacement_backoff_is_kubernetes_own():
+    # pkg/controller/job: 10 s, doubling with each failure in a row, at most 10 min.
+    assert [recovery.job_replacement_backoff(n) for n in range(0, 9)] == [0, 10, 20, 40, 80, 160, 320, 600, 600]
+    assert recovery.RESTART_PATH[recovery.IN_PLACE].seconds == recovery.job_replacement_backoff(99) == 600
+
+
+def test_the_rehearsal_shrinks_recovery_timeout_but_not_the_job_controllers_backoff():
+    # The local control plane's kube-controller-manager is the real one: it holds an in-place run's
+    # lost pods back as long as GKE's does, so the rehearsal's Kueue must wait that long too, or it
+    # evicts (and recreates) a run GKE would see restart in place.
+    factor = 0.03
+    in_place, recreate = _in_place_spec(), spec_from("default")
+    back = in_place.wait_for_pods_ready[1]
+    here = kueue.manager_settings(in_place, time_scale=factor)["waitForPodsReady"]["recoveryTimeout"]
+    assert here == f"{round((back - 600) * factor + 600)}s" and int(here[:-1]) >= recovery.JOB_POD_FAILURE_BACKOFF_MAX_S
+    # Nothing of a recreate-only cluster's recovery runs at real speed: all of it shrinks.
+    assert kueue.manager_settings(recreate, time_scale=factor)["waitForPodsReady"]["recoveryTimeout"] == f"{round(recreate.wait_for_pods_ready[1] * factor)}s"
 
 
 def test_a_reservation_waits_for_a_pods_start_and_a_reserved_host_replaced():
@@ -410,11 +432,11 @@ def test_a_setting_shorter_than_what_it_guards_is_refused_and_the_need_itself_is
         spec_from("default", kueue={"wait_for_pods_ready": {field: need - 1}})
 
 
-def test_in_place_needs_a_shorter_recovery_so_the_same_setting_holds_only_there():
-    setting = {"wait_for_pods_ready": {"recovery_timeout_seconds": 35 * MIN}}
-    assert _in_place_spec(kueue=setting).wait_for_pods_ready[1] == 35 * MIN
+def test_in_place_needs_a_longer_recovery_so_the_same_setting_holds_only_for_recreate():
+    setting = {"wait_for_pods_ready": {"recovery_timeout_seconds": 38 * MIN}}
+    assert spec_from("default", kueue=setting).wait_for_pods_ready[1] == 38 * MIN
     with pytest.raises(SpecError, match="recovery_timeout_seconds"):
-        spec_from("default", kueue=setting)
+        _in_place_spec(kueue=setting)
 
 
 def test_turned_off_it_guards_nothing_and_kueue_is_told_so():
@@ -498,13 +520,13 @@ def test_submit_asks_the_cluster_before_anything_is_applied_and_names_restart():
 
 
 def test_infra_spec_says_how_runs_restart_and_what_each_timeout_guards(tmp_path):
-    r = cli("infra", "spec", "--spec", _write(tmp_path, _doc(kueue={"wait_for_pods_ready": {"recovery_timeout_seconds": 2400}})))
+    r = cli("infra", "spec", "--spec", _write(tmp_path, _doc(kueue={"wait_for_pods_ready": {"recovery_timeout_seconds": 3000}})))
     assert r.returncode == 0, r.stderr
     assert "recovery: runs restart in-place (recovery.restart: in-place)" in r.stdout
     timeout = next(ln for ln in r.stdout.splitlines() if "waitForPodsReady timeout " in ln)
     back = next(ln for ln in r.stdout.splitlines() if "waitForPodsReady recoveryTimeout " in ln)
     assert "2100 s" in timeout and "derived" in timeout and "30 min to provision + 5 min pod start" in timeout
-    assert "2400 s" in back and "set in the spec" in back and "0 min in-place restart" in back
+    assert "3000 s" in back and "set in the spec" in back and "10 min in-place restart" in back
     r = cli("infra", "spec", "--spec", _write(tmp_path, example_doc()))
     assert "recovery: runs restart recreate (auto: in-place needs JobSet >= v0.11.0" in r.stdout
     assert "2280 s" in next(ln for ln in r.stdout.splitlines() if "recoveryTimeout " in ln)

@@ -8,6 +8,10 @@
   kubelet's part, workloads/local/agents.py) takes the run to its next in-place attempt, every pod
   keeps its uid (no pod of the run is recreated), the crashed container's restartCount goes up,
   and the run trains again and completes.
+* A preempted slice comes back in place too: the other slice's pods are kept (Kueue waited for the
+  Job controller's replacement backoff instead of evicting the run), and the real Job controller
+  counted the lost pods per index (``backoffLimitPerIndex``: the backoff a slice's loss costs is
+  its index's, not its hosts' times the Job's).
 * On the tier's shared cluster (the default spec: JobSet's gate off), ``submit --restart in-place``
   with a spec that says the cluster has it is refused by ``runs.service.capability_check`` before
   anything is applied: one line naming --restart, exit 2.
@@ -28,10 +32,10 @@ from infra.spec import DEFAULT_SPEC_PATH, load_spec
 from tests.support import run_module
 from tests.support.local_cluster import start_own_cluster, wait_for
 from toolkit.errors import Rejected
-from toolkit.names import JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
+from toolkit.names import JOBSET_JOB_INDEX_LABEL, JOBSET_NAME_LABEL, TGK_FIELD_MANAGER
 from workloads.cluster.client import Cluster
 from workloads.local import CONTEXT
-from workloads.local.disrupt import crash
+from workloads.local.disrupt import crash, preempt
 from workloads.render.inplace import AGENT_BINARY, ATTEMPT_ANNOTATION, POLICY, STRATEGY
 
 NS = "research"
@@ -177,6 +181,36 @@ def test_a_crashed_worker_restarts_in_place_and_the_run_completes(inplace) -> No
         assert {p["metadata"]["name"]: p["metadata"]["uid"] for p in _pods(kube, run)} == uids
     finally:
         kube.delete_jobset(NS, run)
+
+
+def test_a_preempted_slice_comes_back_in_place(inplace) -> None:
+    lc, spec_path = inplace
+    kube = Cluster.connect(lc.kubeconfig, CONTEXT, timeout=30)
+    run = "ip-preempt"
+    sub = wl("submit", "maxtext-6b", "--slices", "2", "--name", run, "--rehearse-seconds", "600", "--no-wait",
+             "--spec", str(spec_path), "--kubeconfig", str(lc.kubeconfig))  # fmt: skip
+    assert sub.returncode == 0, (sub.stdout, sub.stderr)
+    try:
+        first = wait_for(lambda: _joined(lc, kube, run), 300, "every worker's barrier down (the first attempt training)")
+        before = {p["metadata"]["uid"]: p for p in _pods(kube, run)}
+        kept = {u for u, p in before.items() if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "1"}
+        assert len(kept) == 4, before.keys()
+
+        preempt(kube, lc.state_dir, NS, run, 0, replace_after=0.0)  # the nodes come back at once: the control plane's part alone
+        wait_for(lambda: set(_joined(lc, kube, run)) - set(first), 600, "the next attempt's workers all running again")
+        after = _pods(kube, run)
+        # Slice 1 restarted in place (its pods kept): Kueue did not evict the run, nor JobSet recreate it.
+        assert kept <= {p["metadata"]["uid"] for p in after}
+        status = kube.jobset(NS, run).get("status") or {}
+        assert status.get("restarts", 0) == 0 and status.get("currentInPlaceRestartAttempt", 0) >= 1, status
+        # Slice 0's pods are new, and the Job controller counted each one's loss for its own index.
+        lost = [p for p in after if p["metadata"]["labels"][JOBSET_JOB_INDEX_LABEL] == "0"]
+        assert len(lost) == 4 and not {p["metadata"]["uid"] for p in lost} & set(before)
+        counts = {(p["metadata"].get("annotations") or {}).get("batch.kubernetes.io/job-index-ignored-failure-count") for p in lost}
+        assert counts == {"1"}, counts
+    finally:
+        kube.delete_jobset(NS, run)
+        wait_for(lambda: not _pods(kube, run), 120, "the run's pods gone")
 
 
 def test_in_place_refused_before_anything_is_applied_where_the_jobset_gate_is_off(kubeconfig, cluster, tmp_path) -> None:

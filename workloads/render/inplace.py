@@ -10,6 +10,12 @@ webhook of v0.12.0 checks them:
   replaced, not the Job failed); its podFailurePolicy ignores disruptions (rule 0) and still fails
   the Job on a program error (rule 1, the same index and message as a recreate run's, so the
   JobSet's ``program_error`` rule is the same too);
+- ``backoffLimitPerIndex`` MaxInt32 (the toolkit's, not the webhook's): the Job outlives every
+  restart, and Kubernetes' Job controller holds back a failed pod's replacement for 10 s doubling
+  with every failure it has counted, up to 10 min, disruptions included
+  (``infra.recovery.job_replacement_backoff``). Counted per Job, a preempted 4-host slice's pods
+  would come back after 80 s, and after 10 min from its second preemption on; counted per index,
+  after 10 s at a slice's first loss, 20 s at its second;
 - JobSet's agent (``cmd/in-place-restart-agent``), in *main container* mode: it is the workload
   container's command, copied into the pod by an init container from its own image
   (``Policy.agent_image``) so any worker image works; it runs the real command (``WORKER_COMMAND``)
@@ -134,7 +140,8 @@ def volumes() -> list[dict[str, Any]]:
 
 
 def job_fields() -> dict[str, Any]:
-    return {"backoffLimit": INT32_MAX, "podReplacementPolicy": "Failed"}
+    """The child Job's fields for an in-place run; see the module docstring for why each is there."""
+    return {"backoffLimit": INT32_MAX, "backoffLimitPerIndex": INT32_MAX, "podReplacementPolicy": "Failed"}
 
 
 # ------------------------------------------------------------------ the cluster (JobSet's settings, queues apply)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from infra import recovery
 from infra.gke_features import ML_DIAGNOSTICS_LABEL
 from infra.naming import team_service_account_email
 from infra.spec import FLEX_MAX_RUN_SECONDS, PRIORITY_CLASSES, EnvSpec, TeamSpec
@@ -339,6 +340,11 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
             out["featureGates"] = {"DisableWaitForPodsReady": True}
         return out
     timeout, recovery_timeout = spec.wait_for_pods_ready
+    # The rehearsal's kube-controller-manager is the real one: the Job controller's backoff before it
+    # replaces an in-place run's lost pods (infra.recovery.job_replacement_backoff) takes as long there
+    # as on GKE, so that part of recoveryTimeout is not shrunk; shrunk, Kueue evicts a recovery GKE would wait for.
+    real_time = recovery.JOB_POD_FAILURE_BACKOFF_MAX_S if spec.cluster_has_in_place_restart else 0.0
+    recovery_timeout_here = max(recovery_timeout - real_time, 0.0) * time_scale + min(real_time, recovery_timeout)
     strategy: dict[str, Any] = {
         "timestamp": "Eviction",
         "backoffBaseSeconds": max(1, round(w.backoff_base_seconds * time_scale)),
@@ -350,7 +356,7 @@ def manager_settings(spec: EnvSpec, *, time_scale: float = 1.0) -> dict[str, Any
         **out,
         "waitForPodsReady": {
             "timeout": _duration(timeout * time_scale),
-            "recoveryTimeout": _duration(recovery_timeout * time_scale),
+            "recoveryTimeout": _duration(recovery_timeout_here),
             # Admission of other runs goes on while one waits: TPU slices are independent.
             "blockAdmission": False,
             "requeuingStrategy": strategy,
