@@ -246,7 +246,8 @@ def _echo_estimates(plan: RunPlan) -> None:
     h = p.sizing.hbm
     parts = ", ".join(f"{k} {v / 2**30:.1f}" for k, v in h.parts().items())
     typer.echo(
-        f"estimated HBM: {h.total_bytes / 2**30:.1f} GiB per device of {h.available_bytes / 2**30:g} ({parts} GiB); {h.range_text()}",
+        f"estimated HBM: {h.total_bytes / 2**30:.1f} GiB per device of {h.available_bytes / 2**30:g} ({parts} GiB), floor {h.floor_bytes / 2**30:.1f} GiB;"
+        f" {h.range_text()}",
         err=True,
     )
     if p.step_error is None:
