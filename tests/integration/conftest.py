@@ -31,31 +31,6 @@ from tests.support.local_cluster import pid_alive, shared_state_dir
 from workloads.local.procs import locked
 
 
-def _parent(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _down_if_left_behind(cluster, users: Path, progress) -> bool:
-    """Bring down a shared test cluster a dead session left partly running (a killed CI run), once.
-
-    Only when no live test process outside this session holds it (this session's workers are the
-    children of one pytest process), and under the state dir's lock, so a sibling that started it
-    meanwhile is found up, not taken down."""
-    with cluster._lock():
-        if cluster.status()["state"] != "degraded":
-            return False
-        mine = _parent(os.getpid())
-        held = [p for p in users.iterdir() if p.name.isdigit() and pid_alive(int(p.name)) and _parent(int(p.name)) != mine]
-        if held:
-            return False
-        progress("the shared test cluster was left partly running by a session that is gone: bringing it down")
-        cluster._down_locked()
-        return True
-
-
 @pytest.fixture(scope="session")
 def local_cluster() -> Iterator[object]:
     from workloads.local import LocalClusterError
@@ -70,15 +45,11 @@ def local_cluster() -> Iterator[object]:
     me = users / str(os.getpid())
     me.touch()
     t0 = time.monotonic()
-    for attempt in (1, 2):
-        try:
-            cluster.up(load_spec(DEFAULT_SPEC_PATH), spec_path=str(DEFAULT_SPEC_PATH), build=True, timeout=600)
-            break
-        except LocalClusterError as e:
-            if attempt == 1 and _down_if_left_behind(cluster, users, progress):
-                continue
-            me.unlink(missing_ok=True)
-            pytest.fail(f"the local cluster could not start: {e}", pytrace=False)
+    try:
+        cluster.up(load_spec(DEFAULT_SPEC_PATH), spec_path=str(DEFAULT_SPEC_PATH), build=True, timeout=600)
+    except LocalClusterError as e:
+        me.unlink(missing_ok=True)
+        pytest.fail(f"the local cluster could not start: {e}", pytrace=False)
     progress(f"cluster ready for tests after {time.monotonic() - t0:.1f}s")
     yield cluster
     me.unlink(missing_ok=True)

@@ -345,16 +345,12 @@ class LocalCluster:
 
     def down(self) -> list[str]:
         with self._lock():
-            return self._down_locked()
-
-    def _down_locked(self) -> list[str]:
-        """``down`` for a caller that holds the state dir's lock already."""
-        stopped = self._stop_all()
-        if state.is_ours(self.state_dir):  # never clean a directory that is not a state dir of the toolkit's
-            shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
-            shutil.rmtree(bucket.data_dir(self.state_dir), ignore_errors=True)
-            self.state_file.unlink(missing_ok=True)
-        return stopped
+            stopped = self._stop_all()
+            if state.is_ours(self.state_dir):  # never clean a directory that is not a state dir of the toolkit's
+                shutil.rmtree(self.state_dir / "etcd", ignore_errors=True)
+                shutil.rmtree(bucket.data_dir(self.state_dir), ignore_errors=True)
+                self.state_file.unlink(missing_ok=True)
+            return stopped
 
     def _stop_all(self) -> list[str]:
         return self.daemons.stop_all()
