@@ -30,10 +30,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from toolkit.names import JOBSET_JOB_INDEX_LABEL, K8S_COMPLETION_INDEX_LABEL
+from workloads.cluster.run_list import epoch
 
 RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
 EXIT_LINE = re.compile(r"tgk-exit-guard: exit (\d{1,3}) on node (\S+)", re.ASCII)
@@ -141,15 +141,6 @@ def bad_host(attempts: Iterable[AttemptFailures], repeats: int = DEFAULT_REPEATS
 
 
 # ------------------------------------------------------------------ sources
-
-
-def epoch(ts: str | None) -> float | None:
-    if not ts:
-        return None
-    try:
-        return datetime.fromisoformat(str(ts).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _int(v: Any) -> int | None:
