@@ -52,12 +52,12 @@ def synth_into(
                 owned.check_update(out, files, "--out", stack_dir)
             owned.check_update(out, top, "--out")
 
-        check()  # before the lock too: a refusal leaves not even the lock file behind
-        with owned.locked(out, "--out"):
-            check()
+        def write() -> None:
             for stack_dir, files in stacks.items():
                 owned.update_files(out, stack_dir, files, "--out", prune=True)
             owned.update_files(out, "", top, "--out")
+
+        owned.check_then_write(out, "--out", check, write)
         return [out / p.parent.relative_to(scratch) / p.name for p in produced]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

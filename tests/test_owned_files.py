@@ -248,6 +248,30 @@ def test_renders_released_at_once_never_fail_or_lose_a_unit(tmp_path: Path, plan
         assert build_overlay(files, "run-b") == run_objects(plans["b"])
 
 
+def test_a_render_that_surveys_while_another_swaps_the_unit_in_lands(tmp_path: Path, plans, monkeypatch) -> None:
+    """The CI failure, made certain: the early survey reads run-a's manifest, another writer swaps
+    run-a in (its lock file is there), then the survey reads the new files. Refused before."""
+    out = tmp_path / "k"
+    write_tree(out, render(plans["a"]))
+    real, swapped = owned._read_manifest, []
+
+    def read_then_swap(unit: Path, flag: str):
+        manifest = real(unit, flag)
+        if unit.name == "run-a" and not swapped:
+            swapped.append(1)  # the other writer, between this manifest and its files
+            tree = render(plans["a2"])
+            owned.replace_unit(
+                out, "overlays/run-a", {k.removeprefix("overlays/run-a/"): v for k, v in tree.items() if k.startswith("overlays/run-a/")}, "--out"
+            )
+        return manifest
+
+    monkeypatch.setattr(owned, "_read_manifest", read_then_swap)
+    write_tree(out, render(plans["a"]))
+    assert swapped
+    files = {str(p.relative_to(out)): p.read_text() for p in out.rglob("*.yaml")}
+    assert build_overlay(files, "run-a") == run_objects(plans["a"])
+
+
 # ------------------------------------------------------------------ property: random pre-existing trees
 
 NAMES = st.sampled_from(["kustomization.yaml", "patch-jobset.yaml", "jobset.yaml", "secrets.env", "cm.yaml", "sub", "x"])
@@ -548,3 +572,50 @@ def test_every_atomic_write_goes_through_write_atomic() -> None:
 def test_a_hand_written_atomic_write_is_seen() -> None:
     source = "import os\ntmp.write_text(x)\nos.replace(tmp, path)\ntmp.replace(path)\ntext.replace('a', 'b')\n"
     assert hand_written_renames(source) == [3, 4]
+
+
+# ------------------------------------------------------------------ one way to write a root: check_then_write
+
+
+def _flaky_check(fails: int):
+    calls = {"n": 0}
+
+    def check() -> None:
+        calls["n"] += 1
+        if calls["n"] <= fails:
+            raise FieldError("--out", "saw half of another writer's swap", "nothing")
+
+    return check, calls
+
+
+def test_an_early_refusal_where_no_writer_ever_was_is_final_and_leaves_no_lock(tmp_path: Path) -> None:
+    check, calls = _flaky_check(1)
+    written = []
+    with pytest.raises(FieldError):
+        owned.check_then_write(tmp_path, "--out", check, lambda: written.append(1))
+    assert (written, calls["n"]) == ([], 1)
+    assert not (tmp_path / owned.LOCK).exists()
+
+
+def test_an_early_refusal_beside_another_writers_lock_is_decided_under_the_lock(tmp_path: Path) -> None:
+    """What a survey sees while another writer swaps a unit is half of each: the check under the lock decides."""
+    (tmp_path / owned.LOCK).touch()
+    check, calls = _flaky_check(1)
+    assert owned.check_then_write(tmp_path, "--out", check, lambda: "written") == "written"
+    assert calls["n"] == 2
+    check, calls = _flaky_check(2)  # refused under the lock too: refused, nothing written
+    written = []
+    with pytest.raises(FieldError):
+        owned.check_then_write(tmp_path, "--out", check, lambda: written.append(1))
+    assert written == []
+
+
+def test_every_writer_of_a_root_goes_through_check_then_write() -> None:
+    """A write under the root's lock whose early check is trusted without it refuses on another writer's half-swap."""
+    found = []
+    for top in ("toolkit", "infra", "modules", "workloads", "scripts"):
+        for path in sorted((REPO / top).rglob("*.py")):
+            rel = str(path.relative_to(REPO))
+            if rel != "toolkit/owned.py" and "owned.locked(" in path.read_text(encoding="utf-8"):
+                found.append(rel)
+    assert found == [], f"write through toolkit.owned.check_then_write instead: {found}"

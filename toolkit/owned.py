@@ -21,7 +21,9 @@ reader sees the old unit or the new one, never a mix (``render``'s overlays, whi
 ``kustomize`` reads as a whole); ``update_files`` replaces file by file with an atomic
 rename each (``synth``'s stack directory, where terraform keeps ``.terraform/`` and may
 be running). Writers of one root take turns on an ``fcntl`` lock (``.tgk.lock`` in the
-root), so two commands writing the same ``--out`` at once both land whole.
+root), so two commands writing the same ``--out`` at once both land whole; each goes through
+``check_then_write``, whose early refusal (before the lock) stands only where no other
+writer could be halfway through a swap.
 
 Every refusal is a ``FieldError`` naming the flag, the path and the fix (exit 2), raised
 before anything was changed.
@@ -37,10 +39,11 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TypeVar
 
 from toolkit import ledger
 from toolkit.errors import FieldError
@@ -55,6 +58,7 @@ WRITER = "tpu-gke-toolkit"
 _RESERVED = {MANIFEST, LOCK}
 UNIT_SKIP = frozenset({MANIFEST})  # what a survey of a unit below the root passes over
 ROOT_SKIP = frozenset({MANIFEST, LOCK, SCRATCH_PREFIX})  # ... of the root: its lock and the scratch dirs too
+T = TypeVar("T")
 
 
 def digest(data: bytes) -> str:
@@ -269,6 +273,25 @@ def locked(root: Path, flag: str) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def check_then_write(root: Path, flag: str, check: Callable[[], None], write: Callable[[], T]) -> T:
+    """``write()`` under ``root``'s lock after ``check()`` passed under it; the way every writer of a root goes.
+
+    ``check()`` runs once before the lock too, so a refusal leaves not even the lock file
+    behind. That early verdict is trusted only when no writer ever held the lock here (no
+    lock file): otherwise another writer may be between the two renames of a unit, or
+    between a manifest and its files, and what the survey saw was half of each. The check
+    under the lock decides then.
+    """
+    try:
+        check()
+    except (FieldError, OSError):
+        if not os.path.lexists(Path(root) / LOCK):
+            raise
+    with locked(root, flag):
+        check()
+        return write()
 
 
 # ------------------------------------------------------------------ writing

@@ -331,11 +331,11 @@ def write_tree(out: Path, files: dict[str, str], flag: str = "--out") -> list[Pa
             survey = owned.survey(out / unit, flag)
             owned.check_collisions(survey, {k: v.encode() for k, v in content.items()}, flag)
 
-    check()  # before the lock too: a refusal leaves not even the lock file behind
-    with owned.locked(out, flag):
-        check()  # what another writer did meanwhile
+    def write() -> None:
         for unit, content in sorted(units.items()):
             owned.replace_unit(out, unit, content, flag)
+
+    owned.check_then_write(out, flag, check, write)
     return [out / rel for rel in files]
 
 
