@@ -266,6 +266,7 @@ class Worker:
     metrics: list[dict[str, Any]] = field(default_factory=list)  # gcs_metrics records not uploaded yet (process 0's)
     events: list[Any] = field(default_factory=list)  # process 0's TensorBoard scalars of this attempt (tb_events.Scalars), written at its end
     t0: float = 0.0  # when this attempt's clock started (the event file's name)
+    pod: dict[str, Any] | None = None  # the pod as last listed (what a vanished worker's SIGTERM is played with)
 
     def write(self, lines: list[str]) -> None:
         if lines:
@@ -395,12 +396,21 @@ class Rehearsals:
                 if w is None:
                     continue
                 live.add(w.uid)
+                w.pod = pod
                 groups[(w.run_uid, w.attempt)].append((w, pod, phase))
-        for uid in list(self.workers):
-            if uid not in live:
-                del self.workers[uid]
-        for (run_uid, attempt), members in groups.items():
-            self._attempt(run_uid, attempt, members, now)
+        first: list[tuple[str, str]] = []
+        for uid, w in list(self.workers.items()):
+            if uid in live:
+                continue
+            del self.workers[uid]
+            if w.joined and not w.ended and w.pod is not None:
+                # Deleted between two passes: the kubelet removes a pod once its containers have
+                # exited, so on GKE its SIGTERM's work (a save, the event file) was done by then.
+                # Played now, before any attempt that may restore from it.
+                groups[(w.run_uid, w.attempt)].append((w, w.pod, "stopping"))
+                first.append((w.run_uid, w.attempt))
+        for key in sorted(groups, key=lambda k: k not in first):
+            self._attempt(key[0], key[1], groups[key], now)
 
     def _in_place_workers(self, pod: dict[str, Any]) -> list[tuple[Worker | None, str]]:
         """A pod that restarts in place: one worker per container incarnation whose program ran (the barrier went down).
