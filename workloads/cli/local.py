@@ -317,7 +317,7 @@ def fault_badhost(
     node: Annotated[str, typer.Argument(metavar="NODE", help="a TPU node of the local cluster")],
     exit_code: Annotated[int, typer.Option("--exit-code", min=1, max=255, help="what every workload container on it exits with (default 134, SIGABRT)")] = 134,
     clear: Annotated[bool, typer.Option("--clear", help="the node is healthy again")] = False,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="the local cluster's state dir (default $TGK_CACHE/local-cluster/state)")] = None,
+    state_dir: StateDirOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """Every workload container on NODE fails, attempt after attempt (a VM with a broken TPU host)."""
@@ -335,7 +335,7 @@ def fault_hang(
     namespace: Annotated[Optional[str], typer.Option("--namespace", "-n", help="namespace of the run (default: the team's)")] = None,
     team: Annotated[Optional[str], typer.Option("--team", help="team from the spec whose namespace holds the run")] = None,
     spec: SpecOpt = None,
-    state_dir: Annotated[Optional[Path], typer.Option("--state-dir", help="the local cluster's state dir (default $TGK_CACHE/local-cluster/state)")] = None,
+    state_dir: StateDirOpt = None,
     output: Output = OutputFormat.text,
 ) -> None:
     """One worker of RUN stops stepping while its pod stays Running (a collective that never completes)."""
