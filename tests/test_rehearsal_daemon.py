@@ -26,6 +26,7 @@ class _Kube:
 
     def __init__(self) -> None:
         self.pods: list[dict[str, Any]] = []
+        self.current: list[dict[str, Any]] = []  # pods as a GET finds them when they changed since the list
         self.writes: list[tuple] = []
 
     def resource(self, *_: str) -> _Resource:
@@ -33,6 +34,11 @@ class _Kube:
 
     def list(self, *_: Any, **__: Any) -> list[dict[str, Any]]:
         return list(self.pods)
+
+    def get(self, _info: Any, name: str, namespace: str | None = None) -> dict[str, Any] | None:
+        """The pod as it is now (``current``, else as listed)."""
+        now = {p["metadata"]["name"]: p for p in [*self.pods, *self.current]}
+        return now.get(name)
 
     def create(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
         self.writes.append(("create", obj["kind"]))
@@ -123,3 +129,39 @@ def test_a_pod_seen_stopping_is_played_once_not_again_when_it_goes(daemon) -> No
     kube.pods = []
     d.tick(1006.0)
     assert len(uploads) == 1 and saves == [0, 4]
+
+
+def test_an_in_place_worker_takes_the_attempt_the_agent_wrote_not_the_listed_one(daemon, monkeypatch) -> None:
+    """The agent writes the attempt, then lifts the barrier and starts the program; a pod listed just
+    before that write has no attempt yet. Its worker fell into attempt "" while the others were in
+    "0", and the run never started (CI: the in-place crash test, 300 s with no attempt joined)."""
+    import copy
+
+    from workloads.local import agents
+    from workloads.render.inplace import ATTEMPT_ANNOTATION
+
+    d, kube, _, _ = daemon
+    listed = _pod(RUN)
+    now = copy.deepcopy(listed)
+    now["metadata"]["annotations"][ATTEMPT_ANNOTATION] = "0"
+    kube.pods, kube.current = [listed], [now]
+    monkeypatch.setattr(agents, "is_agent_pod", lambda pod: True)
+    monkeypatch.setattr(d.agents, "tick", lambda pods, t: None)
+    monkeypatch.setattr(d.agents, "incarnation", lambda uid: (0, True))
+    d.tick(1000.0)
+    (w,) = d.workers.values()
+    assert w.attempt == "in-place-0"
+    assert list(d.books["js-uid"].attempts) == ["in-place-0"]  # the one worker of the run started the attempt
+
+
+def test_an_in_place_pod_gone_before_it_is_read_again_makes_no_worker_yet(daemon, monkeypatch) -> None:
+    from workloads.local import agents
+
+    d, kube, _, _ = daemon
+    kube.pods = [_pod(RUN)]
+    monkeypatch.setattr(kube, "get", lambda *a, **k: None)
+    monkeypatch.setattr(agents, "is_agent_pod", lambda pod: True)
+    monkeypatch.setattr(d.agents, "tick", lambda pods, t: None)
+    monkeypatch.setattr(d.agents, "incarnation", lambda uid: (0, True))
+    d.tick(1000.0)
+    assert d.workers == {}

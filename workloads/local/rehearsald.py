@@ -426,9 +426,14 @@ class Rehearsals:
         pod_phase = _phase(pod)
         key = f"{uid}#{restarts}"
         if running and key not in self.incarnations[uid]:
-            w = self._worker(pod, key=key, attempt=f"in-place-{agents.attempt_of(pod)}", fresh_log=bool(self.incarnations[uid]))
-            if w is not None:
-                self.incarnations[uid].append(key)
+            # The attempt as the agent wrote it before it lifted the barrier: the pod as listed at the
+            # start of this pass may predate that write (then its workers fell into two attempts and
+            # the run never started), so the pod is read again.
+            current = self._current(pod)
+            if current is not None:  # else: the next pass
+                w = self._worker(pod, key=key, attempt=f"in-place-{agents.attempt_of(current)}", fresh_log=bool(self.incarnations[uid]))
+                if w is not None:
+                    self.incarnations[uid].append(key)
         out: list[tuple[Worker | None, str]] = []
         for k in self.incarnations[uid]:
             w = self.workers.get(k)
@@ -442,6 +447,16 @@ class Rehearsals:
                 phase = "running" if running else "stopping"
             out.append((w, phase))
         return out
+
+    def _current(self, pod: dict[str, Any]) -> dict[str, Any] | None:
+        """The pod as the API server holds it now; None when it is gone (or is another pod) or cannot be read."""
+        meta = pod["metadata"]
+        try:
+            current = self.kube.get(self.kube.resource("v1", "Pod"), meta["name"], meta["namespace"])
+        except ToolkitError as e:
+            _say(f"{meta['namespace']}/{meta['name']}: cannot read it again ({e}); retrying")
+            return None
+        return current if current is not None and (current.get("metadata") or {}).get("uid") == meta.get("uid") else None
 
     def _worker(self, pod: dict[str, Any], *, key: str | None = None, attempt: str | None = None, fresh_log: bool = False) -> Worker | None:
         """The worker of a pod (``key``/``attempt``: of one container incarnation of a pod that restarts in place;
