@@ -55,8 +55,8 @@ class FakeTransport:
         self.streams = streams or {}
         self.calls: list[dict[str, Any]] = []
 
-    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None) -> Response:
-        self.calls.append({"method": method, "path": path, "query": dict(query or []), "body": body, "content_type": content_type})
+    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None, accept=None) -> Response:
+        self.calls.append({"method": method, "path": path, "query": dict(query or []), "body": body, "content_type": content_type, "accept": accept})
         r = self.routes.get((method, path))
         if callable(r):
             r = r(dict(query or []), body)

@@ -275,6 +275,38 @@ def test_a_secret_env_run_is_admitted_and_stored_holding_only_the_reference(clus
         assert cluster.create(pod, dry_run=True)["spec"]["securityContext"]["runAsNonRoot"] is True
 
 
+def test_submit_refuses_a_secret_env_whose_secret_is_missing_and_asks_only_for_metadata(cluster, kubeconfig, team) -> None:
+    """On GKE the pods would wait in CreateContainerConfigError with the slice held: refused first, nothing applied.
+    The real API server answers the toolkit's question with the Secret's metadata only, never its data."""
+    import base64
+    import secrets as pysecrets
+
+    from tests.support import run_module
+    from workloads.cluster.api import PARTIAL_METADATA
+    from workloads.runs import service
+
+    suffix = pysecrets.token_hex(3)
+    name, run = f"tgk-missing-{suffix}", f"secret-missing-{suffix}"
+    r = run_module("workloads", "submit", "hello-tpu", "--name", run, "--secret-env", f"HF_TOKEN={name}/token", "--no-wait", "--kubeconfig", str(kubeconfig))
+    assert r.returncode == 2 and r.stdout == "", (r.stdout, r.stderr)
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"error: --secret-env: the Secret {name} (HF_TOKEN reads it) does not exist in namespace {team.ns} — create it first"), line
+    assert cluster.get(cluster.resource("jobset.x-k8s.io/v1alpha2", "JobSet"), run, team.ns) is None
+
+    info = cluster.resource("v1", "Secret")
+    value = base64.b64encode(f"hf_{suffix}".encode()).decode()
+    cluster.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "namespace": team.ns}, "data": {"token": value}})
+    try:
+        raw = cluster.transport.request("GET", info.path(team.ns, name), accept=PARTIAL_METADATA)
+        assert raw.ok and raw.json()["kind"] == "PartialObjectMetadata" and "data" not in raw.json(), raw.json()
+        assert value.encode() not in raw.body
+        assert cluster.metadata(info, name, team.ns)["metadata"]["name"] == name
+        plan = plan_run("hello-tpu", load_spec(DEFAULT_SPEC_PATH), Overrides(name=run, secret_env=(f"HF_TOKEN={name}/token",)))
+        assert service.secrets_check(cluster, plan) == ""
+    finally:
+        cluster.delete(info, name, team.ns)
+
+
 # ------------------------------------------------------------------ schemas
 
 

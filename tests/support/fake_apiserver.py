@@ -73,6 +73,7 @@ def serve(tls: ssl.SSLContext | None = None) -> Iterator[FakeApiServer]:
                     "content_type": self.headers.get("Content-Type"),
                     "body": body,
                     "auth": self.headers.get("Authorization"),
+                    "accept": self.headers.get("Accept"),
                     "client_cn": _client_cn(self.connection),
                 }
             )

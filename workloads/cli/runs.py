@@ -351,6 +351,8 @@ def submit(
             typer.echo(f"  {sub.checkpoints.line()}", err=True)
     if sub.dataset_access:
         typer.echo(f"warning: dataset {plan.program.dataset.name if plan.program.dataset else ''}: {sub.dataset_access}", err=True)
+    if sub.secrets:
+        typer.echo(f"warning: --secret-env: {sub.secrets}", err=True)
     result = None
     if not no_wait:
         result = _wait(cluster, plan, timeout, quiet=output is OutputFormat.json)
@@ -360,6 +362,8 @@ def submit(
             data["checkpoints"] = {"state": sub.checkpoints.state, "directory": sub.checkpoints.where, "restorable": sub.checkpoints.checkpoints}
         if sub.dataset_access:
             data["dataset_access"] = sub.dataset_access
+        if sub.secrets:
+            data["secrets"] = sub.secrets
         if result is not None:
             data["admission"] = {
                 "admitted": result.admitted,

@@ -78,6 +78,8 @@ class DeleteResult:
 
 # A log read whole (not followed) may take this many request deadlines: a long run's log is large.
 LOG_DEADLINE_FACTOR = 5
+# Only an object's metadata (the API server's PartialObjectMetadata), plain JSON from a server without it.
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 
 class LogsUnavailable(ClusterError):
@@ -252,6 +254,23 @@ class KubeApi:
         if not resp.ok:
             raise refusal(resp, f"get {info.kind} {name}", path=path)
         return resp.json()
+
+    def metadata(self, info: ResourceInfo, name: str, namespace: str | None = None) -> dict | None:
+        """An object's metadata only (``PartialObjectMetadata``), None when it does not exist.
+
+        For objects whose content the toolkit must not read (a Secret's values): the server
+        sends no ``data``. A server that answers with the whole object anyway has all but its
+        metadata dropped here.
+        """
+        path = info.path(namespace, name)
+        resp = self.transport.request("GET", path, accept=PARTIAL_METADATA)
+        if resp.status == 404:
+            return None
+        if not resp.ok:
+            raise refusal(resp, f"get {info.kind} {name}", path=path)
+        doc = resp.json()
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        return {"kind": "PartialObjectMetadata", "metadata": meta if isinstance(meta, dict) else {}}
 
     def list(
         self,

@@ -151,7 +151,10 @@ class Transport(Protocol):
         body: Any = None,
         content_type: str | None = None,
         timeout: float | None = None,
-    ) -> Response: ...
+        accept: str | None = None,
+    ) -> Response:
+        """``accept``: another representation than plain JSON (e.g. only an object's metadata)."""
+        ...
 
     def stream(
         self, path: str, *, query: list[tuple[str, str]] | None = None, timeout: float | None = None, deadline: float | None = None, ends: bool = True
@@ -180,13 +183,13 @@ class KubeClientTransport:
         self._before = before
         self.server = api_client.configuration.host
 
-    def _send(self, method: str, path: str, query, body, content_type, timeout, seconds: float, stream: bool) -> Any:
+    def _send(self, method: str, path: str, query, body, content_type, timeout, seconds: float, stream: bool, accept: str | None = None) -> Any:
         """The response, its headers read (within ``seconds``); the body is the caller's to read."""
         import urllib3
 
         if self._before is not None:
             self._before()
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept or "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
         try:
@@ -221,11 +224,11 @@ class KubeClientTransport:
 
         return stop
 
-    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None) -> Response:
+    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None, accept=None) -> Response:
         import urllib3
 
         start = time.monotonic()
-        r = self._send(method, path, query, body, content_type, timeout, self._deadline, stream=False)
+        r = self._send(method, path, query, body, content_type, timeout, self._deadline, stream=False, accept=accept)
         raw = r.response
         dog = Watchdog(self._deadline - (time.monotonic() - start), self._stopper(raw))
         try:
@@ -351,7 +354,9 @@ class StdlibTransport:
                 raise ClusterError(f"cannot load the TLS certificates for {self.server}: {one_line(e)} — check the kubeconfig's certificate entries") from None
         return http.client.HTTPSConnection(self._host, self._port, context=self._ctx, timeout=timeout)
 
-    def _open(self, method, path, query, body, content_type, timeout, seconds: float) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, Watchdog]:
+    def _open(
+        self, method, path, query, body, content_type, timeout, seconds: float, accept: str | None = None
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse, Watchdog]:
         """Connect, send, read the headers; the watchdog then stops the connection ``seconds`` after the start."""
         import http.client
         import socket
@@ -359,7 +364,7 @@ class StdlibTransport:
         start = time.monotonic()
         url = self._prefix + path + (f"?{urlencode(query)}" if query else "")
         data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
-        headers = {"Accept": "application/json", "User-Agent": TGK}
+        headers = {"Accept": accept or "application/json", "User-Agent": TGK}
         if data is not None:
             headers["Content-Type"] = content_type or "application/json"
         conn = self._connection(min(timeout, seconds) if timeout else seconds)
@@ -377,10 +382,10 @@ class StdlibTransport:
                     raise _timed_out(self.server, seconds) from None
             raise unreachable(self.server, e) from None
 
-    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None) -> Response:
+    def request(self, method, path, *, query=None, body=None, content_type=None, timeout=None, accept=None) -> Response:
         import http.client
 
-        conn, resp, dog = self._open(method, path, query, body, content_type, timeout or self._timeout, self._deadline)
+        conn, resp, dog = self._open(method, path, query, body, content_type, timeout or self._timeout, self._deadline, accept)
         try:
             data = resp.read(MAX_RESPONSE_BYTES + 1)
         except (OSError, http.client.HTTPException) as e:

@@ -17,7 +17,8 @@ A reference is checked as Kubernetes checks it, before anything is rendered:
 - KEY: a key of the Secret's data (letters, digits, ``-``, ``_``, ``.``; at most 253).
 
 The Secret itself is the team's to create in its namespace (``kubectl create secret generic``);
-the toolkit never reads it.
+the toolkit never reads its values (``submit`` asks only whether it exists, by its metadata:
+``runs.service.secrets_check``).
 """
 
 from __future__ import annotations

@@ -72,6 +72,7 @@ class Submission:
     admission: AdmissionResult | None = None  # None: not waited for (or nothing applied)
     checkpoints: Verdict | None = None  # whose checkpoint directory it is (workloads.runs.identity); None: the run keeps none
     dataset_access: str = ""  # why the dataset check could not prove the run may read its data (a warning); "" proven or no dataset
+    secrets: str = ""  # why the Secrets the run reads could not be checked (a warning); "" checked or none read
 
     @property
     def refs(self) -> list[dict[str, str]]:
@@ -209,7 +210,8 @@ def apply(
     With ``spec``, a run that reads a dataset has it checked first in the cluster's buckets
     (``data_check``): a dataset the run could not read is refused before anything is applied.
     So is a checkpoint to start from (``--load-parameters``) that is not there or not the
-    run's model (``parameters_check``).
+    run's model (``parameters_check``), and a Secret the run reads that is not there
+    (``secrets_check``).
 
     On a cluster whose context has a hook (the local cluster) the objects are decorated
     first and stamped again with their digest; ``rehearse_seconds`` is refused elsewhere.
@@ -242,8 +244,10 @@ def apply(
     objects = _checked(cluster, plan, objects, digest)
     if isinstance(objects, ExistingRun):
         return Submission(plan, existing=objects, note=note)
+    secrets = ""
     if not any((o.get("spec") or {}).get("managedBy") for o in objects):  # a fleet's manager runs nothing itself
         capability_check(cluster, plan)
+        secrets = secrets_check(cluster, plan)
     facts = data_check(cluster, plan, spec) if spec is not None else None
     if plan.program.load_parameters is not None:
         parameters_check(cluster, plan)
@@ -251,7 +255,7 @@ def apply(
     if identity.guarded(plan):
         verdict = identity.claim(store or checkpoint_store(cluster, plan), plan, resume=resume, submission=rendered.digest)
     cluster.apply(objects, field_manager=TGK_FIELD_MANAGER)
-    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict, dataset_access=getattr(facts, "access_note", ""))
+    return Submission(plan, applied=tuple(objects), note=note, checkpoints=verdict, dataset_access=getattr(facts, "access_note", ""), secrets=secrets)
 
 
 def capability_check(cluster: Cluster, plan: RunPlan) -> None:
@@ -270,6 +274,41 @@ def capability_check(cluster: Cluster, plan: RunPlan) -> None:
             problem,
             "install JobSet v0.11.0 or later with its InPlaceRestart gate on (the provision pipeline does, from recovery.restart), or pass --restart recreate",
         )
+
+
+def secrets_check(cluster: Cluster, plan: RunPlan) -> str:
+    """Each Secret the run's containers read (``--secret-env``, a recipe's ``secret_env``) asked for in the run's namespace.
+
+    One that is not there is refused before anything is applied: on GKE the pods would wait in
+    CreateContainerConfigError with the slice held. Only its metadata is asked for, never its
+    values, so whether it holds KEY is not checked. Returns a warning when the caller may not
+    read Secrets there (not proven either way); "" otherwise.
+    """
+    from toolkit.errors import Forbidden
+
+    refs = plan.program.secret_env
+    if not refs:
+        return ""
+    info, ns, unknown = cluster.resource("v1", "Secret"), plan.target.namespace, []
+    for secret in sorted({r.secret for r in refs}):
+        try:
+            found = cluster.metadata(info, secret, ns)
+        except Forbidden:
+            unknown.append(secret)
+            continue
+        if found is None:
+            readers = [r.name for r in refs if r.secret == secret]
+            who = f"{readers[0]} reads it" if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]} read it"
+            # Names and keys passed secret_env's checks (DNS-1123 names, [-._a-zA-Z0-9] keys): safe in a shell line.
+            literals = " ".join(f"--from-literal={k}=..." for k in dict.fromkeys(r.key for r in refs if r.secret == secret))
+            raise FieldError(
+                "--secret-env",
+                f"the Secret {secret} ({who}) does not exist in namespace {ns}",
+                f"create it first (kubectl create secret generic {secret} -n {ns} {literals}), or name a Secret that exists",
+            )
+    if not unknown:
+        return ""
+    return f"cannot check that the Secret(s) {', '.join(unknown)} exist in namespace {ns} (not allowed to get secrets there); a missing one holds the pods in CreateContainerConfigError"
 
 
 def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
