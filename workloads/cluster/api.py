@@ -246,9 +246,10 @@ class KubeApi:
 
     # ----------------------------------------------------------------- read/del
 
-    def get(self, info: ResourceInfo, name: str, namespace: str | None = None) -> dict | None:
+    def get(self, info: ResourceInfo, name: str, namespace: str | None = None, *, accept: str | None = None) -> dict | None:
+        """The object, None when it does not exist (``accept``: another representation of it)."""
         path = info.path(namespace, name)
-        resp = self.transport.request("GET", path)
+        resp = self.transport.request("GET", path, accept=accept)
         if resp.status == 404:
             return None
         if not resp.ok:
@@ -262,13 +263,9 @@ class KubeApi:
         sends no ``data``. A server that answers with the whole object anyway has all but its
         metadata dropped here.
         """
-        path = info.path(namespace, name)
-        resp = self.transport.request("GET", path, accept=PARTIAL_METADATA)
-        if resp.status == 404:
+        doc = self.get(info, name, namespace, accept=PARTIAL_METADATA)
+        if doc is None:
             return None
-        if not resp.ok:
-            raise refusal(resp, f"get {info.kind} {name}", path=path)
-        doc = resp.json()
         meta = doc.get("metadata") if isinstance(doc, dict) else None
         return {"kind": "PartialObjectMetadata", "metadata": meta if isinstance(meta, dict) else {}}
 
