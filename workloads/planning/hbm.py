@@ -44,7 +44,7 @@ reaches over it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from workloads.planning.maxtext_numbers import PLAIN_INT
@@ -102,6 +102,16 @@ def _shards(totals: Mapping[str, int], axes: tuple[str, ...], size: int) -> int:
     return n if size % n == 0 else 1
 
 
+def _sharder(m: ModelDims, totals: Mapping[str, int]) -> Callable[[str], int]:
+    """What each weight dimension of ``m`` is split into (by its ``weight_dims`` name; 1 for a dimension the model lacks)."""
+    dims = {w.what: w for w in weight_dims(m)}
+
+    def sh(what: str) -> int:
+        return _shards(totals, dims[what].axes, dims[what].size) if what in dims else 1
+
+    return sh
+
+
 def _round(n: int, to: int) -> int:
     return -(-n // to) * to
 
@@ -153,10 +163,7 @@ def weight_bytes_per_device(m: ModelDims, totals: Mapping[str, int], args: Mappi
     over the mesh axes of its dimensions, with the padding of TPU's tiled layout (``tpu_elements``),
     and the biases, sinks and norms beside the matrices (``small_params_per_device``)."""
     args = args or {}
-    dims = {w.what: w for w in weight_dims(m)}
-
-    def sh(what: str) -> int:
-        return _shards(totals, dims[what].axes, dims[what].size) if what in dims else 1
+    sh = _sharder(m, totals)
 
     def split(*whats: str) -> int:
         return math.prod(sh(w) for w in whats)
@@ -215,11 +222,7 @@ def small_params_per_device(m: ModelDims, totals: Mapping[str, int], args: Mappi
     devices are 1.8 % of its state, where the matrices are split 64 ways.
     """
     args = args or {}
-    dims = {w.what: w for w in weight_dims(m)}
-
-    def sh(what: str) -> int:
-        return _shards(totals, dims[what].axes, dims[what].size) if what in dims else 1
-
+    sh = _sharder(m, totals)
     layers = m.base_num_decoder_layers
     moe, dense = m.layer_counts()
     e = m.base_emb_dim // sh("the embedding dimension of the attention and embedding weights")
