@@ -37,6 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from infra.catalog import SliceShape
+from toolkit.wording import listing
 from workloads.planning.device_mesh import Unplaceable, key_axis, lay_out, maxtext_axes, maxtext_mesh, physical_mesh
 from workloads.planning.errors import PlanError
 from workloads.planning.images import MAXTEXT_VERSION
@@ -285,10 +286,10 @@ def check_device_mesh(recipe: Recipe, mesh: Mesh, shape: SliceShape, slices: int
     key = f"ici_{axis}_parallelism"
     free = ", ".join(f"{n} {s}" for n, s in verdict.free if s > 1) or "none"
     took = [p for p in verdict.taken if p.physical and p.size > 1]
-    after = "".join(f"; ici_{key_axis(p.axis)}_parallelism={p.size} took {_and(p.physical)}" for p in took)
+    after = "".join(f"; ici_{key_axis(p.axis)}_parallelism={p.size} took {listing(p.physical)}" for p in took)
     sizes = verdict.sizes
     instead = (
-        f"use --set {key}={_or([str(s) for s in sizes])} (a product of the free physical axes)"
+        f"use --set {key}={listing([str(s) for s in sizes], 'or')} (a product of the free physical axes)"
         if sizes
         else "no physical axis is left for it: lower the degrees that took them"
     )
@@ -298,14 +299,6 @@ def check_device_mesh(recipe: Recipe, mesh: Mesh, shape: SliceShape, slices: int
         " MaxText lays the ICI mesh out with JAX's create_device_mesh, which gives each axis whole physical axes and stops the run at start",
         f"{instead}, or --set allow_split_physical_axes=true (JAX then splits a physical axis between mesh axes)",
     )
-
-
-def _and(words: tuple[str, ...] | list[str], last: str = "and") -> str:
-    return f"{', '.join(words[:-1])} {last} {words[-1]}" if len(words) > 1 else "".join(words)
-
-
-def _or(words: list[str]) -> str:
-    return _and(words, "or")
 
 
 def shape_warning(recipe_name: str, tuned_shapes: list[str], run_shape: str, ici: dict[str, int]) -> str | None:

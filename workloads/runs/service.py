@@ -285,6 +285,7 @@ def secrets_check(cluster: Cluster, plan: RunPlan) -> str:
     read Secrets there (not proven either way); "" otherwise.
     """
     from toolkit.errors import Forbidden
+    from toolkit.wording import listing
 
     refs = plan.program.secret_env
     if not refs:
@@ -298,7 +299,7 @@ def secrets_check(cluster: Cluster, plan: RunPlan) -> str:
             continue
         if found is None:
             readers = [r.name for r in refs if r.secret == secret]
-            who = f"{readers[0]} reads it" if len(readers) == 1 else f"{', '.join(readers[:-1])} and {readers[-1]} read it"
+            who = f"{listing(readers)} {'reads' if len(readers) == 1 else 'read'} it"
             # Names and keys passed secret_env's checks (DNS-1123 names, [-._a-zA-Z0-9] keys): safe in a shell line.
             literals = " ".join(f"--from-literal={k}=..." for k in dict.fromkeys(r.key for r in refs if r.secret == secret))
             raise FieldError(
