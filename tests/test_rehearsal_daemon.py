@@ -131,13 +131,21 @@ def test_a_pod_seen_stopping_is_played_once_not_again_when_it_goes(daemon) -> No
     assert len(uploads) == 1 and saves == [0, 4]
 
 
+def _restarts_in_place(d, monkeypatch) -> None:
+    """Every pod is an agent pod whose container's first incarnation runs its program (the barrier is down)."""
+    from workloads.local import agents
+
+    monkeypatch.setattr(agents, "is_agent_pod", lambda pod: True)
+    monkeypatch.setattr(d.agents, "tick", lambda pods, t: None)
+    monkeypatch.setattr(d.agents, "incarnation", lambda uid: (0, True))
+
+
 def test_an_in_place_worker_takes_the_attempt_the_agent_wrote_not_the_listed_one(daemon, monkeypatch) -> None:
     """The agent writes the attempt, then lifts the barrier and starts the program; a pod listed just
     before that write has no attempt yet. Its worker fell into attempt "" while the others were in
     "0", and the run never started (CI: the in-place crash test, 300 s with no attempt joined)."""
     import copy
 
-    from workloads.local import agents
     from workloads.render.inplace import ATTEMPT_ANNOTATION
 
     d, kube, _, _ = daemon
@@ -145,9 +153,7 @@ def test_an_in_place_worker_takes_the_attempt_the_agent_wrote_not_the_listed_one
     now = copy.deepcopy(listed)
     now["metadata"]["annotations"][ATTEMPT_ANNOTATION] = "0"
     kube.pods, kube.current = [listed], [now]
-    monkeypatch.setattr(agents, "is_agent_pod", lambda pod: True)
-    monkeypatch.setattr(d.agents, "tick", lambda pods, t: None)
-    monkeypatch.setattr(d.agents, "incarnation", lambda uid: (0, True))
+    _restarts_in_place(d, monkeypatch)
     d.tick(1000.0)
     (w,) = d.workers.values()
     assert w.attempt == "in-place-0"
@@ -155,13 +161,9 @@ def test_an_in_place_worker_takes_the_attempt_the_agent_wrote_not_the_listed_one
 
 
 def test_an_in_place_pod_gone_before_it_is_read_again_makes_no_worker_yet(daemon, monkeypatch) -> None:
-    from workloads.local import agents
-
     d, kube, _, _ = daemon
     kube.pods = [_pod(RUN)]
     monkeypatch.setattr(kube, "get", lambda *a, **k: None)
-    monkeypatch.setattr(agents, "is_agent_pod", lambda pod: True)
-    monkeypatch.setattr(d.agents, "tick", lambda pods, t: None)
-    monkeypatch.setattr(d.agents, "incarnation", lambda uid: (0, True))
+    _restarts_in_place(d, monkeypatch)
     d.tick(1000.0)
     assert d.workers == {}
