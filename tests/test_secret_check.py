@@ -16,6 +16,7 @@ import json
 import pytest
 
 from infra.spec import EXAMPLES_DIR, load_spec
+from tests.support.recording_cluster import RecordingCluster
 from tests.test_cluster import FakeTransport
 from toolkit.errors import FieldError, Forbidden
 from workloads import runs
@@ -32,19 +33,12 @@ def _plan(*refs: str):
     return runs.plan("hello-tpu", load_spec(EXAMPLES_DIR / "default.yaml"), Overrides(name="sec", secret_env=refs))
 
 
-class _Recording(Cluster):
-    """The real client over a fake transport; apply recorded, never sent."""
+class _Recording(RecordingCluster, Cluster):
+    """The recording stand-in (nothing under the name; apply recorded, never sent) over the real client and a fake transport."""
 
     def __init__(self, routes: dict) -> None:
-        super().__init__(FakeTransport(routes), context="gke_p_us-west4_c")
-        self.applied: list[dict] = []
-
-    def find_run(self, namespace, name):
-        return None
-
-    def apply(self, objects, **_):
-        self.applied.extend(objects)
-        return objects
+        Cluster.__init__(self, FakeTransport(routes), context=RecordingCluster.context)
+        RecordingCluster.__init__(self)
 
 
 def _secret(name: str) -> dict:
