@@ -134,7 +134,10 @@ def test_a_job_runs_attempts_across_a_kueue_eviction_are_its_history(kubeconfig:
         return pods if len(pods) == n and all(p["status"].get("phase") == "Running" for p in pods) else None
 
     try:
-        sub = wl("submit", "llama3-8b", "--runtime", "job", "--name", run, "--rehearse-seconds", "30", *kc)
+        # The eviction must land while the first attempt runs. On a loaded two-core host one pod-log
+        # read through the API server has taken a minute (the whole of a 30 s run), so the run is
+        # given 120 s; the second attempt replays only the steps left.
+        sub = wl("submit", "llama3-8b", "--runtime", "job", "--name", run, "--rehearse-seconds", "120", *kc)
         assert sub.returncode == 0, (sub.stdout, sub.stderr)
         first = wait_for(lambda: running(4), 180, "the Job's 4 workers Running")
         first_uids = {p["metadata"]["uid"] for p in first}
@@ -144,6 +147,12 @@ def test_a_job_runs_attempts_across_a_kueue_eviction_are_its_history(kubeconfig:
         workload = cluster.workload_for(ns, job)
         wl_path = cluster.kueue("Workload").path(ns, workload["metadata"]["name"])
         patch(cluster, wl_path, {"spec": {"active": False}})
+        finished = [
+            c["type"]
+            for c in (cluster.get(cluster.resource("batch/v1", "Job"), run, ns) or {}).get("status", {}).get("conditions", [])
+            if c.get("status") == "True"
+        ]
+        assert not {"Complete", "Failed", "SuccessCriteriaMet"} & set(finished), f"the first attempt ended before the eviction landed: {finished}"
         wait_for(
             lambda: (cluster.get(cluster.resource("batch/v1", "Job"), run, ns) or {}).get("spec", {}).get("suspend") is True and running(0) is not None,
             120,
