@@ -94,7 +94,7 @@ def _pools(cluster) -> dict[str, str]:
 
 @pytest.mark.usefixtures("tpu_quota")
 def test_a_bad_host_loops_the_run_until_it_is_named_and_cordoned_then_the_run_finishes_elsewhere(cluster, local_cluster, kubeconfig, run_name) -> None:
-    sub = wl("submit", "maxtext-6b", "--slices", "1", "--name", run_name, "--rehearse-seconds", "30", "--max-restarts", "20", "--kubeconfig", str(kubeconfig))
+    sub = wl("submit", "maxtext-6b", "--slices", "1", "--name", run_name, "--rehearse-seconds", "60", "--max-restarts", "20", "--kubeconfig", str(kubeconfig))
     assert sub.returncode == 0, sub.stderr
     first = wait_for(lambda: _running(cluster, run_name), 180, "all 4 workers Running")
     pools = _pools(cluster)
@@ -159,7 +159,7 @@ def test_a_bad_host_loops_the_run_until_it_is_named_and_cordoned_then_the_run_fi
 
 @pytest.mark.usefixtures("tpu_quota")
 def test_a_hang_ends_the_attempt_with_the_guards_code_and_the_run_resumes(cluster, local_cluster, kubeconfig, run_name) -> None:
-    sub = wl("submit", "maxtext-6b", "--slices", "1", "--name", run_name, "--rehearse-seconds", "30", "--kubeconfig", str(kubeconfig))
+    sub = wl("submit", "maxtext-6b", "--slices", "1", "--name", run_name, "--rehearse-seconds", "60", "--kubeconfig", str(kubeconfig))
     assert sub.returncode == 0, sub.stderr
     first = wait_for(lambda: _running(cluster, run_name), 180, "all 4 workers Running")
     wait_for(lambda: _last_step(cluster, run_name) >= 10, 60, "step 10", interval=0.5)
