@@ -473,6 +473,12 @@ def update_files(root: Path, unit_rel: str, files: Mapping[str, str | bytes], fl
     return [unit / rel for rel in data]
 
 
+def write_files(root: Path, files: Mapping[str, str | bytes], flag: str) -> list[Path]:
+    """``update_files`` at the top of ``root`` through ``check_then_write``: a report, a local run's
+    outputs, an AOT compile's kept logs (files beside the user's, never over them)."""
+    return check_then_write(root, flag, lambda: check_update(root, files, flag), lambda: update_files(root, "", files, flag))
+
+
 def _digest_of(path: Path) -> str | None:
     try:
         return digest(path.read_bytes())

@@ -248,9 +248,7 @@ def compile_plan(plan: RunPlan, venv: Path, *, timeout: float = 1800, keep_log_d
             # Replacing only logs an earlier compile kept there (toolkit.owned); a file of the user's is refused.
             logs = {name: getattr(done, f"{name.rsplit('.', 1)[1]}_path").read_bytes() for name in KEPT_LOGS}
             root = owned.check_root(keep_log_dir, "--keep-logs")
-            owned.check_then_write(
-                root, "--keep-logs", lambda: owned.check_update(root, logs, "--keep-logs"), lambda: owned.update_files(root, "", logs, "--keep-logs")
-            )
+            owned.write_files(root, logs, "--keep-logs")
             log_dir = str(keep_log_dir)
         common = dict(
             recipe=program.recipe,

@@ -300,7 +300,7 @@ def check_parameters(plan: RunPlan, path: Path | None, data: LocalData | None = 
 def _write_outputs(out_dir: Path, files: dict[str, bytes]) -> None:
     from toolkit import owned
 
-    owned.check_then_write(out_dir, "--out", lambda: owned.check_update(out_dir, files, "--out"), lambda: owned.update_files(out_dir, "", files, "--out"))
+    owned.write_files(out_dir, files, "--out")
 
 
 def run_tiny(

@@ -212,7 +212,7 @@ def write_report(
         JSON_NAME: (json.dumps(summary_document(facts, log, summary, goodput, cost), indent=2) + "\n").encode(),
     }
     out_dir = owned.check_root(Path(out_dir), "--out")
-    owned.check_then_write(out_dir, "--out", lambda: owned.check_update(out_dir, files, "--out"), lambda: owned.update_files(out_dir, "", files, "--out"))
+    owned.write_files(out_dir, files, "--out")
     return ReportFiles(out_dir, out_dir / MARKDOWN_NAME, out_dir / PLOT_NAME, out_dir / JSON_NAME)
 
 
