@@ -309,7 +309,7 @@ def secrets_check(cluster: Cluster, plan: RunPlan) -> str:
             )
     if not unknown:
         return ""
-    return f"cannot check that the Secret(s) {', '.join(unknown)} exist in namespace {ns} (not allowed to get secrets there); a missing one holds the pods in CreateContainerConfigError"
+    return f"cannot check that the Secret(s) {listing(unknown)} exist in namespace {ns} (not allowed to get secrets there); a missing one holds the pods in CreateContainerConfigError"
 
 
 def data_check(cluster: Cluster, plan: RunPlan, spec: EnvSpec) -> Any:
