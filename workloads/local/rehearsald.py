@@ -398,7 +398,7 @@ class Rehearsals:
                 live.add(w.uid)
                 w.pod = pod
                 groups[(w.run_uid, w.attempt)].append((w, pod, phase))
-        first: list[tuple[str, str]] = []
+        first: set[tuple[str, str]] = set()  # attempts a vanished worker is played in: they go before the others
         for uid, w in list(self.workers.items()):
             if uid in live:
                 continue
@@ -408,7 +408,7 @@ class Rehearsals:
                 # exited, so on GKE its SIGTERM's work (a save, the event file) was done by then.
                 # Played now, before any attempt that may restore from it.
                 groups[(w.run_uid, w.attempt)].append((w, w.pod, "stopping"))
-                first.append((w.run_uid, w.attempt))
+                first.add((w.run_uid, w.attempt))
         for key in sorted(groups, key=lambda k: k not in first):
             self._attempt(key[0], key[1], groups[key], now)
 
